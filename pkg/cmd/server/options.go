@@ -1,0 +1,207 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
+	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/apiserver/pkg/util/compatibility"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
+	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/klog/v2"
+	"k8s.io/kube-openapi/pkg/common"
+	netutils "k8s.io/utils/net"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/apiserver"
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
+)
+
+// Options are implicit-apiserver's command-line options.
+type Options struct {
+	Recommended *genericoptions.RecommendedOptions
+
+	// GlobalNamespace holds the global sources.
+	GlobalNamespace string
+	// ExcludeNamespaces are never tenants.
+	ExcludeNamespaces []string
+	// ConfigFile is an ImplicitConfiguration listing the served kinds.
+	ConfigFile string
+	// HostSchemaTimeout bounds the wait for the host's OpenAPI at start-up.
+	HostSchemaTimeout time.Duration
+
+	// kinds is set by Complete from ConfigFile or the defaults.
+	kinds []registry.Kind
+}
+
+// NewOptions returns the default options.
+func NewOptions() *Options {
+	rec := genericoptions.NewRecommendedOptions("", nil)
+	// Views are computed from the host cluster's objects: no etcd of our own,
+	// and nothing to admit since views are read-only.
+	rec.Etcd = nil
+	rec.Admission = nil
+	rec.SecureServing.BindPort = 6443
+	return &Options{
+		Recommended:       rec,
+		GlobalNamespace:   "implicit-global",
+		ExcludeNamespaces: []string{"kube-system", "kube-public", "kube-node-lease"},
+		HostSchemaTimeout: 2 * time.Minute,
+	}
+}
+
+// Flags returns the options' flags in named sets, as kube-apiserver prints them.
+func (o *Options) Flags() cliflag.NamedFlagSets {
+	var fss cliflag.NamedFlagSets
+	fs := fss.FlagSet("implicit")
+	fs.StringVar(&o.GlobalNamespace, "global-namespace", o.GlobalNamespace,
+		"The namespace whose objects every tenant namespace inherits.")
+	fs.StringSliceVar(&o.ExcludeNamespaces, "exclude-namespaces", o.ExcludeNamespaces,
+		"Namespaces that are never tenants: their views hold their local objects only.")
+	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile,
+		"Path to an ImplicitConfiguration (config.implicit.dev/v1alpha1) listing the served kinds. "+
+			"Without it: rolebindings, roles and networkpolicies.")
+	fs.DurationVar(&o.HostSchemaTimeout, "host-schema-timeout", o.HostSchemaTimeout,
+		"How long to wait at start-up for the host cluster's OpenAPI schemas of the source kinds.")
+
+	o.Recommended.SecureServing.AddFlags(fss.FlagSet("secure serving"))
+	o.Recommended.Authentication.AddFlags(fss.FlagSet("authentication"))
+	o.Recommended.Authorization.AddFlags(fss.FlagSet("authorization"))
+	o.Recommended.CoreAPI.AddFlags(fss.FlagSet("host cluster"))
+	o.Recommended.Audit.AddFlags(fss.FlagSet("auditing"))
+	o.Recommended.Features.AddFlags(fss.FlagSet("features"))
+	o.Recommended.EgressSelector.AddFlags(fss.FlagSet("egress selector"))
+	o.Recommended.Traces.AddFlags(fss.FlagSet("traces"))
+	return fss
+}
+
+// AddFlags adds every flag set to fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	for _, f := range o.Flags().FlagSets {
+		fs.AddFlagSet(f)
+	}
+}
+
+// Complete reads the configuration file and fills in derived values.
+func (o *Options) Complete() error {
+	o.kinds = registry.DefaultKinds()
+	if o.ConfigFile != "" {
+		kinds, err := LoadConfiguration(o.ConfigFile)
+		if err != nil {
+			return err
+		}
+		o.kinds = kinds
+	}
+	return nil
+}
+
+// Validate checks the options and returns every problem at once.
+func (o *Options) Validate() error {
+	var errs []error
+	errs = append(errs, o.Recommended.SecureServing.Validate()...)
+	errs = append(errs, o.Recommended.Authentication.Validate()...)
+	errs = append(errs, o.Recommended.Authorization.Validate()...)
+	errs = append(errs, o.Recommended.CoreAPI.Validate()...)
+	errs = append(errs, o.Recommended.Audit.Validate()...)
+	errs = append(errs, o.Recommended.Features.Validate()...)
+	if msgs := validation.IsDNS1123Label(o.GlobalNamespace); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--global-namespace %q: %s", o.GlobalNamespace, strings.Join(msgs, ", ")))
+	}
+	for _, ns := range o.ExcludeNamespaces {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--exclude-namespaces %q: %s", ns, strings.Join(msgs, ", ")))
+		}
+		if ns == o.GlobalNamespace {
+			errs = append(errs, fmt.Errorf("--exclude-namespaces lists the global namespace %q", ns))
+		}
+	}
+	if o.HostSchemaTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--host-schema-timeout must be positive"))
+	}
+	return utilerrors.NewAggregate(errs)
+}
+
+// Config builds the server configuration. It reads the source kinds'
+// schemas from the host cluster, waiting up to HostSchemaTimeout for it.
+func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
+	if err := o.Recommended.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
+		return nil, fmt.Errorf("creating self-signed certificates: %w", err)
+	}
+	scheme := apiserver.NewScheme(o.kinds)
+	codecs := apiserver.NewCodecs(scheme)
+
+	gc := genericapiserver.NewRecommendedConfig(codecs)
+	gc.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
+	// The host's schemas are read once the host client exists (after
+	// ApplyTo); the definitions are rendered later, when the server starts.
+	var host apiserver.HostSchemas
+	defs := func(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition { return host.Definitions(ref) }
+	namer := openapinamer.NewDefinitionNamer(scheme)
+	gc.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(defs, namer)
+	gc.OpenAPIConfig.Info.Title = "implicit-apiserver"
+	gc.OpenAPIConfig.Info.Version = apiserver.SchemeGroupVersion.Version
+	gc.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(defs, namer)
+	gc.OpenAPIV3Config.Info.Title = "implicit-apiserver"
+	gc.OpenAPIV3Config.Info.Version = apiserver.SchemeGroupVersion.Version
+
+	if err := o.Recommended.ApplyTo(gc); err != nil {
+		return nil, err
+	}
+	client, err := kubernetes.NewForConfig(gc.ClientConfig)
+	if err != nil {
+		return nil, fmt.Errorf("host cluster client: %w", err)
+	}
+	host, err = waitForHostSchemas(ctx, client.Discovery(), o.kinds, o.HostSchemaTimeout)
+	if err != nil {
+		return nil, err
+	}
+
+	excluded := map[string]bool{}
+	for _, ns := range o.ExcludeNamespaces {
+		excluded[ns] = true
+	}
+	return &apiserver.Config{
+		GenericConfig: gc,
+		ExtraConfig: apiserver.ExtraConfig{
+			Kinds:     o.kinds,
+			Policy:    merge.Policy{GlobalNamespace: o.GlobalNamespace, Excluded: excluded},
+			Scheme:    scheme,
+			Codecs:    codecs,
+			Client:    client,
+			Informers: gc.SharedInformerFactory,
+		},
+	}, nil
+}
+
+func waitForHostSchemas(ctx context.Context, dc discovery.DiscoveryInterface, kinds []registry.Kind, timeout time.Duration) (apiserver.HostSchemas, error) {
+	gvs := sets.New[schema.GroupVersion]()
+	for _, k := range kinds {
+		gvs.Insert(k.Source.GroupVersion())
+	}
+	var host apiserver.HostSchemas
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		host, last = apiserver.FetchHostSchemas(ctx, dc, gvs.UnsortedList())
+		if last != nil {
+			klog.InfoS("Waiting for the host cluster's OpenAPI schemas", "err", last)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the source kinds' schemas from the host cluster: %w (last error: %v)", err, last)
+	}
+	return host, nil
+}

@@ -1,0 +1,46 @@
+package merge
+
+// The labels and annotations of DESIGN.md. Labels and annotations under the
+// implicit.dev/ prefix that describe provenance are written by the server
+// only: a source object that carries one has it replaced or removed in its
+// view (see ProvenanceKeys), so no source can spoof where it came from.
+const (
+	// Prefix is the prefix of every implicit.dev label and annotation.
+	Prefix = "implicit.dev/"
+
+	// LabelParent on a namespace names its parent namespace.
+	LabelParent = "implicit.dev/parent"
+	// LabelInherit "false" on a namespace makes it a non-tenant.
+	LabelInherit = "implicit.dev/inherit"
+	// AnnotationExclude on a namespace lists inherited items removed from its
+	// view and its descendants' views: "rolebindings/ci-bot,networkpolicies/*".
+	AnnotationExclude = "implicit.dev/exclude"
+	// AnnotationLocked "true" on a source object locks it.
+	AnnotationLocked = "implicit.dev/locked"
+	// AnnotationMerge "overlay" on a source object asks for the Overlay strategy.
+	AnnotationMerge = "implicit.dev/merge"
+
+	// LabelScope on a view item: local, parent or global.
+	LabelScope = "implicit.dev/scope"
+	// LabelSourceNamespace on a view item: the namespace of the winning source.
+	LabelSourceNamespace = "implicit.dev/source-namespace"
+	// AnnotationSourceUID on a view item: the winning source's uid.
+	AnnotationSourceUID = "implicit.dev/source-uid"
+	// AnnotationSourceResourceVersion on a view item: the source's resourceVersion.
+	AnnotationSourceResourceVersion = "implicit.dev/source-resource-version"
+	// AnnotationSourceCluster on a view item: the hub cluster of a global source.
+	AnnotationSourceCluster = "implicit.dev/source-cluster"
+	// AnnotationOverlays on a view item: the sources merged on top, in order.
+	AnnotationOverlays = "implicit.dev/overlays"
+	// AnnotationConflict on a view item: what a lock blocked.
+	AnnotationConflict = "implicit.dev/conflict"
+)
+
+// ProvenanceLabels are the labels the server sets on view items.
+var ProvenanceLabels = []string{LabelScope, LabelSourceNamespace}
+
+// ProvenanceAnnotations are the annotations the server sets on view items.
+var ProvenanceAnnotations = []string{
+	AnnotationSourceUID, AnnotationSourceResourceVersion, AnnotationSourceCluster,
+	AnnotationOverlays, AnnotationConflict,
+}

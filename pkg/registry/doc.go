@@ -1,0 +1,10 @@
+// Package registry serves implicit-apiserver's view resources over the
+// generic API server: one read-only storage per view resource
+// (rolebindings.implicit.dev, roles.implicit.dev, ...), with get, list,
+// label and field selectors, and table output.
+//
+// It reuses k8s.io/apiserver's REST machinery (rest.Getter, rest.Lister,
+// rest.TableConvertor) and replaces its etcd-backed store with a Viewer that
+// computes view items on read. It knows nothing of how views are merged: the
+// Viewer interface, defined here where it is used, is all it sees.
+package registry

@@ -1,0 +1,104 @@
+package registry
+
+import (
+	"fmt"
+	"strings"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// DefaultKinds are the views served without a configuration file.
+func DefaultKinds() []Kind {
+	return []Kind{RoleBindings(), Roles(), NetworkPolicies()}
+}
+
+// RoleBindings is the view of rbac.authorization.k8s.io/v1 rolebindings.
+func RoleBindings() Kind {
+	return Kind{
+		Source:   rbacv1.SchemeGroupVersion.WithResource("rolebindings"),
+		Kind:     "RoleBinding",
+		Singular: "rolebinding",
+		New:      func() runtime.Object { return &rbacv1.RoleBinding{} },
+		NewList:  func() runtime.Object { return &rbacv1.RoleBindingList{} },
+		Columns: []metav1.TableColumnDefinition{
+			{Name: "Role", Type: "string", Description: "The role the binding grants: Role/<name> or ClusterRole/<name>."},
+			{Name: "Subjects", Type: "string", Description: "The users, groups and service accounts the binding grants it to."},
+		},
+		Cells: func(obj runtime.Object) []any {
+			rb := obj.(*rbacv1.RoleBinding)
+			return []any{rb.RoleRef.Kind + "/" + rb.RoleRef.Name, subjects(rb.Subjects)}
+		},
+	}
+}
+
+// Roles is the view of rbac.authorization.k8s.io/v1 roles.
+func Roles() Kind {
+	return Kind{
+		Source:   rbacv1.SchemeGroupVersion.WithResource("roles"),
+		Kind:     "Role",
+		Singular: "role",
+		New:      func() runtime.Object { return &rbacv1.Role{} },
+		NewList:  func() runtime.Object { return &rbacv1.RoleList{} },
+		Columns: []metav1.TableColumnDefinition{
+			{Name: "Rules", Type: "integer", Description: "The number of policy rules."},
+		},
+		Cells: func(obj runtime.Object) []any {
+			return []any{int64(len(obj.(*rbacv1.Role).Rules))}
+		},
+	}
+}
+
+// NetworkPolicies is the view of networking.k8s.io/v1 networkpolicies.
+func NetworkPolicies() Kind {
+	return Kind{
+		Source:   networkingv1.SchemeGroupVersion.WithResource("networkpolicies"),
+		Kind:     "NetworkPolicy",
+		Singular: "networkpolicy",
+		New:      func() runtime.Object { return &networkingv1.NetworkPolicy{} },
+		NewList:  func() runtime.Object { return &networkingv1.NetworkPolicyList{} },
+		Columns: []metav1.TableColumnDefinition{
+			{Name: "Pod-Selector", Type: "string", Description: "The pods the policy selects."},
+			{Name: "Policy-Types", Type: "string", Description: "Ingress, Egress or both."},
+		},
+		Cells: func(obj runtime.Object) []any {
+			np := obj.(*networkingv1.NetworkPolicy)
+			types := make([]string, 0, len(np.Spec.PolicyTypes))
+			for _, t := range np.Spec.PolicyTypes {
+				types = append(types, string(t))
+			}
+			return []any{selector(np.Spec.PodSelector), strings.Join(types, ",")}
+		},
+	}
+}
+
+// subjects prints at most three subjects, then how many more, as kubectl does for long lists.
+func subjects(ss []rbacv1.Subject) string {
+	const shown = 3
+	parts := make([]string, 0, shown+1)
+	for i, s := range ss {
+		if i == shown {
+			parts = append(parts, fmt.Sprintf("+ %d more...", len(ss)-shown))
+			break
+		}
+		name := s.Name
+		if s.Kind == rbacv1.ServiceAccountKind && s.Namespace != "" {
+			name = s.Namespace + "/" + s.Name
+		}
+		parts = append(parts, s.Kind+"/"+name)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func selector(s metav1.LabelSelector) string {
+	sel, err := metav1.LabelSelectorAsSelector(&s)
+	if err != nil {
+		return "<invalid>"
+	}
+	if sel.Empty() {
+		return "<all pods>"
+	}
+	return sel.String()
+}

@@ -1,0 +1,181 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+)
+
+// Viewer computes view items. Every object it returns is the caller's to keep.
+type Viewer interface {
+	// Get returns the view item name in namespace, or a NotFound error.
+	Get(ctx context.Context, namespace, name string) (runtime.Object, error)
+	// List returns the view items of namespace, or of every namespace when namespace is "".
+	List(ctx context.Context, namespace string) ([]runtime.Object, error)
+}
+
+// Storage is the REST storage of one view resource.
+type Storage struct {
+	kind   Kind
+	group  string
+	viewer Viewer
+	table  tableConvertor
+}
+
+var (
+	_ rest.Storage                  = &Storage{}
+	_ rest.Getter                   = &Storage{}
+	_ rest.Lister                   = &Storage{}
+	_ rest.Scoper                   = &Storage{}
+	_ rest.KindProvider             = &Storage{}
+	_ rest.SingularNameProvider     = &Storage{}
+	_ rest.CategoriesProvider       = &Storage{}
+	_ rest.TableConvertor           = &Storage{}
+	_ rest.StorageMetadata          = &Storage{}
+	_ rest.GroupVersionKindProvider = &Storage{}
+)
+
+// NewStorage returns the storage of kind's view in the API group group.
+func NewStorage(group string, kind Kind, viewer Viewer) *Storage {
+	return &Storage{kind: kind, group: group, viewer: viewer, table: tableConvertor{kind: kind}}
+}
+
+// New implements rest.Storage.
+func (s *Storage) New() runtime.Object { return s.kind.New() }
+
+// Destroy implements rest.Storage.
+func (s *Storage) Destroy() {}
+
+// NewList implements rest.Lister.
+func (s *Storage) NewList() runtime.Object { return s.kind.NewList() }
+
+// NamespaceScoped implements rest.Scoper.
+func (s *Storage) NamespaceScoped() bool { return true }
+
+// Kind implements rest.KindProvider.
+func (s *Storage) Kind() string { return s.kind.Kind }
+
+// GetSingularName implements rest.SingularNameProvider.
+func (s *Storage) GetSingularName() string { return s.kind.Singular }
+
+// Categories implements rest.CategoriesProvider: every view is in "implicit".
+func (s *Storage) Categories() []string { return []string{"implicit"} }
+
+// ProducesMIMETypes implements rest.StorageMetadata.
+func (s *Storage) ProducesMIMETypes(verb string) []string { return nil }
+
+// ProducesObject implements rest.StorageMetadata.
+func (s *Storage) ProducesObject(verb string) any { return nil }
+
+// GroupVersionKind implements rest.GroupVersionKindProvider: the view's kind
+// in the view's own group.
+func (s *Storage) GroupVersionKind(containingGV schema.GroupVersion) schema.GroupVersionKind {
+	return containingGV.WithKind(s.kind.Kind)
+}
+
+// Get implements rest.Getter.
+func (s *Storage) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runtime.Object, error) {
+	ns, ok := genericapirequest.NamespaceFrom(ctx)
+	if !ok || ns == "" {
+		return nil, apierrors.NewBadRequest("a namespace is required")
+	}
+	return s.viewer.Get(ctx, ns, name)
+}
+
+// List implements rest.Lister: one namespace's view, or every namespace's
+// view, filtered by label selector and by metadata.name and metadata.namespace.
+func (s *Storage) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
+	ns := genericapirequest.NamespaceValue(ctx)
+	label, field := labels.Everything(), fields.Everything()
+	if opts != nil && opts.LabelSelector != nil {
+		label = opts.LabelSelector
+	}
+	if opts != nil && opts.FieldSelector != nil {
+		field = opts.FieldSelector
+	}
+	if err := checkFieldSelector(field); err != nil {
+		return nil, err
+	}
+	// A field selector on metadata.namespace narrows an all-namespaces list
+	// to one namespace's view without computing the others.
+	if v, ok := field.RequiresExactMatch("metadata.namespace"); ok && ns == "" {
+		ns = v
+	}
+	items, err := s.viewer.List(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	kept := make([]runtime.Object, 0, len(items))
+	for _, it := range items {
+		m, err := meta.Accessor(it)
+		if err != nil {
+			return nil, fmt.Errorf("view item of %s: %w", s.kind.Resource(), err)
+		}
+		if !label.Matches(labels.Set(m.GetLabels())) {
+			continue
+		}
+		if !field.Matches(fields.Set{"metadata.name": m.GetName(), "metadata.namespace": m.GetNamespace()}) {
+			continue
+		}
+		kept = append(kept, it)
+	}
+	list := s.kind.NewList()
+	if err := meta.SetList(list, kept); err != nil {
+		return nil, fmt.Errorf("list of %s: %w", s.kind.Resource(), err)
+	}
+	return list, nil
+}
+
+// checkFieldSelector rejects fields other than metadata.name and metadata.namespace.
+func checkFieldSelector(sel fields.Selector) error {
+	for _, r := range sel.Requirements() {
+		if r.Field != "metadata.name" && r.Field != "metadata.namespace" {
+			return apierrors.NewBadRequest(fmt.Sprintf("field selector %q: only metadata.name and metadata.namespace are supported", r.Field))
+		}
+	}
+	return nil
+}
+
+// ConvertToTable implements rest.TableConvertor.
+func (s *Storage) ConvertToTable(ctx context.Context, obj runtime.Object, opts runtime.Object) (*metav1.Table, error) {
+	return s.table.ConvertToTable(ctx, obj, opts)
+}
+
+// RejectWrite returns the 405 MethodNotSupported error of a write to name in
+// namespace, naming the source object to edit instead when the item exists.
+func (s *Storage) RejectWrite(ctx context.Context, verb, namespace, name string) *apierrors.StatusError {
+	src := s.kind.Source.GroupResource().String()
+	msg := fmt.Sprintf("%s.%s is a read-only view: %s is not supported; edit the source %s instead", s.kind.Resource(), s.group, verb, src)
+	if namespace != "" && name != "" {
+		if obj, err := s.viewer.Get(ctx, namespace, name); err == nil {
+			if m, err := meta.Accessor(obj); err == nil {
+				srcNS := m.GetLabels()[merge.LabelSourceNamespace]
+				msg = fmt.Sprintf("%s.%s is a read-only view: %s is not supported; edit the source %s %q in namespace %q instead",
+					s.kind.Resource(), s.group, verb, src, name, srcNS)
+			}
+		} else if namespace != "" {
+			msg = fmt.Sprintf("%s.%s is a read-only view: %s is not supported; create or edit %s %q in namespace %q, one of its ancestors, or the global namespace",
+				s.kind.Resource(), s.group, verb, src, name, namespace)
+		}
+	}
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    http.StatusMethodNotAllowed,
+		Reason:  metav1.StatusReasonMethodNotAllowed,
+		Message: msg,
+		Details: &metav1.StatusDetails{Group: s.group, Kind: s.kind.Resource(), Name: name},
+	}}
+}

@@ -1,0 +1,153 @@
+package views
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+)
+
+var hierarchyErrors = metrics.NewGaugeVec(&metrics.GaugeOpts{
+	Namespace:      "implicit",
+	Name:           "hierarchy_errors",
+	Help:           "Namespaces whose parent chain has a problem, by reason (Cycle, MissingParent, InvalidParent).",
+	StabilityLevel: metrics.ALPHA,
+}, []string{"reason"})
+
+func init() {
+	legacyregistry.MustRegister(hierarchyErrors)
+}
+
+// HierarchyReporter reports parent cycles and missing or invalid parents.
+//
+// Every namespace event enqueues one key; the single worker re-resolves every
+// namespace's lineage, so a burst of events costs one pass. It sets the
+// implicit_hierarchy_errors gauge, logs each problem when it appears, and
+// records a Warning Event on the namespace that carries the offending label.
+// The reporter only reads: inheritance itself is computed on each read by
+// View, which never follows a cycle.
+type HierarchyReporter struct {
+	policy     merge.Policy
+	namespaces corelisters.NamespaceLister
+	synced     cache.InformerSynced
+	recorder   record.EventRecorder
+	queue      workqueue.TypedRateLimitingInterface[string]
+	// known holds the problem last reported per namespace; worker-only.
+	known map[string]string
+}
+
+const resyncKey = "namespaces"
+
+// NewHierarchyReporter returns a reporter fed by informer.
+func NewHierarchyReporter(policy merge.Policy, informer coreinformers.NamespaceInformer) (*HierarchyReporter, error) {
+	r := &HierarchyReporter{
+		policy:     policy,
+		namespaces: informer.Lister(),
+		synced:     informer.Informer().HasSynced,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 10*time.Second),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "implicit_hierarchy"}),
+		known: map[string]string{},
+	}
+	enqueue := func(any) { r.queue.Add(resyncKey) }
+	_, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, _ any) { r.queue.Add(resyncKey) },
+		DeleteFunc: enqueue,
+	})
+	return r, err
+}
+
+// Run reports until ctx is cancelled, recording Events with recorder when it is not nil.
+func (r *HierarchyReporter) Run(ctx context.Context, recorder record.EventRecorder) {
+	defer utilruntime.HandleCrash()
+	r.recorder = recorder
+	defer r.queue.ShutDown()
+	if !cache.WaitForCacheSync(ctx.Done(), r.synced) {
+		return
+	}
+	go wait.UntilWithContext(ctx, func(context.Context) {
+		for r.processNext() {
+		}
+	}, time.Second)
+	<-ctx.Done()
+}
+
+func (r *HierarchyReporter) processNext() bool {
+	key, quit := r.queue.Get()
+	if quit {
+		return false
+	}
+	defer r.queue.Done(key)
+	if err := r.report(); err != nil {
+		utilruntime.HandleError(err)
+		r.queue.AddRateLimited(key)
+		return true
+	}
+	r.queue.Forget(key)
+	return true
+}
+
+// report resolves every namespace and publishes the problems found.
+func (r *HierarchyReporter) report() error {
+	all, err := r.namespaces.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	byName := make(map[string]*corev1.Namespace, len(all))
+	for _, ns := range all {
+		byName[ns.Name] = ns
+	}
+	get := func(name string) (*merge.Namespace, bool) {
+		ns, ok := byName[name]
+		if !ok {
+			return nil, false
+		}
+		return Namespace(ns), true
+	}
+	// A problem is counted once, on the namespace that carries the label.
+	current := map[string]merge.Problem{}
+	for _, ns := range all {
+		if p := merge.Resolve(r.policy, ns.Name, get).Problem; p != nil {
+			current[p.Namespace] = *p
+		}
+	}
+	counts := map[merge.ProblemReason]int{merge.ProblemCycle: 0, merge.ProblemMissingParent: 0, merge.ProblemInvalidParent: 0}
+	for name, p := range current {
+		counts[p.Reason]++
+		msg := p.String()
+		if r.known[name] == msg {
+			continue
+		}
+		r.known[name] = msg
+		klog.InfoS("Hierarchy problem", "namespace", klog.KRef("", name), "reason", p.Reason, "problem", msg)
+		if r.recorder != nil {
+			if ns, ok := byName[name]; ok {
+				r.recorder.Event(ns, corev1.EventTypeWarning, "Hierarchy"+string(p.Reason), msg)
+			}
+		}
+	}
+	for name := range r.known {
+		if _, ok := current[name]; !ok {
+			delete(r.known, name)
+			klog.InfoS("Hierarchy problem resolved", "namespace", klog.KRef("", name))
+		}
+	}
+	for reason, n := range counts {
+		hierarchyErrors.WithLabelValues(string(reason)).Set(float64(n))
+	}
+	return nil
+}
