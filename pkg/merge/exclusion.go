@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"strings"
 
+	"unicode"
+
 	"k8s.io/apimachinery/pkg/api/validation/path"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Exclusion removes inherited items of one resource from a namespace's view
@@ -23,7 +26,7 @@ func (e Exclusion) String() string { return e.Resource + "/" + e.Name }
 
 // ParseExclusions parses the implicit.dev/exclude annotation:
 // a comma-separated list of <resource>/<name> or <resource>/*.
-// Blanks around entries are ignored. Malformed entries are skipped and
+// Blanks around entries and around the slash are ignored. Malformed entries are skipped and
 // returned as errors, so one typo does not void the others.
 func ParseExclusions(value string) ([]Exclusion, []error) {
 	var out []Exclusion
@@ -34,6 +37,7 @@ func ParseExclusions(value string) ([]Exclusion, []error) {
 			continue
 		}
 		resource, name, ok := strings.Cut(entry, "/")
+		resource, name = strings.ToLower(strings.TrimSpace(resource)), strings.TrimSpace(name)
 		switch {
 		case !ok || resource == "" || name == "":
 			errs = append(errs, fmt.Errorf("exclusion %q: want <resource>/<name> or <resource>/*", entry))
@@ -41,13 +45,24 @@ func ParseExclusions(value string) ([]Exclusion, []error) {
 		case strings.Contains(name, "/"):
 			errs = append(errs, fmt.Errorf("exclusion %q: too many slashes", entry))
 			continue
-		case name != "*":
-			if msgs := path.IsValidPathSegmentName(name); len(msgs) > 0 {
+		}
+		// The resource is a view's plural name, without a group: views are
+		// named by resource, so "rolebindings", never "rolebindings.rbac...".
+		if msgs := validation.IsDNS1123Label(resource); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("exclusion %q: resource %q must be a plural resource name without a group: %s", entry, resource, strings.Join(msgs, ", ")))
+			continue
+		}
+		if name != "*" {
+			msgs := path.IsValidPathSegmentName(name)
+			if strings.ContainsFunc(name, unicode.IsSpace) {
+				msgs = append(msgs, "must not contain spaces")
+			}
+			if len(msgs) > 0 {
 				errs = append(errs, fmt.Errorf("exclusion %q: %s", entry, strings.Join(msgs, ", ")))
 				continue
 			}
 		}
-		out = append(out, Exclusion{Resource: strings.ToLower(resource), Name: name})
+		out = append(out, Exclusion{Resource: resource, Name: name})
 	}
 	return out, errs
 }

@@ -40,7 +40,11 @@ const (
 	ProblemCycle ProblemReason = "Cycle"
 	// ProblemMissingParent: the parent label names a namespace that does not exist.
 	ProblemMissingParent ProblemReason = "MissingParent"
-	// ProblemInvalidParent: the parent label names the namespace itself or the global namespace.
+	// ProblemInvalidParent: the parent label names the namespace itself or a
+	// non-tenant (the global namespace, an excluded namespace, or one labeled
+	// implicit.dev/inherit: "false"). Only tenants can be parents, so a label
+	// can never reach into kube-system or another namespace kept out of the
+	// hierarchy.
 	ProblemInvalidParent ProblemReason = "InvalidParent"
 )
 
@@ -63,7 +67,7 @@ func (p Problem) String() string {
 	case ProblemMissingParent:
 		return fmt.Sprintf("namespace %s names parent %q, which does not exist", p.Namespace, p.Parent)
 	default:
-		return fmt.Sprintf("namespace %s names parent %q, which cannot be a parent", p.Namespace, p.Parent)
+		return fmt.Sprintf("namespace %s names parent %q, which cannot be a parent (itself, or not a tenant namespace)", p.Namespace, p.Parent)
 	}
 }
 
@@ -81,11 +85,11 @@ type Lineage struct {
 
 // Resolve walks name's parent labels to the root and returns its lineage.
 //
-// The walk stops, keeping what it has, at a missing or invalid parent and at a
-// non-tenant ancestor (which is included, as it holds objects of its own, but
-// inherits nothing to pass on). A namespace inside a parent cycle inherits
-// from no parent at all; a namespace below a cycle inherits from the
-// ancestors up to and including the first namespace of the cycle.
+// The walk stops, keeping what it has, at a missing parent and at an invalid
+// one: the namespace itself or a non-tenant, which is never an ancestor. A
+// namespace inside a parent cycle inherits from no parent at all; a namespace
+// below a cycle inherits from the ancestors up to and including the first
+// namespace of the cycle.
 func Resolve(p Policy, name string, get NamespaceGetter) Lineage {
 	ns, ok := get(name)
 	if !ok {
@@ -126,12 +130,13 @@ func Resolve(p Policy, name string, get NamespaceGetter) Lineage {
 			l.Problem = &Problem{Reason: ProblemMissingParent, Namespace: cur.Name, Parent: parent}
 			return l
 		}
+		if !p.IsTenant(next) {
+			l.Problem = &Problem{Reason: ProblemInvalidParent, Namespace: cur.Name, Parent: parent}
+			return l
+		}
 		seen[parent] = len(path)
 		path = append(path, next)
 		l.Ancestors = append(l.Ancestors, next)
-		if !p.IsTenant(next) {
-			return l
-		}
 		cur = next
 	}
 }

@@ -1,0 +1,376 @@
+package merge_test
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+)
+
+// byteReader hands out fuzz bytes one at a time, then zeros.
+type byteReader struct{ b []byte }
+
+func (r *byteReader) next() byte {
+	if len(r.b) == 0 {
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+var (
+	fuzzNames         = []string{"a", "b", "c", "d"}
+	fuzzExclNames     = []string{"a", "b", "c", "d", "*"}
+	fuzzExclResources = []string{resource, "roles"}
+)
+
+// fuzzLevels builds one to five levels from data: global, parents, local (a
+// single level is a non-tenant's local level). Every item's Object is unique.
+func fuzzLevels(data []byte) []merge.Level {
+	r := &byteReader{b: data}
+	n := 1 + int(r.next())%5
+	levels := make([]merge.Level, n)
+	for i := range levels {
+		lv := &levels[i]
+		switch {
+		case i == n-1:
+			lv.Scope, lv.Namespace = merge.ScopeLocal, "team"
+		case i == 0:
+			lv.Scope, lv.Namespace = merge.ScopeGlobal, globalNS
+		default:
+			lv.Scope, lv.Namespace = merge.ScopeParent, fmt.Sprintf("parent-%d", n-1-i) // parent-1 is the nearest
+		}
+		if lv.Scope != merge.ScopeGlobal {
+			for range int(r.next()) % 3 {
+				c := r.next()
+				lv.Exclusions = append(lv.Exclusions, merge.Exclusion{
+					Resource: fuzzExclResources[int(c>>4)%len(fuzzExclResources)],
+					Name:     fuzzExclNames[int(c&0x0f)%len(fuzzExclNames)],
+				})
+			}
+		}
+		for j := range int(r.next()) % 6 {
+			c := r.next()
+			lv.Items = append(lv.Items, merge.Item{
+				Namespace: lv.Namespace,
+				Name:      fuzzNames[int(c>>1)%len(fuzzNames)],
+				Locked:    c&1 == 1,
+				Object:    fmt.Sprintf("%s#%d", lv.Namespace, j),
+			})
+		}
+	}
+	return levels
+}
+
+// firstItem is the item of that name a level offers: the first one, as
+// two items of one name in one namespace cannot both be sources.
+func firstItem(lv merge.Level, name string) (merge.Item, bool) {
+	for _, it := range lv.Items {
+		if it.Name == name {
+			return it, true
+		}
+	}
+	return merge.Item{}, false
+}
+
+// expected is what the merge rules say about one name.
+type expected struct {
+	present bool
+	level   int
+	item    merge.Item
+	// conflicts holds, per blocked attempt in order, a substring it must contain.
+	conflicts []string
+}
+
+// expect states the merge rules for one name declaratively:
+//   - the topmost locked item wins: nothing below can shadow or exclude it,
+//     and each lower item of the name and each lower exclusion matching it
+//     is recorded as a conflict, top down, exclusions of a level before its items;
+//   - with no locked item, the bottom-most item wins, unless an exclusion on
+//     a level below it removes it (a level's exclusions apply to what it
+//     inherits, never to its own items or those below).
+func expect(levels []merge.Level, name string) expected {
+	for i, lv := range levels {
+		it, ok := firstItem(lv, name)
+		if !ok || !it.Locked {
+			continue
+		}
+		e := expected{present: true, level: i, item: it}
+		for _, below := range levels[i+1:] {
+			for _, ex := range below.Exclusions {
+				if ex.Matches(resource, name) {
+					e.conflicts = append(e.conflicts, fmt.Sprintf("exclusion %s in namespace %s", ex, below.Namespace))
+				}
+			}
+			for _, bit := range below.Items {
+				if bit.Name == name {
+					e.conflicts = append(e.conflicts, fmt.Sprintf("%s %s/%s", below.Scope, below.Namespace, name))
+				}
+			}
+		}
+		return e
+	}
+	for i := len(levels) - 1; i >= 0; i-- {
+		it, ok := firstItem(levels[i], name)
+		if !ok {
+			continue
+		}
+		for _, below := range levels[i+1:] {
+			for _, ex := range below.Exclusions {
+				if ex.Matches(resource, name) {
+					return expected{}
+				}
+			}
+		}
+		return expected{present: true, level: i, item: it}
+	}
+	return expected{}
+}
+
+func FuzzMerge(f *testing.F) {
+	// Layout: level count - 1; then per level: [exclusion count, exclusions...]
+	// (not on global), item count, items. Item byte: name<<1 | locked, so
+	// a=0, b=2, c=4, d=6, +1 locked. Exclusion byte: resource<<4 | name, with
+	// rolebindings=0x00, roles=0x10 and a=0, b=1, c=2, d=3, *=4.
+	for _, seed := range []struct {
+		name string
+		data []byte
+	}{
+		{"one empty local level", []byte{}},
+		{"non-tenant: local a b c only", []byte{0, 0, 3, 0, 2, 4}},
+		{"global a b; local a shadows", []byte{1, 2, 0, 2, 0, 1, 0}},
+		{"global locked a; local excludes and shadows a", []byte{1, 1, 1, 1, 0x00, 1, 0}},
+		{"global locked a, b; local excludes *, shadows a", []byte{1, 2, 1, 2, 1, 0x04, 1, 0}},
+		{"global a; parent excludes a: gone from the child too", []byte{2, 1, 0, 1, 0x00, 0, 0, 0}},
+		{"global a; parent excludes a, defines locked a; local excludes, shadows", []byte{2, 1, 0, 1, 0x00, 1, 1, 1, 0x00, 1, 0}},
+		{"four levels; a roles exclusion; local excludes its own c", []byte{3, 2, 0, 6, 0, 1, 0, 1, 0x10, 1, 2, 1, 0x02, 1, 4}},
+		{"parent a then locked a: first kept; local wildcard", []byte{2, 1, 0, 0, 2, 0, 1, 1, 0x04, 2, 2, 0}},
+		{"one name twice in global and parent", []byte{2, 2, 0, 1, 0, 2, 0, 1, 1, 0x00, 1, 0}},
+		{"five levels, a lock below exclusions", []byte{4, 3, 0, 2, 4, 0, 1, 4, 2, 0x01, 0x00, 0, 2, 0x01, 0x03, 1, 1, 2, 0x00, 0x02, 0}},
+	} {
+		f.Add(seed.data)
+	}
+
+	f.Fuzz(func(t *testing.T, data []byte) {
+		levels := fuzzLevels(data)
+		got := merge.Merge(resource, levels)
+
+		byName := map[string]merge.Result{}
+		for i, r := range got {
+			if i > 0 && got[i-1].Item.Name >= r.Item.Name {
+				t.Fatalf("results not strictly sorted by name: %q then %q", got[i-1].Item.Name, r.Item.Name)
+			}
+			byName[r.Item.Name] = r
+		}
+		if !sort.SliceIsSorted(got, func(i, j int) bool { return got[i].Item.Name < got[j].Item.Name }) {
+			t.Fatalf("results not sorted")
+		}
+		for name := range byName {
+			known := false
+			for _, n := range fuzzNames {
+				known = known || n == name
+			}
+			if !known {
+				t.Fatalf("result %q is no source item's name", name)
+			}
+		}
+
+		for _, name := range fuzzNames {
+			e := expect(levels, name)
+			r, ok := byName[name]
+			if ok != e.present {
+				t.Fatalf("%s present = %v, want %v; levels %+v; results %+v", name, ok, e.present, levels, got)
+			}
+			if !ok {
+				continue
+			}
+			if r.Item != e.item || r.Scope != levels[e.level].Scope {
+				t.Fatalf("%s = %s %+v, want %s %+v (level %d); levels %+v", name, r.Scope, r.Item, levels[e.level].Scope, e.item, e.level, levels)
+			}
+			if !r.Item.Locked && len(r.Conflicts) > 0 {
+				t.Fatalf("%s: unlocked winner carries conflicts %q", name, r.Conflicts)
+			}
+			if len(r.Conflicts) != len(e.conflicts) {
+				t.Fatalf("%s conflicts = %q, want %d matching %q; levels %+v", name, r.Conflicts, len(e.conflicts), e.conflicts, levels)
+			}
+			winner := fmt.Sprintf("%s source %s/%s is locked", r.Scope, r.Item.Namespace, name)
+			for i, c := range r.Conflicts {
+				if !strings.Contains(c, e.conflicts[i]) || !strings.Contains(c, winner) {
+					t.Fatalf("%s conflict %d = %q, want it to contain %q and %q", name, i, c, e.conflicts[i], winner)
+				}
+			}
+			if r.Conflict() != strings.Join(r.Conflicts, "; ") {
+				t.Fatalf("Conflict() = %q", r.Conflict())
+			}
+		}
+	})
+}
+
+func FuzzParseExclusions(f *testing.F) {
+	for _, s := range []string{
+		"", ",", "rolebindings/ci-bot,networkpolicies/*", " RoleBindings/a , ,roles/b",
+		"a/b/c", "/x", "x/", "x", "roles/..", "roles/a%b", "*/*", "a /b",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, value string) {
+		got, errs := merge.ParseExclusions(value)
+		entries := 0
+		for _, e := range strings.Split(value, ",") {
+			if strings.TrimSpace(e) != "" {
+				entries++
+			}
+		}
+		if len(got)+len(errs) != entries {
+			t.Fatalf("ParseExclusions(%q): %d exclusions + %d errors, want %d (one per non-blank entry)", value, len(got), len(errs), entries)
+		}
+		for _, ex := range got {
+			if ex.Resource == "" || ex.Name == "" || strings.Contains(ex.Name, "/") || ex.Resource != strings.ToLower(ex.Resource) {
+				t.Fatalf("ParseExclusions(%q) returned malformed %#v", value, ex)
+			}
+			// What String renders parses back to the same exclusion.
+			back, berrs := merge.ParseExclusions(ex.String())
+			if len(berrs) != 0 || len(back) != 1 || back[0] != ex {
+				t.Fatalf("round trip of %#v: %v, %v", ex, back, berrs)
+			}
+		}
+	})
+}
+
+// fuzzNamespaceNames are the candidates for parent labels: six namespaces,
+// the global namespace, an excluded one and one that does not exist.
+var fuzzNamespaceNames = []string{"n0", "n1", "n2", "n3", "n4", "n5", globalNS, "kube-system", "ghost"}
+
+func FuzzResolve(f *testing.F) {
+	// Layout: viewing namespace, then per existing namespace (n0..n5,
+	// global, kube-system) one byte: parent<<1 | inherit-false; a parent
+	// index past the candidates means no parent label.
+	for _, seed := range []struct {
+		name string
+		data []byte
+	}{
+		{"no parents", []byte{0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}},
+		{"chain n0 -> n1 -> n2", []byte{0, 1 << 1, 2 << 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}},
+		{"cycle n0 -> n1 -> n0", []byte{0, 1 << 1, 0 << 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}},
+		{"n2 below cycle n0 <-> n1", []byte{2, 1 << 1, 0 << 1, 0 << 1, 0xff, 0xff, 0xff, 0xff, 0xff}},
+		{"missing parent", []byte{0, 8 << 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}},
+		{"global parent", []byte{0, 6 << 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}},
+		{"self parent", []byte{0, 0 << 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}},
+		{"non-tenant parent", []byte{0, 1 << 1, 2<<1 | 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}},
+		{"excluded parent", []byte{0, 7 << 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0 << 1}},
+		{"nonexistent viewer", []byte{8}},
+	} {
+		f.Add(seed.data)
+	}
+
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := &byteReader{b: data}
+		view := fuzzNamespaceNames[int(r.next())%len(fuzzNamespaceNames)]
+		var all []merge.Namespace
+		for _, name := range fuzzNamespaceNames[:len(fuzzNamespaceNames)-1] { // "ghost" never exists
+			c := r.next()
+			parent := ""
+			if i := int(c >> 1); i < len(fuzzNamespaceNames) {
+				parent = fuzzNamespaceNames[i]
+			}
+			n := ns(name, parent)
+			if c&1 == 1 {
+				n = nonTenant(n)
+			}
+			all = append(all, n)
+		}
+		get := getter(all...)
+		l := merge.Resolve(testPolicy, view, get)
+
+		viewNS, exists := get(view)
+		if !exists {
+			if l.Namespace != nil || l.Tenant || l.Ancestors != nil || l.Problem != nil {
+				t.Fatalf("nonexistent %s: lineage %+v, want zero", view, l)
+			}
+			return
+		}
+		if l.Namespace != viewNS {
+			t.Fatalf("Namespace = %v, want the getter's %s", l.Namespace, view)
+		}
+		if l.Tenant != testPolicy.IsTenant(viewNS) {
+			t.Fatalf("Tenant = %v for %+v", l.Tenant, viewNS)
+		}
+		if !l.Tenant {
+			if len(l.Ancestors) != 0 || l.Problem != nil {
+				t.Fatalf("non-tenant %s has ancestors %q or problem %+v", view, names(l.Ancestors), l.Problem)
+			}
+			return
+		}
+
+		// The ancestors follow the parent labels, without repeats, and are
+		// all tenants: a non-tenant is never a parent.
+		seen := map[string]bool{view: true}
+		end := viewNS
+		for i, a := range l.Ancestors {
+			if a.Name != end.Labels[merge.LabelParent] {
+				t.Fatalf("ancestor %d = %s, but %s's parent is %q", i, a.Name, end.Name, end.Labels[merge.LabelParent])
+			}
+			if seen[a.Name] {
+				t.Fatalf("ancestors %q of %s repeat %s", names(l.Ancestors), view, a.Name)
+			}
+			seen[a.Name] = true
+			if !testPolicy.IsTenant(a) {
+				t.Fatalf("ancestors %q of %s include non-tenant %s", names(l.Ancestors), view, a.Name)
+			}
+			end = a
+		}
+		parent := end.Labels[merge.LabelParent]
+		parentNS, parentExists := get(parent)
+
+		if l.Problem == nil {
+			if parent != "" {
+				t.Fatalf("%s: walk of %s stopped at %s, whose parent is %q, without a problem", view, names(l.Ancestors), end.Name, parent)
+			}
+			return
+		}
+		switch p := l.Problem; p.Reason {
+		case merge.ProblemMissingParent:
+			if p.Namespace != end.Name || p.Parent != parent || parentExists {
+				t.Fatalf("%s: %+v, but the walk ends at %s with parent %q (exists %v)", view, p, end.Name, parent, parentExists)
+			}
+		case merge.ProblemInvalidParent:
+			invalid := parent == end.Name || parent == globalNS || (parentExists && !testPolicy.IsTenant(parentNS))
+			if p.Namespace != end.Name || p.Parent != parent || !invalid {
+				t.Fatalf("%s: %+v, but the walk ends at %s with parent %q", view, p, end.Name, parent)
+			}
+		case merge.ProblemCycle:
+			c := p.Cycle
+			if len(c) < 2 || p.Parent != c[0] || p.Namespace != c[len(c)-1] {
+				t.Fatalf("%s: malformed cycle problem %+v", view, p)
+			}
+			members := map[string]bool{}
+			for i, m := range c {
+				n, ok := get(m)
+				if !ok || !testPolicy.IsTenant(n) || members[m] || n.Labels[merge.LabelParent] != c[(i+1)%len(c)] {
+					t.Fatalf("%s: %+v is not a cycle of tenants following parent labels", view, p)
+				}
+				members[m] = true
+			}
+			if members[view] {
+				// Namespaces in a cycle inherit from no parent.
+				if c[0] != view || len(l.Ancestors) != 0 {
+					t.Fatalf("%s in cycle %q has ancestors %q", view, c, names(l.Ancestors))
+				}
+			} else if len(l.Ancestors) == 0 || end.Name != c[0] {
+				// Below a cycle: up to and including the first member met.
+				t.Fatalf("%s below cycle %q has ancestors %q", view, c, names(l.Ancestors))
+			} else {
+				for _, a := range l.Ancestors[:len(l.Ancestors)-1] {
+					if members[a.Name] {
+						t.Fatalf("%s below cycle %q: ancestors %q go into the cycle", view, c, names(l.Ancestors))
+					}
+				}
+			}
+		default:
+			t.Fatalf("%s: unknown problem %+v", view, p)
+		}
+	})
+}
