@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"sort"
 
@@ -58,12 +59,22 @@ func FetchHostSchemas(ctx context.Context, client discovery.DiscoveryInterface, 
 
 var componentRef = regexp.MustCompile(`"\$ref":"#/components/schemas/([^"]+)"`)
 
+// DefinitionNamer names a definition and gives its extensions, as
+// k8s.io/apiserver's openapi.DefinitionNamer does.
+type DefinitionNamer func(name string) (string, spec.Extensions)
+
 // Definitions returns the OpenAPI definitions of the server: the generic API
 // machinery types (from k8s.io/kube-aggregator's generated definitions) and
 // the host's schemas of the source kinds, with references re-pointed through
-// ref and the host's group-version-kind extension removed (the view's own is
-// added by the definition namer).
-func (h HostSchemas) Definitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
+// ref and the host's group-version-kind extension replaced by the view's,
+// from namer.
+func (h HostSchemas) Definitions(namer DefinitionNamer) common.GetOpenAPIDefinitions {
+	return func(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
+		return h.definitions(namer, ref)
+	}
+}
+
+func (h HostSchemas) definitions(namer DefinitionNamer, ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	defs := openapi.GetOpenAPIDefinitions(ref)
 	names := make([]string, 0, len(h))
 	for n := range h {
@@ -74,7 +85,8 @@ func (h HostSchemas) Definitions(ref common.ReferenceCallback) map[string]common
 		if _, ok := defs[name]; ok {
 			continue
 		}
-		def, err := hostDefinition(h[name], ref)
+		_, ext := namer(name)
+		def, err := hostDefinition(h[name], ext, ref)
 		if err != nil {
 			// A schema that can't round-trip is left out: its view still serves,
 			// and explain shows fewer fields. Never expected from a real host.
@@ -85,7 +97,7 @@ func (h HostSchemas) Definitions(ref common.ReferenceCallback) map[string]common
 	return defs
 }
 
-func hostDefinition(s *spec.Schema, ref common.ReferenceCallback) (common.OpenAPIDefinition, error) {
+func hostDefinition(s *spec.Schema, ext spec.Extensions, ref common.ReferenceCallback) (common.OpenAPIDefinition, error) {
 	c := *s
 	if c.Extensions != nil {
 		ext := spec.Extensions{}
@@ -116,5 +128,49 @@ func hostDefinition(s *spec.Schema, ref common.ReferenceCallback) (common.OpenAP
 	if err := json.Unmarshal(raw, &out); err != nil {
 		return common.OpenAPIDefinition{}, err
 	}
-	return common.OpenAPIDefinition{Schema: out, Dependencies: deps}, nil
+	// The host's schemas are v3. The v2 document gets its own rendering, as
+	// openapi-gen embeds one.
+	v2 := v2Schema(out)
+	// Embedding writes into the main schema's extensions: they must not be
+	// the v2 schema's own map, or the schema would contain itself. The v2
+	// builder takes the embedded schema as it is, so it carries the namer's
+	// extensions (the view's group-version-kind) itself.
+	v2.Extensions = maps.Clone(v2.Extensions)
+	for k, v := range ext {
+		if v2.Extensions == nil {
+			v2.Extensions = spec.Extensions{}
+		}
+		v2.Extensions[k] = v
+	}
+	def := common.OpenAPIDefinition{Schema: out, Dependencies: deps}
+	return common.EmbedOpenAPIDefinitionIntoV2Extension(def, common.OpenAPIDefinition{Schema: v2, Dependencies: deps}), nil
+}
+
+// v2Schema rewrites a v3 schema for OpenAPI v2: a reference wrapped in a
+// one-element allOf (v3's way of giving a reference a default or a
+// description) becomes a plain reference, and oneOf, anyOf and nullable,
+// which v2 lacks, are dropped (IntOrString uses oneOf).
+func v2Schema(s spec.Schema) spec.Schema {
+	if len(s.AllOf) == 1 && s.AllOf[0].Ref.String() != "" {
+		s.Ref = s.AllOf[0].Ref
+		s.AllOf = nil
+		s.Default = nil
+	}
+	s.OneOf, s.AnyOf, s.Nullable = nil, nil, false
+	if len(s.Properties) > 0 {
+		props := make(map[string]spec.Schema, len(s.Properties))
+		for k, p := range s.Properties {
+			props[k] = v2Schema(p)
+		}
+		s.Properties = props
+	}
+	if s.Items != nil && s.Items.Schema != nil {
+		item := v2Schema(*s.Items.Schema)
+		s.Items = &spec.SchemaOrArray{Schema: &item}
+	}
+	if s.AdditionalProperties != nil && s.AdditionalProperties.Schema != nil {
+		ap := v2Schema(*s.AdditionalProperties.Schema)
+		s.AdditionalProperties = &spec.SchemaOrBool{Allows: true, Schema: &ap}
+	}
+	return s
 }

@@ -16,19 +16,20 @@ const GroupName = "implicit.dev"
 var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1alpha1"}
 
 // NewScheme returns a scheme with the views of kinds registered in
-// implicit.dev/v1alpha1 and its internal version. A view has its source's Go
-// type, so its objects decode into the source type on the client.
+// implicit.dev/v1alpha1. A view has its source's Go type, so its objects
+// decode into the source type on the client. There is no internal version:
+// views are never stored or converted, only served.
 func NewScheme(kinds []registry.Kind) *runtime.Scheme {
 	s := runtime.NewScheme()
-	internal := schema.GroupVersion{Group: GroupName, Version: runtime.APIVersionInternal}
 	for _, k := range kinds {
-		for _, gv := range []schema.GroupVersion{SchemeGroupVersion, internal} {
-			s.AddKnownTypeWithName(gv.WithKind(k.Kind), k.New())
-			s.AddKnownTypeWithName(gv.WithKind(k.Kind+"List"), k.NewList())
-		}
+		s.AddKnownTypeWithName(SchemeGroupVersion.WithKind(k.Kind), k.New())
+		s.AddKnownTypeWithName(SchemeGroupVersion.WithKind(k.Kind+"List"), k.NewList())
 	}
 	metav1.AddToGroupVersion(s, SchemeGroupVersion)
+	// List and get options arrive as meta v1; register them as
+	// k8s.io/sample-apiserver does.
 	unversioned := schema.GroupVersion{Group: "", Version: "v1"}
+	metav1.AddToGroupVersion(s, unversioned)
 	s.AddUnversionedTypes(unversioned,
 		&metav1.Status{}, &metav1.APIVersions{}, &metav1.APIGroupList{}, &metav1.APIGroup{}, &metav1.APIResourceList{},
 	)

@@ -144,17 +144,16 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 
 	gc := genericapiserver.NewRecommendedConfig(codecs)
 	gc.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
-	// The host's schemas are read once the host client exists (after
-	// ApplyTo); the definitions are rendered later, when the server starts.
+	// The host's schemas are read once the host client exists, after
+	// ApplyTo. The v2 definitions are rendered when the server starts; the v3
+	// configuration renders them when it is made, so it is made last.
 	var host apiserver.HostSchemas
-	defs := func(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition { return host.Definitions(ref) }
 	namer := openapinamer.NewDefinitionNamer(scheme)
-	gc.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(defs, namer)
+	gc.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(func(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
+		return host.Definitions(namer.GetDefinitionName)(ref)
+	}, namer)
 	gc.OpenAPIConfig.Info.Title = "implicit-apiserver"
 	gc.OpenAPIConfig.Info.Version = apiserver.SchemeGroupVersion.Version
-	gc.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(defs, namer)
-	gc.OpenAPIV3Config.Info.Title = "implicit-apiserver"
-	gc.OpenAPIV3Config.Info.Version = apiserver.SchemeGroupVersion.Version
 
 	if err := o.Recommended.ApplyTo(gc); err != nil {
 		return nil, err
@@ -167,6 +166,9 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	gc.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(host.Definitions(namer.GetDefinitionName), namer)
+	gc.OpenAPIV3Config.Info.Title = "implicit-apiserver"
+	gc.OpenAPIV3Config.Info.Version = apiserver.SchemeGroupVersion.Version
 
 	excluded := map[string]bool{}
 	for _, ns := range o.ExcludeNamespaces {
