@@ -155,22 +155,26 @@ func (s *Storage) ConvertToTable(ctx context.Context, obj runtime.Object, opts r
 }
 
 // RejectWrite returns the 405 MethodNotSupported error of a write to name in
-// namespace, naming the source object to edit instead when the item exists.
+// namespace (either may be empty), naming the source object to edit instead:
+// the winning source when the item is in the view, otherwise where one could
+// be created.
 func (s *Storage) RejectWrite(ctx context.Context, verb, namespace, name string) *apierrors.StatusError {
+	view := s.kind.Resource() + "." + s.group
 	src := s.kind.Source.GroupResource().String()
-	msg := fmt.Sprintf("%s.%s is a read-only view: %s is not supported; edit the source %s instead", s.kind.Resource(), s.group, verb, src)
-	if namespace != "" && name != "" {
-		if obj, err := s.viewer.Get(ctx, namespace, name); err == nil {
-			if m, err := meta.Accessor(obj); err == nil {
-				srcNS := m.GetLabels()[merge.LabelSourceNamespace]
-				msg = fmt.Sprintf("%s.%s is a read-only view: %s is not supported; edit the source %s %q in namespace %q instead",
-					s.kind.Resource(), s.group, verb, src, name, srcNS)
-			}
-		} else if namespace != "" {
-			msg = fmt.Sprintf("%s.%s is a read-only view: %s is not supported; create or edit %s %q in namespace %q, one of its ancestors, or the global namespace",
-				s.kind.Resource(), s.group, verb, src, name, namespace)
+	where := fmt.Sprintf("edit the source %s instead", src)
+	switch {
+	case namespace != "" && name != "":
+		obj, err := s.viewer.Get(ctx, namespace, name)
+		m, merr := meta.Accessor(obj)
+		if err == nil && merr == nil {
+			where = fmt.Sprintf("edit the source %s %q in namespace %q instead", src, name, m.GetLabels()[merge.LabelSourceNamespace])
+			break
 		}
+		where = fmt.Sprintf("create or edit %s %q in namespace %q, one of its ancestors, or the global namespace instead", src, name, namespace)
+	case namespace != "":
+		where = fmt.Sprintf("create or edit %s in namespace %q, one of its ancestors, or the global namespace instead", src, namespace)
 	}
+	msg := fmt.Sprintf("%s is a read-only view: %s is not supported; %s", view, verb, where)
 	return &apierrors.StatusError{ErrStatus: metav1.Status{
 		Status:  metav1.StatusFailure,
 		Code:    http.StatusMethodNotAllowed,

@@ -2,6 +2,7 @@ package views
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -79,11 +80,20 @@ func (r *HierarchyReporter) Run(ctx context.Context, recorder record.EventRecord
 	if !cache.WaitForCacheSync(ctx.Done(), r.synced) {
 		return
 	}
-	go wait.UntilWithContext(ctx, func(context.Context) {
-		for r.processNext() {
-		}
-	}, time.Second)
+	// One worker: it alone touches known. Cancelling ctx shuts the queue
+	// down (deferred above), which ends the worker; Run waits for it.
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		wait.UntilWithContext(ctx, func(context.Context) {
+			for r.processNext() {
+			}
+		}, time.Second)
+	}()
 	<-ctx.Done()
+	r.queue.ShutDown()
+	wg.Wait()
 }
 
 func (r *HierarchyReporter) processNext() bool {

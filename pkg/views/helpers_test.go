@@ -1,0 +1,172 @@
+package views_test
+
+import (
+	"fmt"
+	"testing"
+
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+)
+
+// TestMain fails the package if any test leaves a goroutine behind.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+const (
+	global = "implicit-global"
+	group  = "implicit.dev"
+)
+
+var (
+	rolebindings    = schema.GroupResource{Group: group, Resource: "rolebindings"}
+	roles           = schema.GroupResource{Group: group, Resource: "roles"}
+	networkpolicies = schema.GroupResource{Group: group, Resource: "networkpolicies"}
+)
+
+// policy is the default tenant policy of DESIGN.md.
+func policy() merge.Policy {
+	return merge.Policy{
+		GlobalNamespace: global,
+		Excluded:        map[string]bool{"kube-system": true, "kube-public": true, "kube-node-lease": true},
+	}
+}
+
+func newIndexer(t *testing.T, objs ...runtime.Object) cache.Indexer {
+	t.Helper()
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for _, o := range objs {
+		if err := idx.Add(o); err != nil {
+			t.Fatalf("adding %T to indexer: %v", o, err)
+		}
+	}
+	return idx
+}
+
+// nsOpt decorates a test namespace.
+type nsOpt func(*corev1.Namespace)
+
+func parent(p string) nsOpt {
+	return func(ns *corev1.Namespace) { ns.Labels[merge.LabelParent] = p }
+}
+
+func exclude(v string) nsOpt {
+	return func(ns *corev1.Namespace) { ns.Annotations[merge.AnnotationExclude] = v }
+}
+
+func noInherit(ns *corev1.Namespace) { ns.Labels[merge.LabelInherit] = "false" }
+
+func namespace(name string, opts ...nsOpt) *corev1.Namespace {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name:        name,
+		UID:         types.UID("ns-" + name),
+		Labels:      map[string]string{corev1.LabelMetadataName: name},
+		Annotations: map[string]string{},
+	}}
+	for _, o := range opts {
+		o(ns)
+	}
+	return ns
+}
+
+func namespaceLister(t *testing.T, nss ...*corev1.Namespace) corelisters.NamespaceLister {
+	t.Helper()
+	objs := make([]runtime.Object, 0, len(nss))
+	for _, ns := range nss {
+		objs = append(objs, ns)
+	}
+	return corelisters.NewNamespaceLister(newIndexer(t, objs...))
+}
+
+// objOpt decorates a test source object.
+type objOpt func(metav1.Object)
+
+func locked(o metav1.Object) {
+	a := o.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[merge.AnnotationLocked] = "true"
+	o.SetAnnotations(a)
+}
+
+func sourceMeta(namespace, name string, opts ...objOpt) metav1.ObjectMeta {
+	m := metav1.ObjectMeta{
+		Namespace:       namespace,
+		Name:            name,
+		UID:             sourceUID(namespace, name),
+		ResourceVersion: "7",
+	}
+	for _, o := range opts {
+		o(&m)
+	}
+	return m
+}
+
+// sourceUID is the uid of the test source object namespace/name.
+func sourceUID(namespace, name string) types.UID {
+	return types.UID("uid-" + namespace + "-" + name)
+}
+
+func roleBinding(namespace, name string, opts ...objOpt) *rbacv1.RoleBinding {
+	return &rbacv1.RoleBinding{
+		ObjectMeta: sourceMeta(namespace, name, opts...),
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: namespace + ":" + name}},
+	}
+}
+
+func role(namespace, name string, opts ...objOpt) *rbacv1.Role {
+	return &rbacv1.Role{
+		ObjectMeta: sourceMeta(namespace, name, opts...),
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}}},
+	}
+}
+
+func networkPolicy(namespace, name string, opts ...objOpt) *networkingv1.NetworkPolicy {
+	return &networkingv1.NetworkPolicy{
+		ObjectMeta: sourceMeta(namespace, name, opts...),
+		Spec:       networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}},
+	}
+}
+
+// summary renders a view item as "name scope source-namespace", the
+// provenance merging decides.
+func summary(t *testing.T, obj runtime.Object) string {
+	t.Helper()
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		t.Fatalf("view item %T: %v", obj, err)
+	}
+	return fmt.Sprintf("%s %s %s", m.GetName(), m.GetLabels()[merge.LabelScope], m.GetLabels()[merge.LabelSourceNamespace])
+}
+
+func summaries(t *testing.T, objs []runtime.Object) []string {
+	t.Helper()
+	out := make([]string, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, summary(t, o))
+	}
+	return out
+}
+
+// snapshot deep-copies every object of idx, to check later that nothing mutated them.
+func snapshot(idx cache.Indexer) map[string]runtime.Object {
+	out := map[string]runtime.Object{}
+	for _, o := range idx.List() {
+		key, _ := cache.MetaNamespaceKeyFunc(o)
+		out[key] = o.(runtime.Object).DeepCopyObject()
+	}
+	return out
+}
