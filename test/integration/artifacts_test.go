@@ -1,0 +1,105 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// repoRoot is where the artifacts are, seen from this package.
+var repoRoot = filepath.Join("..", "..")
+
+// TestArtifactsDryRun keeps artifacts/ valid against the real kube-apiserver.
+func TestArtifactsDryRun(t *testing.T) {
+	for _, dir := range []string{"artifacts/base", "artifacts/overlays/single-replica"} {
+		t.Logf("kubectl apply --dry-run=server -k %s", dir)
+		out, _, err := cp.Kubectl(t.Context(), "apply", "--dry-run=server", "-k", filepath.Join(repoRoot, dir))
+		if err != nil {
+			t.Errorf("%v", err)
+			continue
+		}
+		for _, want := range []string{"deployment.apps/implicit-apiserver", "apiservice.apiregistration.k8s.io/v1alpha1.implicit.dev", "clusterrole.rbac.authorization.k8s.io/implicit-viewer"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s: no %s in\n%s", dir, want, out)
+			}
+		}
+	}
+	t.Log("overlays/cert-manager needs cert-manager's CRDs: render it only")
+	if _, _, err := cp.Kubectl(t.Context(), "kustomize", filepath.Join(repoRoot, "artifacts/overlays/cert-manager")); err != nil {
+		t.Errorf("%v", err)
+	}
+}
+
+// TestExamples applies artifacts/examples, as make run does, and checks the
+// views its README promises.
+func TestExamples(t *testing.T) {
+	kube, _ := admin(t)
+	dir := filepath.Join(repoRoot, "artifacts/examples")
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := cp.Kubectl(t.Context(), "apply", "-R", "-f", dir); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Delete the sources first, then the namespaces the examples own
+		// (the global namespace stays: other tests use it).
+		for _, sub := range []string{"10-implicit-global", "20-org-platform", "30-team-a", "30-team-b", "40-sandbox"} {
+			cp.Kubectl(context.Background(), "delete", "--ignore-not-found", "-R", "-f", filepath.Join(dir, sub))
+		}
+		for _, ns := range []string{"org-platform", "team-a", "team-b", "sandbox"} {
+			if err := kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("deleting %s: %v", ns, err)
+			}
+		}
+	})
+
+	rows := map[string][]string{
+		"team-a": {
+			`ci-bot\s+ClusterRole/edit\s+ServiceAccount/ci/ci-bot\s+global\s+implicit-global`,
+			`org-security-auditors\s+ClusterRole/view\s+Group/org:security\s+global\s+implicit-global`,
+			`org-viewers\s+ClusterRole/view\s+Group/platform:viewers\s+parent\s+org-platform`,
+			`platform-admins\s+ClusterRole/admin\s+Group/platform:admins\s+parent\s+org-platform`,
+			`team-a-devs\s+ClusterRole/edit\s+Group/team-a:devs\s+local\s+team-a`,
+		},
+		"team-b": {
+			`org-security-auditors\s+ClusterRole/view\s+Group/org:security\s+global\s+implicit-global`,
+			`org-viewers\s+ClusterRole/view\s+Group/platform:viewers\s+parent\s+org-platform`,
+			`platform-admins\s+ClusterRole/admin\s+Group/platform:admins\s+parent\s+org-platform`,
+		},
+		"sandbox": {
+			`sandbox-admins\s+ClusterRole/admin\s+Group/sandbox:admins\s+local\s+sandbox`,
+		},
+	}
+	for ns, want := range rows {
+		var out string
+		eventually(t, "the examples' view of "+ns, func(ctx context.Context) error {
+			var err error
+			out, _, err = cp.Kubectl(ctx, "get", "rolebindings.implicit.dev", "-n", ns, "--no-headers")
+			if err != nil {
+				return err
+			}
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			if len(lines) != len(want) {
+				return errorf("%d rows, want %d:\n%s", len(lines), len(want), out)
+			}
+			for i, w := range want {
+				if !regexp.MustCompile(`^` + w).MatchString(lines[i]) {
+					return errorf("row %d %q does not match %q", i, lines[i], w)
+				}
+			}
+			return nil
+		})
+		t.Logf("kubectl get rolebindings.implicit.dev -n %s\n%s", ns, out)
+	}
+	out, _, err := cp.Kubectl(t.Context(), "get", "networkpolicies.implicit.dev", "-n", "team-b", "--no-headers")
+	if err != nil || !regexp.MustCompile(`allow-same-namespace\s.*local\s+team-b`).MatchString(out) || !regexp.MustCompile(`default-deny-ingress\s.*global\s+implicit-global`).MatchString(out) {
+		t.Errorf("networkpolicies in team-b: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,10 @@
+// Package integration tests implicit-apiserver end to end: a real etcd and
+// kube-apiserver (built from the Go module proxy by hack/build-tools.sh),
+// kube-controller-manager for namespace deletion, and implicit-apiserver run
+// as a process and registered behind the aggregation layer. Clients are
+// client-go and kubectl, talking to kube-apiserver, never to
+// implicit-apiserver directly.
+//
+// The control plane starts once per package (TestMain); tests run one after
+// another, since every tenant view sees the global namespace.
+package integration

@@ -1,0 +1,140 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestKubectl checks what a person sees with kubectl: columns, categories,
+// selectors, discovery, explain, and the 405 on writes.
+func TestKubectl(t *testing.T) {
+	kube, _ := admin(t)
+	ensureNamespace(t, kube, globalNS)
+	createNamespace(t, kube, "kc-org", nil, nil)
+	createNamespace(t, kube, "kc-team", map[string]string{"implicit.dev/parent": "kc-org"}, nil)
+	createRoleBinding(t, kube, globalNS, "kc-org-viewers", "view", "org:viewers")
+	createRoleBinding(t, kube, "kc-org", "kc-platform", "admin", "platform:admins")
+	createRoleBinding(t, kube, "kc-team", "kc-devs", "edit", "team:devs")
+
+	kubectl := func(args ...string) string {
+		t.Helper()
+		out, _, err := cp.Kubectl(t.Context(), args...)
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		return out
+	}
+	eventually(t, "the view shows kc-devs", func(ctx context.Context) error {
+		_, _, err := cp.Kubectl(ctx, "get", "rolebindings.implicit.dev", "kc-devs", "-n", "kc-team")
+		return err
+	})
+
+	t.Log("kubectl get prints NAME ROLE SUBJECTS SCOPE SOURCE AGE")
+	out := kubectl("get", "rolebindings.implicit.dev", "-n", "kc-team")
+	t.Logf("\n%s", out)
+	header := strings.Fields(strings.SplitN(out, "\n", 2)[0])
+	if strings.Join(header, " ") != "NAME ROLE SUBJECTS SCOPE SOURCE AGE" {
+		t.Errorf("header %q", header)
+	}
+	for _, want := range []string{
+		`kc-devs\s+ClusterRole/edit\s+Group/team:devs\s+local\s+kc-team\s`,
+		`kc-platform\s+ClusterRole/admin\s+Group/platform:admins\s+parent\s+kc-org\s`,
+		`kc-org-viewers\s+ClusterRole/view\s+Group/org:viewers\s+global\s+implicit-global\s`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("no row matching %q", want)
+		}
+	}
+
+	t.Log("kubectl get implicit lists every view kind of the namespace")
+	out = kubectl("get", "implicit", "-n", "kc-team")
+	for _, want := range []string{"rolebinding.implicit.dev/kc-devs", "rolebinding.implicit.dev/kc-org-viewers"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kubectl get implicit: no %s in\n%s", want, out)
+		}
+	}
+
+	t.Log("who sees this global object: -A with a scope label and a name field selector")
+	out = kubectl("get", "rolebindings.implicit.dev", "-A", "-l", "implicit.dev/scope=global", "--field-selector", "metadata.name=kc-org-viewers", "-o", "custom-columns=NS:.metadata.namespace", "--no-headers")
+	seen := strings.Fields(out)
+	for _, ns := range []string{"kc-org", "kc-team", "default"} {
+		if !contains(seen, ns) {
+			t.Errorf("-A listing of kc-org-viewers misses %s: %v", ns, seen)
+		}
+	}
+	for _, ns := range []string{globalNS, "kube-system"} {
+		if contains(seen, ns) {
+			t.Errorf("-A listing of global kc-org-viewers includes non-tenant %s", ns)
+		}
+	}
+
+	t.Log("discovery: get, list (and watch once served) only, category implicit")
+	out = kubectl("api-resources", "--api-group=implicit.dev", "-o", "wide", "--no-headers")
+	t.Logf("\n%s", out)
+	for _, res := range []string{"rolebindings", "roles", "networkpolicies"} {
+		line := lineWith(out, res+" ")
+		if line == "" || !strings.Contains(line, "implicit") || strings.Contains(line, "create") || strings.Contains(line, "delete") {
+			t.Errorf("api-resources line for %s: %q", res, line)
+		}
+	}
+
+	t.Log("kubectl explain works from the published OpenAPI v3 and v2 (the aggregator fetches them in the background)")
+	eventually(t, "kubectl explain", func(ctx context.Context) error {
+		out, _, err := cp.Kubectl(ctx, "explain", "rolebindings.implicit.dev.subjects")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(out, "GROUP:      implicit.dev") || !strings.Contains(out, "apiGroup") {
+			return fmt.Errorf("explain:\n%s", out)
+		}
+		out, _, err = cp.Kubectl(ctx, "explain", "networkpolicies.implicit.dev.spec.ingress", "--output=plaintext-openapiv2")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(out, "VERSION:  implicit.dev/v1alpha1") || !strings.Contains(out, "ports") {
+			return fmt.Errorf("explain v2:\n%s", out)
+		}
+		return nil
+	})
+
+	t.Log("writes answer 405 MethodNotAllowed naming the source to edit")
+	_, stderr, err := cp.Kubectl(t.Context(), "delete", "rolebindings.implicit.dev", "kc-org-viewers", "-n", "kc-team")
+	if err == nil || !strings.Contains(stderr, "MethodNotAllowed") && !strings.Contains(stderr, "not allowed") || !strings.Contains(stderr, `in namespace "implicit-global"`) {
+		t.Errorf("kubectl delete: err %v\n%s", err, stderr)
+	}
+	t.Logf("delete: %s", strings.TrimSpace(stderr))
+	_, stderr, err = cp.KubectlWithInput(t.Context(), strings.NewReader(`apiVersion: implicit.dev/v1alpha1
+kind: RoleBinding
+metadata: {name: kc-new, namespace: kc-team}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}
+`), "create", "-f", "-")
+	if err == nil || !strings.Contains(stderr, "read-only view") || !strings.Contains(stderr, "rolebindings.rbac.authorization.k8s.io") {
+		t.Errorf("kubectl create: err %v\n%s", err, stderr)
+	}
+	t.Logf("create: %s", strings.TrimSpace(stderr))
+	_, stderr, err = cp.Kubectl(t.Context(), "label", "rolebindings.implicit.dev", "kc-devs", "-n", "kc-team", "x=y")
+	if err == nil || !strings.Contains(stderr, "read-only view") {
+		t.Errorf("kubectl label (patch): err %v\n%s", err, stderr)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func lineWith(out, s string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, s) {
+			return l
+		}
+	}
+	return ""
+}

@@ -1,0 +1,79 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/implicit-dev/implicit-apiserver/test/controlplane"
+)
+
+const (
+	// toolsBinEnv names the directory of etcd, kube-apiserver and
+	// kube-controller-manager, as printed by hack/build-tools.sh.
+	toolsBinEnv = "IMPLICIT_TOOLS_BIN"
+	// binaryEnv names the implicit-apiserver binary under test.
+	binaryEnv = "IMPLICIT_BINARY"
+
+	globalNS = "implicit-global"
+)
+
+var (
+	cp       *controlplane.ControlPlane
+	implicit *controlplane.AggregatedServer
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	binDir, binary := os.Getenv(toolsBinEnv), os.Getenv(binaryEnv)
+	if binDir == "" || binary == "" {
+		fmt.Fprintf(os.Stderr, "integration tests need %s and %s: run them with `make integration` (or `make test`)\n", toolsBinEnv, binaryEnv)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	work, err := os.MkdirTemp("", "implicit-integration-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	start := time.Now()
+	cp, err = controlplane.Start(ctx, controlplane.Options{
+		BinDir:                 binDir,
+		WorkDir:                work,
+		StartControllerManager: true,
+		Logf:                   func(f string, a ...any) { fmt.Printf("controlplane: "+f+"\n", a...) },
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "starting the control plane: %v\n", err)
+		return 1
+	}
+	defer cp.Stop()
+
+	implicit, err = cp.StartAggregated(ctx, controlplane.AggregatedServerOptions{Binary: binary, Name: "implicit-apiserver", Args: []string{"-v=2"}})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "starting implicit-apiserver: %v\n%s\n", err, cp.LogTails(40))
+		return 1
+	}
+	if err := cp.RegisterAPIService(ctx, implicit.Port()); err != nil {
+		fmt.Fprintf(os.Stderr, "registering the APIService: %v\n%s\n", err, implicit.LogTail(40))
+		return 1
+	}
+	fmt.Printf("control plane and implicit-apiserver ready in %s (work dir %s)\n", time.Since(start).Round(time.Millisecond), work)
+
+	code := m.Run()
+	if code != 0 {
+		fmt.Printf("implicit-apiserver log tail:\n%s\nlogs in %s\n", implicit.LogTail(60), filepath.Join(work, "logs"))
+		return code
+	}
+	cp.Stop()
+	os.RemoveAll(work)
+	return 0
+}
