@@ -1,0 +1,67 @@
+package watchmux
+
+import (
+	"slices"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+)
+
+// Event is one change of one view item: ADDED, MODIFIED or DELETED.
+// Events are immutable once made and shared by every watcher and by the history.
+type Event struct {
+	RV        uint64
+	Type      watch.EventType
+	Resource  string
+	Namespace string
+	Name      string
+	// Result is the item after the change; for DELETED, the item before it.
+	Result merge.Result
+	// Old is the item before a MODIFIED change, so a watcher whose selector
+	// matched only one side sees ADDED or DELETED instead.
+	Old *merge.Result
+}
+
+// Objects turns merge results into view objects. pkg/views implements it;
+// the mux only decides which events happen.
+type Objects interface {
+	// Item returns the view item of r in namespace, its resourceVersion set to rv.
+	Item(resource, namespace string, r merge.Result, rv uint64) (runtime.Object, error)
+	// Empty returns an empty object of resource, for bookmarks.
+	Empty(resource string) runtime.Object
+}
+
+// sameResult reports whether two results show the same view item: the same
+// winning source object (informers make a new object for every change), at
+// the same scope, with the same conflicts.
+func sameResult(a, b merge.Result) bool {
+	return a.Item.Object == b.Item.Object && a.Item.Namespace == b.Item.Namespace &&
+		a.Scope == b.Scope && slices.Equal(a.Conflicts, b.Conflicts)
+}
+
+// diff returns the events that turn the view before into the view after,
+// both sorted by name, without resourceVersions.
+func diff(resource, namespace string, before, after []merge.Result) []*Event {
+	var out []*Event
+	i, j := 0, 0
+	for i < len(before) || j < len(after) {
+		switch {
+		case j == len(after) || (i < len(before) && before[i].Item.Name < after[j].Item.Name):
+			out = append(out, &Event{Type: watch.Deleted, Resource: resource, Namespace: namespace, Name: before[i].Item.Name, Result: before[i]})
+			i++
+		case i == len(before) || after[j].Item.Name < before[i].Item.Name:
+			out = append(out, &Event{Type: watch.Added, Resource: resource, Namespace: namespace, Name: after[j].Item.Name, Result: after[j]})
+			j++
+		default:
+			if !sameResult(before[i], after[j]) {
+				old := before[i]
+				out = append(out, &Event{Type: watch.Modified, Resource: resource, Namespace: namespace, Name: after[j].Item.Name, Result: after[j], Old: &old})
+			}
+			i++
+			j++
+		}
+	}
+	return out
+}

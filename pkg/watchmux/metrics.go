@@ -1,0 +1,44 @@
+package watchmux
+
+import (
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+var (
+	fanOutLatency = metrics.NewHistogram(&metrics.HistogramOpts{
+		Namespace:      "implicit",
+		Name:           "fanout_duration_seconds",
+		Help:           "Time from a source or namespace event's arrival to its view events enqueued for the last affected watcher.",
+		Buckets:        metrics.ExponentialBuckets(0.0001, 4, 10),
+		StabilityLevel: metrics.ALPHA,
+	})
+	openWatchers = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace:      "implicit",
+		Name:           "watchers",
+		Help:           "Open watches on views.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	slowWatchersClosed = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace:      "implicit",
+		Name:           "slow_watchers_closed_total",
+		Help:           "Watches closed because they could not keep up.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	eventsDelivered = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace:      "implicit",
+		Name:           "watch_events_delivered_total",
+		Help:           "View events handed to watch clients.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	sourceObjects = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace:      "implicit",
+		Name:           "source_objects",
+		Help:           "Source objects held, by resource.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"resource"})
+)
+
+func init() {
+	legacyregistry.MustRegister(fanOutLatency, openWatchers, slowWatchersClosed, eventsDelivered, sourceObjects)
+}

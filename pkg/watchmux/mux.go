@@ -1,0 +1,349 @@
+package watchmux
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+)
+
+// Options tune a Mux. Zero values take the defaults.
+type Options struct {
+	// HistorySize is how many view events are kept for resuming watches
+	// (default 100,000).
+	HistorySize int
+	// BufferSize is a namespace watcher's buffer (default 100). An
+	// all-namespaces watcher gets max(10 × BufferSize, 2 × namespaces).
+	BufferSize int
+	// SlowBudget is how long one fan-out waits, in all, for watchers whose
+	// buffer is full before closing them (default 250ms).
+	SlowBudget time.Duration
+	// BookmarkInterval is how often watchers that asked for bookmarks get
+	// one (default 30s).
+	BookmarkInterval time.Duration
+	// Clock is injected for tests (default the real clock).
+	Clock clock.WithTicker
+}
+
+func (o *Options) defaults() {
+	if o.HistorySize <= 0 {
+		o.HistorySize = 100_000
+	}
+	if o.BufferSize <= 0 {
+		o.BufferSize = 100
+	}
+	if o.SlowBudget <= 0 {
+		o.SlowBudget = 250 * time.Millisecond
+	}
+	if o.BookmarkInterval <= 0 {
+		o.BookmarkInterval = 30 * time.Second
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+}
+
+// Mux holds the mirror of the sources, computes view events and fans them out.
+type Mux struct {
+	opts    Options
+	objects Objects
+
+	// mu guards st, v, synced and hist.
+	mu     sync.RWMutex
+	st     *state
+	v      versions
+	synced bool
+	hist   *history
+
+	// fanMu is taken, while mu is still held, by the change whose events it
+	// fans out: fan-outs run one at a time, in resourceVersion order.
+	fanMu sync.Mutex
+	// dispatched is the version of the last event fanned out; fanMu.
+	dispatched uint64
+
+	// wmu guards watchers.
+	wmu      sync.Mutex
+	watchers map[*watcher]struct{}
+
+	// registrations of the informer handlers, for sync.
+	regs []cache.ResourceEventHandlerRegistration
+}
+
+// New returns a mux for the resources of policy's namespaces. objects turns
+// events into view objects.
+func New(policy merge.Policy, resources []string, objects Objects, opts Options) *Mux {
+	opts.defaults()
+	m := &Mux{
+		opts:     opts,
+		objects:  objects,
+		st:       newState(policy, resources),
+		v:        newVersions(),
+		watchers: map[*watcher]struct{}{},
+	}
+	m.hist = newHistory(opts.HistorySize, m.v.current())
+	return m
+}
+
+// AddNamespaceInformer feeds namespaces from informer.
+func (m *Mux) AddNamespaceInformer(informer cache.SharedIndexInformer) error {
+	reg, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { m.OnNamespace(obj, false) },
+		UpdateFunc: func(old, obj any) {
+			if !resynced(old, obj) {
+				m.OnNamespace(obj, false)
+			}
+		},
+		DeleteFunc: func(obj any) { m.OnNamespace(obj, true) },
+	})
+	if err != nil {
+		return err
+	}
+	m.regs = append(m.regs, reg)
+	return nil
+}
+
+// AddSourceInformer feeds the source objects of resource from informer.
+func (m *Mux) AddSourceInformer(resource string, informer cache.SharedIndexInformer) error {
+	if _, ok := m.st.sources[resource]; !ok {
+		return fmt.Errorf("watchmux: resource %q is not served", resource)
+	}
+	reg, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { m.OnSource(resource, obj, false) },
+		UpdateFunc: func(old, obj any) {
+			if !resynced(old, obj) {
+				m.OnSource(resource, obj, false)
+			}
+		},
+		DeleteFunc: func(obj any) { m.OnSource(resource, obj, true) },
+	})
+	if err != nil {
+		return err
+	}
+	m.regs = append(m.regs, reg)
+	return nil
+}
+
+// resynced reports whether an update is an informer resync of an unchanged
+// object: nothing to do.
+func resynced(old, obj any) bool {
+	a, errA := meta.Accessor(old)
+	b, errB := meta.Accessor(obj)
+	return errA == nil && errB == nil && a.GetResourceVersion() == b.GetResourceVersion()
+}
+
+// HasSynced reports whether every informer's initial objects are in the mirror.
+func (m *Mux) HasSynced() bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.synced
+}
+
+// Run marks the mux synced once every informer handler has seen its initial
+// objects, sends bookmarks, and, when ctx is cancelled, closes every watcher.
+func (m *Mux) Run(ctx context.Context) {
+	syncs := make([]cache.InformerSynced, 0, len(m.regs))
+	for _, r := range m.regs {
+		syncs = append(syncs, r.HasSynced)
+	}
+	if cache.WaitForCacheSync(ctx.Done(), syncs...) {
+		m.MarkSynced()
+		klog.InfoS("Sources synced: serving views", "resources", m.st.resources)
+	}
+	t := m.opts.Clock.NewTicker(m.opts.BookmarkInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			m.closeAll()
+			return
+		case <-t.C():
+			m.bookmark()
+		}
+	}
+}
+
+// MarkSynced starts serving: from now on every change makes view events.
+// Run calls it once the informers have synced; callers that feed the mux
+// with OnNamespace and OnSource themselves call it when they are done.
+func (m *Mux) MarkSynced() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.synced {
+		return
+	}
+	m.synced = true
+	m.hist = newHistory(m.opts.HistorySize, m.v.current())
+	m.fanMu.Lock()
+	m.dispatched = m.v.current()
+	m.fanMu.Unlock()
+}
+
+// Read calls f with the state as of the returned resourceVersion, under the
+// read lock: f must be quick and must not keep the Reader.
+func (m *Mux) Read(f func(r Reader)) (rv string, err error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if !m.synced {
+		return "", errNotSynced
+	}
+	f(reader{m.st})
+	return format(m.v.current()), nil
+}
+
+// Reader reads views from the mirror.
+type Reader interface {
+	// Results merges namespace's view of resource, or only item name when set.
+	Results(resource, namespace, name string) []merge.Result
+	// Namespaces lists every namespace, sorted.
+	Namespaces() []string
+}
+
+type reader struct{ st *state }
+
+func (r reader) Results(resource, namespace, name string) []merge.Result {
+	return r.st.results(resource, namespace, name)
+}
+func (r reader) Namespaces() []string { return r.st.namespaceNames() }
+
+// OnNamespace applies a namespace event: obj is a *corev1.Namespace or a
+// cache.DeletedFinalStateUnknown holding one. The informer handler calls it.
+func (m *Mux) OnNamespace(obj any, deleted bool) {
+	start := m.opts.Clock.Now()
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj, deleted = d.Obj, true
+	}
+	ns, ok := obj.(*corev1.Namespace)
+	if !ok {
+		klog.ErrorS(nil, "Unexpected object in the namespace informer", "type", fmt.Sprintf("%T", obj))
+		return
+	}
+	var next *merge.Namespace
+	if !deleted {
+		next = &merge.Namespace{Name: ns.Name, Labels: ns.Labels, Annotations: ns.Annotations}
+	}
+	m.mu.Lock()
+	var events []*Event
+	if m.synced {
+		// Every view of the namespace's subtree may change, in every resource.
+		affected := m.st.subtree(ns.Name)
+		before := m.viewsLocked(affected)
+		m.st.setNamespaceLocked(ns.Name, next)
+		after := m.viewsLocked(affected)
+		for i, name := range affected {
+			for ri, resource := range m.st.resources {
+				events = append(events, diff(resource, name, before[i][ri], after[i][ri])...)
+			}
+		}
+	} else {
+		m.st.setNamespaceLocked(ns.Name, next)
+	}
+	m.publishLocked(events, start)
+}
+
+// viewsLocked returns every resource's view of each namespace.
+func (m *Mux) viewsLocked(namespaces []string) [][][]merge.Result {
+	out := make([][][]merge.Result, len(namespaces))
+	for i, ns := range namespaces {
+		out[i] = make([][]merge.Result, len(m.st.resources))
+		for ri, r := range m.st.resources {
+			out[i][ri] = m.st.results(r, ns, "")
+		}
+	}
+	return out
+}
+
+// OnSource applies an event of a source object of resource: obj is the
+// object or a cache.DeletedFinalStateUnknown holding one. The informer
+// handler calls it.
+func (m *Mux) OnSource(resource string, obj any, deleted bool) {
+	start := m.opts.Clock.Now()
+	if _, served := m.st.sources[resource]; !served {
+		klog.ErrorS(nil, "Event of a resource that is not served", "resource", resource)
+		return
+	}
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj, deleted = d.Obj, true
+	}
+	o, ok := obj.(runtime.Object)
+	if !ok {
+		klog.ErrorS(nil, "Unexpected object in a source informer", "resource", resource, "type", fmt.Sprintf("%T", obj))
+		return
+	}
+	acc, err := meta.Accessor(o)
+	if err != nil {
+		klog.ErrorS(err, "Source object without metadata", "resource", resource)
+		return
+	}
+	namespace, name := acc.GetNamespace(), acc.GetName()
+	var next *merge.Item
+	if !deleted {
+		next = &merge.Item{Namespace: namespace, Name: name, Locked: merge.IsLocked(acc.GetAnnotations()), Object: o}
+	}
+	m.mu.Lock()
+	var events []*Event
+	if m.synced {
+		// Only the item of this name can change, in the views of the
+		// namespaces below the source.
+		affected := m.st.affected(namespace)
+		before := make([][]merge.Result, len(affected))
+		for i, ns := range affected {
+			before[i] = m.st.results(resource, ns, name)
+		}
+		m.st.setItemLocked(resource, namespace, name, next)
+		for i, ns := range affected {
+			events = append(events, diff(resource, ns, before[i], m.st.results(resource, ns, name))...)
+		}
+	} else {
+		m.st.setItemLocked(resource, namespace, name, next)
+	}
+	sourceObjects.WithLabelValues(resource).Set(float64(m.st.sourceCount(resource)))
+	m.publishLocked(events, start)
+}
+
+// publishLocked stamps events with versions, keeps them in the history and
+// fans them out. It is called with mu held and releases it.
+func (m *Mux) publishLocked(events []*Event, start time.Time) {
+	for _, e := range events {
+		rv, ok := m.v.next()
+		if !ok {
+			// 2^40 events: start over as a new instance; every watcher
+			// relists. Bookmarks carry the new instance's versions only,
+			// and none reaches a watcher of the old one: it is closed
+			// before the fan-out lock is released.
+			m.v = newVersionsExcept(m.v.instance)
+			m.hist = newHistory(m.opts.HistorySize, m.v.current())
+			m.fanMu.Lock()
+			m.dispatched = m.v.current()
+			m.closeAll()
+			m.fanMu.Unlock()
+			m.mu.Unlock()
+			return
+		}
+		e.RV = rv
+		m.hist.addLocked(e)
+	}
+	if len(events) == 0 {
+		m.mu.Unlock()
+		return
+	}
+	m.fanMu.Lock()
+	m.mu.Unlock()
+	defer m.fanMu.Unlock()
+	m.fanOutLocked(events)
+	m.dispatched = events[len(events)-1].RV
+	fanOutLatency.Observe(m.opts.Clock.Since(start).Seconds())
+}
+
+var errNotSynced = fmt.Errorf("the sources have not been read yet")
+
+// IsNotSynced reports whether err says the mux has not synced yet.
+func IsNotSynced(err error) bool { return err == errNotSynced }

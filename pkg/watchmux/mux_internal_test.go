@@ -1,0 +1,95 @@
+package watchmux
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+)
+
+// itemObjects builds view items as bare copies of the source, with the
+// event's version: enough for the mux's own bookkeeping.
+type itemObjects struct{}
+
+func (itemObjects) Item(_, namespace string, r merge.Result, rv uint64) (runtime.Object, error) {
+	rb := r.Item.Object.(*rbacv1.RoleBinding).DeepCopy()
+	rb.Namespace, rb.ResourceVersion = namespace, format(rv)
+	return rb, nil
+}
+
+func (itemObjects) Empty(string) runtime.Object { return &rbacv1.RoleBinding{} }
+
+// TestVersionSpaceExhausted checks what happens after 2^40 events: the mux
+// starts over as a new instance, closes every watcher, answers 410 Gone to
+// the old instance's versions and never hands out one of them again, not
+// even in a bookmark.
+func TestVersionSpaceExhausted(t *testing.T) {
+	t.Parallel()
+	m := New(merge.Policy{GlobalNamespace: global}, []string{"rolebindings"}, itemObjects{}, Options{})
+	// The largest instance id, so the next one is smaller and any of the
+	// old instance's versions numerically larger than the new ones.
+	m.v = versions{instance: instanceMax - 1, counter: counterMask - 1}
+	m.OnNamespace(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, false)
+	m.MarkSynced()
+	old := m.v.current()
+	w, err := m.Watch(context.Background(), WatchOptions{Resource: "rolebindings", AllowBookmarks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb := func(name string) *rbacv1.RoleBinding {
+		return &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: name}}
+	}
+	m.OnSource("rolebindings", rb("last"), false) // the last version of the instance
+	m.OnSource("rolebindings", rb("over"), false) // no version left: start over
+
+	var got []watch.Event
+	for ev := range w.ResultChan() {
+		got = append(got, ev)
+	}
+	if len(got) > 1 {
+		t.Errorf("the old instance's watcher got %d events, want at most the last version's", len(got))
+	}
+	rv, err := m.Read(func(Reader) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if state, _ := m.v.classify(rv); state != rvOurs || m.v.instance == instanceMax-1 {
+		t.Fatalf("after exhaustion: version %s, instance %d; want a new instance", rv, m.v.instance)
+	}
+	for _, v := range []uint64{old, old + 1} {
+		if _, err := m.Watch(context.Background(), WatchOptions{Resource: "rolebindings", ResourceVersion: format(v)}); !apierrors.IsResourceExpired(err) {
+			t.Errorf("watch from the old instance's %d: err = %v, want expired", v, err)
+		}
+	}
+
+	// A watcher of the new instance: a bookmark before any new event must
+	// not carry one of the old instance's versions.
+	w2, err := m.Watch(context.Background(), WatchOptions{Resource: "rolebindings", AllowBookmarks: true, SendInitialEvents: new(bool)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Stop()
+	m.bookmark()
+	m.OnSource("rolebindings", rb("new"), false)
+	select {
+	case ev := <-w2.ResultChan():
+		if ev.Type == watch.Bookmark {
+			rv := ev.Object.(*rbacv1.RoleBinding).ResourceVersion
+			if state, _ := m.v.classify(rv); state != rvOurs {
+				t.Errorf("bookmark at %s, which this instance answers with 410 (%v)", rv, state)
+			}
+		} else if ev.Object.(*rbacv1.RoleBinding).Name != "new" {
+			t.Errorf("first event %s %s, want the new item", ev.Type, ev.Object.(*rbacv1.RoleBinding).Name)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event")
+	}
+}

@@ -1,0 +1,168 @@
+package watchmux
+
+import (
+	"sort"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+)
+
+// state is the mirror of the host cluster the views are computed from. It is
+// changed only by Mux.apply, in the order each informer delivers, so every
+// view event is computed against a consistent before and after.
+// Callers hold Mux.mu: read for reads, write for changes.
+type state struct {
+	policy merge.Policy
+	// resources are the served resources, in configuration order.
+	resources []string
+	// namespaces by name.
+	namespaces map[string]*merge.Namespace
+	// children maps a parent label value to the namespaces that carry it,
+	// whether or not the parent exists.
+	children map[string]sets.Set[string]
+	// sources maps resource -> namespace -> name -> source item.
+	sources map[string]map[string]map[string]merge.Item
+	// counts is the number of source items per resource.
+	counts map[string]int
+}
+
+func newState(policy merge.Policy, resources []string) *state {
+	s := &state{
+		policy:     policy,
+		resources:  resources,
+		namespaces: map[string]*merge.Namespace{},
+		children:   map[string]sets.Set[string]{},
+		sources:    map[string]map[string]map[string]merge.Item{},
+		counts:     map[string]int{},
+	}
+	for _, r := range resources {
+		s.sources[r] = map[string]map[string]merge.Item{}
+	}
+	return s
+}
+
+func (s *state) namespace(name string) (*merge.Namespace, bool) {
+	ns, ok := s.namespaces[name]
+	return ns, ok
+}
+
+// setNamespace records ns, or removes name when ns is nil.
+func (s *state) setNamespaceLocked(name string, ns *merge.Namespace) {
+	if old, ok := s.namespaces[name]; ok {
+		if p := old.Labels[merge.LabelParent]; p != "" {
+			s.children[p].Delete(name)
+			if s.children[p].Len() == 0 {
+				delete(s.children, p)
+			}
+		}
+		delete(s.namespaces, name)
+	}
+	if ns == nil {
+		return
+	}
+	s.namespaces[name] = ns
+	if p := ns.Labels[merge.LabelParent]; p != "" {
+		if s.children[p] == nil {
+			s.children[p] = sets.New[string]()
+		}
+		s.children[p].Insert(name)
+	}
+}
+
+// setItemLocked records it, or removes namespace/name when it is nil.
+func (s *state) setItemLocked(resource, namespace, name string, it *merge.Item) {
+	byNS := s.sources[resource]
+	_, had := byNS[namespace][name]
+	if it == nil {
+		if had {
+			s.counts[resource]--
+		}
+		delete(byNS[namespace], name)
+		if len(byNS[namespace]) == 0 {
+			delete(byNS, namespace)
+		}
+		return
+	}
+	if byNS[namespace] == nil {
+		byNS[namespace] = map[string]merge.Item{}
+	}
+	if !had {
+		s.counts[resource]++
+	}
+	byNS[namespace][name] = *it
+}
+
+// subtree returns name and every namespace that names it as an ancestor,
+// following parent labels down; a cycle is walked once.
+func (s *state) subtree(name string) []string {
+	out := []string{name}
+	seen := sets.New(name)
+	for i := 0; i < len(out); i++ {
+		for child := range s.children[out[i]] {
+			if !seen.Has(child) {
+				seen.Insert(child)
+				out = append(out, child)
+			}
+		}
+	}
+	return out
+}
+
+// affected returns the namespaces whose views a change of a source object
+// in namespace may change: every namespace for the global namespace (its own
+// view, and every tenant's), the subtree of a tenant, the namespace alone
+// otherwise.
+func (s *state) affected(namespace string) []string {
+	if namespace == s.policy.GlobalNamespace {
+		out := make([]string, 0, len(s.namespaces))
+		for n, ns := range s.namespaces {
+			if n == namespace || s.policy.IsTenant(ns) {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	ns, ok := s.namespaces[namespace]
+	if !ok || !s.policy.IsTenant(ns) {
+		return []string{namespace}
+	}
+	return s.subtree(namespace)
+}
+
+// results merges namespace's view of resource. With name set, only that
+// item is merged. Results are sorted by name.
+func (s *state) results(resource, namespace, name string) []merge.Result {
+	lineage := merge.Resolve(s.policy, namespace, s.namespace)
+	levels := merge.Levels(lineage, s.policy.GlobalNamespace, func(ns string) []merge.Item {
+		items := s.sources[resource][ns]
+		if name != "" {
+			if it, ok := items[name]; ok {
+				return []merge.Item{it}
+			}
+			return nil
+		}
+		out := make([]merge.Item, 0, len(items))
+		for _, it := range items {
+			out = append(out, it)
+		}
+		// Map order is random; merge needs none, but sorted input keeps
+		// conflict messages deterministic.
+		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+		return out
+	})
+	return merge.Merge(resource, levels)
+}
+
+// namespaceNames returns every namespace, sorted.
+func (s *state) namespaceNames() []string {
+	out := make([]string, 0, len(s.namespaces))
+	for n := range s.namespaces {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// sourceCount is the number of source objects of resource.
+func (s *state) sourceCount(resource string) int { return s.counts[resource] }
