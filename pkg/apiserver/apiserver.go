@@ -13,12 +13,12 @@ import (
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
+	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
 // ExtraConfig is implicit-apiserver's own configuration.
@@ -33,6 +33,8 @@ type ExtraConfig struct {
 	// Client and Informers reach the host cluster: namespaces and sources.
 	Client    kubernetes.Interface
 	Informers informers.SharedInformerFactory
+	// Watch tunes the watch multiplexer.
+	Watch watchmux.Options
 }
 
 // Config is the generic API server's configuration plus ExtraConfig.
@@ -68,7 +70,17 @@ type Server struct {
 func (c CompletedConfig) New() (*Server, error) {
 	x := c.ExtraConfig
 	nsInformer := x.Informers.Core().V1().Namespaces()
-	synced := []cache.InformerSynced{nsInformer.Informer().HasSynced}
+
+	resources := make([]string, 0, len(x.Kinds))
+	newObject := map[string]func() runtime.Object{}
+	for _, k := range x.Kinds {
+		resources = append(resources, k.Resource())
+		newObject[k.Resource()] = k.New
+	}
+	mux := watchmux.New(x.Policy, resources, views.NewObjects(newObject, 0), x.Watch)
+	if err := mux.AddNamespaceInformer(nsInformer.Informer()); err != nil {
+		return nil, err
+	}
 
 	storage := map[string]rest.Storage{}
 	rejecters := map[string]*registry.Storage{}
@@ -77,10 +89,11 @@ func (c CompletedConfig) New() (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("no informer for %s: %w", k.Source, err)
 		}
-		inf := gi.Informer()
-		synced = append(synced, inf.HasSynced)
+		if err := mux.AddSourceInformer(k.Resource(), gi.Informer()); err != nil {
+			return nil, err
+		}
 		gr := SchemeGroupVersion.WithResource(k.Resource()).GroupResource()
-		s := registry.NewStorage(GroupName, k, views.New(gr, x.Policy, nsInformer.Lister(), inf.GetIndexer()))
+		s := registry.NewStorage(GroupName, k, views.New(gr, mux))
 		storage[k.Resource()] = s
 		rejecters[k.Resource()] = s
 	}
@@ -102,13 +115,17 @@ func (c CompletedConfig) New() (*Server, error) {
 	// Ready only once every source has been listed: before that a view would
 	// silently miss inherited items.
 	if err := gs.AddReadyzChecks(healthz.NamedCheck("sources-synced", func(*http.Request) error {
-		for _, s := range synced {
-			if !s() {
-				return fmt.Errorf("source informers have not synced yet")
-			}
+		if !mux.HasSynced() {
+			return fmt.Errorf("the namespaces and source objects have not all been read yet")
 		}
 		return nil
 	})); err != nil {
+		return nil, err
+	}
+	if err := gs.AddPostStartHook("implicit-watch-multiplexer", func(ctx genericapiserver.PostStartHookContext) error {
+		go mux.Run(ctx)
+		return nil
+	}); err != nil {
 		return nil, err
 	}
 

@@ -10,12 +10,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 )
 
-const group = "implicit.dev"
+const (
+	group = "implicit.dev"
+	// fakeRV is the resourceVersion the fake viewer's lists are current at.
+	fakeRV = "4711"
+)
 
 // fakeViewer serves fixed view items and records what it was asked.
 type fakeViewer struct {
@@ -23,16 +28,25 @@ type fakeViewer struct {
 	items    []runtime.Object
 	// err, when set, is returned by every call.
 	err error
+	// watcher is what Watch returns.
+	watcher *watch.FakeWatcher
 
-	mu    sync.Mutex
-	gets  []string // "namespace/name"
-	lists []string // namespaces
+	mu      sync.Mutex
+	gets    []string // "namespace/name"
+	lists   []string // namespaces
+	watches []watchCall
+}
+
+// watchCall is one call of Watch.
+type watchCall struct {
+	namespace string
+	req       registry.WatchRequest
 }
 
 var _ registry.Viewer = &fakeViewer{}
 
 func newFakeViewer(resource string, items ...runtime.Object) *fakeViewer {
-	return &fakeViewer{resource: schema.GroupResource{Group: group, Resource: resource}, items: items}
+	return &fakeViewer{resource: schema.GroupResource{Group: group, Resource: resource}, items: items, watcher: watch.NewFake()}
 }
 
 // Get implements registry.Viewer.
@@ -53,12 +67,12 @@ func (f *fakeViewer) Get(_ context.Context, namespace, name string) (runtime.Obj
 }
 
 // List implements registry.Viewer.
-func (f *fakeViewer) List(_ context.Context, namespace string) ([]runtime.Object, error) {
+func (f *fakeViewer) List(_ context.Context, namespace string) ([]runtime.Object, string, error) {
 	f.mu.Lock()
 	f.lists = append(f.lists, namespace)
 	f.mu.Unlock()
 	if f.err != nil {
-		return nil, f.err
+		return nil, "", f.err
 	}
 	var out []runtime.Object
 	for _, it := range f.items {
@@ -66,13 +80,30 @@ func (f *fakeViewer) List(_ context.Context, namespace string) ([]runtime.Object
 			out = append(out, it.DeepCopyObject())
 		}
 	}
-	return out, nil
+	return out, fakeRV, nil
+}
+
+// Watch implements registry.Viewer.
+func (f *fakeViewer) Watch(_ context.Context, namespace string, req registry.WatchRequest) (watch.Interface, error) {
+	f.mu.Lock()
+	f.watches = append(f.watches, watchCall{namespace: namespace, req: req})
+	f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	return f.watcher, nil
 }
 
 func (f *fakeViewer) calls() (gets, lists []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]string(nil), f.gets...), append([]string(nil), f.lists...)
+}
+
+func (f *fakeViewer) watchCalls() []watchCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]watchCall(nil), f.watches...)
 }
 
 // viewMeta is the metadata of a view item in namespace, from a source in sourceNS.

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 
@@ -23,8 +24,25 @@ import (
 type Viewer interface {
 	// Get returns the view item name in namespace, or a NotFound error.
 	Get(ctx context.Context, namespace, name string) (runtime.Object, error)
-	// List returns the view items of namespace, or of every namespace when namespace is "".
-	List(ctx context.Context, namespace string) ([]runtime.Object, error)
+	// List returns the view items of namespace, or of every namespace when
+	// namespace is "", and the resourceVersion they are current at.
+	List(ctx context.Context, namespace string) ([]runtime.Object, string, error)
+	// Watch watches the view of namespace, or of every namespace.
+	Watch(ctx context.Context, namespace string, req WatchRequest) (watch.Interface, error)
+}
+
+// WatchRequest is what a watch asks for beside its namespace.
+type WatchRequest struct {
+	// ResourceVersion to resume after; "" or "0" starts with the current items.
+	ResourceVersion string
+	// SendInitialEvents, when set, says whether the current items come first
+	// (watch-list), followed by an initial-events-end bookmark.
+	SendInitialEvents *bool
+	AllowBookmarks    bool
+	// Name limits the watch to one item name (field selector metadata.name).
+	Name string
+	// Matches applies the label and field selectors; nil matches all.
+	Matches func(runtime.Object) bool
 }
 
 // Storage is the REST storage of one view resource.
@@ -39,6 +57,7 @@ var (
 	_ rest.Storage                  = &Storage{}
 	_ rest.Getter                   = &Storage{}
 	_ rest.Lister                   = &Storage{}
+	_ rest.Watcher                  = &Storage{}
 	_ rest.Scoper                   = &Storage{}
 	_ rest.KindProvider             = &Storage{}
 	_ rest.SingularNameProvider     = &Storage{}
@@ -99,44 +118,86 @@ func (s *Storage) Get(ctx context.Context, name string, _ *metav1.GetOptions) (r
 // view, filtered by label selector and by metadata.name and metadata.namespace.
 func (s *Storage) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
 	ns := genericapirequest.NamespaceValue(ctx)
-	label, field := labels.Everything(), fields.Everything()
-	if opts != nil && opts.LabelSelector != nil {
-		label = opts.LabelSelector
-	}
-	if opts != nil && opts.FieldSelector != nil {
-		field = opts.FieldSelector
-	}
-	if err := checkFieldSelector(field); err != nil {
+	sel, err := selectorsOf(opts)
+	if err != nil {
 		return nil, err
 	}
 	// A field selector on metadata.namespace narrows an all-namespaces list
 	// to one namespace's view without computing the others.
-	if v, ok := field.RequiresExactMatch("metadata.namespace"); ok && ns == "" {
+	if v, ok := sel.field.RequiresExactMatch("metadata.namespace"); ok && ns == "" {
 		ns = v
 	}
-	items, err := s.viewer.List(ctx, ns)
+	items, rv, err := s.viewer.List(ctx, ns)
 	if err != nil {
 		return nil, err
 	}
 	kept := make([]runtime.Object, 0, len(items))
 	for _, it := range items {
-		m, err := meta.Accessor(it)
-		if err != nil {
-			return nil, fmt.Errorf("view item of %s: %w", s.kind.Resource(), err)
+		if sel.matches(it) {
+			kept = append(kept, it)
 		}
-		if !label.Matches(labels.Set(m.GetLabels())) {
-			continue
-		}
-		if !field.Matches(fields.Set{"metadata.name": m.GetName(), "metadata.namespace": m.GetNamespace()}) {
-			continue
-		}
-		kept = append(kept, it)
 	}
 	list := s.kind.NewList()
 	if err := meta.SetList(list, kept); err != nil {
 		return nil, fmt.Errorf("list of %s: %w", s.kind.Resource(), err)
 	}
+	if l, err := meta.ListAccessor(list); err == nil {
+		l.SetResourceVersion(rv)
+	}
 	return list, nil
+}
+
+// Watch implements rest.Watcher: changes of one namespace's view or of every
+// namespace's, with the same selectors as List.
+func (s *Storage) Watch(ctx context.Context, opts *metainternalversion.ListOptions) (watch.Interface, error) {
+	ns := genericapirequest.NamespaceValue(ctx)
+	sel, err := selectorsOf(opts)
+	if err != nil {
+		return nil, err
+	}
+	if v, ok := sel.field.RequiresExactMatch("metadata.namespace"); ok && ns == "" {
+		ns = v
+	}
+	req := WatchRequest{Matches: sel.matches}
+	if name, ok := sel.field.RequiresExactMatch("metadata.name"); ok {
+		req.Name = name
+	}
+	if sel.label.Empty() && sel.field.Empty() {
+		req.Matches = nil
+	}
+	if opts != nil {
+		req.ResourceVersion = opts.ResourceVersion
+		req.SendInitialEvents = opts.SendInitialEvents
+		req.AllowBookmarks = opts.AllowWatchBookmarks
+	}
+	return s.viewer.Watch(ctx, ns, req)
+}
+
+// selectors are a request's label and field selectors.
+type selectors struct {
+	label labels.Selector
+	field fields.Selector
+}
+
+func selectorsOf(opts *metainternalversion.ListOptions) (selectors, error) {
+	sel := selectors{label: labels.Everything(), field: fields.Everything()}
+	if opts != nil && opts.LabelSelector != nil {
+		sel.label = opts.LabelSelector
+	}
+	if opts != nil && opts.FieldSelector != nil {
+		sel.field = opts.FieldSelector
+	}
+	return sel, checkFieldSelector(sel.field)
+}
+
+// matches reports whether a view item passes the selectors.
+func (sel selectors) matches(obj runtime.Object) bool {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return false
+	}
+	return sel.label.Matches(labels.Set(m.GetLabels())) &&
+		sel.field.Matches(fields.Set{"metadata.name": m.GetName(), "metadata.namespace": m.GetNamespace()})
 }
 
 // checkFieldSelector rejects fields other than metadata.name and metadata.namespace.

@@ -239,6 +239,9 @@ func TestStorageList(t *testing.T) {
 			if k := keys(items); !reflect.DeepEqual(k, tt.want) {
 				t.Errorf("List = %q, want %q", k, tt.want)
 			}
+			if list.ResourceVersion != fakeRV {
+				t.Errorf("list resourceVersion = %q, want the viewer's %q", list.ResourceVersion, fakeRV)
+			}
 		})
 	}
 }
@@ -252,7 +255,7 @@ func TestStorageListKeepsItems(t *testing.T) {
 	if err != nil {
 		t.Fatalf("List: %v", err)
 	}
-	want := &rbacv1.RoleBindingList{Items: []rbacv1.RoleBinding{
+	want := &rbacv1.RoleBindingList{ListMeta: metav1.ListMeta{ResourceVersion: fakeRV}, Items: []rbacv1.RoleBinding{
 		*viewItems()[0].(*rbacv1.RoleBinding),
 		*viewItems()[1].(*rbacv1.RoleBinding),
 	}}

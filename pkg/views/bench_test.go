@@ -9,23 +9,19 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
+	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
 // benchCluster holds namespaces tenants in orgs of 100 children each,
-// globals global RoleBindings, 5 per org namespace and 2 local per tenant.
+// globals global RoleBindings, 5 per org namespace and 2 local per tenant,
+// fed to a synced mux as the informers would.
 func benchCluster(b *testing.B, tenants, globals int) *views.View {
 	b.Helper()
-	nsIdx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	items := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	add := func(idx cache.Indexer, obj any) {
-		if err := idx.Add(obj); err != nil {
-			b.Fatal(err)
-		}
-	}
+	m := watchmux.New(policy(), served, objects(), watchmux.Options{})
+	ns := func(obj *corev1.Namespace) { m.OnNamespace(obj, false) }
+	add := func(obj *rbacv1.RoleBinding) { m.OnSource(rolebindings.Resource, obj, false) }
 	rb := func(ns, name string) *rbacv1.RoleBinding {
 		return &rbacv1.RoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "/" + name), ResourceVersion: "1"},
@@ -33,25 +29,26 @@ func benchCluster(b *testing.B, tenants, globals int) *views.View {
 			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "org:viewers"}},
 		}
 	}
-	add(nsIdx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: global}})
+	ns(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: global}})
 	for g := 0; g < globals; g++ {
-		add(items, rb(global, fmt.Sprintf("global-%d", g)))
+		add(rb(global, fmt.Sprintf("global-%d", g)))
 	}
 	orgs := (tenants + 99) / 100
 	for o := 0; o < orgs; o++ {
 		org := fmt.Sprintf("org-%d", o)
-		add(nsIdx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: org}})
+		ns(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: org}})
 		for i := 0; i < 5; i++ {
-			add(items, rb(org, fmt.Sprintf("org-binding-%d", i)))
+			add(rb(org, fmt.Sprintf("org-binding-%d", i)))
 		}
 	}
 	for t := 0; t < tenants; t++ {
-		ns := fmt.Sprintf("team-%d", t)
-		add(nsIdx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"implicit.dev/parent": fmt.Sprintf("org-%d", t/100)}}})
-		add(items, rb(ns, "local-0"))
-		add(items, rb(ns, "local-1"))
+		name := fmt.Sprintf("team-%d", t)
+		ns(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"implicit.dev/parent": fmt.Sprintf("org-%d", t/100)}}})
+		add(rb(name, "local-0"))
+		add(rb(name, "local-1"))
 	}
-	return views.New(rolebindings, policy(), corelisters.NewNamespaceLister(nsIdx), items)
+	m.MarkSynced()
+	return views.New(rolebindings, m)
 }
 
 // BenchmarkListOneNamespace lists one tenant's view: its cost must not grow
@@ -64,7 +61,7 @@ func BenchmarkListOneNamespace(b *testing.B) {
 				b.ReportAllocs()
 				b.ResetTimer()
 				for b.Loop() {
-					items, err := v.List(context.Background(), "team-42")
+					items, _, err := v.List(context.Background(), "team-42")
 					if err != nil || len(items) != globals+7 {
 						b.Fatalf("%d items, err %v", len(items), err)
 					}
@@ -96,7 +93,7 @@ func BenchmarkListAllNamespaces(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if _, err := v.List(context.Background(), ""); err != nil {
+		if _, _, err := v.List(context.Background(), ""); err != nil {
 			b.Fatal(err)
 		}
 	}

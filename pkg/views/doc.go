@@ -1,12 +1,12 @@
-// Package views computes implicit views on read: for a namespace and a
-// resource it resolves the namespace's lineage and the source items of every
-// scope from informer caches, merges them with pkg/merge, and returns view
-// items with their provenance (scope and source labels, source uid and
-// resourceVersion annotations, conflicts, a stable uid).
+// Package views serves implicit views from the watch multiplexer
+// (pkg/watchmux): it reads the merge results of a namespace's view, or
+// watches them, and turns each into a view item with its provenance (scope
+// and source labels, source uid and resourceVersion annotations, conflicts,
+// a stable uid) at the server's resourceVersion. Items of watch events are
+// built once and shared by every watcher that sends them (cached.go).
 //
 // Serving one namespace costs work proportional to its depth and to the
-// items of its scopes, never to the number of namespaces: source items are
-// read through the informers' namespace index.
+// items of its scopes, never to the number of namespaces.
 //
 // It also reports hierarchy problems (cycles, missing parents) as a metric,
 // log lines and Events on the namespaces concerned.

@@ -2,6 +2,7 @@ package views_test
 
 import (
 	"fmt"
+	"strconv"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -13,10 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/views"
+	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
 // TestMain fails the package if any test leaves a goroutine behind.
@@ -43,15 +44,67 @@ func policy() merge.Policy {
 	}
 }
 
-func newIndexer(t *testing.T, objs ...runtime.Object) cache.Indexer {
-	t.Helper()
-	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	for _, o := range objs {
-		if err := idx.Add(o); err != nil {
-			t.Fatalf("adding %T to indexer: %v", o, err)
-		}
+// served are the resources of the test mux, in configuration order.
+var served = []string{rolebindings.Resource, roles.Resource, networkpolicies.Resource}
+
+// newObject returns an empty object of each served resource.
+func newObject() map[string]func() runtime.Object {
+	return map[string]func() runtime.Object{
+		rolebindings.Resource:    func() runtime.Object { return &rbacv1.RoleBinding{} },
+		roles.Resource:           func() runtime.Object { return &rbacv1.Role{} },
+		networkpolicies.Resource: func() runtime.Object { return &networkingv1.NetworkPolicy{} },
 	}
-	return idx
+}
+
+// objects builds the view objects of the served resources' watch events.
+func objects() *views.Objects { return views.NewObjects(newObject(), 0) }
+
+// newUnsyncedMux returns a mux fed with namespaces and with objs as source
+// objects of resource, as the informers would before they sync.
+func newUnsyncedMux(resource string, namespaces []*corev1.Namespace, objs ...runtime.Object) *watchmux.Mux {
+	m := watchmux.New(policy(), served, objects(), watchmux.Options{})
+	for _, ns := range namespaces {
+		m.OnNamespace(ns, false)
+	}
+	for _, o := range objs {
+		m.OnSource(resource, o, false)
+	}
+	return m
+}
+
+// newMux returns a synced mux fed with namespaces and with objs as source
+// objects of resource.
+func newMux(resource string, namespaces []*corev1.Namespace, objs ...runtime.Object) *watchmux.Mux {
+	m := newUnsyncedMux(resource, namespaces, objs...)
+	m.MarkSynced()
+	return m
+}
+
+// newView returns the view of resource read from a synced mux fed with
+// namespaces and objs, and the mux.
+func newView(resource schema.GroupResource, namespaces []*corev1.Namespace, objs ...runtime.Object) (*views.View, *watchmux.Mux) {
+	m := newMux(resource.Resource, namespaces, objs...)
+	return views.New(resource, m), m
+}
+
+// currentRV is the resourceVersion m's state is at.
+func currentRV(t *testing.T, m *watchmux.Mux) string {
+	t.Helper()
+	rv, err := m.Read(func(watchmux.Reader) {})
+	if err != nil {
+		t.Fatalf("reading the mux: %v", err)
+	}
+	return rv
+}
+
+// parseRV parses a resourceVersion, failing unless it is a non-empty decimal integer.
+func parseRV(t *testing.T, rv string) uint64 {
+	t.Helper()
+	n, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		t.Fatalf("resourceVersion %q is not a decimal integer: %v", rv, err)
+	}
+	return n
 }
 
 // nsOpt decorates a test namespace.
@@ -78,15 +131,6 @@ func namespace(name string, opts ...nsOpt) *corev1.Namespace {
 		o(ns)
 	}
 	return ns
-}
-
-func namespaceLister(t *testing.T, nss ...*corev1.Namespace) corelisters.NamespaceLister {
-	t.Helper()
-	objs := make([]runtime.Object, 0, len(nss))
-	for _, ns := range nss {
-		objs = append(objs, ns)
-	}
-	return corelisters.NewNamespaceLister(newIndexer(t, objs...))
 }
 
 // objOpt decorates a test source object.
@@ -161,12 +205,11 @@ func summaries(t *testing.T, objs []runtime.Object) []string {
 	return out
 }
 
-// snapshot deep-copies every object of idx, to check later that nothing mutated them.
-func snapshot(idx cache.Indexer) map[string]runtime.Object {
-	out := map[string]runtime.Object{}
-	for _, o := range idx.List() {
-		key, _ := cache.MetaNamespaceKeyFunc(o)
-		out[key] = o.(runtime.Object).DeepCopyObject()
+// snapshot deep-copies objs, to check later that nothing mutated them.
+func snapshot(objs []runtime.Object) []runtime.Object {
+	out := make([]runtime.Object, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o.DeepCopyObject())
 	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -43,12 +44,13 @@ func spoofing(namespace, name string) *rbacv1.RoleBinding {
 	return rb
 }
 
-// wantItem is the view item of source in namespace, built by hand from DESIGN.md.
-func wantItem(source *rbacv1.RoleBinding, namespace string, scope merge.Scope, conflict string) *rbacv1.RoleBinding {
+// wantItem is the view item of source in namespace at the server's
+// resourceVersion rv, built by hand from DESIGN.md.
+func wantItem(source *rbacv1.RoleBinding, namespace string, scope merge.Scope, conflict, rv string) *rbacv1.RoleBinding {
 	want := source.DeepCopy()
 	want.Namespace = namespace
 	want.UID = views.UID(source.UID, namespace)
-	want.ResourceVersion = ""
+	want.ResourceVersion = rv
 	want.OwnerReferences = nil
 	want.ManagedFields = nil
 	want.Labels = map[string]string{
@@ -86,24 +88,25 @@ func TestProvenance(t *testing.T) {
 	localSpoof := spoofing("team", "local-spoof")
 	plain := roleBinding(global, "plain") // no labels or annotations at all
 	sources := []runtime.Object{globalSpoof, parentSpoof, localSpoof, plain}
-	items := newIndexer(t, sources...)
-	before := snapshot(items)
-	view := views.New(rolebindings, policy(),
-		namespaceLister(t, namespace(global), namespace("org"), namespace("team", parent("org"))), items)
+	before := snapshot(sources)
+	view, mux := newView(rolebindings,
+		[]*corev1.Namespace{namespace(global), namespace("org"), namespace("team", parent("org"))}, sources...)
+	rv := currentRV(t, mux)
+	parseRV(t, rv)
 
-	plainWant := wantItem(plain, "team", merge.ScopeGlobal, "")
+	plainWant := wantItem(plain, "team", merge.ScopeGlobal, "", rv)
 	tests := []struct {
 		name      string
 		namespace string
 		item      string
 		want      *rbacv1.RoleBinding
 	}{
-		{name: "global source claiming scope local", namespace: "team", item: "global-spoof", want: wantItem(globalSpoof, "team", merge.ScopeGlobal, "")},
-		{name: "parent source claiming scope global", namespace: "team", item: "parent-spoof", want: wantItem(parentSpoof, "team", merge.ScopeParent, "")},
-		{name: "local source claiming scope global and a conflict", namespace: "team", item: "local-spoof", want: wantItem(localSpoof, "team", merge.ScopeLocal, "")},
+		{name: "global source claiming scope local", namespace: "team", item: "global-spoof", want: wantItem(globalSpoof, "team", merge.ScopeGlobal, "", rv)},
+		{name: "parent source claiming scope global", namespace: "team", item: "parent-spoof", want: wantItem(parentSpoof, "team", merge.ScopeParent, "", rv)},
+		{name: "local source claiming scope global and a conflict", namespace: "team", item: "local-spoof", want: wantItem(localSpoof, "team", merge.ScopeLocal, "", rv)},
 		{name: "source without labels or annotations", namespace: "team", item: "plain", want: plainWant},
-		{name: "the global namespace's own view", namespace: global, item: "global-spoof", want: wantItem(globalSpoof, global, merge.ScopeLocal, "")},
-		{name: "the parent's own view", namespace: "org", item: "parent-spoof", want: wantItem(parentSpoof, "org", merge.ScopeLocal, "")},
+		{name: "the global namespace's own view", namespace: global, item: "global-spoof", want: wantItem(globalSpoof, global, merge.ScopeLocal, "", rv)},
+		{name: "the parent's own view", namespace: "org", item: "parent-spoof", want: wantItem(parentSpoof, "org", merge.ScopeLocal, "", rv)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -120,8 +123,9 @@ func TestProvenance(t *testing.T) {
 				t.Errorf("Get(%q, %q) =\n%#v\nwant\n%#v", tt.namespace, tt.item, rb, tt.want)
 			}
 			// Pin the fields the design names, so a failure says which.
-			if rb.ResourceVersion != "" {
-				t.Errorf("resourceVersion = %q, want empty", rb.ResourceVersion)
+			// The server's own version, never the source's.
+			if rb.ResourceVersion != rv {
+				t.Errorf("resourceVersion = %q, want the mux's %q", rb.ResourceVersion, rv)
 			}
 			if rb.ManagedFields != nil || rb.OwnerReferences != nil {
 				t.Errorf("managedFields = %v, ownerReferences = %v; want both cleared", rb.ManagedFields, rb.OwnerReferences)
@@ -134,14 +138,18 @@ func TestProvenance(t *testing.T) {
 
 	t.Run("list items carry the same provenance", func(t *testing.T) {
 		t.Parallel()
-		list, err := view.List(context.Background(), "team")
+		list, listRV, err := view.List(context.Background(), "team")
 		if err != nil {
 			t.Fatalf("List: %v", err)
 		}
+		parseRV(t, listRV)
+		if listRV != rv {
+			t.Errorf("List resourceVersion = %q, want the mux's %q", listRV, rv)
+		}
 		want := []runtime.Object{
-			wantItem(globalSpoof, "team", merge.ScopeGlobal, ""),
-			wantItem(localSpoof, "team", merge.ScopeLocal, ""),
-			wantItem(parentSpoof, "team", merge.ScopeParent, ""),
+			wantItem(globalSpoof, "team", merge.ScopeGlobal, "", listRV),
+			wantItem(localSpoof, "team", merge.ScopeLocal, "", listRV),
+			wantItem(parentSpoof, "team", merge.ScopeParent, "", listRV),
 			plainWant,
 		}
 		if !apiequality.Semantic.DeepEqual(list, want) {
@@ -169,8 +177,8 @@ func TestProvenance(t *testing.T) {
 	})
 
 	t.Cleanup(func() {
-		if after := snapshot(items); !apiequality.Semantic.DeepEqual(after, before) {
-			t.Errorf("source objects in the indexer were mutated:\nbefore %#v\nafter  %#v", before, after)
+		if after := snapshot(sources); !apiequality.Semantic.DeepEqual(after, before) {
+			t.Errorf("source objects in the mux were mutated:\nbefore %#v\nafter  %#v", before, after)
 		}
 	})
 }
@@ -179,16 +187,16 @@ func TestProvenance(t *testing.T) {
 // source objects and namespaces are as they were.
 func TestSourcesNotMutated(t *testing.T) {
 	t.Parallel()
-	items := newIndexer(t, worldRoleBindings()...)
+	sources := worldRoleBindings()
 	nss := hierarchy()
 	nssBefore := make([]runtime.Object, 0, len(nss))
 	for _, ns := range nss {
 		nssBefore = append(nssBefore, ns.DeepCopy())
 	}
-	before := snapshot(items)
-	view := views.New(rolebindings, policy(), namespaceLister(t, nss...), items)
+	before := snapshot(sources)
+	view, _ := newView(rolebindings, nss, sources...)
 
-	all, err := view.List(context.Background(), "")
+	all, _, err := view.List(context.Background(), "")
 	if err != nil {
 		t.Fatalf(`List(""): %v`, err)
 	}
@@ -201,7 +209,7 @@ func TestSourcesNotMutated(t *testing.T) {
 		m.GetLabels()["scribbled"] = "yes"
 		m.SetName("scribbled")
 	}
-	if after := snapshot(items); !apiequality.Semantic.DeepEqual(after, before) {
+	if after := snapshot(sources); !apiequality.Semantic.DeepEqual(after, before) {
 		t.Errorf("source objects were mutated:\nbefore %#v\nafter  %#v", before, after)
 	}
 	for i, ns := range nss {
@@ -213,9 +221,9 @@ func TestSourcesNotMutated(t *testing.T) {
 
 func TestUIDs(t *testing.T) {
 	t.Parallel()
-	items := newIndexer(t, roleBinding(global, "a"), roleBinding(global, "b"))
-	view := views.New(rolebindings, policy(),
-		namespaceLister(t, namespace(global), namespace("team-1"), namespace("team-2")), items)
+	view, _ := newView(rolebindings,
+		[]*corev1.Namespace{namespace(global), namespace("team-1"), namespace("team-2")},
+		roleBinding(global, "a"), roleBinding(global, "b"))
 	uidOf := func(t *testing.T, namespace, name string) types.UID {
 		t.Helper()
 		obj, err := view.Get(context.Background(), namespace, name)

@@ -3,120 +3,156 @@ package views
 import (
 	"context"
 	"fmt"
-	"sort"
+	"strconv"
 
 	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/cache"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
+	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
-// View computes the views of one resource. It implements registry.Viewer.
-type View struct {
-	// resource is the view's group and resource, for errors.
-	resource   schema.GroupResource
-	policy     merge.Policy
-	namespaces corelisters.NamespaceLister
-	// items indexes the source objects by namespace (cache.NamespaceIndex).
-	items cache.Indexer
+// Source is where views are read and watched: a *watchmux.Mux.
+type Source interface {
+	Read(f func(watchmux.Reader)) (string, error)
+	Watch(ctx context.Context, opts watchmux.WatchOptions) (watch.Interface, error)
 }
 
-// New returns the view of the source objects in items, a cache indexed by
-// cache.NamespaceIndex, as resource.
-func New(resource schema.GroupResource, policy merge.Policy, namespaces corelisters.NamespaceLister, items cache.Indexer) *View {
-	return &View{resource: resource, policy: policy, namespaces: namespaces, items: items}
+// View serves the views of one resource. It implements registry.Viewer.
+type View struct {
+	// resource is the view's group and resource, for errors.
+	resource schema.GroupResource
+	source   Source
+}
+
+var _ registry.Viewer = &View{}
+
+// New returns the view of resource, read from source.
+func New(resource schema.GroupResource, source Source) *View {
+	return &View{resource: resource, source: source}
 }
 
 // Get returns the view item name in namespace, or a NotFound error.
 func (v *View) Get(_ context.Context, namespace, name string) (runtime.Object, error) {
-	results, err := v.merge(namespace, func(it merge.Item) bool { return it.Name == name })
+	var results []merge.Result
+	rv, err := v.source.Read(func(r watchmux.Reader) {
+		results = r.Results(v.resource.Resource, namespace, name)
+	})
 	if err != nil {
-		return nil, err
+		return nil, v.readError(err)
 	}
 	if len(results) == 0 {
 		return nil, apierrors.NewNotFound(v.resource, name)
 	}
-	return viewItem(namespace, results[0])
+	return item(namespace, results[0], rv)
 }
 
 // List returns the view items of namespace, sorted by name, or those of
-// every namespace, sorted by namespace and name, when namespace is "".
-func (v *View) List(_ context.Context, namespace string) ([]runtime.Object, error) {
-	names := []string{namespace}
-	if namespace == "" {
-		all, err := v.namespaces.List(labels.Everything())
-		if err != nil {
-			return nil, fmt.Errorf("listing namespaces: %w", err)
+// every namespace, sorted by namespace and name, when namespace is "", and
+// the resourceVersion they are current at.
+func (v *View) List(_ context.Context, namespace string) ([]runtime.Object, string, error) {
+	type nsResults struct {
+		namespace string
+		results   []merge.Result
+	}
+	var all []nsResults
+	// Merge under the read lock; copy the objects after it.
+	rv, err := v.source.Read(func(r watchmux.Reader) {
+		names := []string{namespace}
+		if namespace == "" {
+			names = r.Namespaces()
 		}
-		names = make([]string, 0, len(all))
-		for _, ns := range all {
-			names = append(names, ns.Name)
+		for _, ns := range names {
+			if res := r.Results(v.resource.Resource, ns, ""); len(res) > 0 {
+				all = append(all, nsResults{ns, res})
+			}
 		}
-		sort.Strings(names)
+	})
+	if err != nil {
+		return nil, "", v.readError(err)
 	}
 	var out []runtime.Object
-	for _, ns := range names {
-		results, err := v.merge(ns, nil)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range results {
-			obj, err := viewItem(ns, r)
+	for _, nr := range all {
+		for _, r := range nr.results {
+			obj, err := item(nr.namespace, r, rv)
 			if err != nil {
-				return nil, err
+				return nil, "", err
 			}
 			out = append(out, obj)
 		}
 	}
-	return out, nil
+	return out, rv, nil
 }
 
-// merge computes namespace's view, keeping only the source items keep accepts (all when nil).
-func (v *View) merge(namespace string, keep func(merge.Item) bool) ([]merge.Result, error) {
-	lineage := merge.Resolve(v.policy, namespace, v.namespace)
-	var ierr error
-	levels := merge.Levels(lineage, v.policy.GlobalNamespace, func(ns string) []merge.Item {
-		objs, err := v.items.ByIndex(cache.NamespaceIndex, ns)
-		if err != nil {
-			ierr = err
-			return nil
-		}
-		items := make([]merge.Item, 0, len(objs))
-		for _, o := range objs {
-			m, err := meta.Accessor(o)
-			if err != nil {
-				ierr = err
-				return nil
-			}
-			it := merge.Item{Namespace: m.GetNamespace(), Name: m.GetName(), Locked: merge.IsLocked(m.GetAnnotations()), Object: o}
-			if keep == nil || keep(it) {
-				items = append(items, it)
-			}
-		}
-		return items
+// Watch watches namespace's view, or every namespace's when namespace is "".
+func (v *View) Watch(ctx context.Context, namespace string, req registry.WatchRequest) (watch.Interface, error) {
+	w, err := v.source.Watch(ctx, watchmux.WatchOptions{
+		Resource:          v.resource.Resource,
+		Namespace:         namespace,
+		Name:              req.Name,
+		ResourceVersion:   req.ResourceVersion,
+		SendInitialEvents: req.SendInitialEvents,
+		AllowBookmarks:    req.AllowBookmarks,
+		Matches:           matchesUnwrapped(req.Matches),
+		GroupResource:     v.resource,
 	})
-	if ierr != nil {
-		return nil, fmt.Errorf("reading %s sources: %w", v.resource.Resource, ierr)
+	if err != nil {
+		return nil, v.readError(err)
 	}
-	return merge.Merge(v.resource.Resource, levels), nil
+	return w, nil
 }
 
-// namespace is the merge.NamespaceGetter of the namespace cache.
-func (v *View) namespace(name string) (*merge.Namespace, bool) {
-	ns, err := v.namespaces.Get(name)
-	if err != nil {
-		return nil, false
+// matchesUnwrapped applies a selector to the view item inside a shared one.
+func matchesUnwrapped(matches func(runtime.Object) bool) func(runtime.Object) bool {
+	if matches == nil {
+		return nil
 	}
-	return Namespace(ns), true
+	return func(obj runtime.Object) bool { return matches(unwrap(obj)) }
 }
+
+func (v *View) readError(err error) error {
+	if watchmux.IsNotSynced(err) {
+		return apierrors.NewServiceUnavailable(fmt.Sprintf("%s: implicit-apiserver is starting and has not read its sources yet", v.resource))
+	}
+	return err
+}
+
+// Objects builds the view objects of watch events for the mux. It
+// implements watchmux.Objects. Items of recent events are cached and shared
+// by every watcher that sends them (see cachedObject).
+type Objects struct {
+	// newObject returns an empty object of each resource.
+	newObject map[string]func() runtime.Object
+	cache     *itemCache
+}
+
+var _ watchmux.Objects = &Objects{}
+
+// NewObjects returns the objects of the resources newObject names, sharing
+// the items of the latest cacheSize events (DefaultItemCacheSize if <= 0).
+func NewObjects(newObject map[string]func() runtime.Object, cacheSize int) *Objects {
+	if cacheSize <= 0 {
+		cacheSize = DefaultItemCacheSize
+	}
+	return &Objects{newObject: newObject, cache: newItemCache(cacheSize)}
+}
+
+// Item implements watchmux.Objects.
+func (o *Objects) Item(_, namespace string, r merge.Result, rv uint64) (runtime.Object, error) {
+	return o.sharedItem(namespace, r, rv)
+}
+
+// Empty implements watchmux.Objects.
+func (o *Objects) Empty(resource string) runtime.Object { return o.newObject[resource]() }
+
+func formatRV(rv uint64) string { return strconv.FormatUint(rv, 10) }
 
 // Namespace returns what merging needs of ns. It shares ns's maps: read only.
 func Namespace(ns *corev1.Namespace) *merge.Namespace {
@@ -131,8 +167,8 @@ func UID(source types.UID, namespace string) types.UID {
 	return types.UID(uuid.NewSHA1(uidSpace, []byte(string(source)+"/"+namespace)).String())
 }
 
-// viewItem returns a copy of r's source object as the view item of namespace.
-func viewItem(namespace string, r merge.Result) (runtime.Object, error) {
+// item returns a copy of r's source object as the view item of namespace at rv.
+func item(namespace string, r merge.Result, rv string) (runtime.Object, error) {
 	src, ok := r.Item.Object.(runtime.Object)
 	if !ok {
 		return nil, fmt.Errorf("source %s/%s is a %T, not a runtime.Object", r.Item.Namespace, r.Item.Name, r.Item.Object)
@@ -146,9 +182,9 @@ func viewItem(namespace string, r merge.Result) (runtime.Object, error) {
 
 	m.SetNamespace(namespace)
 	m.SetUID(UID(sourceUID, namespace))
-	// The view's resourceVersion is the server's own (see pkg/watchmux); a
-	// source's, from another store, would be misread by clients.
-	m.SetResourceVersion("")
+	// The server's own version: a source's, from another store, would be
+	// misread by clients resuming a watch.
+	m.SetResourceVersion(rv)
 	m.SetSelfLink("")
 	// Managed fields and owner references describe the source object in its
 	// own namespace; on a read-only view they would mislead.

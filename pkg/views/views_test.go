@@ -13,10 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
+	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
 // hierarchy returns the namespaces of the test cluster:
@@ -211,16 +211,15 @@ var wantRoleBindings = map[string][]string{
 	},
 }
 
-// rbWorld returns the rolebindings view of the test cluster and its source indexer.
-func rbWorld(t *testing.T) (*views.View, cache.Indexer) {
-	t.Helper()
-	items := newIndexer(t, worldRoleBindings()...)
-	return views.New(rolebindings, policy(), namespaceLister(t, hierarchy()...), items), items
+// rbWorld returns the rolebindings view of the test cluster and the mux it reads.
+func rbWorld() (*views.View, *watchmux.Mux) {
+	return newView(rolebindings, hierarchy(), worldRoleBindings()...)
 }
 
 func TestViewList(t *testing.T) {
 	t.Parallel()
-	view, _ := rbWorld(t)
+	view, mux := rbWorld()
+	rv := currentRV(t, mux)
 	tests := []struct {
 		name      string
 		namespace string
@@ -246,17 +245,23 @@ func TestViewList(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := view.List(context.Background(), tt.namespace)
+			got, listRV, err := view.List(context.Background(), tt.namespace)
 			if err != nil {
 				t.Fatalf("List(%q): %v", tt.namespace, err)
 			}
 			if s := summaries(t, got); !reflect.DeepEqual(s, tt.want) {
 				t.Errorf("List(%q) =\n  %s\nwant\n  %s", tt.namespace, strings.Join(s, "\n  "), strings.Join(tt.want, "\n  "))
 			}
+			if listRV != rv {
+				t.Errorf("List(%q) resourceVersion = %q, want the mux's %q", tt.namespace, listRV, rv)
+			}
 			for _, obj := range got {
 				m, _ := meta.Accessor(obj)
 				if m.GetNamespace() != tt.namespace {
 					t.Errorf("item %s: metadata.namespace = %q, want the viewing namespace %q", m.GetName(), m.GetNamespace(), tt.namespace)
+				}
+				if m.GetResourceVersion() != listRV {
+					t.Errorf("item %s: resourceVersion = %q, want the list's %q", m.GetName(), m.GetResourceVersion(), listRV)
 				}
 			}
 		})
@@ -265,10 +270,13 @@ func TestViewList(t *testing.T) {
 
 func TestViewListAllNamespaces(t *testing.T) {
 	t.Parallel()
-	view, _ := rbWorld(t)
-	got, err := view.List(context.Background(), "")
+	view, mux := rbWorld()
+	got, rv, err := view.List(context.Background(), "")
 	if err != nil {
 		t.Fatalf(`List(""): %v`, err)
+	}
+	if want := currentRV(t, mux); rv != want {
+		t.Errorf(`List("") resourceVersion = %q, want the mux's %q`, rv, want)
 	}
 
 	var names []string
@@ -307,7 +315,8 @@ want (by namespace, then name)
 
 func TestViewGet(t *testing.T) {
 	t.Parallel()
-	view, _ := rbWorld(t)
+	view, mux := rbWorld()
+	rv := currentRV(t, mux)
 	tests := []struct {
 		name      string
 		namespace string
@@ -360,8 +369,12 @@ func TestViewGet(t *testing.T) {
 			if s := summary(t, got); s != tt.want {
 				t.Errorf("Get(%q, %q) = %q, want %q", tt.namespace, tt.item, s, tt.want)
 			}
-			if m, _ := meta.Accessor(got); m.GetNamespace() != tt.namespace {
+			m, _ := meta.Accessor(got)
+			if m.GetNamespace() != tt.namespace {
 				t.Errorf("metadata.namespace = %q, want %q", m.GetNamespace(), tt.namespace)
+			}
+			if m.GetResourceVersion() != rv {
+				t.Errorf("resourceVersion = %q, want the mux's %q", m.GetResourceVersion(), rv)
 			}
 		})
 	}
@@ -371,11 +384,11 @@ func TestViewGet(t *testing.T) {
 // shows, for every item of every namespace.
 func TestViewGetAgreesWithList(t *testing.T) {
 	t.Parallel()
-	view, _ := rbWorld(t)
+	view, _ := rbWorld()
 	for _, ns := range hierarchy() {
 		t.Run(ns.Name, func(t *testing.T) {
 			t.Parallel()
-			list, err := view.List(context.Background(), ns.Name)
+			list, _, err := view.List(context.Background(), ns.Name)
 			if err != nil {
 				t.Fatalf("List: %v", err)
 			}
@@ -396,7 +409,7 @@ func TestViewGetAgreesWithList(t *testing.T) {
 
 func TestViewConflict(t *testing.T) {
 	t.Parallel()
-	view, _ := rbWorld(t)
+	view, _ := rbWorld()
 	tests := []struct {
 		name      string
 		namespace string
@@ -449,7 +462,7 @@ func TestViewConflict(t *testing.T) {
 
 // find returns item from namespace's List.
 func find(view *views.View, namespace, item string) (runtime.Object, error) {
-	list, err := view.List(context.Background(), namespace)
+	list, _, err := view.List(context.Background(), namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -525,8 +538,8 @@ func TestViewOtherKinds(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			view := views.New(tt.resource, policy(), namespaceLister(t, hierarchy()...), newIndexer(t, tt.objects...))
-			got, err := view.List(context.Background(), tt.namespace)
+			view, _ := newView(tt.resource, hierarchy(), tt.objects...)
+			got, _, err := view.List(context.Background(), tt.namespace)
 			if err != nil {
 				t.Fatalf("List: %v", err)
 			}
@@ -542,42 +555,14 @@ func TestViewOtherKinds(t *testing.T) {
 // as with a hub cluster.
 func TestViewGlobalNamespaceNotInCluster(t *testing.T) {
 	t.Parallel()
-	items := newIndexer(t, roleBinding(global, "org-viewers"), roleBinding("team", "local"))
-	view := views.New(rolebindings, policy(), namespaceLister(t, namespace("team")), items)
-	got, err := view.List(context.Background(), "team")
+	view, _ := newView(rolebindings, []*corev1.Namespace{namespace("team")},
+		roleBinding(global, "org-viewers"), roleBinding("team", "local"))
+	got, _, err := view.List(context.Background(), "team")
 	if err != nil {
 		t.Fatalf("List: %v", err)
 	}
 	want := []string{"local local team", "org-viewers global implicit-global"}
 	if s := summaries(t, got); !reflect.DeepEqual(s, want) {
 		t.Errorf("List(team) = %q, want %q", s, want)
-	}
-}
-
-// TestViewIndexerError checks that a source cache without the namespace
-// index is an error, not a panic and not an empty view.
-func TestViewIndexerError(t *testing.T) {
-	t.Parallel()
-	items := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	if err := items.Add(roleBinding("team", "local")); err != nil {
-		t.Fatal(err)
-	}
-	view := views.New(rolebindings, policy(), namespaceLister(t, namespace("team")), items)
-	tests := []struct {
-		name string
-		call func() error
-	}{
-		{name: "Get", call: func() error { _, err := view.Get(context.Background(), "team", "local"); return err }},
-		{name: "List", call: func() error { _, err := view.List(context.Background(), "team"); return err }},
-		{name: "List all", call: func() error { _, err := view.List(context.Background(), ""); return err }},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			err := tt.call()
-			if err == nil || apierrors.IsNotFound(err) {
-				t.Fatalf("err = %v, want an indexer error", err)
-			}
-		})
 	}
 }
