@@ -31,6 +31,9 @@ func FetchHostSchemas(ctx context.Context, client discovery.DiscoveryInterface, 
 	}
 	out := HostSchemas{}
 	for _, gv := range gvs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		path := "apis/" + gv.String()
 		if gv.Group == "" {
 			path = "api/" + gv.Version
@@ -54,7 +57,7 @@ func FetchHostSchemas(ctx context.Context, client discovery.DiscoveryInterface, 
 			out[name] = s
 		}
 	}
-	return out, ctx.Err()
+	return out, nil
 }
 
 var componentRef = regexp.MustCompile(`"\$ref":"#/components/schemas/([^"]+)"`)

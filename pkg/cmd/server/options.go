@@ -116,6 +116,8 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.Recommended.CoreAPI.Validate()...)
 	errs = append(errs, o.Recommended.Audit.Validate()...)
 	errs = append(errs, o.Recommended.Features.Validate()...)
+	errs = append(errs, o.Recommended.EgressSelector.Validate()...)
+	errs = append(errs, o.Recommended.Traces.Validate()...)
 	if msgs := validation.IsDNS1123Label(o.GlobalNamespace); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("--global-namespace %q: %s", o.GlobalNamespace, strings.Join(msgs, ", ")))
 	}

@@ -1,0 +1,253 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/cmd/server"
+)
+
+func TestNewOptionsDefaults(t *testing.T) {
+	t.Parallel()
+	o := server.NewOptions()
+	if o.GlobalNamespace != "implicit-global" {
+		t.Errorf("GlobalNamespace = %q, want implicit-global", o.GlobalNamespace)
+	}
+	if want := []string{"kube-system", "kube-public", "kube-node-lease"}; !slices.Equal(o.ExcludeNamespaces, want) {
+		t.Errorf("ExcludeNamespaces = %v, want %v", o.ExcludeNamespaces, want)
+	}
+	if o.ConfigFile != "" {
+		t.Errorf("ConfigFile = %q, want none", o.ConfigFile)
+	}
+	if o.HostSchemaTimeout <= 0 {
+		t.Errorf("HostSchemaTimeout = %v, want positive", o.HostSchemaTimeout)
+	}
+	if o.Recommended.Etcd != nil || o.Recommended.Admission != nil {
+		t.Errorf("etcd and admission options are set: views have neither")
+	}
+	if err := o.Validate(); err != nil {
+		t.Errorf("the defaults do not validate: %v", err)
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		modify func(o *server.Options)
+		// wantErrs are substrings of the error, one per expected problem.
+		wantErrs []string
+	}{
+		{name: "defaults", modify: func(*server.Options) {}},
+		{
+			name:     "bad global namespace",
+			modify:   func(o *server.Options) { o.GlobalNamespace = "Implicit_Global" },
+			wantErrs: []string{`--global-namespace "Implicit_Global"`},
+		},
+		{
+			name:     "empty global namespace",
+			modify:   func(o *server.Options) { o.GlobalNamespace = "" },
+			wantErrs: []string{`--global-namespace ""`},
+		},
+		{
+			name:     "bad excluded namespace",
+			modify:   func(o *server.Options) { o.ExcludeNamespaces = []string{"kube-system", "not.a.label"} },
+			wantErrs: []string{`--exclude-namespaces "not.a.label"`},
+		},
+		{
+			name:     "global namespace excluded",
+			modify:   func(o *server.Options) { o.ExcludeNamespaces = []string{"kube-system", "implicit-global"} },
+			wantErrs: []string{`--exclude-namespaces lists the global namespace "implicit-global"`},
+		},
+		{
+			name:     "zero host schema timeout",
+			modify:   func(o *server.Options) { o.HostSchemaTimeout = 0 },
+			wantErrs: []string{"--host-schema-timeout must be positive"},
+		},
+		{
+			name:     "negative host schema timeout",
+			modify:   func(o *server.Options) { o.HostSchemaTimeout = -time.Second },
+			wantErrs: []string{"--host-schema-timeout must be positive"},
+		},
+		{
+			name: "every problem at once",
+			modify: func(o *server.Options) {
+				o.GlobalNamespace = "Global"
+				o.ExcludeNamespaces = []string{"kube_system", "Global"}
+				o.HostSchemaTimeout = 0
+			},
+			wantErrs: []string{
+				`--global-namespace "Global"`,
+				`--exclude-namespaces "kube_system"`,
+				`--exclude-namespaces "Global"`,
+				`--exclude-namespaces lists the global namespace "Global"`,
+				"--host-schema-timeout must be positive",
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			o := server.NewOptions()
+			tc.modify(o)
+			err := o.Validate()
+			if len(tc.wantErrs) == 0 {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			var agg utilerrors.Aggregate
+			if !errors.As(err, &agg) {
+				t.Fatalf("Validate = %v, want an aggregate", err)
+			}
+			if len(agg.Errors()) != len(tc.wantErrs) {
+				t.Errorf("%d errors, want %d: %v", len(agg.Errors()), len(tc.wantErrs), agg.Errors())
+			}
+			for _, want := range tc.wantErrs {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not contain %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+func TestCommandFlags(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		args        []string
+		wantGlobal  string
+		wantExclude []string
+		wantConfig  string
+	}{
+		{
+			name:        "defaults",
+			wantGlobal:  "implicit-global",
+			wantExclude: []string{"kube-system", "kube-public", "kube-node-lease"},
+		},
+		{
+			name:        "every implicit flag",
+			args:        []string{"--global-namespace=org", "--exclude-namespaces=kube-system,infra", "--config", "/etc/implicit/config.yaml"},
+			wantGlobal:  "org",
+			wantExclude: []string{"kube-system", "infra"},
+			wantConfig:  "/etc/implicit/config.yaml",
+		},
+		{
+			name:        "repeated --exclude-namespaces accumulate",
+			args:        []string{"--exclude-namespaces=a", "--exclude-namespaces=b,c"},
+			wantGlobal:  "implicit-global",
+			wantExclude: []string{"a", "b", "c"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			fs := server.NewCommand(context.Background()).Flags()
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatalf("Parse(%v): %v", tc.args, err)
+			}
+			if got, err := fs.GetString("global-namespace"); err != nil || got != tc.wantGlobal {
+				t.Errorf("--global-namespace = %q (%v), want %q", got, err, tc.wantGlobal)
+			}
+			if got, err := fs.GetStringSlice("exclude-namespaces"); err != nil || !slices.Equal(got, tc.wantExclude) {
+				t.Errorf("--exclude-namespaces = %v (%v), want %v", got, err, tc.wantExclude)
+			}
+			if got, err := fs.GetString("config"); err != nil || got != tc.wantConfig {
+				t.Errorf("--config = %q (%v), want %q", got, err, tc.wantConfig)
+			}
+		})
+	}
+}
+
+func TestCommandRejectsUnknownFlag(t *testing.T) {
+	t.Parallel()
+	fs := server.NewCommand(context.Background()).Flags()
+	if err := fs.Parse([]string{"--global-namespaces=org"}); err == nil {
+		t.Errorf("Parse accepted an unknown flag")
+	}
+}
+
+// TestOptionsAddFlags checks the flags write into the options.
+func TestOptionsAddFlags(t *testing.T) {
+	t.Parallel()
+	o := server.NewOptions()
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	args := []string{"--global-namespace=org", "--exclude-namespaces=infra", "--config=/c.yaml", "--host-schema-timeout=5s"}
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	if o.GlobalNamespace != "org" || !slices.Equal(o.ExcludeNamespaces, []string{"infra"}) || o.ConfigFile != "/c.yaml" || o.HostSchemaTimeout != 5*time.Second {
+		t.Errorf("options = global %q excluded %v config %q timeout %v, want the flags' values",
+			o.GlobalNamespace, o.ExcludeNamespaces, o.ConfigFile, o.HostSchemaTimeout)
+	}
+}
+
+func TestCommandHelp(t *testing.T) {
+	t.Parallel()
+	cmd := server.NewCommand(context.Background())
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs([]string{"--help"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("--help: %v", err)
+	}
+	help := out.String()
+	start, end := strings.Index(help, "Implicit flags:"), strings.Index(help, "Secure serving flags:")
+	if start < 0 || end < start {
+		t.Fatalf("--help has no implicit section before the secure serving one:\n%s", help)
+	}
+	section := help[start:end]
+	for _, flag := range []string{"--global-namespace", "--exclude-namespaces", "--config", "--host-schema-timeout"} {
+		if !strings.Contains(section, flag) {
+			t.Errorf("the implicit section does not list %s:\n%s", flag, section)
+		}
+	}
+	if strings.Contains(section, "--secure-port") {
+		t.Errorf("the implicit section lists a generic flag:\n%s", section)
+	}
+}
+
+func TestOptionsComplete(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		// config is the --config file's content; none when empty.
+		config  string
+		wantErr string
+	}{
+		{name: "no configuration file"},
+		{name: "a valid configuration file", config: header + defaultResources},
+		{name: "an invalid configuration file", config: header + "resources: []\n", wantErr: "resources: at least one is required"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			o := server.NewOptions()
+			if tc.config != "" {
+				o.ConfigFile = writeConfig(t, tc.config)
+			}
+			err := o.Complete()
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Complete: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), o.ConfigFile) {
+				t.Errorf("Complete = %v, want an error naming %s and containing %q", err, o.ConfigFile, tc.wantErr)
+			}
+		})
+	}
+}
