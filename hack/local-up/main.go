@@ -20,6 +20,9 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 	"github.com/implicit-dev/implicit-apiserver/test/controlplane"
 )
 
@@ -106,6 +109,15 @@ func run(signals context.Context, stopSignals func(), o options) (err error) {
 	}
 	if err := applyExamples(signals, cp, o.examples); err != nil {
 		return err
+	}
+	// The guards come after the examples: team-a's example shadows a locked
+	// item on purpose, to show the conflict annotation, and the shadow guard
+	// would refuse it.
+	if implicit != nil {
+		say("registering the admission guards (ValidatingWebhookConfiguration %s)", controlplane.GuardsConfiguration)
+		if err := cp.RegisterGuards(signals, implicit, servedSources()); err != nil {
+			return fmt.Errorf("registering the admission guards: %w", err)
+		}
 	}
 
 	printTour(cp, implicit != nil)
@@ -207,4 +219,14 @@ func indent(s string) string {
 // say prints one progress line.
 func say(format string, args ...any) {
 	fmt.Printf(">> "+format+"\n", args...)
+}
+
+// servedSources are the source resources of the default views, which the
+// guards watch over.
+func servedSources() []schema.GroupResource {
+	var out []schema.GroupResource
+	for _, k := range registry.DefaultKinds() {
+		out = append(out, k.Source.GroupResource())
+	}
+	return out
 }

@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
@@ -35,6 +37,9 @@ type ExtraConfig struct {
 	Informers informers.SharedInformerFactory
 	// Watch tunes the watch multiplexer.
 	Watch watchmux.Options
+	// WebhookConfiguration names the ValidatingWebhookConfiguration whose
+	// match conditions are kept current; "" for none.
+	WebhookConfiguration string
 }
 
 // Config is the generic API server's configuration plus ExtraConfig.
@@ -104,6 +109,34 @@ func (c CompletedConfig) New() (*Server, error) {
 	gs, err := c.GenericConfig.New("implicit-apiserver", genericapiserver.NewEmptyDelegate())
 	if err != nil {
 		return nil, err
+	}
+
+	// The admission guards, on their own paths of the secure port.
+	served := make([]schema.GroupResource, 0, len(x.Kinds))
+	for _, k := range x.Kinds {
+		served = append(served, k.Source.GroupResource())
+	}
+	var authz admission.Authorizer = admission.SARAuthorizer{}
+	if x.Client != nil {
+		authz = admission.SARAuthorizer{Client: x.Client.AuthorizationV1().SubjectAccessReviews()}
+	}
+	guards := admission.NewGuards(mux, authz, served, x.Policy.GlobalNamespace)
+	for _, p := range admission.Paths {
+		gs.Handler.NonGoRestfulMux.Handle(p, guards.Handler(p))
+	}
+	if x.Client != nil && x.WebhookConfiguration != "" {
+		sync := &admission.ConditionSync{
+			Client:          x.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations(),
+			Name:            x.WebhookConfiguration,
+			GlobalNamespace: x.Policy.GlobalNamespace,
+			Source:          mux,
+		}
+		if err := gs.AddPostStartHook("implicit-webhook-conditions", func(ctx genericapiserver.PostStartHookContext) error {
+			go sync.Run(ctx)
+			return nil
+		}); err != nil {
+			return nil, err
+		}
 	}
 
 	group := genericapiserver.NewDefaultAPIGroupInfo(GroupName, x.Scheme, metav1.ParameterCodec, x.Codecs)

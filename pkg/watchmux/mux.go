@@ -76,6 +76,10 @@ type Mux struct {
 
 	// registrations of the informer handlers, for sync.
 	regs []cache.ResourceEventHandlerRegistration
+
+	// changed gets a value, without blocking, after every applied change
+	// once synced: a coalescing signal for Changed.
+	changed chan struct{}
 }
 
 // New returns a mux for the resources of policy's namespaces. objects turns
@@ -88,6 +92,7 @@ func New(policy merge.Policy, resources []string, objects Objects, opts Options)
 		st:       newState(policy, resources),
 		v:        newVersions(),
 		watchers: map[*watcher]struct{}{},
+		changed:  make(chan struct{}, 1),
 	}
 	m.hist = newHistory(opts.HistorySize, m.v.current())
 	return m
@@ -171,6 +176,18 @@ func (m *Mux) Run(ctx context.Context) {
 	}
 }
 
+// Changed signals, coalesced, that the mirror changed (or synced): a
+// reader that wants to follow it re-reads what it needs after each signal.
+// It has one reader: the admission webhook's ConditionSync.
+func (m *Mux) Changed() <-chan struct{} { return m.changed }
+
+func (m *Mux) signalChanged() {
+	select {
+	case m.changed <- struct{}{}:
+	default:
+	}
+}
+
 // MarkSynced starts serving: from now on every change makes view events.
 // Run calls it once the informers have synced; callers that feed the mux
 // with OnNamespace and OnSource themselves call it when they are done.
@@ -181,6 +198,7 @@ func (m *Mux) MarkSynced() {
 		return
 	}
 	m.synced = true
+	m.signalChanged()
 	m.hist = newHistory(m.opts.HistorySize, m.v.current())
 	m.fanMu.Lock()
 	m.dispatched = m.v.current()
@@ -330,6 +348,9 @@ func (m *Mux) publishLocked(events []*Event, start time.Time) {
 		}
 		e.RV = rv
 		m.hist.addLocked(e)
+	}
+	if m.synced {
+		m.signalChanged()
 	}
 	if len(events) == 0 {
 		m.mu.Unlock()

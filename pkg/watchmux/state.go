@@ -133,10 +133,29 @@ func (s *state) affected(namespace string) []string {
 // results merges namespace's view of resource. With name set, only that
 // item is merged. Results are sorted by name.
 func (s *state) results(resource, namespace, name string) []merge.Result {
+	return s.resultsWith(resource, namespace, name, nil)
+}
+
+// override stands for one source item as a change would leave it: Item nil
+// for a deletion.
+type override struct {
+	namespace, name string
+	item            *merge.Item
+}
+
+// resultsWith is results as if the override were applied (name must be set
+// when o is).
+func (s *state) resultsWith(resource, namespace, name string, o *override) []merge.Result {
 	lineage := merge.Resolve(s.policy, namespace, s.namespace)
 	levels := merge.Levels(lineage, s.policy.GlobalNamespace, func(ns string) []merge.Item {
 		items := s.sources[resource][ns]
 		if name != "" {
+			if o != nil && o.namespace == ns {
+				if o.item == nil {
+					return nil
+				}
+				return []merge.Item{*o.item}
+			}
 			if it, ok := items[name]; ok {
 				return []merge.Item{it}
 			}

@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/implicit-dev/implicit-apiserver/test/controlplane"
 )
 
 var (
@@ -195,3 +197,21 @@ func eventually(t *testing.T, what string, check func(ctx context.Context) error
 }
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// withoutGuards runs f with the admission guards unregistered, for states
+// the guards refuse to create but the merge must still handle (a parent
+// cycle made while the webhook was down, a shadow older than its lock).
+func withoutGuards(t *testing.T, f func()) {
+	t.Helper()
+	kube, _ := admin(t)
+	err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(t.Context(), controlplane.GuardsConfiguration, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := cp.RegisterGuards(context.Background(), implicit, servedSources()); err != nil {
+			t.Fatalf("registering the guards again: %v", err)
+		}
+	}()
+	f()
+}

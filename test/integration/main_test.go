@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 	"github.com/implicit-dev/implicit-apiserver/test/controlplane"
 )
 
@@ -66,6 +69,10 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "registering the APIService: %v\n%s\n", err, implicit.LogTail(40))
 		return 1
 	}
+	if err := cp.RegisterGuards(ctx, implicit, servedSources()); err != nil {
+		fmt.Fprintf(os.Stderr, "registering the admission guards: %v\n", err)
+		return 1
+	}
 	fmt.Printf("control plane and implicit-apiserver ready in %s (work dir %s)\n", time.Since(start).Round(time.Millisecond), work)
 
 	code := m.Run()
@@ -76,4 +83,13 @@ func run(m *testing.M) int {
 	cp.Stop()
 	os.RemoveAll(work)
 	return 0
+}
+
+// servedSources are the source resources of the default views.
+func servedSources() []schema.GroupResource {
+	var out []schema.GroupResource
+	for _, k := range registry.DefaultKinds() {
+		out = append(out, k.Source.GroupResource())
+	}
+	return out
 }

@@ -24,6 +24,7 @@ import (
 	"k8s.io/kube-openapi/pkg/common"
 	netutils "k8s.io/utils/net"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apiserver"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
@@ -41,6 +42,9 @@ type Options struct {
 	ConfigFile string
 	// HostSchemaTimeout bounds the wait for the host's OpenAPI at start-up.
 	HostSchemaTimeout time.Duration
+	// WebhookConfiguration names the ValidatingWebhookConfiguration whose
+	// match conditions the server keeps current; "" turns that off.
+	WebhookConfiguration string
 
 	// kinds is set by Complete from ConfigFile or the defaults.
 	kinds []registry.Kind
@@ -54,11 +58,15 @@ func NewOptions() *Options {
 	rec.Etcd = nil
 	rec.Admission = nil
 	rec.SecureServing.BindPort = 6443
+	// kube-apiserver calls admission webhooks without credentials; the
+	// guards only read and answer for the request they are given.
+	rec.Authorization.AlwaysAllowPaths = append(rec.Authorization.AlwaysAllowPaths, admission.Paths...)
 	return &Options{
-		Recommended:       rec,
-		GlobalNamespace:   "implicit-global",
-		ExcludeNamespaces: []string{"kube-system", "kube-public", "kube-node-lease"},
-		HostSchemaTimeout: 2 * time.Minute,
+		WebhookConfiguration: "implicit-apiserver",
+		Recommended:          rec,
+		GlobalNamespace:      "implicit-global",
+		ExcludeNamespaces:    []string{"kube-system", "kube-public", "kube-node-lease"},
+		HostSchemaTimeout:    2 * time.Minute,
 	}
 }
 
@@ -75,6 +83,9 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 			"Without it: rolebindings, roles and networkpolicies.")
 	fs.DurationVar(&o.HostSchemaTimeout, "host-schema-timeout", o.HostSchemaTimeout,
 		"How long to wait at start-up for the host cluster's OpenAPI schemas of the source kinds.")
+	fs.StringVar(&o.WebhookConfiguration, "webhook-configuration", o.WebhookConfiguration,
+		"The ValidatingWebhookConfiguration of the guards whose match conditions (locked names, inherited namespaces) "+
+			"the server keeps current. Empty: don't.")
 
 	o.Recommended.SecureServing.AddFlags(fss.FlagSet("secure serving"))
 	o.Recommended.Authentication.AddFlags(fss.FlagSet("authentication"))
@@ -179,12 +190,13 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 	return &apiserver.Config{
 		GenericConfig: gc,
 		ExtraConfig: apiserver.ExtraConfig{
-			Kinds:     o.kinds,
-			Policy:    merge.Policy{GlobalNamespace: o.GlobalNamespace, Excluded: excluded},
-			Scheme:    scheme,
-			Codecs:    codecs,
-			Client:    client,
-			Informers: gc.SharedInformerFactory,
+			Kinds:                o.kinds,
+			Policy:               merge.Policy{GlobalNamespace: o.GlobalNamespace, Excluded: excluded},
+			Scheme:               scheme,
+			Codecs:               codecs,
+			Client:               client,
+			Informers:            gc.SharedInformerFactory,
+			WebhookConfiguration: o.WebhookConfiguration,
 		},
 	}, nil
 }

@@ -1,0 +1,20 @@
+// Package admission holds the guards of implicit changes, served by
+// implicit-apiserver as a validating admission webhook for kube-apiserver:
+//
+//   - locks: changing, deleting, locking or unlocking a locked source
+//     (annotation implicit.dev/locked: "true") needs the custom verb unlock on
+//     that object, checked with a SubjectAccessReview for the requester;
+//   - shadows: creating an object that would shadow a locked inherited item
+//     is denied, naming the lock;
+//   - parents: setting implicit.dev/parent on a namespace needs update on the
+//     new parent, and may not close a cycle;
+//   - fanout: every update or delete of an inherited source is allowed with a
+//     warning of how many namespaces' views it changes.
+//
+// Each guard has its own path and webhook, so that its failure policy and
+// match conditions fit it (webhooks.go). The match conditions send only the
+// requests a guard may act on; those that depend on the sources (the names
+// of locked items, the namespaces others inherit from) are kept current by
+// ConditionSync. Decisions read the watch multiplexer's mirror (Index) and
+// never change anything.
+package admission

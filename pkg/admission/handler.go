@@ -1,0 +1,104 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	"k8s.io/klog/v2"
+)
+
+// Paths of the guards on implicit-apiserver's secure port.
+const (
+	PathLocks   = "/admission/locks"
+	PathShadows = "/admission/shadows"
+	PathParents = "/admission/parents"
+	PathFanout  = "/admission/fanout"
+)
+
+// Paths are every guard's path, for the authorization always-allow list:
+// kube-apiserver calls webhooks without credentials.
+var Paths = []string{PathLocks, PathShadows, PathParents, PathFanout}
+
+// maxReviewBytes bounds a request body, as kube-apiserver bounds objects.
+const maxReviewBytes = 6 << 20
+
+// Handler returns the http.Handler of the guard at path.
+func (g *Guards) Handler(path string) http.Handler {
+	decide := map[string]func(context.Context, *admissionv1.AdmissionRequest) decision{
+		PathLocks:   g.Locks,
+		PathShadows: g.Shadows,
+		PathParents: g.Parents,
+		PathFanout:  g.Fanout,
+	}[path]
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.Error(w, "POST an admission.k8s.io/v1 AdmissionReview", http.StatusMethodNotAllowed)
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxReviewBytes+1))
+		if err != nil || len(body) > maxReviewBytes {
+			http.Error(w, "reading the AdmissionReview failed or it is too large", http.StatusBadRequest)
+			return
+		}
+		var review admissionv1.AdmissionReview
+		if err := json.Unmarshal(body, &review); err != nil || review.Request == nil {
+			http.Error(w, fmt.Sprintf("not an admission.k8s.io/v1 AdmissionReview: %v", err), http.StatusBadRequest)
+			return
+		}
+		d := decide(r.Context(), review.Request)
+		if d.unavailable != nil {
+			// Let the webhook's failure policy decide.
+			klog.ErrorS(d.unavailable, "Admission guard cannot decide", "path", path, "resource", review.Request.Resource, "namespace", review.Request.Namespace, "name", review.Request.Name)
+			http.Error(w, d.unavailable.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: d.allowed, Warnings: d.warnings}
+		if !d.allowed {
+			resp.Result = &metav1.Status{Status: metav1.StatusFailure, Code: d.code, Reason: metav1.StatusReasonForbidden, Message: d.message}
+			klog.V(2).InfoS("Admission denied", "path", path, "user", review.Request.UserInfo.Username, "resource", review.Request.Resource, "namespace", review.Request.Namespace, "name", review.Request.Name, "reason", d.message)
+		}
+		out := admissionv1.AdmissionReview{TypeMeta: review.TypeMeta, Response: resp}
+		if out.APIVersion == "" {
+			out.APIVersion, out.Kind = "admission.k8s.io/v1", "AdmissionReview"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if err := json.NewEncoder(w).Encode(&out); err != nil {
+			klog.ErrorS(err, "Writing an AdmissionReview response", "path", path)
+		}
+	})
+}
+
+// SARAuthorizer asks the host cluster with SubjectAccessReviews.
+type SARAuthorizer struct {
+	Client authorizationclient.SubjectAccessReviewInterface
+}
+
+// Allowed implements Authorizer.
+func (a SARAuthorizer) Allowed(ctx context.Context, user authenticationv1.UserInfo, attrs authorizationv1.ResourceAttributes) (bool, string, error) {
+	if a.Client == nil {
+		return false, "", fmt.Errorf("no client to ask the host cluster for SubjectAccessReviews")
+	}
+	extra := map[string]authorizationv1.ExtraValue{}
+	for k, v := range user.Extra {
+		extra[k] = authorizationv1.ExtraValue(v)
+	}
+	sar, err := a.Client.Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		ResourceAttributes: &attrs,
+		User:               user.Username,
+		Groups:             user.Groups,
+		Extra:              extra,
+		UID:                user.UID,
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		return false, "", err
+	}
+	return sar.Status.Allowed, sar.Status.Reason, nil
+}

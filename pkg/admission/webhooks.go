@@ -1,0 +1,265 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	admissionclient "k8s.io/client-go/kubernetes/typed/admissionregistration/v1"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
+)
+
+// The webhooks of the ValidatingWebhookConfiguration, one per guard.
+const (
+	WebhookLocks   = "locks.implicit.dev"
+	WebhookShadows = "shadows.implicit.dev"
+	WebhookParents = "parents.implicit.dev"
+	WebhookFanout  = "fanout.implicit.dev"
+)
+
+// Match condition names: the fixed ones, and the one ConditionSync keeps
+// equal to the sources.
+const (
+	lockTouchedCondition   = "lock-touched"
+	parentChangedCondition = "parent-changed"
+	syncedCondition        = "implicit-sources"
+)
+
+// lockTouched is true when the old or the new object carries the lock.
+const lockTouched = `(oldObject != null && has(oldObject.metadata.annotations) && '` + merge.AnnotationLocked + `' in oldObject.metadata.annotations && oldObject.metadata.annotations['` + merge.AnnotationLocked + `'] == 'true') || ` +
+	`(object != null && has(object.metadata.annotations) && '` + merge.AnnotationLocked + `' in object.metadata.annotations && object.metadata.annotations['` + merge.AnnotationLocked + `'] == 'true')`
+
+// parentChanged is true when a namespace gets a parent label or a new value.
+const parentChanged = `object != null && has(object.metadata.labels) && '` + merge.LabelParent + `' in object.metadata.labels && ` +
+	`(oldObject == null || !has(oldObject.metadata.labels) || !('` + merge.LabelParent + `' in oldObject.metadata.labels) || ` +
+	`oldObject.metadata.labels['` + merge.LabelParent + `'] != object.metadata.labels['` + merge.LabelParent + `'])`
+
+// Configuration returns the ValidatingWebhookConfiguration of the guards for
+// the served source resources. client gives each guard's client config
+// from its path. The shadows and fanout webhooks start matching nothing;
+// ConditionSync fills in their conditions from the sources.
+//
+// Failure policies: locks, shadows and parents Fail (a guard that can't be
+// asked must not be bypassed; only requests that touch a lock, shadow a
+// locked name or set a parent are sent, so an outage blocks only those);
+// fanout Ignore (a warning is never worth failing a write for).
+func Configuration(name string, served []schema.GroupResource, client func(path string) admissionregistrationv1.WebhookClientConfig) *admissionregistrationv1.ValidatingWebhookConfiguration {
+	var groups, resources []string
+	for _, gr := range served {
+		if !contains(groups, gr.Group) {
+			groups = append(groups, gr.Group)
+		}
+		resources = append(resources, gr.Resource)
+	}
+	sourceRule := func(ops ...admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
+		return []admissionregistrationv1.RuleWithOperations{{
+			Operations: ops,
+			Rule: admissionregistrationv1.Rule{
+				APIGroups: groups, APIVersions: []string{"*"}, Resources: resources,
+				Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+			},
+		}}
+	}
+	webhook := func(name, path string, fail admissionregistrationv1.FailurePolicyType, timeout int32, rules []admissionregistrationv1.RuleWithOperations, condName, cond string) admissionregistrationv1.ValidatingWebhook {
+		return admissionregistrationv1.ValidatingWebhook{
+			Name:                    name,
+			ClientConfig:            client(path),
+			Rules:                   rules,
+			FailurePolicy:           ptr.To(fail),
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			TimeoutSeconds:          ptr.To(timeout),
+			AdmissionReviewVersions: []string{"v1"},
+			MatchConditions:         []admissionregistrationv1.MatchCondition{{Name: condName, Expression: cond}},
+		}
+	}
+	c := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app.kubernetes.io/name": "implicit-apiserver"}},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{
+			webhook(WebhookLocks, PathLocks, admissionregistrationv1.Fail, 5,
+				sourceRule(admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete), lockTouchedCondition, lockTouched),
+			webhook(WebhookShadows, PathShadows, admissionregistrationv1.Fail, 5,
+				sourceRule(admissionregistrationv1.Create), syncedCondition, "false"),
+			webhook(WebhookParents, PathParents, admissionregistrationv1.Fail, 5,
+				[]admissionregistrationv1.RuleWithOperations{{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+					Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces"},
+						Scope: ptr.To(admissionregistrationv1.ClusterScope)},
+				}}, parentChangedCondition, parentChanged),
+			webhook(WebhookFanout, PathFanout, admissionregistrationv1.Ignore, 2,
+				sourceRule(admissionregistrationv1.Update, admissionregistrationv1.Delete), syncedCondition, "false"),
+		},
+	}
+	return c
+}
+
+// ShadowCondition matches a CREATE whose name is the name of a locked source
+// of its resource (it may shadow it), outside the global namespace.
+func ShadowCondition(g watchmux.Guarded, globalNamespace string) string {
+	var parts []string
+	for _, r := range sortedResources(g.LockedNames) {
+		names := g.LockedNames[r]
+		if len(names) == 0 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("(request.resource.resource == %s && object.metadata.name in %s)", quote(r), list(names)))
+	}
+	if len(parts) == 0 {
+		return "false"
+	}
+	return fmt.Sprintf("request.namespace != %s && (%s)", quote(globalNamespace), strings.Join(parts, " || "))
+}
+
+// FanoutCondition matches requests in the namespaces others inherit from.
+func FanoutCondition(g watchmux.Guarded) string {
+	if len(g.Inherited) == 0 {
+		return "false"
+	}
+	return "request.namespace in " + list(g.Inherited)
+}
+
+func sortedResources(m map[string][]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// quote writes s as a CEL string literal.
+func quote(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}
+
+func list(items []string) string {
+	q := make([]string, len(items))
+	for i, s := range items {
+		q[i] = quote(s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Guarded is what ConditionSync reads: *watchmux.Mux.
+type Guarded interface {
+	Guarded() (watchmux.Guarded, bool)
+	Changed() <-chan struct{}
+}
+
+// ConditionSync keeps the shadows and fanout webhooks' match conditions of
+// the ValidatingWebhookConfiguration Name equal to the sources: the names of
+// locked items, and the namespaces others inherit from. It writes only when
+// they differ, at most once per MinInterval; every replica computes the
+// same conditions, so concurrent writers agree.
+type ConditionSync struct {
+	Client          admissionclient.ValidatingWebhookConfigurationInterface
+	Name            string
+	GlobalNamespace string
+	Source          Guarded
+	MinInterval     time.Duration
+}
+
+// Run syncs after every change of the sources until ctx is cancelled.
+func (s *ConditionSync) Run(ctx context.Context) {
+	interval := s.MinInterval
+	if interval <= 0 {
+		interval = time.Second
+	}
+	var retryAfter <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.Source.Changed():
+		case <-retryAfter:
+		}
+		retryAfter = nil
+		if err := s.sync(ctx); err != nil {
+			klog.ErrorS(err, "Syncing the admission webhook match conditions", "configuration", s.Name)
+			retryAfter = time.After(10 * interval)
+		}
+		// At most one write per interval; changes meanwhile coalesce.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval):
+		}
+	}
+}
+
+// sync writes the conditions if they differ from the sources'.
+func (s *ConditionSync) sync(ctx context.Context) error {
+	g, ok := s.Source.Guarded()
+	if !ok {
+		return nil
+	}
+	want := map[string]string{
+		WebhookShadows: ShadowCondition(g, s.GlobalNamespace),
+		WebhookFanout:  FanoutCondition(g),
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cfg, err := s.Client.Get(ctx, s.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			klog.V(2).InfoS("No admission webhook configuration to sync", "configuration", s.Name)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !setConditions(cfg, want) {
+			return nil
+		}
+		if _, err := s.Client.Update(ctx, cfg, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		klog.InfoS("Updated the admission webhook match conditions", "configuration", s.Name, "sources", g.String())
+		return nil
+	})
+}
+
+// setConditions sets each named webhook's synced condition; it reports
+// whether anything changed.
+func setConditions(cfg *admissionregistrationv1.ValidatingWebhookConfiguration, want map[string]string) bool {
+	changed := false
+	for i := range cfg.Webhooks {
+		w := &cfg.Webhooks[i]
+		expr, ok := want[w.Name]
+		if !ok {
+			continue
+		}
+		found := false
+		for j := range w.MatchConditions {
+			if w.MatchConditions[j].Name == syncedCondition {
+				found = true
+				if w.MatchConditions[j].Expression != expr {
+					w.MatchConditions[j].Expression = expr
+					changed = true
+				}
+			}
+		}
+		if !found {
+			w.MatchConditions = append(w.MatchConditions, admissionregistrationv1.MatchCondition{Name: syncedCondition, Expression: expr})
+			changed = true
+		}
+	}
+	return changed
+}

@@ -1,0 +1,84 @@
+package controlplane
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+)
+
+// CABundle returns the PEM certificates the aggregated server serves with
+// (it self-signs into its --cert-dir): what a webhook client config must
+// trust to call it on 127.0.0.1.
+func (a *AggregatedServer) CABundle() ([]byte, error) {
+	b, err := os.ReadFile(filepath.Join(a.certDir, "apiserver.crt"))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s's serving certificate: %w", a.name, err)
+	}
+	return b, nil
+}
+
+// WebhookClientConfig returns the client config of the webhook at path on
+// the aggregated server: its loopback URL and its CA bundle.
+func (a *AggregatedServer) WebhookClientConfig(path string) (admissionregistrationv1.WebhookClientConfig, error) {
+	ca, err := a.CABundle()
+	if err != nil {
+		return admissionregistrationv1.WebhookClientConfig{}, err
+	}
+	url := a.URL() + path
+	return admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: ca}, nil
+}
+
+// ApplyValidatingWebhookConfiguration creates cfg, or replaces the existing
+// one of its name with it.
+func (cp *ControlPlane) ApplyValidatingWebhookConfiguration(ctx context.Context, cfg *admissionregistrationv1.ValidatingWebhookConfiguration) error {
+	kube, err := kubernetes.NewForConfig(cp.AdminConfig())
+	if err != nil {
+		return err
+	}
+	client := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+	_, err = client.Create(ctx, cfg, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		cur, gerr := client.Get(ctx, cfg.Name, metav1.GetOptions{})
+		if gerr != nil {
+			return gerr
+		}
+		cfg.ResourceVersion = cur.ResourceVersion
+		_, err = client.Update(ctx, cfg, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("applying ValidatingWebhookConfiguration %s: %w", cfg.Name, err)
+	}
+	return nil
+}
+
+// GuardsConfiguration is the name of the ValidatingWebhookConfiguration
+// RegisterGuards writes, implicit-apiserver's default --webhook-configuration.
+const GuardsConfiguration = "implicit-apiserver"
+
+// RegisterGuards registers implicit-apiserver's admission guards for the
+// served source resources, called on the aggregated server's loopback URL.
+// implicit-apiserver then keeps the source-dependent match conditions
+// current.
+func (cp *ControlPlane) RegisterGuards(ctx context.Context, a *AggregatedServer, served []schema.GroupResource) error {
+	var cerr error
+	cfg := admission.Configuration(GuardsConfiguration, served, func(path string) admissionregistrationv1.WebhookClientConfig {
+		cc, err := a.WebhookClientConfig(path)
+		if err != nil {
+			cerr = err
+		}
+		return cc
+	})
+	if cerr != nil {
+		return cerr
+	}
+	return cp.ApplyValidatingWebhookConfiguration(ctx, cfg)
+}
