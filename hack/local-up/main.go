@@ -94,7 +94,7 @@ func run(signals context.Context, stopSignals func(), o options) (err error) {
 	if o.implicitBinary == "" {
 		say("WARNING: no --implicit-binary: implicit.dev is not served, only the control plane runs")
 	} else {
-		var args []string
+		args := []string{"--webhook-configuration=" + controlplane.GuardsConfiguration}
 		if o.config != "" {
 			args = append(args, "--config="+o.config)
 		}

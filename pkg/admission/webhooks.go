@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
@@ -55,21 +56,29 @@ const parentChanged = `object != null && has(object.metadata.labels) && '` + mer
 // locked name or set a parent are sent, so an outage blocks only those);
 // fanout Ignore (a warning is never worth failing a write for).
 func Configuration(name string, served []schema.GroupResource, client func(path string) admissionregistrationv1.WebhookClientConfig) *admissionregistrationv1.ValidatingWebhookConfiguration {
-	var groups, resources []string
+	// One rule per group with that group's resources: a cross product of
+	// groups and resources could match another group's resource of the same
+	// name.
+	var groups []string
+	byGroup := map[string][]string{}
 	for _, gr := range served {
-		if !contains(groups, gr.Group) {
+		if _, ok := byGroup[gr.Group]; !ok {
 			groups = append(groups, gr.Group)
 		}
-		resources = append(resources, gr.Resource)
+		byGroup[gr.Group] = append(byGroup[gr.Group], gr.Resource)
 	}
 	sourceRule := func(ops ...admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
-		return []admissionregistrationv1.RuleWithOperations{{
-			Operations: ops,
-			Rule: admissionregistrationv1.Rule{
-				APIGroups: groups, APIVersions: []string{"*"}, Resources: resources,
-				Scope: ptr.To(admissionregistrationv1.NamespacedScope),
-			},
-		}}
+		rules := make([]admissionregistrationv1.RuleWithOperations, 0, len(groups))
+		for _, g := range groups {
+			rules = append(rules, admissionregistrationv1.RuleWithOperations{
+				Operations: ops,
+				Rule: admissionregistrationv1.Rule{
+					APIGroups: []string{g}, APIVersions: []string{"*"}, Resources: byGroup[g],
+					Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+				},
+			})
+		}
+		return rules
 	}
 	webhook := func(name, path string, fail admissionregistrationv1.FailurePolicyType, timeout int32, rules []admissionregistrationv1.RuleWithOperations, condName, cond string) admissionregistrationv1.ValidatingWebhook {
 		return admissionregistrationv1.ValidatingWebhook{
@@ -148,15 +157,6 @@ func list(items []string) string {
 		q[i] = quote(s)
 	}
 	return "[" + strings.Join(q, ", ") + "]"
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Guarded is what ConditionSync reads: *watchmux.Mux.
@@ -262,4 +262,22 @@ func setConditions(cfg *admissionregistrationv1.ValidatingWebhookConfiguration, 
 		}
 	}
 	return changed
+}
+
+// InClusterConfiguration is the configuration of artifacts/base: the default
+// kinds, implicit-apiserver's Service on port 443, the CA injected by
+// cert-manager from the serving certificate.
+func InClusterConfiguration() *admissionregistrationv1.ValidatingWebhookConfiguration {
+	var served []schema.GroupResource
+	for _, k := range registry.DefaultKinds() {
+		served = append(served, k.Source.GroupResource())
+	}
+	cfg := Configuration("implicit-apiserver", served, func(path string) admissionregistrationv1.WebhookClientConfig {
+		return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
+			Namespace: "implicit-system", Name: "implicit-apiserver", Path: ptr.To(path), Port: ptr.To(int32(443)),
+		}}
+	})
+	cfg.APIVersion, cfg.Kind = "admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"
+	cfg.Annotations = map[string]string{"cert-manager.io/inject-ca-from": "implicit-system/implicit-apiserver-serving-cert"}
+	return cfg
 }

@@ -61,8 +61,10 @@ func (cp *ControlPlane) ApplyValidatingWebhookConfiguration(ctx context.Context,
 }
 
 // GuardsConfiguration is the name of the ValidatingWebhookConfiguration
-// RegisterGuards writes, implicit-apiserver's default --webhook-configuration.
-const GuardsConfiguration = "implicit-apiserver"
+// RegisterGuards writes; pass it to implicit-apiserver as
+// --webhook-configuration. It differs from artifacts/base's, so the
+// artifacts can be applied with --dry-run=server beside it.
+const GuardsConfiguration = "implicit-apiserver-local"
 
 // RegisterGuards registers implicit-apiserver's admission guards for the
 // served source resources, called on the aggregated server's loopback URL.

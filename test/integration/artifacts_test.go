@@ -8,8 +8,13 @@ import (
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 )
 
 // repoRoot is where the artifacts are, seen from this package.
@@ -106,5 +111,21 @@ func TestExamples(t *testing.T) {
 	out, _, err := cp.Kubectl(t.Context(), "get", "networkpolicies.implicit.dev", "-n", "team-b", "--no-headers")
 	if err != nil || !regexp.MustCompile(`allow-same-namespace\s.*local\s+team-b`).MatchString(out) || !regexp.MustCompile(`default-deny-ingress\s.*global\s+implicit-global`).MatchString(out) {
 		t.Errorf("networkpolicies in team-b: %v\n%s", err, out)
+	}
+}
+
+// TestWebhookArtifact keeps artifacts/base's webhook configuration equal to
+// what the code generates (hack/gen-webhooks).
+func TestWebhookArtifact(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "artifacts/base/validatingwebhookconfiguration.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got admissionregistrationv1.ValidatingWebhookConfiguration
+	if err := yaml.UnmarshalStrict(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	if want := admission.InClusterConfiguration(); !apiequality.Semantic.DeepEqual(&got, want) {
+		t.Errorf("artifacts/base/validatingwebhookconfiguration.yaml is out of date: run go run ./hack/gen-webhooks > artifacts/base/validatingwebhookconfiguration.yaml")
 	}
 }

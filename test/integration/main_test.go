@@ -60,7 +60,7 @@ func run(m *testing.M) int {
 	}
 	defer cp.Stop()
 
-	implicit, err = cp.StartAggregated(ctx, controlplane.AggregatedServerOptions{Binary: binary, Name: "implicit-apiserver", Args: []string{"-v=2"}})
+	implicit, err = cp.StartAggregated(ctx, controlplane.AggregatedServerOptions{Binary: binary, Name: "implicit-apiserver", Args: []string{"-v=2", "--webhook-configuration=" + controlplane.GuardsConfiguration}})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting implicit-apiserver: %v\n%s\n", err, cp.LogTails(40))
 		return 1
