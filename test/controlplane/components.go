@@ -126,8 +126,9 @@ func (cp *ControlPlane) startKubeAPIServer(ctx context.Context, port int) error 
 	return nil
 }
 
-// startControllerManager starts kube-controller-manager with the namespace
-// and garbage-collector controllers and waits for its /healthz.
+// startControllerManager starts kube-controller-manager with the namespace,
+// garbage-collector and clusterrole-aggregation controllers (so admin, edit
+// and view get their rules) and waits for its /healthz.
 func (cp *ControlPlane) startControllerManager(ctx context.Context) error {
 	port, err := FreePort()
 	if err != nil {
@@ -140,7 +141,7 @@ func (cp *ControlPlane) startControllerManager(ctx context.Context) error {
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(port),
 		"--cert-dir=" + filepath.Join(cp.workDir, "kube-controller-manager", "certs"),
-		"--controllers=namespace-controller,garbage-collector-controller",
+		"--controllers=namespace-controller,garbage-collector-controller,clusterrole-aggregation-controller",
 		"--use-service-account-credentials=false",
 		"--leader-elect=false",
 	}, cp.opts.ControllerManagerArgs)

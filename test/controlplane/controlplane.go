@@ -51,7 +51,8 @@ type Options struct {
 	RemoveWorkDirOnStop bool
 
 	// StartControllerManager also runs kube-controller-manager with the
-	// namespace and garbage-collector controllers, so that namespaces can be
+	// namespace, garbage-collector and clusterrole-aggregation controllers,
+	// so that the aggregated roles (admin, edit, view) have rules and namespaces can be
 	// deleted and owner references are honoured.
 	StartControllerManager bool
 
