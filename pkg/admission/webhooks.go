@@ -3,7 +3,8 @@ package admission
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -116,7 +117,7 @@ func Configuration(name string, served []schema.GroupResource, client func(path 
 // of its resource (it may shadow it), outside the global namespace.
 func ShadowCondition(g watchmux.Guarded, globalNamespace string) string {
 	var parts []string
-	for _, r := range sortedResources(g.LockedNames) {
+	for _, r := range slices.Sorted(maps.Keys(g.LockedNames)) {
 		names := g.LockedNames[r]
 		if len(names) == 0 {
 			continue
@@ -135,15 +136,6 @@ func FanoutCondition(g watchmux.Guarded) string {
 		return "false"
 	}
 	return "request.namespace in " + list(g.Inherited)
-}
-
-func sortedResources(m map[string][]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // quote writes s as a CEL string literal.

@@ -117,15 +117,9 @@ func (s *Storage) Get(ctx context.Context, name string, _ *metav1.GetOptions) (r
 // List implements rest.Lister: one namespace's view, or every namespace's
 // view, filtered by label selector and by metadata.name and metadata.namespace.
 func (s *Storage) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
-	ns := genericapirequest.NamespaceValue(ctx)
-	sel, err := selectorsOf(opts)
+	ns, sel, err := scope(ctx, opts)
 	if err != nil {
 		return nil, err
-	}
-	// A field selector on metadata.namespace narrows an all-namespaces list
-	// to one namespace's view without computing the others.
-	if v, ok := sel.field.RequiresExactMatch("metadata.namespace"); ok && ns == "" {
-		ns = v
 	}
 	items, rv, err := s.viewer.List(ctx, ns)
 	if err != nil {
@@ -150,13 +144,9 @@ func (s *Storage) List(ctx context.Context, opts *metainternalversion.ListOption
 // Watch implements rest.Watcher: changes of one namespace's view or of every
 // namespace's, with the same selectors as List.
 func (s *Storage) Watch(ctx context.Context, opts *metainternalversion.ListOptions) (watch.Interface, error) {
-	ns := genericapirequest.NamespaceValue(ctx)
-	sel, err := selectorsOf(opts)
+	ns, sel, err := scope(ctx, opts)
 	if err != nil {
 		return nil, err
-	}
-	if v, ok := sel.field.RequiresExactMatch("metadata.namespace"); ok && ns == "" {
-		ns = v
 	}
 	req := WatchRequest{Matches: sel.matches}
 	if name, ok := sel.field.RequiresExactMatch("metadata.name"); ok {
@@ -171,6 +161,21 @@ func (s *Storage) Watch(ctx context.Context, opts *metainternalversion.ListOptio
 		req.AllowBookmarks = opts.AllowWatchBookmarks
 	}
 	return s.viewer.Watch(ctx, ns, req)
+}
+
+// scope returns the namespace a list or watch reads ("" for all) and its
+// selectors. A field selector on metadata.namespace narrows an
+// all-namespaces request to one namespace's view without computing the others.
+func scope(ctx context.Context, opts *metainternalversion.ListOptions) (string, selectors, error) {
+	ns := genericapirequest.NamespaceValue(ctx)
+	sel, err := selectorsOf(opts)
+	if err != nil {
+		return "", sel, err
+	}
+	if v, ok := sel.field.RequiresExactMatch("metadata.namespace"); ok && ns == "" {
+		ns = v
+	}
+	return ns, sel, nil
 }
 
 // selectors are a request's label and field selectors.

@@ -2,6 +2,8 @@ package watchmux
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -147,20 +149,11 @@ func (m *Mux) Guarded() (Guarded, bool) {
 // String prints g compactly, for logs.
 func (g Guarded) String() string {
 	var b strings.Builder
-	for _, r := range sortedKeys(g.LockedNames) {
+	for _, r := range slices.Sorted(maps.Keys(g.LockedNames)) {
 		fmt.Fprintf(&b, "%s locked %d; ", r, len(g.LockedNames[r]))
 	}
 	fmt.Fprintf(&b, "%d inherited namespaces", len(g.Inherited))
 	return b.String()
-}
-
-func sortedKeys(m map[string][]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // Exists reports whether namespace exists.
