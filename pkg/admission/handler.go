@@ -38,6 +38,9 @@ func (g *Guards) Handler(path string) http.Handler {
 		PathParents: g.Parents,
 		PathFanout:  g.Fanout,
 	}[path]
+	if decide == nil {
+		return http.NotFoundHandler()
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			http.Error(w, "POST an admission.k8s.io/v1 AdmissionReview", http.StatusMethodNotAllowed)
@@ -49,8 +52,12 @@ func (g *Guards) Handler(path string) http.Handler {
 			return
 		}
 		var review admissionv1.AdmissionReview
-		if err := json.Unmarshal(body, &review); err != nil || review.Request == nil {
+		if err := json.Unmarshal(body, &review); err != nil {
 			http.Error(w, fmt.Sprintf("not an admission.k8s.io/v1 AdmissionReview: %v", err), http.StatusBadRequest)
+			return
+		}
+		if review.Request == nil {
+			http.Error(w, "an AdmissionReview without a request", http.StatusBadRequest)
 			return
 		}
 		d := decide(r.Context(), review.Request)

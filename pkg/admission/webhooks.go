@@ -167,14 +167,23 @@ type ConditionSync struct {
 	Name            string
 	GlobalNamespace string
 	Source          Guarded
-	MinInterval     time.Duration
+	// MinInterval is the least time between two writes (default 1s);
+	// Resync how often the conditions are checked without a change (30s).
+	MinInterval time.Duration
+	Resync      time.Duration
 }
 
-// Run syncs after every change of the sources until ctx is cancelled.
+// Run syncs after every change of the sources, and every Resync in case the
+// configuration was replaced (a GitOps tool re-applying artifacts/base resets
+// the conditions to "false"), until ctx is cancelled.
 func (s *ConditionSync) Run(ctx context.Context) {
 	interval := s.MinInterval
 	if interval <= 0 {
 		interval = time.Second
+	}
+	resync := s.Resync
+	if resync <= 0 {
+		resync = 30 * time.Second
 	}
 	var retryAfter <-chan time.Time
 	for {
@@ -183,6 +192,7 @@ func (s *ConditionSync) Run(ctx context.Context) {
 			return
 		case <-s.Source.Changed():
 		case <-retryAfter:
+		case <-time.After(resync):
 		}
 		retryAfter = nil
 		if err := s.sync(ctx); err != nil {

@@ -163,3 +163,10 @@ func (m *Mux) Exists(namespace string) bool {
 	_, ok := m.st.namespaces[namespace]
 	return ok
 }
+
+// Terminating reports whether namespace is being deleted.
+func (m *Mux) Terminating(namespace string) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.st.terminating.Has(namespace)
+}

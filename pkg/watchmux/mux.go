@@ -249,6 +249,11 @@ func (m *Mux) OnNamespace(obj any, deleted bool) {
 		next = &merge.Namespace{Name: ns.Name, Labels: ns.Labels, Annotations: ns.Annotations}
 	}
 	m.mu.Lock()
+	if deleted || ns.DeletionTimestamp == nil {
+		m.st.terminating.Delete(ns.Name)
+	} else {
+		m.st.terminating.Insert(ns.Name)
+	}
 	var events []*Event
 	if m.synced {
 		// Every view of the namespace's subtree may change, in every resource.

@@ -25,16 +25,19 @@ type state struct {
 	sources map[string]map[string]map[string]merge.Item
 	// counts is the number of source items per resource.
 	counts map[string]int
+	// terminating holds the namespaces being deleted.
+	terminating sets.Set[string]
 }
 
 func newState(policy merge.Policy, resources []string) *state {
 	s := &state{
-		policy:     policy,
-		resources:  resources,
-		namespaces: map[string]*merge.Namespace{},
-		children:   map[string]sets.Set[string]{},
-		sources:    map[string]map[string]map[string]merge.Item{},
-		counts:     map[string]int{},
+		policy:      policy,
+		resources:   resources,
+		namespaces:  map[string]*merge.Namespace{},
+		children:    map[string]sets.Set[string]{},
+		sources:     map[string]map[string]map[string]merge.Item{},
+		counts:      map[string]int{},
+		terminating: sets.New[string](),
 	}
 	for _, r := range resources {
 		s.sources[r] = map[string]map[string]merge.Item{}

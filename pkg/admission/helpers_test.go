@@ -1,0 +1,311 @@
+package admission_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+)
+
+// TestMain fails the package if any test leaves a goroutine behind:
+// ConditionSync.Run must end with its context.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+const global = "implicit-global"
+
+var (
+	rolebindings    = schema.GroupResource{Group: rbacv1.GroupName, Resource: "rolebindings"}
+	roles           = schema.GroupResource{Group: rbacv1.GroupName, Resource: "roles"}
+	networkpolicies = schema.GroupResource{Group: networkingv1.GroupName, Resource: "networkpolicies"}
+	// served are the default served source resources of DESIGN.md.
+	served = []schema.GroupResource{rolebindings, roles, networkpolicies}
+)
+
+// fakeIndex answers the guards' questions from fields, and records the
+// questions whose arguments matter.
+type fakeIndex struct {
+	// inherited answers Inherited by "resource namespace name".
+	inherited    map[string]merge.Result
+	inheritedErr error
+	// descendants, existing (name -> tenant) and cycles ("namespace parent")
+	// answer HasDescendants, Exists, IsTenant and ParentCycle.
+	descendants map[string]bool
+	existing    map[string]bool
+	cycles      map[string][]string
+	reach       int
+	reachErr    error
+	// terminating answers Terminating.
+	terminating map[string]bool
+
+	mu             sync.Mutex
+	reachCalls     []reachCall
+	inheritedCalls []string
+}
+
+var _ admission.Index = &fakeIndex{}
+
+// reachCall is one Reach question.
+type reachCall struct {
+	resource, namespace, name string
+	obj                       runtime.Object
+}
+
+// Reach implements admission.Index.
+func (f *fakeIndex) Reach(resource, namespace, name string, obj runtime.Object) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reachCalls = append(f.reachCalls, reachCall{resource, namespace, name, obj})
+	return f.reach, f.reachErr
+}
+
+// Inherited implements admission.Index.
+func (f *fakeIndex) Inherited(resource, namespace, name string) (merge.Result, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	key := resource + " " + namespace + " " + name
+	f.inheritedCalls = append(f.inheritedCalls, key)
+	if f.inheritedErr != nil {
+		return merge.Result{}, false, f.inheritedErr
+	}
+	r, ok := f.inherited[key]
+	return r, ok, nil
+}
+
+// HasDescendants implements admission.Index.
+func (f *fakeIndex) HasDescendants(namespace string) bool { return f.descendants[namespace] }
+
+// Exists implements admission.Index.
+func (f *fakeIndex) Exists(namespace string) bool {
+	_, ok := f.existing[namespace]
+	return ok
+}
+
+// Terminating implements admission.Index.
+func (f *fakeIndex) Terminating(namespace string) bool { return f.terminating[namespace] }
+
+// IsTenant implements admission.Index.
+func (f *fakeIndex) IsTenant(namespace string) bool { return f.existing[namespace] }
+
+// ParentCycle implements admission.Index.
+func (f *fakeIndex) ParentCycle(namespace, parent string) []string {
+	return f.cycles[namespace+" "+parent]
+}
+
+// answer is the fake authorizer's answer to one question.
+type answer struct {
+	allowed bool
+	reason  string
+	err     error
+}
+
+// sar is one question the fake authorizer was asked.
+type sar struct {
+	user  authenticationv1.UserInfo
+	attrs authorizationv1.ResourceAttributes
+}
+
+// fakeAuthorizer answers from a table; what it is not told, it denies.
+type fakeAuthorizer struct {
+	answers map[authorizationv1.ResourceAttributes]answer
+
+	mu    sync.Mutex
+	calls []sar
+}
+
+var _ admission.Authorizer = &fakeAuthorizer{}
+
+// Allowed implements admission.Authorizer.
+func (f *fakeAuthorizer) Allowed(_ context.Context, user authenticationv1.UserInfo, attrs authorizationv1.ResourceAttributes) (bool, string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, sar{user, attrs})
+	a, ok := f.answers[attrs]
+	if !ok {
+		return false, "", nil
+	}
+	return a.allowed, a.reason, a.err
+}
+
+func (f *fakeAuthorizer) asked() []sar {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]sar(nil), f.calls...)
+}
+
+// alice is the requester of every test review.
+var alice = authenticationv1.UserInfo{
+	Username: "alice",
+	UID:      "uid-alice",
+	Groups:   []string{"team-a-admins", "system:authenticated"},
+	Extra:    map[string]authenticationv1.ExtraValue{"scopes.example.com": {"read", "write"}},
+}
+
+// unlock is the SubjectAccessReview the lock guard asks for on a source.
+func unlock(gr schema.GroupResource, namespace, name string) authorizationv1.ResourceAttributes {
+	return authorizationv1.ResourceAttributes{Verb: admission.UnlockVerb, Group: gr.Group, Resource: gr.Resource, Namespace: namespace, Name: name}
+}
+
+// updateNamespace is the SubjectAccessReview the parent guard asks for.
+func updateNamespace(name string) authorizationv1.ResourceAttributes {
+	return authorizationv1.ResourceAttributes{Verb: "update", Resource: "namespaces", Name: name}
+}
+
+// objOpt decorates a test source object.
+type objOpt func(*metav1.ObjectMeta)
+
+func isLocked(m *metav1.ObjectMeta) { m.Annotations[merge.AnnotationLocked] = "true" }
+
+func annotated(k, v string) objOpt {
+	return func(m *metav1.ObjectMeta) { m.Annotations[k] = v }
+}
+
+func objectMeta(namespace, name string, opts ...objOpt) metav1.ObjectMeta {
+	m := metav1.ObjectMeta{Namespace: namespace, Name: name, UID: types.UID("uid-" + name), Annotations: map[string]string{}}
+	for _, o := range opts {
+		o(&m)
+	}
+	if len(m.Annotations) == 0 {
+		m.Annotations = nil
+	}
+	return m
+}
+
+// roleBinding returns a RoleBinding as kube-apiserver sends it to a webhook.
+func roleBinding(namespace, name string, opts ...objOpt) *rbacv1.RoleBinding {
+	return &rbacv1.RoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
+		ObjectMeta: objectMeta(namespace, name, opts...),
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
+	}
+}
+
+// role returns a Role as kube-apiserver sends it.
+func role(namespace, name string, opts ...objOpt) *rbacv1.Role {
+	return &rbacv1.Role{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
+		ObjectMeta: objectMeta(namespace, name, opts...),
+	}
+}
+
+// networkPolicy returns a NetworkPolicy as kube-apiserver sends it.
+func networkPolicy(namespace, name string, opts ...objOpt) *networkingv1.NetworkPolicy {
+	return &networkingv1.NetworkPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+		ObjectMeta: objectMeta(namespace, name, opts...),
+	}
+}
+
+// ns returns a Namespace, with the parent label when parent is set.
+func ns(name, parent string) *corev1.Namespace {
+	n := &corev1.Namespace{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelMetadataName: name}},
+	}
+	if parent != "" {
+		n.Labels[merge.LabelParent] = parent
+	}
+	return n
+}
+
+// request is an admission request for op on an object of gr; old and obj
+// may be nil (for CREATE and DELETE).
+func request(op admissionv1.Operation, gr schema.GroupResource, namespace, name string, old, obj runtime.Object) *admissionv1.AdmissionRequest {
+	gvr := metav1.GroupVersionResource{Group: gr.Group, Version: "v1", Resource: gr.Resource}
+	return &admissionv1.AdmissionRequest{
+		UID:             types.UID("req-" + string(op) + "-" + name),
+		Resource:        gvr,
+		RequestResource: &gvr,
+		Name:            name,
+		Namespace:       namespace,
+		Operation:       op,
+		UserInfo:        alice,
+		Object:          raw(obj),
+		OldObject:       raw(old),
+	}
+}
+
+func raw(obj runtime.Object) runtime.RawExtension {
+	if obj == nil {
+		return runtime.RawExtension{}
+	}
+	b, err := json.Marshal(obj)
+	if err != nil {
+		panic(err)
+	}
+	return runtime.RawExtension{Raw: b}
+}
+
+// reviewJSON is req in an admission.k8s.io/v1 AdmissionReview, as
+// kube-apiserver posts it.
+func reviewJSON(t testing.TB, req *admissionv1.AdmissionRequest) []byte {
+	t.Helper()
+	b, err := json.Marshal(&admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request:  req,
+	})
+	if err != nil {
+		t.Fatalf("encoding the AdmissionReview: %v", err)
+	}
+	return b
+}
+
+// post posts body to the guard at path and returns the recorded response.
+func post(t testing.TB, g *admission.Guards, path string, body []byte) *httptest.ResponseRecorder {
+	t.Helper()
+	r := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	g.Handler(path).ServeHTTP(w, r)
+	return w
+}
+
+// review posts req to the guard at path and decodes its answer, failing the
+// test unless it is an HTTP 200 AdmissionReview for req. It returns nil and
+// the status when the guard answered with another status.
+func review(t testing.TB, g *admission.Guards, path string, req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, int) {
+	t.Helper()
+	w := post(t, g, path, reviewJSON(t, req))
+	if w.Code != http.StatusOK {
+		return nil, w.Code
+	}
+	if ct := w.Header().Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type = %q, want application/json", ct)
+	}
+	var out admissionv1.AdmissionReview
+	if err := json.Unmarshal(w.Body.Bytes(), &out); err != nil {
+		t.Fatalf("decoding the answer %q: %v", w.Body.String(), err)
+	}
+	if out.APIVersion != "admission.k8s.io/v1" || out.Kind != "AdmissionReview" {
+		t.Errorf("answer is a %s %s, want admission.k8s.io/v1 AdmissionReview", out.APIVersion, out.Kind)
+	}
+	if out.Response == nil {
+		t.Fatalf("answer %q has no response", w.Body.String())
+	}
+	if out.Response.UID != req.UID {
+		t.Errorf("response UID = %q, want the request's %q", out.Response.UID, req.UID)
+	}
+	return out.Response, w.Code
+}
+
+var errBoom = errors.New("boom")

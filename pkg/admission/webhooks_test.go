@@ -1,0 +1,377 @@
+package admission_test
+
+import (
+	"context"
+	"reflect"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8sadmission "k8s.io/apiserver/pkg/admission"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/cel/environment"
+	"k8s.io/utils/ptr"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
+)
+
+// clientConfig is the test's client config of the guard at path.
+func clientConfig(path string) admissionregistrationv1.WebhookClientConfig {
+	url := "https://implicit.example:6443" + path
+	return admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: []byte("ca")}
+}
+
+func TestConfiguration(t *testing.T) {
+	t.Parallel()
+	var paths []string
+	cfg := admission.Configuration("implicit-apiserver", served, func(path string) admissionregistrationv1.WebhookClientConfig {
+		paths = append(paths, path)
+		return clientConfig(path)
+	})
+	if cfg.Name != "implicit-apiserver" {
+		t.Errorf("name %q, want implicit-apiserver", cfg.Name)
+	}
+	if want := []string{admission.PathLocks, admission.PathShadows, admission.PathParents, admission.PathFanout}; !reflect.DeepEqual(paths, want) {
+		t.Errorf("client configs asked for %q, want %q", paths, want)
+	}
+
+	// One rule per group, with that group's resources: a cross product
+	// would match rolebindings of another group too.
+	sourceRule := func(ops ...admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
+		return []admissionregistrationv1.RuleWithOperations{
+			{Operations: ops, Rule: admissionregistrationv1.Rule{
+				APIGroups:   []string{"rbac.authorization.k8s.io"},
+				APIVersions: []string{"*"},
+				Resources:   []string{"rolebindings", "roles"},
+				Scope:       ptr.To(admissionregistrationv1.NamespacedScope),
+			}},
+			{Operations: ops, Rule: admissionregistrationv1.Rule{
+				APIGroups:   []string{"networking.k8s.io"},
+				APIVersions: []string{"*"},
+				Resources:   []string{"networkpolicies"},
+				Scope:       ptr.To(admissionregistrationv1.NamespacedScope),
+			}},
+		}
+	}
+	c, u, d := admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete
+	want := []struct {
+		name, path, condition string
+		fail                  admissionregistrationv1.FailurePolicyType
+		timeout               int32
+		rules                 []admissionregistrationv1.RuleWithOperations
+	}{
+		// Failure policies and timeouts as docs/design.md gives them.
+		{admission.WebhookLocks, admission.PathLocks, "lock-touched", admissionregistrationv1.Fail, 5, sourceRule(c, u, d)},
+		{admission.WebhookShadows, admission.PathShadows, "implicit-sources", admissionregistrationv1.Fail, 5, sourceRule(c)},
+		{admission.WebhookParents, admission.PathParents, "parent-changed", admissionregistrationv1.Fail, 5, []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{c, u},
+			Rule: admissionregistrationv1.Rule{
+				APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces"},
+				Scope: ptr.To(admissionregistrationv1.ClusterScope),
+			},
+		}}},
+		{admission.WebhookFanout, admission.PathFanout, "implicit-sources", admissionregistrationv1.Ignore, 2, sourceRule(u, d)},
+	}
+	if len(cfg.Webhooks) != len(want) {
+		t.Fatalf("%d webhooks, want %d", len(cfg.Webhooks), len(want))
+	}
+	for i, w := range want {
+		got := cfg.Webhooks[i]
+		t.Run(w.name, func(t *testing.T) {
+			if got.Name != w.name {
+				t.Errorf("webhook %d is %q, want %q", i, got.Name, w.name)
+			}
+			if !reflect.DeepEqual(got.ClientConfig, clientConfig(w.path)) {
+				t.Errorf("client config %+v, want the one of %s", got.ClientConfig, w.path)
+			}
+			if got.FailurePolicy == nil || *got.FailurePolicy != w.fail {
+				t.Errorf("failure policy %v, want %s", ptr.Deref(got.FailurePolicy, ""), w.fail)
+			}
+			if got.SideEffects == nil || *got.SideEffects != admissionregistrationv1.SideEffectClassNone {
+				t.Errorf("side effects %v, want None", ptr.Deref(got.SideEffects, ""))
+			}
+			if !reflect.DeepEqual(got.AdmissionReviewVersions, []string{"v1"}) {
+				t.Errorf("review versions %q, want [v1]", got.AdmissionReviewVersions)
+			}
+			if got.TimeoutSeconds == nil || *got.TimeoutSeconds != w.timeout {
+				t.Errorf("timeout %v, want %d seconds", ptr.Deref(got.TimeoutSeconds, 0), w.timeout)
+			}
+			if !reflect.DeepEqual(got.Rules, w.rules) {
+				t.Errorf("rules\n%+v\nwant\n%+v", got.Rules, w.rules)
+			}
+			if len(got.MatchConditions) != 1 || got.MatchConditions[0].Name != w.condition {
+				t.Errorf("match conditions %+v, want one named %q", got.MatchConditions, w.condition)
+			}
+		})
+	}
+	// The source-dependent conditions start matching nothing.
+	for _, i := range []int{1, 3} {
+		if e := cfg.Webhooks[i].MatchConditions[0].Expression; e != "false" {
+			t.Errorf("%s starts with condition %q, want false", cfg.Webhooks[i].Name, e)
+		}
+	}
+	// Every condition compiles in kube-apiserver's environment.
+	for _, w := range cfg.Webhooks {
+		newMatcher(t, w)
+	}
+}
+
+// newMatcher compiles the match conditions of w as kube-apiserver's webhook
+// dispatcher does, failing the test on a compilation error.
+func newMatcher(t *testing.T, w admissionregistrationv1.ValidatingWebhook) matchconditions.Matcher {
+	t.Helper()
+	compiler := plugincel.NewConditionCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
+	exprs := make([]plugincel.ExpressionAccessor, len(w.MatchConditions))
+	for i, c := range w.MatchConditions {
+		exprs[i] = &matchconditions.MatchCondition{Name: c.Name, Expression: c.Expression}
+	}
+	eval := compiler.CompileCondition(exprs, plugincel.OptionalVariableDeclarations{HasAuthorizer: true}, environment.StoredExpressions)
+	if errs := eval.CompilationErrors(); len(errs) > 0 {
+		t.Fatalf("%s: match conditions %+v don't compile: %v", w.Name, w.MatchConditions, errs)
+	}
+	return matchconditions.NewMatcher(eval, w.FailurePolicy, "webhook", "validate", w.Name)
+}
+
+// admissionAttrs are the attributes kube-apiserver matches a request with.
+type admissionAttrs struct {
+	op        k8sadmission.Operation
+	gvr       schema.GroupVersionResource
+	namespace string
+	name      string
+	old, obj  runtime.Object
+}
+
+var (
+	rbGVR = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"}
+	nsGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+)
+
+// match evaluates w's match conditions on a, with typed objects as
+// kube-apiserver has them for built-in kinds or unstructured ones as it has
+// them for custom resources; it fails the test on an evaluation error.
+func match(t *testing.T, w admissionregistrationv1.ValidatingWebhook, a admissionAttrs, asUnstructured bool) bool {
+	t.Helper()
+	conv := func(o runtime.Object) runtime.Object {
+		if o == nil || reflect.ValueOf(o).IsNil() {
+			return nil
+		}
+		if !asUnstructured {
+			return o.DeepCopyObject()
+		}
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+		if err != nil {
+			t.Fatalf("converting %T: %v", o, err)
+		}
+		return &unstructured.Unstructured{Object: m}
+	}
+	old, obj := conv(a.old), conv(a.obj)
+	var gvk schema.GroupVersionKind
+	for _, o := range []runtime.Object{obj, old} {
+		if o != nil {
+			gvk = o.GetObjectKind().GroupVersionKind()
+			break
+		}
+	}
+	attrs := k8sadmission.NewAttributesRecord(obj, old, gvk, a.namespace, a.name, a.gvr, "", a.op, nil, false, &user.DefaultInfo{Name: "alice"})
+	va, err := k8sadmission.NewVersionedAttributes(attrs, gvk, nil)
+	if err != nil {
+		t.Fatalf("versioned attributes: %v", err)
+	}
+	res := newMatcher(t, w).Match(context.Background(), va, nil, nil)
+	if res.Error != nil {
+		t.Fatalf("%s: evaluating %+v: %v", w.Name, w.MatchConditions, res.Error)
+	}
+	return res.Matches
+}
+
+// webhookOf returns the webhook name of a fresh Configuration.
+func webhookOf(t *testing.T, name string) admissionregistrationv1.ValidatingWebhook {
+	t.Helper()
+	for _, w := range admission.Configuration("implicit-apiserver", served, clientConfig).Webhooks {
+		if w.Name == name {
+			return w
+		}
+	}
+	t.Fatalf("no webhook %s", name)
+	return admissionregistrationv1.ValidatingWebhook{}
+}
+
+// withCondition returns w with its one match condition's expression set to expr.
+func withCondition(w admissionregistrationv1.ValidatingWebhook, expr string) admissionregistrationv1.ValidatingWebhook {
+	w.MatchConditions = []admissionregistrationv1.MatchCondition{{Name: w.MatchConditions[0].Name, Expression: expr}}
+	return w
+}
+
+// runMatches runs each case with typed and unstructured objects.
+func runMatches(t *testing.T, w admissionregistrationv1.ValidatingWebhook, tests []matchCase) {
+	t.Helper()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			for _, u := range []bool{false, true} {
+				if got := match(t, w, tc.attrs, u); got != tc.want {
+					t.Errorf("matches = %v (unstructured %v), want %v", got, u, tc.want)
+				}
+			}
+		})
+	}
+}
+
+type matchCase struct {
+	name  string
+	attrs admissionAttrs
+	want  bool
+}
+
+func TestLockTouchedCondition(t *testing.T) {
+	t.Parallel()
+	c, u, d := k8sadmission.Create, k8sadmission.Update, k8sadmission.Delete
+	rb := func(opts ...objOpt) *rbacv1.RoleBinding { return roleBinding(global, "admins", opts...) }
+	unlockedFalse := annotated(merge.AnnotationLocked, "false")
+	other := annotated("other", "x")
+	at := func(op k8sadmission.Operation, old, obj *rbacv1.RoleBinding) admissionAttrs {
+		a := admissionAttrs{op: op, gvr: rbGVR, namespace: global, name: "admins"}
+		if old != nil {
+			a.old = old
+		}
+		if obj != nil {
+			a.obj = obj
+		}
+		return a
+	}
+	runMatches(t, webhookOf(t, admission.WebhookLocks), []matchCase{
+		{"update old and new locked", at(u, rb(isLocked), rb(isLocked)), true},
+		{"update removing the lock", at(u, rb(isLocked), rb()), true},
+		{"update removing the lock, other annotations kept", at(u, rb(isLocked, other), rb(other)), true},
+		{"update adding the lock", at(u, rb(), rb(isLocked)), true},
+		{"update unlocked, no annotations", at(u, rb(), rb()), false},
+		{"update unlocked, other annotations", at(u, rb(other), rb(other)), false},
+		{"update with lock false", at(u, rb(unlockedFalse), rb(unlockedFalse)), false},
+		{"create locked", at(c, nil, rb(isLocked)), true},
+		{"create unlocked", at(c, nil, rb()), false},
+		{"delete locked", at(d, rb(isLocked), nil), true},
+		{"delete unlocked", at(d, rb(other), nil), false},
+		{"delete unlocked, no annotations", at(d, rb(), nil), false},
+	})
+}
+
+func TestParentChangedCondition(t *testing.T) {
+	t.Parallel()
+	c, u := k8sadmission.Create, k8sadmission.Update
+	bare := func(name string) *corev1.Namespace {
+		n := ns(name, "")
+		n.Labels = nil
+		return n
+	}
+	at := func(op k8sadmission.Operation, old, obj *corev1.Namespace) admissionAttrs {
+		a := admissionAttrs{op: op, gvr: nsGVR, name: obj.Name, obj: obj}
+		if old != nil {
+			a.old = old
+		}
+		return a
+	}
+	runMatches(t, webhookOf(t, admission.WebhookParents), []matchCase{
+		{"create with a parent", at(c, nil, ns("team-a", "org")), true},
+		{"create without a parent", at(c, nil, ns("team-a", "")), false},
+		{"create without labels", at(c, nil, bare("team-a")), false},
+		{"update setting a parent", at(u, ns("team-a", ""), ns("team-a", "org")), true},
+		{"update setting a parent on a namespace without labels", at(u, bare("team-a"), ns("team-a", "org")), true},
+		{"update changing the parent", at(u, ns("team-a", "org"), ns("team-a", "org2")), true},
+		{"update keeping the parent", at(u, ns("team-a", "org"), ns("team-a", "org")), false},
+		{"update removing the parent", at(u, ns("team-a", "org"), ns("team-a", "")), false},
+		{"update removing every label", at(u, ns("team-a", "org"), bare("team-a")), false},
+		{"update without a parent", at(u, ns("team-a", ""), ns("team-a", "")), false},
+	})
+}
+
+func TestShadowCondition(t *testing.T) {
+	t.Parallel()
+	for _, g := range []watchmux.Guarded{
+		{},
+		{LockedNames: map[string][]string{}},
+		{LockedNames: map[string][]string{"rolebindings": nil, "roles": {}}, Inherited: []string{global}},
+	} {
+		if got := admission.ShadowCondition(g, global); got != "false" {
+			t.Errorf("ShadowCondition(%+v) = %q, want false", g, got)
+		}
+	}
+
+	g := watchmux.Guarded{LockedNames: map[string][]string{"roles": {"r"}, "rolebindings": {"a", "b"}}}
+	want := `request.namespace != 'implicit-global' && ((request.resource.resource == 'rolebindings' && object.metadata.name in ['a', 'b']) || (request.resource.resource == 'roles' && object.metadata.name in ['r']))`
+	if got := admission.ShadowCondition(g, global); got != want {
+		t.Errorf("ShadowCondition = %s\nwant %s", got, want)
+	}
+
+	// Names are not DNS names here: the quoting must hold for any string.
+	const inject = `x' || true || '`
+	g = watchmux.Guarded{LockedNames: map[string][]string{
+		"rolebindings":    {"admins", "o'brien", `back\slash`, `trail\`, inject},
+		"roles":           {"reader"},
+		"networkpolicies": nil,
+	}}
+	const weirdGlobal = `glo'bal\`
+	rbCreate := func(namespace, name string) admissionAttrs {
+		return admissionAttrs{op: k8sadmission.Create, gvr: rbGVR, namespace: namespace, name: name, obj: roleBinding(namespace, name)}
+	}
+	roleGVR := schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"}
+	roleCreate := func(namespace, name string) admissionAttrs {
+		return admissionAttrs{op: k8sadmission.Create, gvr: roleGVR, namespace: namespace, name: name, obj: role(namespace, name)}
+	}
+	npGVR := schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "networkpolicies"}
+	w := withCondition(webhookOf(t, admission.WebhookShadows), admission.ShadowCondition(g, weirdGlobal))
+	runMatches(t, w, []matchCase{
+		{"locked name of the resource", rbCreate("team-a", "admins"), true},
+		{"locked name in the global namespace", rbCreate(weirdGlobal, "admins"), false},
+		{"locked name in a namespace named like the unescaped global", rbCreate(`glo'bal`, "admins"), true},
+		{"unlocked name", rbCreate("team-a", "other"), false},
+		{"locked name of another resource", roleCreate("team-a", "admins"), false},
+		{"locked role", roleCreate("team-a", "reader"), true},
+		{"resource without locks", admissionAttrs{op: k8sadmission.Create, gvr: npGVR, namespace: "team-a", name: "admins", obj: networkPolicy("team-a", "admins")}, false},
+		{"name with a quote", rbCreate("team-a", "o'brien"), true},
+		{"name with a backslash", rbCreate("team-a", `back\slash`), true},
+		{"name with a trailing backslash", rbCreate("team-a", `trail\`), true},
+		{"name with the backslash doubled", rbCreate("team-a", `back\\slash`), false},
+		{"name without the backslash", rbCreate("team-a", `backslash`), false},
+		{"a name that would inject code is only a name", rbCreate("team-a", inject), true},
+		{"no injected code matches other names", rbCreate("team-a", "x"), false},
+	})
+}
+
+func TestFanoutCondition(t *testing.T) {
+	t.Parallel()
+	if got := admission.FanoutCondition(watchmux.Guarded{LockedNames: map[string][]string{"rolebindings": {"a"}}}); got != "false" {
+		t.Errorf("FanoutCondition without inherited namespaces = %q, want false", got)
+	}
+	g := watchmux.Guarded{Inherited: []string{global, "org", `o'dd\`}}
+	cond := admission.FanoutCondition(g)
+	if want := `request.namespace in ['implicit-global', 'org', 'o\'dd\\']`; cond != want {
+		t.Errorf("FanoutCondition = %s, want %s", cond, want)
+	}
+	u, d := k8sadmission.Update, k8sadmission.Delete
+	at := func(op k8sadmission.Operation, namespace string) admissionAttrs {
+		a := admissionAttrs{op: op, gvr: rbGVR, namespace: namespace, name: "admins", old: roleBinding(namespace, "admins")}
+		if op == u {
+			a.obj = roleBinding(namespace, "admins", annotated("new", "yes"))
+		}
+		return a
+	}
+	runMatches(t, withCondition(webhookOf(t, admission.WebhookFanout), cond), []matchCase{
+		{"update in the global namespace", at(u, global), true},
+		{"delete in the global namespace", at(d, global), true},
+		{"update in a parent", at(u, "org"), true},
+		{"delete in an odd parent", at(d, `o'dd\`), true},
+		{"update in a leaf", at(u, "team-a"), false},
+		{"delete in a leaf", at(d, "team-a"), false},
+	})
+	runMatches(t, webhookOf(t, admission.WebhookFanout), []matchCase{
+		{"the initial condition matches nothing", at(u, global), false},
+	})
+}
