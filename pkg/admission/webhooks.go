@@ -11,8 +11,12 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	admissionclient "k8s.io/client-go/kubernetes/typed/admissionregistration/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -159,23 +163,27 @@ type Guarded interface {
 
 // ConditionSync keeps the shadows and fanout webhooks' match conditions of
 // the ValidatingWebhookConfiguration Name equal to the sources: the names of
-// locked items, and the namespaces others inherit from. It writes only when
-// they differ, at most once per MinInterval; every replica computes the
+// locked items, and the namespaces others inherit from. It syncs after every
+// change of the sources and of the configuration itself (a GitOps tool
+// re-applying artifacts/base resets the conditions to "false"), writes only
+// when they differ, at most once per MinInterval; every replica computes the
 // same conditions, so concurrent writers agree.
 type ConditionSync struct {
-	Client          admissionclient.ValidatingWebhookConfigurationInterface
+	Client admissionclient.ValidatingWebhookConfigurationInterface
+	// Kube, when set, watches the configuration (that one object) so that a
+	// replaced configuration is synced at once, not at the next Resync.
+	Kube            kubernetes.Interface
 	Name            string
 	GlobalNamespace string
 	Source          Guarded
 	// MinInterval is the least time between two writes (default 1s);
-	// Resync how often the conditions are checked without a change (30s).
+	// Resync how often the conditions are checked without a change (5m).
 	MinInterval time.Duration
 	Resync      time.Duration
 }
 
-// Run syncs after every change of the sources, and every Resync in case the
-// configuration was replaced (a GitOps tool re-applying artifacts/base resets
-// the conditions to "false"), until ctx is cancelled.
+// Run syncs after every change of the sources or of the configuration, and
+// every Resync, until ctx is cancelled.
 func (s *ConditionSync) Run(ctx context.Context) {
 	interval := s.MinInterval
 	if interval <= 0 {
@@ -183,14 +191,16 @@ func (s *ConditionSync) Run(ctx context.Context) {
 	}
 	resync := s.Resync
 	if resync <= 0 {
-		resync = 30 * time.Second
+		resync = 5 * time.Minute
 	}
+	configChanged := s.watchConfiguration(ctx)
 	var retryAfter <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.Source.Changed():
+		case <-configChanged:
 		case <-retryAfter:
 		case <-time.After(resync):
 		}
@@ -206,6 +216,39 @@ func (s *ConditionSync) Run(ctx context.Context) {
 		case <-time.After(interval):
 		}
 	}
+}
+
+// watchConfiguration signals, coalesced, every change of the configuration
+// object; nil without Kube. The informer stops with ctx.
+func (s *ConditionSync) watchConfiguration(ctx context.Context) <-chan struct{} {
+	if s.Kube == nil {
+		return nil
+	}
+	changed := make(chan struct{}, 1)
+	signal := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(s.Kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", s.Name).String()
+	}))
+	inf := factory.Admissionregistration().V1().ValidatingWebhookConfigurations().Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { signal() },
+		UpdateFunc: func(any, any) { signal() },
+		DeleteFunc: func(any) { signal() },
+	}); err != nil {
+		klog.ErrorS(err, "Watching the admission webhook configuration", "configuration", s.Name)
+		return nil
+	}
+	factory.Start(ctx.Done())
+	go func() {
+		<-ctx.Done()
+		factory.Shutdown()
+	}()
+	return changed
 }
 
 // sync writes the conditions if they differ from the sources'.

@@ -127,6 +127,7 @@ func (c CompletedConfig) New() (*Server, error) {
 	if x.Client != nil && x.WebhookConfiguration != "" {
 		sync := &admission.ConditionSync{
 			Client:          x.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations(),
+			Kube:            x.Client,
 			Name:            x.WebhookConfiguration,
 			GlobalNamespace: x.Policy.GlobalNamespace,
 			Source:          mux,
