@@ -16,12 +16,14 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 	"github.com/implicit-dev/implicit-apiserver/test/controlplane"
 )
@@ -74,9 +76,27 @@ func run(signals context.Context, stopSignals func(), o options) (err error) {
 	say("starting %s from %s", what, o.binDir)
 	// A signal cancels signals, which stops everything in order (Stop is
 	// also deferred below, to wait for it and to cover the other returns).
+	// kube-apiserver asks implicit-apiserver's authorization webhook after
+	// Node and RBAC (inherited RoleBindings grant access): its port and
+	// certificate are fixed before either starts.
+	var webhook *controlplane.AuthorizationWebhook
+	var apiserverArgs []string
+	if o.implicitBinary != "" {
+		workDir, err := filepath.Abs(o.workDir)
+		if err != nil {
+			return err
+		}
+		webhook, err = controlplane.PrepareAuthorizationWebhook(workDir, "implicit-apiserver", authz.Path,
+			authz.MatchCondition("implicit-global", []string{"kube-system", "kube-public", "kube-node-lease"}))
+		if err != nil {
+			return fmt.Errorf("preparing the authorization webhook: %w", err)
+		}
+		apiserverArgs = webhook.KubeAPIServerArgs
+	}
 	cp, err := controlplane.Start(signals, controlplane.Options{
 		BinDir:                 o.binDir,
 		WorkDir:                o.workDir,
+		KubeAPIServerArgs:      apiserverArgs,
 		StartControllerManager: o.withControllerManager,
 		Logf:                   say,
 	})
@@ -99,7 +119,7 @@ func run(signals context.Context, stopSignals func(), o options) (err error) {
 			args = append(args, "--config="+o.config)
 		}
 		say("starting %s", strings.Join(append([]string{o.implicitBinary}, args...), " "))
-		implicit, err = cp.StartAggregated(signals, controlplane.AggregatedServerOptions{Binary: o.implicitBinary, Args: args})
+		implicit, err = cp.StartAggregated(signals, controlplane.AggregatedServerOptions{Binary: o.implicitBinary, Port: webhook.Port, Args: args})
 		if err != nil {
 			return fmt.Errorf("starting implicit-apiserver: %w", err)
 		}

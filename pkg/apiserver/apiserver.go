@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
@@ -116,11 +117,11 @@ func (c CompletedConfig) New() (*Server, error) {
 	for _, k := range x.Kinds {
 		served = append(served, k.Source.GroupResource())
 	}
-	var authz admission.Authorizer = admission.SARAuthorizer{}
+	var sar admission.Authorizer = admission.SARAuthorizer{}
 	if x.Client != nil {
-		authz = admission.SARAuthorizer{Client: x.Client.AuthorizationV1().SubjectAccessReviews()}
+		sar = admission.SARAuthorizer{Client: x.Client.AuthorizationV1().SubjectAccessReviews()}
 	}
-	guards := admission.NewGuards(mux, authz, served, x.Policy.GlobalNamespace)
+	guards := admission.NewGuards(mux, sar, served, x.Policy.GlobalNamespace)
 	for _, p := range admission.Paths {
 		gs.Handler.NonGoRestfulMux.Handle(p, guards.Handler(p))
 	}
@@ -139,6 +140,13 @@ func (c CompletedConfig) New() (*Server, error) {
 			return nil, err
 		}
 	}
+
+	// The authorization webhook: inherited RoleBindings grant access.
+	authorizer, err := authz.New(mux, x.Informers.Rbac().V1().ClusterRoles().Informer(), 0)
+	if err != nil {
+		return nil, err
+	}
+	gs.Handler.NonGoRestfulMux.Handle(authz.Path, authorizer.Handler())
 
 	group := genericapiserver.NewDefaultAPIGroupInfo(GroupName, x.Scheme, metav1.ParameterCodec, x.Codecs)
 	group.VersionedResourcesStorageMap[SchemeGroupVersion.Version] = storage

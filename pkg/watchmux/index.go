@@ -170,3 +170,24 @@ func (m *Mux) Terminating(namespace string) bool {
 	defer m.mu.RUnlock()
 	return m.st.terminating.Has(namespace)
 }
+
+// LineageGeneration returns a key that changes whenever a view of
+// namespace, of one of its ancestors or of the global namespace changes, or
+// its ancestors change: a decision computed from those views (pkg/authz)
+// stays valid while the key is the same.
+func (m *Mux) LineageGeneration(namespace string) (string, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if !m.synced {
+		return "", errNotSynced
+	}
+	l := merge.Resolve(m.st.policy, namespace, m.st.namespace)
+	var b strings.Builder
+	// The instance id keeps keys of different instances apart.
+	fmt.Fprintf(&b, "%d/%s=%d/%s=%d", m.v.instance, namespace, m.st.generations[namespace],
+		m.st.policy.GlobalNamespace, m.st.generations[m.st.policy.GlobalNamespace])
+	for _, a := range l.Ancestors {
+		fmt.Fprintf(&b, "/%s=%d", a.Name, m.st.generations[a.Name])
+	}
+	return b.String(), nil
+}

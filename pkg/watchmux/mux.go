@@ -353,6 +353,7 @@ func (m *Mux) publishLocked(events []*Event, start time.Time) {
 		}
 		e.RV = rv
 		m.hist.addLocked(e)
+		m.st.generations[e.Namespace]++
 	}
 	if m.synced {
 		m.signalChanged()

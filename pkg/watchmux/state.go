@@ -27,6 +27,10 @@ type state struct {
 	counts map[string]int
 	// terminating holds the namespaces being deleted.
 	terminating sets.Set[string]
+	// generations counts the view events of each namespace, all resources:
+	// a decision derived from a namespace's views is current while its
+	// generation is unchanged.
+	generations map[string]uint64
 }
 
 func newState(policy merge.Policy, resources []string) *state {
@@ -38,6 +42,7 @@ func newState(policy merge.Policy, resources []string) *state {
 		sources:     map[string]map[string]map[string]merge.Item{},
 		counts:      map[string]int{},
 		terminating: sets.New[string](),
+		generations: map[string]uint64{},
 	}
 	for _, r := range resources {
 		s.sources[r] = map[string]map[string]merge.Item{}

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 	"github.com/implicit-dev/implicit-apiserver/test/controlplane"
 )
@@ -47,10 +48,19 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	// kube-apiserver asks implicit-apiserver's authorization webhook after
+	// Node and RBAC: its port and certificate are fixed before either starts.
+	webhook, err := controlplane.PrepareAuthorizationWebhook(work, "implicit-apiserver", authz.Path,
+		authz.MatchCondition(globalNS, []string{"kube-system", "kube-public", "kube-node-lease"}))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	start := time.Now()
 	cp, err = controlplane.Start(ctx, controlplane.Options{
 		BinDir:                 binDir,
 		WorkDir:                work,
+		KubeAPIServerArgs:      webhook.KubeAPIServerArgs,
 		StartControllerManager: true,
 		Logf:                   func(f string, a ...any) { fmt.Printf("controlplane: "+f+"\n", a...) },
 	})
@@ -60,7 +70,7 @@ func run(m *testing.M) int {
 	}
 	defer cp.Stop()
 
-	implicit, err = cp.StartAggregated(ctx, controlplane.AggregatedServerOptions{Binary: binary, Name: "implicit-apiserver", Args: []string{"-v=2", "--webhook-configuration=" + controlplane.GuardsConfiguration}})
+	implicit, err = cp.StartAggregated(ctx, controlplane.AggregatedServerOptions{Binary: binary, Name: "implicit-apiserver", Port: webhook.Port, Args: []string{"-v=2", "--webhook-configuration=" + controlplane.GuardsConfiguration}})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting implicit-apiserver: %v\n%s\n", err, cp.LogTails(40))
 		return 1

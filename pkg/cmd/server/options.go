@@ -26,6 +26,7 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apiserver"
+	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 )
@@ -61,6 +62,9 @@ func NewOptions() *Options {
 	// kube-apiserver calls admission webhooks without credentials; the
 	// guards only read and answer for the request they are given.
 	rec.Authorization.AlwaysAllowPaths = append(rec.Authorization.AlwaysAllowPaths, admission.Paths...)
+	// The same for the authorization webhook: it answers only the question
+	// it is asked (restrict who reaches the port, see docs/security.md).
+	rec.Authorization.AlwaysAllowPaths = append(rec.Authorization.AlwaysAllowPaths, authz.Path)
 	return &Options{
 		WebhookConfiguration: "implicit-apiserver",
 		Recommended:          rec,

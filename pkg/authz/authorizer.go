@@ -1,0 +1,147 @@
+package authz
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	rbacv1 "k8s.io/api/rbac/v1"
+	rbaclisters "k8s.io/client-go/listers/rbac/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
+)
+
+// Views is what the authorizer reads of the merged views: *watchmux.Mux.
+type Views interface {
+	Read(f func(watchmux.Reader)) (string, error)
+	LineageGeneration(namespace string) (string, error)
+}
+
+// Resources names the views the authorizer reads.
+const (
+	resourceRoleBindings = "rolebindings"
+	resourceRoles        = "roles"
+)
+
+// DefaultCacheSize is the number of decisions kept.
+const DefaultCacheSize = 10_000
+
+// Decision is the answer to one request.
+type Decision struct {
+	Allowed bool
+	// Reason names the inherited binding that allowed the request.
+	Reason string
+}
+
+// Authorizer decides from inherited RoleBindings. It is safe for concurrent use.
+type Authorizer struct {
+	views        Views
+	clusterRoles rbaclisters.ClusterRoleLister
+	// clusterRoleGen counts ClusterRole changes: cached decisions that read
+	// a ClusterRole carry it.
+	clusterRoleGen atomic.Uint64
+	cache          *lru.Cache[string, Decision]
+}
+
+// New returns an authorizer reading views and the ClusterRoles of
+// clusterRoles, keeping the latest cacheSize decisions (DefaultCacheSize if
+// <= 0).
+func New(views Views, clusterRoles cache.SharedIndexInformer, cacheSize int) (*Authorizer, error) {
+	if cacheSize <= 0 {
+		cacheSize = DefaultCacheSize
+	}
+	c, err := lru.New[string, Decision](cacheSize)
+	if err != nil {
+		return nil, err
+	}
+	a := &Authorizer{views: views, clusterRoles: rbaclisters.NewClusterRoleLister(clusterRoles.GetIndexer()), cache: c}
+	bump := func(any) { a.clusterRoleGen.Add(1) }
+	if _, err := clusterRoles.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    bump,
+		UpdateFunc: func(_, obj any) { bump(obj) },
+		DeleteFunc: bump,
+	}); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// Authorize decides a namespaced resource request. A request no inherited
+// binding allows gets Allowed false: no opinion. err is set when the views
+// can't be read yet; the caller answers no opinion with it.
+func (a *Authorizer) Authorize(attrs Attributes) (Decision, error) {
+	if attrs.Namespace == "" {
+		return Decision{}, nil
+	}
+	gen, err := a.views.LineageGeneration(attrs.Namespace)
+	if err != nil {
+		return Decision{}, err
+	}
+	key := fmt.Sprintf("%s\x00%s\x00%d", attrs.key(), gen, a.clusterRoleGen.Load())
+	if d, ok := a.cache.Get(key); ok {
+		decisionsCached.Inc()
+		return d, nil
+	}
+	var d Decision
+	if _, err := a.views.Read(func(r watchmux.Reader) { d = a.decide(r, attrs) }); err != nil {
+		return Decision{}, err
+	}
+	a.cache.Add(key, d)
+	return d, nil
+}
+
+// decide looks for an inherited binding that grants attrs.
+func (a *Authorizer) decide(r watchmux.Reader, attrs Attributes) Decision {
+	for _, res := range r.Results(resourceRoleBindings, attrs.Namespace, "") {
+		if res.Scope == merge.ScopeLocal {
+			continue // kube-apiserver's RBAC decides local bindings
+		}
+		rb, ok := res.Item.Object.(*rbacv1.RoleBinding)
+		if !ok || rb.RoleRef.APIGroup != rbacv1.GroupName {
+			continue
+		}
+		if !anySubject(attrs, rb.Subjects, attrs.Namespace) {
+			continue
+		}
+		rules, via := a.rules(r, rb, res.Item.Namespace)
+		for _, rule := range rules {
+			if ruleAllows(attrs, rule) {
+				return Decision{Allowed: true, Reason: fmt.Sprintf(
+					"implicit.dev: RoleBinding %q inherited from namespace %q (%s) grants %s", rb.Name, res.Item.Namespace, res.Scope, via)}
+			}
+		}
+	}
+	return Decision{}
+}
+
+func anySubject(attrs Attributes, subjects []rbacv1.Subject, namespace string) bool {
+	for _, s := range subjects {
+		if subjectMatches(attrs, s, namespace) {
+			return true
+		}
+	}
+	return false
+}
+
+// rules resolves a binding's roleRef. A Role is resolved in the view of
+// the binding's own namespace, where the binding comes from: a namespace
+// below it can't change what the binding grants by shadowing the Role.
+func (a *Authorizer) rules(r watchmux.Reader, rb *rbacv1.RoleBinding, sourceNamespace string) ([]rbacv1.PolicyRule, string) {
+	switch rb.RoleRef.Kind {
+	case "ClusterRole":
+		cr, err := a.clusterRoles.Get(rb.RoleRef.Name)
+		if err != nil {
+			return nil, ""
+		}
+		return cr.Rules, "ClusterRole " + cr.Name
+	case "Role":
+		for _, res := range r.Results(resourceRoles, sourceNamespace, rb.RoleRef.Name) {
+			if role, ok := res.Item.Object.(*rbacv1.Role); ok {
+				return role.Rules, fmt.Sprintf("Role %s/%s", res.Item.Namespace, role.Name)
+			}
+		}
+	}
+	return nil, ""
+}

@@ -1,0 +1,18 @@
+// Package authz makes inherited RoleBindings grant access: it answers
+// kube-apiserver's authorization webhook (SubjectAccessReview v1) from the
+// merged views. A namespaced resource request is allowed when an inherited
+// (global or parent) RoleBinding in the namespace's view grants it, with the
+// roleRef resolved where the binding comes from (so nothing below the
+// binding's scope can change what it grants) or against a ClusterRole.
+// Anything else gets no opinion, never a denial: kube-apiserver's own RBAC
+// decides local RoleBindings, and an outage only withdraws inherited access.
+//
+// Rule and subject matching follow kube-apiserver's RBAC authorizer
+// (k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac), written here since
+// the product must not import k8s.io/kubernetes: see rules.go.
+//
+// Decisions are made in memory from the watch multiplexer's mirror and a
+// ClusterRole cache, and kept in a bounded LRU cache keyed by the request and
+// the generation of every view they read, so a change that could alter an
+// answer makes the cached one unreachable at once.
+package authz
