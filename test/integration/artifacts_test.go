@@ -5,16 +5,19 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 )
 
 // repoRoot is where the artifacts are, seen from this package.
@@ -128,4 +131,56 @@ func TestWebhookArtifact(t *testing.T) {
 	if want := admission.InClusterConfiguration(); !apiequality.Semantic.DeepEqual(&got, want) {
 		t.Errorf("artifacts/base/validatingwebhookconfiguration.yaml is out of date: run go run ./hack/gen-webhooks > artifacts/base/validatingwebhookconfiguration.yaml")
 	}
+}
+
+// TestAuthorizationArtifact keeps the documented AuthorizationConfiguration
+// snippet's match condition equal to the code's.
+func TestAuthorizationArtifact(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "artifacts/authorization/authorization-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := authz.MatchCondition(globalNS, []string{"kube-system", "kube-public", "kube-node-lease"})
+	if !strings.Contains(string(raw), want) {
+		t.Errorf("artifacts/authorization/authorization-config.yaml: the match condition is not\n%s", want)
+	}
+}
+
+// TestUnlockIsNeverAggregated checks that no aggregated default role, nor any
+// role artifacts/base aggregates into them, contains the unlock verb: it is
+// granted deliberately, never by default.
+func TestUnlockIsNeverAggregated(t *testing.T) {
+	kube, _ := admin(t)
+	out, _, err := cp.Kubectl(t.Context(), "kustomize", filepath.Join(repoRoot, "artifacts/base"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(out, "\n---\n") {
+		var cr rbacv1.ClusterRole
+		if err := yaml.Unmarshal([]byte(doc), &cr); err != nil || cr.Kind != "ClusterRole" {
+			continue
+		}
+		for _, rule := range cr.Rules {
+			if slices.Contains(rule.Verbs, admission.UnlockVerb) || slices.Contains(rule.Verbs, "*") {
+				t.Errorf("artifacts/base ClusterRole %s grants %v", cr.Name, rule.Verbs)
+			}
+		}
+	}
+	eventually(t, "the aggregated roles have rules", func(ctx context.Context) error {
+		for _, name := range []string{"admin", "edit", "view"} {
+			cr, err := kube.RbacV1().ClusterRoles().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if len(cr.Rules) == 0 {
+				return errorf("ClusterRole %s has no rules yet", name)
+			}
+			for _, rule := range cr.Rules {
+				if slices.Contains(rule.Verbs, admission.UnlockVerb) || slices.Contains(rule.Verbs, "*") {
+					t.Errorf("aggregated ClusterRole %s grants %v on %v", name, rule.Verbs, rule.Resources)
+				}
+			}
+		}
+		return nil
+	})
 }
