@@ -53,6 +53,12 @@ integration: build ## Integration tests against real etcd, kube-apiserver and th
 		$(GO) test $(GOFLAGS_TEST) -timeout 30m ./test/... -v 2>&1 | tee $(OUTPUT)/integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || \
 		{ echo "integration tests failed; full log in $(OUTPUT)/integration.log"; grep -E -B2 -A20 -- '--- FAIL' $(OUTPUT)/integration.log | tail -200; exit 1; }
 
+.PHONY: bench
+bench: ## Benchmarks that print the figures of docs/benchmarks.md (not part of make test).
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./pkg/views/
+	$(GO) test -run '^$$' -bench . -benchtime 5x ./pkg/watchmux/
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./pkg/authz/
+
 .PHONY: fuzz
 fuzz: ## Fuzz the merge rules for a while (FUZZTIME, default 60s).
 	$(GO) test -run='^$$' -fuzz=FuzzMerge -fuzztime=$${FUZZTIME:-60s} ./pkg/merge
