@@ -27,7 +27,8 @@ tools: ## Build etcd, kube-apiserver and kube-controller-manager from the Go mod
 .PHONY: run
 run: build ## Start a local control plane with implicit-apiserver and the examples; IMPLICIT_CONFIG=path passes --config.
 	@tools_bin=$$(hack/build-tools.sh etcd kube-apiserver kube-controller-manager) && \
-	$(GO) run ./hack/local-up --bin-dir="$$tools_bin" --implicit-binary=$(IMPLICIT_BIN) \
+	$(GO) build -o $(BIN)/local-up ./hack/local-up && \
+	exec $(BIN)/local-up --bin-dir="$$tools_bin" --implicit-binary=$(IMPLICIT_BIN) \
 		$${IMPLICIT_CONFIG:+--config="$$IMPLICIT_CONFIG"}
 
 ##@ Test
