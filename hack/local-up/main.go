@@ -222,7 +222,11 @@ Everything runs. In another terminal:
   kubectl get rolebindings.implicit.dev -n team-a
   kubectl get implicit -n team-a
   kubectl get rolebindings.implicit.dev -A -l implicit.dev/scope=global
-  kubectl get rolebindings.implicit.dev -n team-a -o yaml
+  kubectl get rolebindings.implicit.dev org-security-auditors -n team-a -o yaml   # the lock's conflict
+  kubectl get rolebindings.implicit.dev -A -w      # then edit a global source in another terminal:
+  kubectl label rolebinding ci-bot -n implicit-global tier=org                    # warns how many namespaces it reaches
+  kubectl auth can-i list pods -n team-a --as=someone --as-group=platform:viewers # granted by org-platform's binding
+  kubectl label rolebinding org-security-auditors -n implicit-global x=y --as=someone --as-group=platform:admins  # locked
 
 `)
 	}
