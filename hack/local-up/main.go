@@ -226,7 +226,7 @@ Everything runs. In another terminal:
   kubectl get rolebindings.implicit.dev -A -w      # then edit a global source in another terminal:
   kubectl label rolebinding ci-bot -n implicit-global tier=org                    # warns how many namespaces it reaches
   kubectl auth can-i list pods -n team-a --as=someone --as-group=platform:viewers # granted by org-platform's binding
-  kubectl label rolebinding org-security-auditors -n implicit-global x=y --as=someone --as-group=platform:admins  # locked
+  kubectl create rolebinding org-security-auditors -n team-b --clusterrole=view --group=x  # refused: shadows a lock
 
 `)
 	}
