@@ -59,8 +59,16 @@ func New(views Views, clusterRoles cache.SharedIndexInformer, cacheSize int) (*A
 	a := &Authorizer{views: views, clusterRoles: rbaclisters.NewClusterRoleLister(clusterRoles.GetIndexer()), cache: c}
 	bump := func(any) { a.clusterRoleGen.Add(1) }
 	if _, err := clusterRoles.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    bump,
-		UpdateFunc: func(_, obj any) { bump(obj) },
+		AddFunc: bump,
+		UpdateFunc: func(old, obj any) {
+			// A resync delivers unchanged ClusterRoles: nothing to forget.
+			if o, ok := old.(*rbacv1.ClusterRole); ok {
+				if n, ok := obj.(*rbacv1.ClusterRole); ok && o.ResourceVersion == n.ResourceVersion {
+					return
+				}
+			}
+			bump(obj)
+		},
 		DeleteFunc: bump,
 	}); err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package authz
 
 import (
+	"strconv"
 	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -69,6 +70,10 @@ func resourceNameMatches(rule rbacv1.PolicyRule, name string) bool {
 	if len(rule.ResourceNames) == 0 {
 		return true
 	}
+	// Stricter than kube-apiserver for resourceNames [""]: never unnamed.
+	if name == "" {
+		return false
+	}
 	for _, n := range rule.ResourceNames {
 		if n == name {
 			return true
@@ -109,7 +114,30 @@ func subjectMatches(a Attributes, subject rbacv1.Subject, namespace string) bool
 	}
 }
 
-// key is the request's cache key, without the views' generation.
+// key is the request's cache key, without the views' generation. Every
+// field is length-prefixed, groups last: user and group names are whatever
+// the authenticator says, so no separator can be assumed absent from them
+// (with groups joined by one, ["a\x01b"] and ["a", "b"] shared a key).
 func (a Attributes) key() string {
-	return strings.Join([]string{a.User, strings.Join(a.Groups, "\x01"), a.Namespace, a.Verb, a.APIGroup, a.Resource, a.Subresource, a.Name}, "\x00")
+	fields := [...]string{a.User, a.Namespace, a.Verb, a.APIGroup, a.Resource, a.Subresource, a.Name}
+	n := 4 * (len(fields) + len(a.Groups))
+	for _, s := range fields {
+		n += len(s)
+	}
+	for _, g := range a.Groups {
+		n += len(g)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, s := range fields {
+		b.WriteString(strconv.Itoa(len(s)))
+		b.WriteByte(':')
+		b.WriteString(s)
+	}
+	for _, g := range a.Groups {
+		b.WriteString(strconv.Itoa(len(g)))
+		b.WriteByte(':')
+		b.WriteString(g)
+	}
+	return b.String()
 }
