@@ -41,6 +41,16 @@ type ExtraConfig struct {
 	// WebhookConfiguration names the ValidatingWebhookConfiguration whose
 	// match conditions are kept current; "" for none.
 	WebhookConfiguration string
+	// Hub, when set, is the cluster the global sources are read from: its
+	// client, informers restricted to the global namespace, and its name.
+	Hub *HubConfig
+}
+
+// HubConfig reaches the hub cluster of the global sources.
+type HubConfig struct {
+	Name      string
+	Client    kubernetes.Interface
+	Informers informers.SharedInformerFactory
 }
 
 // Config is the generic API server's configuration plus ExtraConfig.
@@ -83,7 +93,13 @@ func (c CompletedConfig) New() (*Server, error) {
 		resources = append(resources, k.Resource())
 		newObject[k.Resource()] = k.New
 	}
-	mux := watchmux.New(x.Policy, resources, views.NewObjects(newObject, 0), x.Watch)
+	objects := views.NewObjects(newObject, 0)
+	mux := watchmux.New(x.Policy, resources, objects, x.Watch)
+	var hub *hubHealth
+	if x.Hub != nil {
+		hub = newHubHealth(x.Hub.Name, x.Hub.Client)
+		objects.WithStaleness(hub.stale)
+	}
 	if err := mux.AddNamespaceInformer(nsInformer.Informer()); err != nil {
 		return nil, err
 	}
@@ -98,8 +114,18 @@ func (c CompletedConfig) New() (*Server, error) {
 		if err := mux.AddSourceInformer(k.Resource(), gi.Informer()); err != nil {
 			return nil, err
 		}
-		gr := SchemeGroupVersion.WithResource(k.Resource()).GroupResource()
-		s := registry.NewStorage(GroupName, k, views.New(gr, mux))
+		view := views.New(gr(k), mux)
+		if x.Hub != nil {
+			hi, err := x.Hub.Informers.ForResource(k.Source)
+			if err != nil {
+				return nil, fmt.Errorf("no informer for %s on the hub: %w", k.Source, err)
+			}
+			if err := mux.AddGlobalSourceInformer(k.Resource(), x.Hub.Name, hi.Informer()); err != nil {
+				return nil, err
+			}
+			view.WithStaleness(hub.stale)
+		}
+		s := registry.NewStorage(GroupName, k, view)
 		storage[k.Resource()] = s
 		rejecters[k.Resource()] = s
 	}
@@ -157,12 +183,30 @@ func (c CompletedConfig) New() (*Server, error) {
 	// Ready only once every source has been listed: before that a view would
 	// silently miss inherited items.
 	if err := gs.AddReadyzChecks(healthz.NamedCheck("sources-synced", func(*http.Request) error {
-		if !mux.HasSynced() {
-			return fmt.Errorf("the namespaces and source objects have not all been read yet")
+		if mux.HasSynced() {
+			return nil
 		}
-		return nil
+		if hub != nil {
+			if err := hub.unreached(); err != nil {
+				return fmt.Errorf("the global sources on hub cluster %q have never been read: %v", x.Hub.Name, err)
+			}
+		}
+		return fmt.Errorf("the namespaces and source objects have not all been read yet")
 	})); err != nil {
 		return nil, err
+	}
+	if x.Hub != nil {
+		if err := gs.AddPostStartHook("implicit-hub-informers", func(ctx genericapiserver.PostStartHookContext) error {
+			x.Hub.Informers.Start(ctx.Done())
+			go hub.run(ctx)
+			go func() {
+				<-ctx.Done()
+				x.Hub.Informers.Shutdown()
+			}()
+			return nil
+		}); err != nil {
+			return nil, err
+		}
 	}
 	if err := gs.AddPostStartHook("implicit-watch-multiplexer", func(ctx genericapiserver.PostStartHookContext) error {
 		go mux.Run(ctx)
@@ -186,6 +230,11 @@ func (c CompletedConfig) New() (*Server, error) {
 		return nil, err
 	}
 	return &Server{GenericAPIServer: gs}, nil
+}
+
+// gr is the view's group and resource of kind k.
+func gr(k registry.Kind) schema.GroupResource {
+	return SchemeGroupVersion.WithResource(k.Resource()).GroupResource()
 }
 
 // Run serves until ctx is cancelled.

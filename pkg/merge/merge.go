@@ -32,6 +32,9 @@ type Item struct {
 	Name      string
 	Locked    bool
 	Object    any
+	// Cluster names the hub cluster of a global source read from one; "" for
+	// the local cluster.
+	Cluster string
 }
 
 // IsLocked reports whether annotations lock a source object.

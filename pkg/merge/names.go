@@ -30,6 +30,9 @@ const (
 	AnnotationSourceResourceVersion = "implicit.dev/source-resource-version"
 	// AnnotationSourceCluster on a view item: the hub cluster of a global source.
 	AnnotationSourceCluster = "implicit.dev/source-cluster"
+	// AnnotationSourceStaleSince on a view item from a hub: the hub has been
+	// unreachable since then, and the item is the last one read from it.
+	AnnotationSourceStaleSince = "implicit.dev/source-stale-since"
 	// AnnotationOverlays on a view item: the sources merged on top, in order.
 	AnnotationOverlays = "implicit.dev/overlays"
 	// AnnotationConflict on a view item: what a lock blocked.
@@ -42,5 +45,5 @@ var ProvenanceLabels = []string{LabelScope, LabelSourceNamespace}
 // ProvenanceAnnotations are the annotations the server sets on view items.
 var ProvenanceAnnotations = []string{
 	AnnotationSourceUID, AnnotationSourceResourceVersion, AnnotationSourceCluster,
-	AnnotationOverlays, AnnotationConflict,
+	AnnotationSourceStaleSince, AnnotationOverlays, AnnotationConflict,
 }

@@ -107,7 +107,7 @@ func (o *Objects) sharedItem(namespace string, r merge.Result, rv uint64) (runti
 	if c, ok := o.cache.Get(key); ok {
 		return c, nil
 	}
-	obj, err := item(namespace, r, formatRV(rv))
+	obj, err := item(namespace, r, formatRV(rv), o.stale)
 	if err != nil {
 		return nil, err
 	}

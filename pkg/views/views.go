@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
@@ -30,6 +31,18 @@ type View struct {
 	// resource is the view's group and resource, for errors.
 	resource schema.GroupResource
 	source   Source
+	stale    Staleness
+}
+
+// Staleness reports whether the hub cluster the global sources come from
+// is unreachable, and since when: its items are the last ones read.
+type Staleness func() (since time.Time, stale bool)
+
+// WithStaleness marks the items of a hub's global sources with
+// implicit.dev/source-stale-since while stale says the hub is unreachable.
+func (v *View) WithStaleness(stale Staleness) *View {
+	v.stale = stale
+	return v
 }
 
 var _ registry.Viewer = &View{}
@@ -51,7 +64,7 @@ func (v *View) Get(_ context.Context, namespace, name string) (runtime.Object, e
 	if len(results) == 0 {
 		return nil, apierrors.NewNotFound(v.resource, name)
 	}
-	return item(namespace, results[0], rv)
+	return item(namespace, results[0], rv, v.stale)
 }
 
 // List returns the view items of namespace, sorted by name, or those of
@@ -81,7 +94,7 @@ func (v *View) List(_ context.Context, namespace string) ([]runtime.Object, stri
 	var out []runtime.Object
 	for _, nr := range all {
 		for _, r := range nr.results {
-			obj, err := item(nr.namespace, r, rv)
+			obj, err := item(nr.namespace, r, rv, v.stale)
 			if err != nil {
 				return nil, "", err
 			}
@@ -131,6 +144,13 @@ type Objects struct {
 	// newObject returns an empty object of each resource.
 	newObject map[string]func() runtime.Object
 	cache     *itemCache
+	stale     Staleness
+}
+
+// WithStaleness is View.WithStaleness for watch events.
+func (o *Objects) WithStaleness(stale Staleness) *Objects {
+	o.stale = stale
+	return o
 }
 
 var _ watchmux.Objects = &Objects{}
@@ -167,8 +187,9 @@ func UID(source types.UID, namespace string) types.UID {
 	return types.UID(uuid.NewSHA1(uidSpace, []byte(string(source)+"/"+namespace)).String())
 }
 
-// item returns a copy of r's source object as the view item of namespace at rv.
-func item(namespace string, r merge.Result, rv string) (runtime.Object, error) {
+// item returns a copy of r's source object as the view item of namespace at
+// rv. stale, when set, says whether a hub's items are stale.
+func item(namespace string, r merge.Result, rv string, stale Staleness) (runtime.Object, error) {
 	src, ok := r.Item.Object.(runtime.Object)
 	if !ok {
 		return nil, fmt.Errorf("source %s/%s is a %T, not a runtime.Object", r.Item.Namespace, r.Item.Name, r.Item.Object)
@@ -201,6 +222,14 @@ func item(namespace string, r merge.Result, rv string) (runtime.Object, error) {
 	ann[merge.AnnotationSourceResourceVersion] = sourceRV
 	if len(r.Conflicts) > 0 {
 		ann[merge.AnnotationConflict] = r.Conflict()
+	}
+	if r.Item.Cluster != "" {
+		ann[merge.AnnotationSourceCluster] = r.Item.Cluster
+		if stale != nil {
+			if since, ok := stale(); ok {
+				ann[merge.AnnotationSourceStaleSince] = since.UTC().Format(time.RFC3339)
+			}
+		}
 	}
 	m.SetAnnotations(ann)
 	return obj, nil

@@ -80,6 +80,11 @@ type Mux struct {
 	// changed gets a value, without blocking, after every applied change
 	// once synced: a coalescing signal for Changed.
 	changed chan struct{}
+
+	// hub names the cluster the global sources come from when they are read
+	// from another cluster (AddGlobalSourceInformer); then the local
+	// informers' objects in the global namespace are ignored.
+	hub string
 }
 
 // New returns a mux for the resources of policy's namespaces. objects turns
@@ -129,6 +134,31 @@ func (m *Mux) AddSourceInformer(resource string, informer cache.SharedIndexInfor
 			}
 		},
 		DeleteFunc: func(obj any) { m.OnSource(resource, obj, true) },
+	})
+	if err != nil {
+		return err
+	}
+	m.regs = append(m.regs, reg)
+	return nil
+}
+
+// AddGlobalSourceInformer feeds the global sources of resource from
+// informer, a watch of the global namespace on the hub cluster named
+// cluster. From then on the global namespace's objects of the local cluster
+// are not sources: the global scope is the hub's.
+func (m *Mux) AddGlobalSourceInformer(resource, cluster string, informer cache.SharedIndexInformer) error {
+	if _, ok := m.st.sources[resource]; !ok {
+		return fmt.Errorf("watchmux: resource %q is not served", resource)
+	}
+	m.hub = cluster
+	reg, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { m.onSource(resource, cluster, obj, false) },
+		UpdateFunc: func(old, obj any) {
+			if !resynced(old, obj) {
+				m.onSource(resource, cluster, obj, false)
+			}
+		},
+		DeleteFunc: func(obj any) { m.onSource(resource, cluster, obj, true) },
 	})
 	if err != nil {
 		return err
@@ -288,6 +318,11 @@ func (m *Mux) viewsLocked(namespaces []string) [][][]merge.Result {
 // object or a cache.DeletedFinalStateUnknown holding one. The informer
 // handler calls it.
 func (m *Mux) OnSource(resource string, obj any, deleted bool) {
+	m.onSource(resource, "", obj, deleted)
+}
+
+// onSource applies a source event from cluster ("" for the local one).
+func (m *Mux) onSource(resource, cluster string, obj any, deleted bool) {
 	start := m.opts.Clock.Now()
 	if _, served := m.st.sources[resource]; !served {
 		klog.ErrorS(nil, "Event of a resource that is not served", "resource", resource)
@@ -307,9 +342,12 @@ func (m *Mux) OnSource(resource string, obj any, deleted bool) {
 		return
 	}
 	namespace, name := acc.GetNamespace(), acc.GetName()
+	if m.hub != "" && cluster == "" && namespace == m.st.policy.GlobalNamespace {
+		return // the hub's global namespace is the global scope, not this one's
+	}
 	var next *merge.Item
 	if !deleted {
-		next = &merge.Item{Namespace: namespace, Name: name, Locked: merge.IsLocked(acc.GetAnnotations()), Object: o}
+		next = &merge.Item{Namespace: namespace, Name: name, Locked: merge.IsLocked(acc.GetAnnotations()), Object: o, Cluster: cluster}
 	}
 	m.mu.Lock()
 	var events []*Event

@@ -18,7 +18,9 @@ import (
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/apiserver/pkg/util/compatibility"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/klog/v2"
 	"k8s.io/kube-openapi/pkg/common"
@@ -46,6 +48,10 @@ type Options struct {
 	// WebhookConfiguration names the ValidatingWebhookConfiguration whose
 	// match conditions the server keeps current; "" turns that off.
 	WebhookConfiguration string
+	// GlobalKubeconfig reaches the hub cluster the global namespace is read
+	// from; GlobalClusterName names it in provenance.
+	GlobalKubeconfig  string
+	GlobalClusterName string
 
 	// kinds is set by Complete from ConfigFile or the defaults.
 	kinds []registry.Kind
@@ -87,6 +93,10 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 			"Without it: rolebindings, roles and networkpolicies.")
 	fs.DurationVar(&o.HostSchemaTimeout, "host-schema-timeout", o.HostSchemaTimeout,
 		"How long to wait at start-up for the host cluster's OpenAPI schemas of the source kinds.")
+	fs.StringVar(&o.GlobalKubeconfig, "global-kubeconfig", o.GlobalKubeconfig,
+		"Kubeconfig of the hub cluster whose global namespace holds the global sources. Empty: the global namespace of this cluster.")
+	fs.StringVar(&o.GlobalClusterName, "global-cluster-name", o.GlobalClusterName,
+		"The hub cluster's name, in the implicit.dev/source-cluster annotation of the items it provides. Required with --global-kubeconfig.")
 	fs.StringVar(&o.WebhookConfiguration, "webhook-configuration", o.WebhookConfiguration,
 		"The ValidatingWebhookConfiguration of the guards whose match conditions (locked names, inherited namespaces) "+
 			"the server keeps current. Empty: don't.")
@@ -144,6 +154,16 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--exclude-namespaces lists the global namespace %q", ns))
 		}
 	}
+	switch {
+	case o.GlobalKubeconfig != "" && o.GlobalClusterName == "":
+		errs = append(errs, fmt.Errorf("--global-cluster-name is required with --global-kubeconfig"))
+	case o.GlobalKubeconfig == "" && o.GlobalClusterName != "":
+		errs = append(errs, fmt.Errorf("--global-cluster-name needs --global-kubeconfig"))
+	case o.GlobalClusterName != "":
+		if msgs := validation.IsDNS1123Subdomain(o.GlobalClusterName); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--global-cluster-name %q: %s", o.GlobalClusterName, strings.Join(msgs, ", ")))
+		}
+	}
 	if o.HostSchemaTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--host-schema-timeout must be positive"))
 	}
@@ -187,6 +207,12 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 	gc.OpenAPIV3Config.Info.Title = "implicit-apiserver"
 	gc.OpenAPIV3Config.Info.Version = apiserver.SchemeGroupVersion.Version
 
+	var hub *apiserver.HubConfig
+	if o.GlobalKubeconfig != "" {
+		if hub, err = o.hubConfig(); err != nil {
+			return nil, err
+		}
+	}
 	excluded := map[string]bool{}
 	for _, ns := range o.ExcludeNamespaces {
 		excluded[ns] = true
@@ -201,6 +227,7 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 			Client:               client,
 			Informers:            gc.SharedInformerFactory,
 			WebhookConfiguration: o.WebhookConfiguration,
+			Hub:                  hub,
 		},
 	}, nil
 }
@@ -224,4 +251,24 @@ func waitForHostSchemas(ctx context.Context, dc discovery.DiscoveryInterface, ki
 		return nil, fmt.Errorf("reading the source kinds' schemas from the host cluster: %w (last error: %v)", err, last)
 	}
 	return host, nil
+}
+
+// hubConfig builds the client and the global-namespace informers of the hub.
+// The hub may be down at start: the server starts, and is ready once it has
+// read the hub's global sources.
+func (o *Options) hubConfig() (*apiserver.HubConfig, error) {
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: o.GlobalKubeconfig}, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("--global-kubeconfig %s: %w", o.GlobalKubeconfig, err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("hub cluster client: %w", err)
+	}
+	return &apiserver.HubConfig{
+		Name:      o.GlobalClusterName,
+		Client:    client,
+		Informers: informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(o.GlobalNamespace)),
+	}, nil
 }
