@@ -105,8 +105,13 @@ func (g *Guards) source(req *admissionv1.AdmissionRequest) (source, bool, error)
 	if s.obj, err = decode(req.Object); err != nil {
 		return s, true, fmt.Errorf("decoding the object: %w", err)
 	}
-	if s.name == "" && s.obj != nil {
+	// A deletecollection admits each item with an empty request name.
+	switch {
+	case s.name != "":
+	case s.obj != nil:
 		s.name = s.obj.GetName()
+	case s.old != nil:
+		s.name = s.old.GetName()
 	}
 	return s, true, nil
 }
@@ -231,7 +236,10 @@ func Warning(namespaces int) string {
 // Parents: setting or changing implicit.dev/parent on a namespace to P needs
 // update on P, P must be a tenant, and no cycle may result.
 func (g *Guards) Parents(ctx context.Context, req *admissionv1.AdmissionRequest) decision {
-	if req.Resource.Group != "" || req.Resource.Resource != "namespaces" || req.SubResource != "" {
+	// Labels reach a namespace through its status and finalize
+	// subresources too: all three are guarded alike.
+	if req.Resource.Group != "" || req.Resource.Resource != "namespaces" ||
+		(req.SubResource != "" && req.SubResource != "status" && req.SubResource != "finalize") {
 		return allow()
 	}
 	old, err := decode(req.OldObject)
@@ -250,8 +258,10 @@ func (g *Guards) Parents(ctx context.Context, req *admissionv1.AdmissionRequest)
 	if parent == name {
 		return deny("namespace %q can't be its own parent (%s)", name, merge.LabelParent)
 	}
+	// As kube-apiserver authorizes PUT /api/v1/namespaces/<parent>: with the
+	// namespace set, so bindings inside the parent count too.
 	allowed, reason, err := g.authz.Allowed(ctx, req.UserInfo, authorizationv1.ResourceAttributes{
-		Verb: "update", Resource: "namespaces", Name: parent,
+		Verb: "update", Resource: "namespaces", Namespace: parent, Name: parent,
 	})
 	if err != nil {
 		return unavailable(fmt.Errorf("checking update on namespace %s: %w", parent, err))

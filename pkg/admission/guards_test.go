@@ -175,6 +175,15 @@ func TestLocks(t *testing.T) {
 			wantSAR:     []authorizationv1.ResourceAttributes{adminsUnlock},
 		},
 		{
+			// kube-apiserver admits each item of a deletecollection with an
+			// empty request name: the name comes from the old object.
+			name:        "deletecollection item of a locked object is checked by its name",
+			answers:     allowAll(adminsUnlock),
+			req:         request(del, rolebindings, global, "", roleBinding(global, "admins", isLocked), nil),
+			wantAllowed: true,
+			wantSAR:     []authorizationv1.ResourceAttributes{adminsUnlock},
+		},
+		{
 			name:        "delete of a locked object in a terminating namespace is allowed without asking",
 			index:       &fakeIndex{terminating: map[string]bool{global: true}},
 			req:         request(del, rolebindings, global, "admins", roleBinding(global, "admins", isLocked), nil),
@@ -516,11 +525,35 @@ func TestParents(t *testing.T) {
 			wantAllowed: true,
 		},
 		{
-			name:  "a namespace subresource is allowed",
+			// PUT namespaces/<name>/status saves label changes too: the
+			// guard checks it like the namespace itself.
+			name:  "a parent set through namespaces/status is checked like any",
 			index: idx(),
 			req: func() *admissionv1.AdmissionRequest {
 				r := request(update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", global))
 				r.SubResource = "status"
+				return r
+			}(),
+			wantMessage: []string{global},
+			wantSAR:     []authorizationv1.ResourceAttributes{updateNamespace(global)},
+		},
+		{
+			name:  "a parent set through namespaces/finalize is checked like any",
+			index: idx(),
+			req: func() *admissionv1.AdmissionRequest {
+				r := request(update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "org"))
+				r.SubResource = "finalize"
+				return r
+			}(),
+			wantMessage: []string{"update namespace"},
+			wantSAR:     []authorizationv1.ResourceAttributes{updateNamespace("org")},
+		},
+		{
+			name:  "another namespace subresource is allowed",
+			index: idx(),
+			req: func() *admissionv1.AdmissionRequest {
+				r := request(update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "org"))
+				r.SubResource = "other"
 				return r
 			}(),
 			wantAllowed: true,

@@ -168,7 +168,7 @@ func unlock(gr schema.GroupResource, namespace, name string) authorizationv1.Res
 
 // updateNamespace is the SubjectAccessReview the parent guard asks for.
 func updateNamespace(name string) authorizationv1.ResourceAttributes {
-	return authorizationv1.ResourceAttributes{Verb: "update", Resource: "namespaces", Name: name}
+	return authorizationv1.ResourceAttributes{Verb: "update", Resource: "namespaces", Namespace: name, Name: name}
 }
 
 // objOpt decorates a test source object.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -105,9 +106,11 @@ func Configuration(name string, served []schema.GroupResource, client func(path 
 			webhook(WebhookShadows, PathShadows, admissionregistrationv1.Fail, 5,
 				sourceRule(admissionregistrationv1.Create), syncedCondition, "false"),
 			webhook(WebhookParents, PathParents, admissionregistrationv1.Fail, 5,
+				// Labels can also be written through the status and finalize
+				// subresources: the guard must see those too.
 				[]admissionregistrationv1.RuleWithOperations{{
 					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-					Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces"},
+					Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces", "namespaces/status", "namespaces/finalize"},
 						Scope: ptr.To(admissionregistrationv1.ClusterScope)},
 				}}, parentChangedCondition, parentChanged),
 			webhook(WebhookFanout, PathFanout, admissionregistrationv1.Ignore, 2,
@@ -142,10 +145,10 @@ func FanoutCondition(g watchmux.Guarded) string {
 	return "request.namespace in " + list(g.Inherited)
 }
 
-// quote writes s as a CEL string literal.
-func quote(s string) string {
-	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
-}
+// quote writes s as a CEL string literal: Go's double-quoted escapes
+// (\n, \", \\, \xNN, \uNNNN) are CEL's too, so any name, control
+// characters included, stays one well-formed literal.
+func quote(s string) string { return strconv.Quote(s) }
 
 func list(items []string) string {
 	q := make([]string, len(items))

@@ -74,7 +74,7 @@ func TestConfiguration(t *testing.T) {
 		{admission.WebhookParents, admission.PathParents, "parent-changed", admissionregistrationv1.Fail, 5, []admissionregistrationv1.RuleWithOperations{{
 			Operations: []admissionregistrationv1.OperationType{c, u},
 			Rule: admissionregistrationv1.Rule{
-				APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces"},
+				APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces", "namespaces/status", "namespaces/finalize"},
 				Scope: ptr.To(admissionregistrationv1.ClusterScope),
 			},
 		}}},
@@ -305,7 +305,7 @@ func TestShadowCondition(t *testing.T) {
 	}
 
 	g := watchmux.Guarded{LockedNames: map[string][]string{"roles": {"r"}, "rolebindings": {"a", "b"}}}
-	want := `request.namespace != 'implicit-global' && ((request.resource.resource == 'rolebindings' && object.metadata.name in ['a', 'b']) || (request.resource.resource == 'roles' && object.metadata.name in ['r']))`
+	want := `request.namespace != "implicit-global" && ((request.resource.resource == "rolebindings" && object.metadata.name in ["a", "b"]) || (request.resource.resource == "roles" && object.metadata.name in ["r"]))`
 	if got := admission.ShadowCondition(g, global); got != want {
 		t.Errorf("ShadowCondition = %s\nwant %s", got, want)
 	}
@@ -352,7 +352,7 @@ func TestFanoutCondition(t *testing.T) {
 	}
 	g := watchmux.Guarded{Inherited: []string{global, "org", `o'dd\`}}
 	cond := admission.FanoutCondition(g)
-	if want := `request.namespace in ['implicit-global', 'org', 'o\'dd\\']`; cond != want {
+	if want := `request.namespace in ["implicit-global", "org", "o'dd\\"]`; cond != want {
 		t.Errorf("FanoutCondition = %s, want %s", cond, want)
 	}
 	u, d := k8sadmission.Update, k8sadmission.Delete
