@@ -73,6 +73,25 @@ func TestOptionsValidate(t *testing.T) {
 			wantErrs: []string{"--host-schema-timeout must be positive"},
 		},
 		{
+			name:     "hub kubeconfig without a cluster name",
+			modify:   func(o *server.Options) { o.GlobalKubeconfig = "/hub.kubeconfig" },
+			wantErrs: []string{"--global-cluster-name is required with --global-kubeconfig"},
+		},
+		{
+			name:     "cluster name without a hub kubeconfig",
+			modify:   func(o *server.Options) { o.GlobalClusterName = "hub" },
+			wantErrs: []string{"--global-cluster-name needs --global-kubeconfig"},
+		},
+		{
+			name:     "bad cluster name",
+			modify:   func(o *server.Options) { o.GlobalKubeconfig, o.GlobalClusterName = "/hub.kubeconfig", "Hub Cluster" },
+			wantErrs: []string{`--global-cluster-name "Hub Cluster"`},
+		},
+		{
+			name:   "hub kubeconfig and cluster name",
+			modify: func(o *server.Options) { o.GlobalKubeconfig, o.GlobalClusterName = "/hub.kubeconfig", "hub-eu-1" },
+		},
+		{
 			name:     "negative host schema timeout",
 			modify:   func(o *server.Options) { o.HostSchemaTimeout = -time.Second },
 			wantErrs: []string{"--host-schema-timeout must be positive"},
