@@ -4,12 +4,13 @@
 // DELETED events of exactly the views it changes, and those events fan out
 // to any number of downstream watchers through bounded buffers.
 //
-// Concurrency: informer handlers call Mux.apply, which takes the state lock,
-// computes the change's view events from the state before and after it
-// (pkg/merge does the merging), stamps each with the next resourceVersion,
-// appends them to a bounded history, then hands over to the fan-out lock
-// before releasing the state lock, so events reach watchers in
-// resourceVersion order while reads (Mux.Read) proceed. Fan-out first tries
+// Concurrency: informer handlers call OnNamespace and OnSource, which take
+// the state lock, compute the change's view events from the state before and
+// after it (pkg/merge does the merging), stamp each with the next
+// resourceVersion, append them to a bounded history and take a ticket, then
+// release the state lock and wait for their ticket's turn to fan out: events
+// reach watchers in resourceVersion order, and reads (Mux.Read) and the
+// next changes' computation never wait for a fan-out. Fan-out first tries
 // a non-blocking send to every watcher, then waits for the slow ones within a
 // shared time budget, then closes those still full: a stuck client never
 // delays the others, and reconnects with its last resourceVersion.

@@ -91,8 +91,32 @@ func TestSlowWatchers(t *testing.T) {
 		t.Fatal("the fan-out did not wait for the stuck watchers")
 	default:
 	}
+	// While the fan-out waits, and a next change waits for its turn, reads
+	// go on: neither holds the state lock. (The pause lets the next change
+	// reach its wait; without it the check would pass vacuously, never
+	// wrongly.)
+	next := make(chan struct{})
+	go func() {
+		defer close(next)
+		putRB("org", "while-waiting")(m)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	read := make(chan error, 1)
+	go func() {
+		_, err := m.Read(func(r watchmux.Reader) { r.Results(rolebindings, "solo", "") })
+		read <- err
+	}()
+	select {
+	case err := <-read:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("a read waited for a fan-out blocked on a slow watcher")
+	}
 	clock.Step(budget)
 	<-fed
+	<-next
 
 	// One budget for both: each is closed. Only now does anyone read them.
 	for name, w := range map[string]*follower{"first": follow(t, stuck1), "second": follow(t, stuck2)} {
@@ -110,8 +134,8 @@ func TestSlowWatchers(t *testing.T) {
 		putRB("solo", fmt.Sprintf("later-%d", i))(m)
 	}
 	putRB("org", "o1")(m)
-	reader.waitFor(t, 3+5+4) // org/o1 reaches org's subtree
-	if g := describeEvents(other.waitFor(t, 1)); g[0] != "ADDED org/o1 local@org" {
+	reader.waitFor(t, 3+4+5+4) // org/while-waiting and org/o1 reach org's subtree
+	if g := describeEvents(other.waitFor(t, 2)); g[0] != "ADDED org/o1 local@org" || g[1] != "ADDED org/while-waiting local@org" {
 		t.Errorf("other namespace's watcher got %q", g)
 	}
 	if reader.isClosed() || other.isClosed() {

@@ -64,9 +64,14 @@ type Mux struct {
 	synced bool
 	hist   *history
 
-	// fanMu is taken, while mu is still held, by the change whose events it
-	// fans out: fan-outs run one at a time, in resourceVersion order.
-	fanMu sync.Mutex
+	// nextTicket numbers the changes with events, in version order; mu.
+	nextTicket uint64
+	// fanMu guards the fan-out: serving is the ticket whose turn it is, and
+	// fanTurn wakes the changes waiting for theirs. Fan-outs run one at a
+	// time, in version order, without holding mu.
+	fanMu   sync.Mutex
+	fanTurn *sync.Cond
+	serving uint64
 	// dispatched is the version of the last event fanned out; fanMu.
 	dispatched uint64
 
@@ -99,6 +104,7 @@ func New(policy merge.Policy, resources []string, objects Objects, opts Options)
 		watchers: map[*watcher]struct{}{},
 		changed:  make(chan struct{}, 1),
 	}
+	m.fanTurn = sync.NewCond(&m.fanMu)
 	m.hist = newHistory(opts.HistorySize, m.v.current())
 	return m
 }
@@ -285,7 +291,11 @@ func (m *Mux) OnNamespace(obj any, deleted bool) {
 		m.st.terminating.Insert(ns.Name)
 	}
 	var events []*Event
-	if m.synced {
+	if m.synced && !m.hierarchyChange(ns.Name, next) {
+		// Only what merging reads of a namespace matters: an update of
+		// anything else (status, other labels) changes no view.
+		m.st.setNamespaceLocked(ns.Name, next)
+	} else if m.synced {
 		// Every view of the namespace's subtree may change, in every resource.
 		affected := m.st.subtree(ns.Name)
 		before := m.viewsLocked(affected)
@@ -300,6 +310,19 @@ func (m *Mux) OnNamespace(obj any, deleted bool) {
 		m.st.setNamespaceLocked(ns.Name, next)
 	}
 	m.publishLocked(events, start)
+}
+
+// hierarchyChange reports whether replacing namespace name by next (nil:
+// deleted) may change a view: it appears or goes, or its parent label, its
+// inherit label or its exclusions change. Called with mu held.
+func (m *Mux) hierarchyChange(name string, next *merge.Namespace) bool {
+	old, ok := m.st.namespaces[name]
+	if !ok || next == nil {
+		return true
+	}
+	return old.Labels[merge.LabelParent] != next.Labels[merge.LabelParent] ||
+		old.Labels[merge.LabelInherit] != next.Labels[merge.LabelInherit] ||
+		old.Annotations[merge.AnnotationExclude] != next.Annotations[merge.AnnotationExclude]
 }
 
 // viewsLocked returns every resource's view of each namespace.
@@ -383,6 +406,11 @@ func (m *Mux) publishLocked(events []*Event, start time.Time) {
 			m.v = newVersionsExcept(m.v.instance)
 			m.hist = newHistory(m.opts.HistorySize, m.v.current())
 			m.fanMu.Lock()
+			// Let the fan-outs already numbered finish first: no event of
+			// the old instance may reach a watcher of the new one.
+			for m.serving != m.nextTicket {
+				m.fanTurn.Wait()
+			}
 			m.dispatched = m.v.current()
 			m.closeAll()
 			m.fanMu.Unlock()
@@ -400,11 +428,22 @@ func (m *Mux) publishLocked(events []*Event, start time.Time) {
 		m.mu.Unlock()
 		return
 	}
-	m.fanMu.Lock()
+	// Fan-outs run one at a time in version order, but without the state
+	// lock: the ticket, taken under it, is this change's turn. Reads and the
+	// next changes go on while a fan-out waits for a slow watcher.
+	ticket := m.nextTicket
+	m.nextTicket++
 	m.mu.Unlock()
+
+	m.fanMu.Lock()
 	defer m.fanMu.Unlock()
+	for m.serving != ticket {
+		m.fanTurn.Wait()
+	}
 	m.fanOutLocked(events)
 	m.dispatched = events[len(events)-1].RV
+	m.serving++
+	m.fanTurn.Broadcast()
 	fanOutLatency.Observe(m.opts.Clock.Since(start).Seconds())
 }
 
