@@ -61,7 +61,10 @@ func (h *hubHealth) probe(ctx context.Context) {
 		hubStale.WithLabelValues(h.cluster).Set(0)
 	case err == nil:
 		h.reached = true
-	case h.since.IsZero() && h.reached:
+	case !h.reached:
+		// Not ready until the hub has been read once: say why, at every probe.
+		klog.ErrorS(err, "Hub cluster not reached yet: not ready until its global sources have been read", "cluster", h.cluster)
+	case h.since.IsZero():
 		h.since = time.Now()
 		klog.ErrorS(err, "Hub cluster unreachable: serving the last known global sources (fail-static)", "cluster", h.cluster)
 		hubStale.WithLabelValues(h.cluster).Set(1)

@@ -1,0 +1,211 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/implicit-dev/implicit-apiserver/test/controlplane"
+)
+
+const globalNS = "implicit-global"
+
+var (
+	hub              *controlplane.ControlPlane
+	member1, member2 *controlplane.ControlPlane
+	implicit1        *controlplane.AggregatedServer
+	implicit2        *controlplane.AggregatedServer
+	// relay carries member-2's implicit-apiserver to the hub.
+	relay *tcpRelay
+	work  string
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	binDir, binary := os.Getenv("IMPLICIT_TOOLS_BIN"), os.Getenv("IMPLICIT_BINARY")
+	if binDir == "" || binary == "" {
+		fmt.Fprintln(os.Stderr, "fleet tests need IMPLICIT_TOOLS_BIN and IMPLICIT_BINARY: run them with `make integration` (or `make test`)")
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var err error
+	if work, err = os.MkdirTemp("", "implicit-fleet-"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	logf := func(who string) func(string, ...any) {
+		return func(f string, a ...any) { fmt.Printf(who+": "+f+"\n", a...) }
+	}
+	start := time.Now()
+	if hub, err = controlplane.Start(ctx, controlplane.Options{BinDir: binDir, WorkDir: filepath.Join(work, "hub"), Logf: logf("hub")}); err != nil {
+		fmt.Fprintf(os.Stderr, "starting the hub: %v\n", err)
+		return 1
+	}
+	defer hub.Stop()
+	if relay, err = newTCPRelay(strings.TrimPrefix(hub.APIServerURL(), "https://")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer relay.close()
+	relayed, err := rewriteServer(hub.KubeconfigPath(), hub.APIServerURL(), "https://"+relay.addr(), filepath.Join(work, "hub-via-relay.kubeconfig"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+
+	startMember := func(name, hubKubeconfig string) (*controlplane.ControlPlane, *controlplane.AggregatedServer, error) {
+		cp, err := controlplane.Start(ctx, controlplane.Options{
+			BinDir: binDir, WorkDir: filepath.Join(work, name), Logf: logf(name),
+			ExternalEtcdURL: hub.EtcdURL(), EtcdPrefix: "/" + name,
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("starting %s: %w", name, err)
+		}
+		srv, err := cp.StartAggregated(ctx, controlplane.AggregatedServerOptions{
+			Binary: binary, Name: "implicit-apiserver",
+			Args: []string{"-v=2", "--global-kubeconfig=" + hubKubeconfig, "--global-cluster-name=hub", "--webhook-configuration="},
+		})
+		if err != nil {
+			return cp, nil, fmt.Errorf("starting %s's implicit-apiserver: %w", name, err)
+		}
+		if err := cp.RegisterAPIService(ctx, srv.Port()); err != nil {
+			return cp, srv, fmt.Errorf("registering %s's APIService: %w\n%s", name, err, srv.LogTail(30))
+		}
+		return cp, srv, nil
+	}
+	// The hub's global namespace must exist before the members read it.
+	if _, _, err := hub.Kubectl(ctx, "create", "namespace", globalNS); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	member1, implicit1, err = startMember("member-1", hub.KubeconfigPath())
+	if member1 != nil {
+		defer member1.Stop()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	member2, implicit2, err = startMember("member-2", relayed)
+	if member2 != nil {
+		defer member2.Stop()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Printf("hub and two members ready in %s (work dir %s)\n", time.Since(start).Round(time.Millisecond), work)
+	code := m.Run()
+	if code != 0 {
+		fmt.Printf("member-1 implicit-apiserver log tail:\n%s\nmember-2:\n%s\nlogs in %s\n", implicit1.LogTail(40), implicit2.LogTail(40), work)
+		return code
+	}
+	member2.Stop()
+	member1.Stop()
+	hub.Stop()
+	os.RemoveAll(work)
+	return 0
+}
+
+// rewriteServer writes a copy of kubeconfig with server from replaced by to.
+func rewriteServer(kubeconfig, from, to, out string) (string, error) {
+	b, err := os.ReadFile(kubeconfig)
+	if err != nil {
+		return "", err
+	}
+	if !strings.Contains(string(b), from) {
+		return "", fmt.Errorf("%s does not name %s", kubeconfig, from)
+	}
+	return out, os.WriteFile(out, []byte(strings.ReplaceAll(string(b), from, to)), 0o600)
+}
+
+// tcpRelay forwards connections on a loopback port to target. cut closes the
+// listener and every connection (the member can't reach the hub); heal
+// listens again on the same port.
+type tcpRelay struct {
+	target string
+	port   string
+
+	mu    sync.Mutex
+	ln    net.Listener
+	conns map[net.Conn]struct{}
+}
+
+func newTCPRelay(target string) (*tcpRelay, error) {
+	r := &tcpRelay{target: target, conns: map[net.Conn]struct{}{}}
+	if err := r.listen("127.0.0.1:0"); err != nil {
+		return nil, err
+	}
+	_, r.port, _ = net.SplitHostPort(r.ln.Addr().String())
+	return r, nil
+}
+
+func (r *tcpRelay) addr() string { return "127.0.0.1:" + r.port }
+
+func (r *tcpRelay) listen(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.ln = ln
+	r.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go r.forward(c)
+		}
+	}()
+	return nil
+}
+
+func (r *tcpRelay) forward(c net.Conn) {
+	up, err := net.DialTimeout("tcp", r.target, 5*time.Second)
+	if err != nil {
+		c.Close()
+		return
+	}
+	r.mu.Lock()
+	r.conns[c], r.conns[up] = struct{}{}, struct{}{}
+	r.mu.Unlock()
+	done := make(chan struct{}, 2)
+	go func() { io.Copy(up, c); done <- struct{}{} }()
+	go func() { io.Copy(c, up); done <- struct{}{} }()
+	<-done
+	c.Close()
+	up.Close()
+	r.mu.Lock()
+	delete(r.conns, c)
+	delete(r.conns, up)
+	r.mu.Unlock()
+}
+
+// cut stops relaying: new connections are refused, open ones closed.
+func (r *tcpRelay) cut() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ln != nil {
+		r.ln.Close()
+		r.ln = nil
+	}
+	for c := range r.conns {
+		c.Close()
+	}
+}
+
+// heal relays again, on the same port.
+func (r *tcpRelay) heal() error { return r.listen(r.addr()) }
+
+func (r *tcpRelay) close() { r.cut() }
