@@ -1,7 +1,8 @@
 # implicit-apiserver: build, run locally, test.
 #
-#   make run    local control plane + implicit-apiserver + examples (foreground)
-#   make test   verify, unit tests with -race, integration tests on a real control plane
+#   make run        local control plane + implicit-apiserver + examples (foreground)
+#   make run-fleet  a hub and two member clusters, whose implicit-apiservers read the hub (foreground)
+#   make test       verify, unit tests with -race, integration tests on a real control plane
 
 SHELL := /usr/bin/env bash -o pipefail
 .DEFAULT_GOAL := help
@@ -29,6 +30,13 @@ run: build ## Start a local control plane with implicit-apiserver and the exampl
 	@tools_bin=$$(hack/build-tools.sh etcd kube-apiserver kube-controller-manager) && \
 	$(GO) build -o $(BIN)/local-up ./hack/local-up && \
 	exec $(BIN)/local-up --bin-dir="$$tools_bin" --implicit-binary=$(IMPLICIT_BIN) \
+		$${IMPLICIT_CONFIG:+--config="$$IMPLICIT_CONFIG"}
+
+.PHONY: run-fleet
+run-fleet: build ## Like run, for a fleet: a hub with the global sources, two members reading them; IMPLICIT_CONFIG=path passes --config.
+	@tools_bin=$$(hack/build-tools.sh etcd kube-apiserver kube-controller-manager) && \
+	$(GO) build -o $(BIN)/local-up ./hack/local-up && \
+	exec $(BIN)/local-up --fleet --bin-dir="$$tools_bin" --implicit-binary=$(IMPLICIT_BIN) \
 		$${IMPLICIT_CONFIG:+--config="$$IMPLICIT_CONFIG"}
 
 ##@ Test

@@ -7,6 +7,10 @@
 // started.
 //
 //	go run ./hack/local-up --bin-dir="$(hack/build-tools.sh)" --implicit-binary=_output/bin/implicit-apiserver
+//
+// With --fleet (`make run-fleet`) it runs a fleet instead: a hub cluster
+// holding the global sources and two member clusters, each with an
+// implicit-apiserver that reads them from the hub (see fleet.go).
 package main
 
 import (
@@ -16,14 +20,11 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 	"github.com/implicit-dev/implicit-apiserver/test/controlplane"
 )
@@ -36,6 +37,8 @@ type options struct {
 	examples              string
 	config                string
 	withControllerManager bool
+	fleet                 bool
+	fleetExamples         string
 }
 
 func main() {
@@ -46,6 +49,8 @@ func main() {
 	flag.StringVar(&o.examples, "examples", "artifacts/examples", "directory applied with `kubectl apply -R -f` once everything runs (skipped if missing)")
 	flag.StringVar(&o.config, "config", "", "ImplicitConfiguration file, passed to implicit-apiserver as --config")
 	flag.BoolVar(&o.withControllerManager, "with-controller-manager", true, "also run kube-controller-manager (namespace deletion, garbage collection)")
+	flag.BoolVar(&o.fleet, "fleet", false, "run a fleet instead of one cluster: a hub (in <work-dir>/hub) and members member-1 and member-2 (in <work-dir>/member-N) whose implicit-apiservers read the global sources from the hub; needs --implicit-binary")
+	flag.StringVar(&o.fleetExamples, "fleet-examples", "artifacts/fleet-examples", "with --fleet: its hub/ is applied to the hub, its member/ to each member (each skipped if missing)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "local-up: unexpected arguments %q\n", flag.Args())
@@ -55,112 +60,58 @@ func main() {
 		fmt.Fprintln(os.Stderr, "local-up: --bin-dir is required (the directory hack/build-tools.sh prints)")
 		os.Exit(2)
 	}
+	if o.fleet && o.implicitBinary == "" {
+		fmt.Fprintln(os.Stderr, "local-up: --fleet needs --implicit-binary: a fleet without implicit-apiserver has nothing to show")
+		os.Exit(2)
+	}
 
 	signals, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
+	run := runSingle
+	if o.fleet {
+		run = runFleet
+	}
 	if err := run(signals, stopSignals, o); err != nil {
 		fmt.Fprintf(os.Stderr, "local-up: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-// run starts everything, waits for a signal (signals is cancelled) or for a
-// process to die, and stops everything. stopSignals restores the default
-// signal handling, so that a second Ctrl-C during shutdown ends local-up at
-// once (its processes die with it: see package controlplane).
-func run(signals context.Context, stopSignals func(), o options) (err error) {
-	what := "etcd and kube-apiserver"
-	if o.withControllerManager {
-		what = "etcd, kube-apiserver and kube-controller-manager"
-	}
-	say("starting %s from %s", what, o.binDir)
-	// A signal cancels signals, which stops everything in order (Stop is
+// runSingle starts one cluster (make run), waits for a signal (signals is
+// cancelled) or for a process to die, and stops everything. stopSignals
+// restores the default signal handling, so that a second Ctrl-C during
+// shutdown ends local-up at once (its processes die with it: see package
+// controlplane).
+func runSingle(signals context.Context, stopSignals func(), o options) (err error) {
+	// A signal cancels signals, which stops everything in order (stop is
 	// also deferred below, to wait for it and to cover the other returns).
-	// kube-apiserver asks implicit-apiserver's authorization webhook after
-	// Node and RBAC (inherited RoleBindings grant access): its port and
-	// certificate are fixed before either starts.
-	var webhook *controlplane.AuthorizationWebhook
-	var apiserverArgs []string
-	if o.implicitBinary != "" {
-		workDir, err := filepath.Abs(o.workDir)
-		if err != nil {
-			return err
-		}
-		webhook, err = controlplane.PrepareAuthorizationWebhook(workDir, "implicit-apiserver", authz.Path,
-			authz.MatchCondition("implicit-global", []string{"kube-system", "kube-public", "kube-node-lease"}))
-		if err != nil {
-			return fmt.Errorf("preparing the authorization webhook: %w", err)
-		}
-		apiserverArgs = webhook.KubeAPIServerArgs
-	}
-	cp, err := controlplane.Start(signals, controlplane.Options{
-		BinDir:                 o.binDir,
-		WorkDir:                o.workDir,
-		KubeAPIServerArgs:      apiserverArgs,
-		StartControllerManager: o.withControllerManager,
-		Logf:                   say,
+	c, err := startCluster(signals, o, clusterSpec{
+		workDir:  o.workDir,
+		implicit: o.implicitBinary != "",
+		examples: o.examples,
 	})
 	if err != nil {
-		return fmt.Errorf("starting the control plane: %w", err)
-	}
-	defer func() {
-		say("stopping everything (logs stay in %s/logs)", cp.WorkDir())
-		if stopErr := cp.Stop(); stopErr != nil {
-			err = errors.Join(err, fmt.Errorf("stopping: %w", stopErr))
-		}
-	}()
-
-	var implicit *controlplane.AggregatedServer
-	if o.implicitBinary == "" {
-		say("WARNING: no --implicit-binary: implicit.dev is not served, only the control plane runs")
-	} else {
-		args := []string{"--webhook-configuration=" + controlplane.GuardsConfiguration}
-		if o.config != "" {
-			args = append(args, "--config="+o.config)
-		}
-		say("starting %s", strings.Join(append([]string{o.implicitBinary}, args...), " "))
-		implicit, err = cp.StartAggregated(signals, controlplane.AggregatedServerOptions{Binary: o.implicitBinary, Port: webhook.Port, Args: args})
-		if err != nil {
-			return fmt.Errorf("starting implicit-apiserver: %w", err)
-		}
-		if err := cp.RegisterAPIService(signals, implicit.Port()); err != nil {
-			return fmt.Errorf("registering implicit-apiserver with the aggregation layer (log %s): %w", implicit.LogPath(), err)
-		}
-	}
-	if err := applyExamples(signals, cp, o.examples); err != nil {
 		return err
 	}
-	// The guards come after the examples: team-a's example shadows a locked
-	// item on purpose, to show the conflict annotation, and the shadow guard
-	// would refuse it.
-	if implicit != nil {
-		say("registering the admission guards (ValidatingWebhookConfiguration %s)", controlplane.GuardsConfiguration)
-		if err := cp.RegisterGuards(signals, implicit, servedSources()); err != nil {
-			return fmt.Errorf("registering the admission guards: %w", err)
+	defer func() { err = errors.Join(err, c.stop()) }()
+	printTour(c.cp, c.implicit != nil)
+	return waitForExit(signals, stopSignals, c)
+}
+
+// waitForExit waits for a signal or for a process of clusters to die, and
+// restores the default signal handling: the caller then stops everything.
+func waitForExit(signals context.Context, stopSignals func(), clusters ...*cluster) error {
+	procs := map[string]watched{}
+	for _, c := range clusters {
+		for name, w := range c.processes() {
+			procs[name] = w
 		}
 	}
-
-	printTour(cp, implicit != nil)
-
-	exited := map[string]<-chan struct{}{
-		"etcd":           cp.Etcd().Exited(),
-		"kube-apiserver": cp.KubeAPIServer().Exited(),
-	}
-	logs := map[string]func(int) string{
-		"etcd":           cp.Etcd().LogTail,
-		"kube-apiserver": cp.KubeAPIServer().LogTail,
-	}
-	if p := cp.ControllerManager(); p != nil {
-		exited["kube-controller-manager"], logs["kube-controller-manager"] = p.Exited(), p.LogTail
-	}
-	if implicit != nil {
-		exited["implicit-apiserver"], logs["implicit-apiserver"] = implicit.Process().Exited(), implicit.LogTail
-	}
-	died := make(chan string, len(exited))
-	for name, ch := range exited {
+	died := make(chan string, len(procs))
+	for name, w := range procs {
 		go func() {
 			select {
-			case <-ch:
+			case <-w.exited:
 				died <- name
 			case <-signals.Done():
 			}
@@ -172,39 +123,13 @@ func run(signals context.Context, stopSignals func(), o options) (err error) {
 		// A process that exits because a signal is stopping everything did
 		// not die unexpectedly.
 		if signals.Err() == nil {
-			return fmt.Errorf("%s exited unexpectedly; its log ends with:\n%s", name, logs[name](30))
+			return fmt.Errorf("%s exited unexpectedly; its log ends with:\n%s", name, procs[name].logTail(30))
 		}
 	}
 	stopSignals()
 	fmt.Println()
 	say("interrupted (press Ctrl-C again to kill everything at once)")
 	return nil
-}
-
-// applyExamples applies dir with kubectl apply -R. A few attempts allow for
-// objects whose namespace or CRD is created by the same apply.
-func applyExamples(ctx context.Context, cp *controlplane.ControlPlane, dir string) error {
-	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		say("no %s: no examples applied", dir)
-		return nil
-	}
-	say("applying %s", dir)
-	const attempts = 4
-	for i := 1; ; i++ {
-		stdout, _, err := cp.Kubectl(ctx, "apply", "-R", "-f", dir)
-		fmt.Print(indent(stdout))
-		if err == nil {
-			return nil
-		}
-		if i == attempts || ctx.Err() != nil {
-			return fmt.Errorf("applying examples from %s: %w", dir, err)
-		}
-		say("apply failed (attempt %d of %d), retrying: %v", i, attempts, err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(2 * time.Second):
-		}
-	}
 }
 
 // printTour prints how to reach the cluster and a few commands to try.

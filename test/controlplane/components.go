@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"k8s.io/client-go/rest"
 )
 
 // startEtcd starts a single-member etcd on two free loopback ports and waits
@@ -59,7 +57,7 @@ func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 // kubeAPIServerArgs are kube-apiserver's flags before Options.KubeAPIServerArgs.
 func (cp *ControlPlane) kubeAPIServerArgs(port int) []string {
 	p := cp.pki
-	return []string{
+	args := []string{
 		"--etcd-servers=" + cp.etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
@@ -92,38 +90,18 @@ func (cp *ControlPlane) kubeAPIServerArgs(port int) []string {
 		// advertise address as the "kubernetes" Service's endpoints ("may not
 		// be in the loopback range"); nothing in-cluster needs them here.
 		"--endpoint-reconciler-type=none",
+		// On SIGTERM, kube-apiserver drains its short requests and then
+		// gives the rest 2s, not --request-timeout's minute: watches held by
+		// clients that are still running (kube-controller-manager and
+		// aggregated servers during StopKubeAPIServer, a test's informer)
+		// would otherwise make it outlive the stop timeout and be killed.
+		"--shutdown-send-retry-after=true",
 	}
-}
-
-// startKubeAPIServer starts kube-apiserver and waits for /readyz as admin.
-func (cp *ControlPlane) startKubeAPIServer(ctx context.Context, port int) error {
-	args := mergeFlags(cp.kubeAPIServerArgs(port), cp.opts.KubeAPIServerArgs)
-	var err error
-	cp.apiServer, err = cp.startProcess("kube-apiserver", filepath.Join(cp.opts.BinDir, KubeAPIServerBinary), args)
-	if err != nil {
-		return err
+	if cp.opts.EtcdPrefix != "" {
+		// Beside other control planes' data in a shared etcd.
+		args = append(args, "--etcd-prefix="+cp.opts.EtcdPrefix)
 	}
-	client, err := rest.HTTPClientFor(cp.adminConfig)
-	if err != nil {
-		return fmt.Errorf("building admin HTTP client: %w", err)
-	}
-	client.Timeout = 5 * time.Second
-	defer client.CloseIdleConnections()
-	url := cp.apiServerURL + "/readyz"
-	if err := waitReady(ctx, cp.opts.ReadyTimeout, cp.apiServer, url, func(ctx context.Context) (bool, string) {
-		ok, detail := httpCheck(ctx, client, url, func(body string) bool { return body == "ok" })
-		if !ok {
-			// The verbose answer names the checks that still fail.
-			if _, verbose := httpCheck(ctx, client, url+"?verbose", nil); verbose != "" {
-				detail = verbose
-			}
-		}
-		return ok, detail
-	}); err != nil {
-		return err
-	}
-	cp.logf("kube-apiserver ready at %s (log %s)", cp.apiServerURL, cp.apiServer.LogPath())
-	return nil
+	return args
 }
 
 // startControllerManager starts kube-controller-manager with the namespace,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -24,6 +25,9 @@ const (
 	// DefaultAPIServiceTimeout bounds the wait for an APIService to become
 	// Available and for an aggregated server to become ready.
 	DefaultAPIServiceTimeout = 60 * time.Second
+	// DefaultEtcdPrefix is kube-apiserver's own default --etcd-prefix, used
+	// when Options.EtcdPrefix is empty.
+	DefaultEtcdPrefix = "/registry"
 )
 
 // Binary names expected in Options.BinDir, as hack/build-tools.sh links them.
@@ -56,6 +60,25 @@ type Options struct {
 	// deleted and owner references are honoured.
 	StartControllerManager bool
 
+	// ExternalEtcdURL, when set, is the client URL of an etcd that already
+	// runs, such as another control plane's EtcdURL: Start starts no etcd
+	// and kube-apiserver keeps its data there, under EtcdPrefix. Control
+	// planes sharing an etcd this way are still separate clusters, each
+	// with its own PKI, work directory, kubeconfig and kube-apiserver; give
+	// each its own EtcdPrefix. Nothing under the prefix is wiped: start from a fresh etcd
+	// for an empty cluster. Stop such a control plane before the one that
+	// runs its etcd (start the latter with a context that outlives the
+	// former's): kube-apiserver hangs in its shutdown when etcd is gone.
+	// EtcdArgs must be empty.
+	ExternalEtcdURL string
+
+	// EtcdPrefix is kube-apiserver's --etcd-prefix, the root of every key
+	// it writes (default: kube-apiserver's, /registry). It must start with
+	// "/". Control planes sharing one etcd need prefixes of which none is
+	// a path prefix of another: /registry and /member-1, not /registry and
+	// /registry/member-1.
+	EtcdPrefix string
+
 	// EtcdArgs, KubeAPIServerArgs and ControllerManagerArgs are appended to
 	// each process's flags. Write them as "--name=value": a flag given here
 	// replaces the default flag of the same name, and
@@ -83,7 +106,8 @@ type Options struct {
 	Logf func(format string, args ...any)
 }
 
-// ControlPlane is a running etcd and kube-apiserver, possibly with
+// ControlPlane is a running kube-apiserver and its etcd (its own, or an
+// external one shared with other control planes), possibly with
 // kube-controller-manager and aggregated API servers. Its methods are safe
 // for concurrent use.
 type ControlPlane struct {
@@ -101,8 +125,8 @@ type ControlPlane struct {
 	// stopAfter stops calling Stop when Start's context ends.
 	stopAfter func() bool
 
-	etcd              *Process
-	apiServer         *Process
+	etcd              *Process // nil with Options.ExternalEtcdURL
+	apiServer         *apiServerRuns
 	controllerManager *Process
 
 	mu       sync.Mutex
@@ -117,12 +141,12 @@ type stopper interface {
 	Stop() error
 }
 
-// Start generates the PKI, writes the admin kubeconfig and starts etcd,
-// kube-apiserver and, if asked, kube-controller-manager, waiting for each
-// to be ready. ctx bounds the lifetime of every process, not only the
-// start-up: when it is cancelled, Stop is called. On error, whatever was
-// started has been stopped, and the error carries the log tail of the
-// process that failed.
+// Start generates the PKI, writes the admin kubeconfig and starts etcd
+// (unless Options.ExternalEtcdURL names one), kube-apiserver and, if asked,
+// kube-controller-manager, waiting for each to be ready. ctx bounds the
+// lifetime of every process, not only the start-up: when it is cancelled,
+// Stop is called. On error, whatever was started has been stopped, and the
+// error carries the log tail of the process that failed.
 func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
 	if err := opts.complete(); err != nil {
 		return nil, err
@@ -186,7 +210,10 @@ func (cp *ControlPlane) start(ctx context.Context) error {
 	}
 	cp.logf("PKI and admin kubeconfig written to %s", cp.workDir)
 
-	if err := cp.startEtcd(ctx); err != nil {
+	if cp.opts.ExternalEtcdURL != "" {
+		cp.etcdURL = cp.opts.ExternalEtcdURL
+		cp.logf("using the etcd at %s under the prefix %s", cp.etcdURL, cp.EtcdPrefix())
+	} else if err := cp.startEtcd(ctx); err != nil {
 		return err
 	}
 	if err := cp.startKubeAPIServer(ctx, apiServerPort); err != nil {
@@ -203,7 +230,21 @@ func (o *Options) complete() error {
 	if o.BinDir == "" {
 		return errors.New("controlplane: Options.BinDir is required (the directory hack/build-tools.sh prints)")
 	}
-	need := []string{EtcdBinary, KubeAPIServerBinary}
+	need := []string{KubeAPIServerBinary}
+	if o.ExternalEtcdURL == "" {
+		need = append(need, EtcdBinary)
+	} else {
+		u, err := url.Parse(o.ExternalEtcdURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("controlplane: Options.ExternalEtcdURL %q is not an http(s)://host:port URL", o.ExternalEtcdURL)
+		}
+		if len(o.EtcdArgs) > 0 {
+			return errors.New("controlplane: Options.EtcdArgs are for the etcd Start runs, and there is none with Options.ExternalEtcdURL")
+		}
+	}
+	if o.EtcdPrefix != "" && !strings.HasPrefix(o.EtcdPrefix, "/") {
+		return fmt.Errorf("controlplane: Options.EtcdPrefix %q must start with /", o.EtcdPrefix)
+	}
 	if o.StartControllerManager {
 		need = append(need, ControllerManagerBinary)
 	}
@@ -292,10 +333,11 @@ func (cp *ControlPlane) logf(format string, args ...any) {
 }
 
 // Stop stops everything the control plane started, in reverse order:
-// aggregated servers, kube-controller-manager, kube-apiserver, etcd. Each
-// gets SIGTERM, then SIGKILL after Options.StopTimeout. The work directory
-// stays unless Options.RemoveWorkDirOnStop is set. Stop is idempotent; the
-// error reports processes that had to be killed.
+// aggregated servers, kube-controller-manager, kube-apiserver (unless
+// StopKubeAPIServer stopped it), etcd (unless external). Each gets SIGTERM,
+// then SIGKILL after Options.StopTimeout. The work directory stays unless
+// Options.RemoveWorkDirOnStop is set. Stop is idempotent; the error reports
+// processes that had to be killed.
 func (cp *ControlPlane) Stop() error {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
@@ -363,14 +405,27 @@ func (cp *ControlPlane) WriteUserKubeconfig(user string, groups ...string) (stri
 // APIServerURL is kube-apiserver's address, https://127.0.0.1:<port>.
 func (cp *ControlPlane) APIServerURL() string { return cp.apiServerURL }
 
-// EtcdURL is etcd's client address, http://127.0.0.1:<port>.
+// EtcdURL is etcd's client address, http://127.0.0.1:<port>, or
+// Options.ExternalEtcdURL. Pass it as another control plane's
+// ExternalEtcdURL to share this etcd.
 func (cp *ControlPlane) EtcdURL() string { return cp.etcdURL }
 
-// Etcd is the etcd process.
+// EtcdPrefix is the root of kube-apiserver's keys in etcd:
+// Options.EtcdPrefix, or kube-apiserver's default /registry.
+func (cp *ControlPlane) EtcdPrefix() string {
+	if cp.opts.EtcdPrefix != "" {
+		return cp.opts.EtcdPrefix
+	}
+	return DefaultEtcdPrefix
+}
+
+// Etcd is the etcd process, or nil with Options.ExternalEtcdURL.
 func (cp *ControlPlane) Etcd() *Process { return cp.etcd }
 
-// KubeAPIServer is the kube-apiserver process.
-func (cp *ControlPlane) KubeAPIServer() *Process { return cp.apiServer }
+// KubeAPIServer is kube-apiserver's current process: after
+// StopKubeAPIServer the last one (exited), after StartKubeAPIServer the new
+// one.
+func (cp *ControlPlane) KubeAPIServer() *Process { return cp.apiServer.latest.Load() }
 
 // ControllerManager is the kube-controller-manager process, or nil when
 // Options.StartControllerManager was not set.
@@ -389,6 +444,12 @@ func (cp *ControlPlane) LogTails(n int) string {
 		switch s := s.(type) {
 		case *Process:
 			name, path = s.Name(), s.LogPath()
+		case *apiServerRuns:
+			p := s.latest.Load()
+			if p == nil {
+				continue
+			}
+			name, path = p.Name(), p.LogPath()
 		case *AggregatedServer:
 			name, path = s.name, s.LogPath()
 		default:

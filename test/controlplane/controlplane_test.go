@@ -44,6 +44,14 @@ func TestMain(m *testing.M) {
 // ends, printing the logs' tails if t failed.
 func startControlPlane(t *testing.T, opts controlplane.Options) *controlplane.ControlPlane {
 	t.Helper()
+	return startControlPlaneWithContext(t, t.Context(), opts)
+}
+
+// startControlPlaneWithContext is startControlPlane with ctx as the control
+// plane's lifetime (see controlplane.Start) instead of t.Context(), which
+// ends before any Cleanup runs.
+func startControlPlaneWithContext(t *testing.T, ctx context.Context, opts controlplane.Options) *controlplane.ControlPlane {
+	t.Helper()
 	opts.BinDir = os.Getenv(toolsBinEnv)
 	if opts.BinDir == "" {
 		t.Skipf("%s is not set; run hack/build-tools.sh and set it to the directory it prints", toolsBinEnv)
@@ -51,7 +59,7 @@ func startControlPlane(t *testing.T, opts controlplane.Options) *controlplane.Co
 	opts.WorkDir = t.TempDir()
 	opts.Logf = t.Logf
 	start := time.Now()
-	cp, err := controlplane.Start(t.Context(), opts)
+	cp, err := controlplane.Start(ctx, opts)
 	if err != nil {
 		t.Fatalf("starting the control plane: %v", err)
 	}

@@ -15,10 +15,27 @@
 //
 //	admin.kubeconfig      admin credentials (CN=admin, O=system:masters)
 //	pki/                  CAs, serving and client certificates, service-account keys
-//	etcd/                 etcd's data, wiped by every Start
+//	etcd/                 etcd's data, wiped by every Start (none with an
+//	                      external etcd)
 //	logs/<process>.log    stdout and stderr of each process
 //	<name>/certs/         self-signed serving certificates of kube-controller-manager
 //	                      and of each aggregated server
+//
+// # Several clusters on one etcd
+//
+// Control planes can share one etcd, each cluster under its own key prefix
+// (a hub and its member clusters, say): start the first as usual, then the
+// others with Options.ExternalEtcdURL set to its EtcdURL and an
+// Options.EtcdPrefix each (/member-1, /member-2, ...; the first keeps
+// kube-apiserver's /registry).
+// Each keeps its own PKI, work directory, admin kubeconfig and, if asked,
+// kube-controller-manager; none sees another's objects. Stop the sharing
+// control planes before the one that runs the etcd.
+//
+// StopKubeAPIServer and StartKubeAPIServer take a cluster's API away and
+// bring it back on the same port with the same certificates, as in an
+// outage: everything else keeps running, and clients (kubeconfigs,
+// kube-controller-manager, aggregated servers) reconnect.
 //
 // # Processes
 //

@@ -199,7 +199,7 @@ func gdWaitFanoutCondition(t *testing.T, kube kubernetes.Interface, namespace st
 				continue
 			}
 			for _, c := range w.MatchConditions {
-				if strings.Contains(c.Expression, "'"+namespace+"'") {
+				if strings.Contains(c.Expression, strconv.Quote(namespace)) {
 					return nil
 				}
 				exprs = append(exprs, c.Name+": "+c.Expression)
