@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -78,8 +79,9 @@ func MatchCondition(globalNamespace string, excluded []string) string {
 	skip := append([]string{globalNamespace}, excluded...)
 	quoted := make([]string, len(skip))
 	for i, s := range skip {
-		quoted[i] = "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+		// Go's double-quoted escapes are CEL's too (as pkg/admission quotes).
+		quoted[i] = strconv.Quote(s)
 	}
-	return "has(request.resourceAttributes) && request.resourceAttributes.namespace != '' && " +
+	return `has(request.resourceAttributes) && request.resourceAttributes.namespace != "" && ` +
 		"!(request.resourceAttributes.namespace in [" + strings.Join(quoted, ", ") + "])"
 }
