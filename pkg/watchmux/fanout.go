@@ -13,19 +13,24 @@ import (
 // budget is spent, and a watcher still full after that is closed. It
 // reconnects with the last version it received and resumes from the history.
 func (m *Mux) fanOutLocked(events []*Event) {
-	m.wmu.Lock()
-	ws := make([]*watcher, 0, len(m.watchers))
-	for w := range m.watchers {
-		ws = append(ws, w)
-	}
-	m.wmu.Unlock()
-
-	// A namespace watcher looks only at its namespace's events: the cost of
-	// a fan-out is the events plus the deliveries, not watchers × events.
+	// Only the watchers of the namespaces the events are in, and those of
+	// every namespace, are looked at, each at its own events: the cost of a
+	// fan-out is the events plus the deliveries, not watchers × events.
 	byNamespace := map[string][]*Event{}
 	for _, e := range events {
 		byNamespace[e.Namespace] = append(byNamespace[e.Namespace], e)
 	}
+	m.wmu.Lock()
+	ws := make([]*watcher, 0, len(m.allNamespaces))
+	for w := range m.allNamespaces {
+		ws = append(ws, w)
+	}
+	for ns := range byNamespace {
+		for w := range m.byNamespace[ns] {
+			ws = append(ws, w)
+		}
+	}
+	m.wmu.Unlock()
 
 	type pending struct {
 		w      *watcher

@@ -75,9 +75,12 @@ type Mux struct {
 	// dispatched is the version of the last event fanned out; fanMu.
 	dispatched uint64
 
-	// wmu guards watchers.
-	wmu      sync.Mutex
-	watchers map[*watcher]struct{}
+	// wmu guards watchers and their indexes by namespace ("" watchers are
+	// in allNamespaces).
+	wmu           sync.Mutex
+	watchers      map[*watcher]struct{}
+	allNamespaces map[*watcher]struct{}
+	byNamespace   map[string]map[*watcher]struct{}
 
 	// registrations of the informer handlers, for sync.
 	regs []cache.ResourceEventHandlerRegistration
@@ -97,12 +100,14 @@ type Mux struct {
 func New(policy merge.Policy, resources []string, objects Objects, opts Options) *Mux {
 	opts.defaults()
 	m := &Mux{
-		opts:     opts,
-		objects:  objects,
-		st:       newState(policy, resources),
-		v:        newVersions(),
-		watchers: map[*watcher]struct{}{},
-		changed:  make(chan struct{}, 1),
+		opts:          opts,
+		objects:       objects,
+		st:            newState(policy, resources),
+		v:             newVersions(),
+		watchers:      map[*watcher]struct{}{},
+		allNamespaces: map[*watcher]struct{}{},
+		byNamespace:   map[string]map[*watcher]struct{}{},
+		changed:       make(chan struct{}, 1),
 	}
 	m.fanTurn = sync.NewCond(&m.fanMu)
 	m.hist = newHistory(opts.HistorySize, m.v.current())

@@ -96,7 +96,7 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 	}
 	w.ch = make(chan *Event, size)
 	m.wmu.Lock()
-	m.watchers[w] = struct{}{}
+	m.addWatcherLocked(w)
 	m.wmu.Unlock()
 	m.mu.RUnlock()
 
@@ -142,7 +142,7 @@ func (w *watcher) Stop() {
 	w.stopOnce.Do(func() {
 		close(w.done)
 		w.m.wmu.Lock()
-		delete(w.m.watchers, w)
+		w.m.removeWatcherLocked(w)
 		w.m.wmu.Unlock()
 		openWatchers.Dec()
 	})
@@ -236,4 +236,29 @@ func (w *watcher) bookmark(rv uint64, initialEnd bool) watch.Event {
 // object builds the view object of r for e, stamped with e's version.
 func (m *Mux) object(e *Event, r merge.Result) (runtime.Object, error) {
 	return m.objects.Item(e.Resource, e.Namespace, r, e.RV)
+}
+
+// addWatcherLocked indexes w by its namespace. Called with wmu held.
+func (m *Mux) addWatcherLocked(w *watcher) {
+	m.watchers[w] = struct{}{}
+	if w.opts.Namespace == "" {
+		m.allNamespaces[w] = struct{}{}
+		return
+	}
+	if m.byNamespace[w.opts.Namespace] == nil {
+		m.byNamespace[w.opts.Namespace] = map[*watcher]struct{}{}
+	}
+	m.byNamespace[w.opts.Namespace][w] = struct{}{}
+}
+
+// removeWatcherLocked drops w from the indexes. Called with wmu held.
+func (m *Mux) removeWatcherLocked(w *watcher) {
+	delete(m.watchers, w)
+	delete(m.allNamespaces, w)
+	if set := m.byNamespace[w.opts.Namespace]; set != nil {
+		delete(set, w)
+		if len(set) == 0 {
+			delete(m.byNamespace, w.opts.Namespace)
+		}
+	}
 }
