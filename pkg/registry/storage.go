@@ -31,6 +31,13 @@ type Viewer interface {
 	Watch(ctx context.Context, namespace string, req WatchRequest) (watch.Interface, error)
 }
 
+// NamedLister is a Viewer that can list the items of one name only, across
+// namespaces, without merging the other names: what "who sees this global
+// object?" (-A with a metadata.name field selector) asks.
+type NamedLister interface {
+	ListNamed(ctx context.Context, namespace, name string) ([]runtime.Object, string, error)
+}
+
 // WatchRequest is what a watch asks for beside its namespace.
 type WatchRequest struct {
 	// ResourceVersion to resume after; "" or "0" starts with the current items.
@@ -121,7 +128,17 @@ func (s *Storage) List(ctx context.Context, opts *metainternalversion.ListOption
 	if err != nil {
 		return nil, err
 	}
-	items, rv, err := s.viewer.List(ctx, ns)
+	var items []runtime.Object
+	var rv string
+	if name, ok := sel.field.RequiresExactMatch("metadata.name"); ok {
+		if nl, ok := s.viewer.(NamedLister); ok {
+			items, rv, err = nl.ListNamed(ctx, ns, name)
+		} else {
+			items, rv, err = s.viewer.List(ctx, ns)
+		}
+	} else {
+		items, rv, err = s.viewer.List(ctx, ns)
+	}
 	if err != nil {
 		return nil, err
 	}

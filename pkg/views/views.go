@@ -45,7 +45,10 @@ func (v *View) WithStaleness(stale Staleness) *View {
 	return v
 }
 
-var _ registry.Viewer = &View{}
+var (
+	_ registry.Viewer      = &View{}
+	_ registry.NamedLister = &View{}
+)
 
 // New returns the view of resource, read from source.
 func New(resource schema.GroupResource, source Source) *View {
@@ -70,7 +73,17 @@ func (v *View) Get(_ context.Context, namespace, name string) (runtime.Object, e
 // List returns the view items of namespace, sorted by name, or those of
 // every namespace, sorted by namespace and name, when namespace is "", and
 // the resourceVersion they are current at.
-func (v *View) List(_ context.Context, namespace string) ([]runtime.Object, string, error) {
+func (v *View) List(ctx context.Context, namespace string) ([]runtime.Object, string, error) {
+	return v.list(ctx, namespace, "")
+}
+
+// ListNamed is List of the items named name only: each namespace merges that
+// name alone. It implements registry.NamedLister.
+func (v *View) ListNamed(ctx context.Context, namespace, name string) ([]runtime.Object, string, error) {
+	return v.list(ctx, namespace, name)
+}
+
+func (v *View) list(_ context.Context, namespace, name string) ([]runtime.Object, string, error) {
 	type nsResults struct {
 		namespace string
 		results   []merge.Result
@@ -83,7 +96,7 @@ func (v *View) List(_ context.Context, namespace string) ([]runtime.Object, stri
 			names = r.Namespaces()
 		}
 		for _, ns := range names {
-			if res := r.Results(v.resource.Resource, ns, ""); len(res) > 0 {
+			if res := r.Results(v.resource.Resource, ns, name); len(res) > 0 {
 				all = append(all, nsResults{ns, res})
 			}
 		}

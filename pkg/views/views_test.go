@@ -566,3 +566,42 @@ func TestViewGlobalNamespaceNotInCluster(t *testing.T) {
 		t.Errorf("List(team) = %q, want %q", s, want)
 	}
 }
+
+// TestViewListNamed: listing one name across namespaces merges that name
+// only and gives exactly List's items of that name.
+func TestViewListNamed(t *testing.T) {
+	t.Parallel()
+	view, _ := rbWorld()
+	all, _, err := view.List(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, obj := range all {
+		m, _ := meta.Accessor(obj)
+		names[m.GetName()] = true
+	}
+	if len(names) < 2 {
+		t.Fatalf("the test world has %d names, want several", len(names))
+	}
+	for name := range names {
+		var want []string
+		for _, obj := range all {
+			if m, _ := meta.Accessor(obj); m.GetName() == name {
+				want = append(want, m.GetNamespace()+": "+summary(t, obj))
+			}
+		}
+		got, _, err := view.ListNamed(context.Background(), "", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var have []string
+		for _, obj := range got {
+			m, _ := meta.Accessor(obj)
+			have = append(have, m.GetNamespace()+": "+summary(t, obj))
+		}
+		if !reflect.DeepEqual(have, want) {
+			t.Errorf("ListNamed(%q) =\n  %v\nwant List's items of that name\n  %v", name, have, want)
+		}
+	}
+}
