@@ -1,5 +1,7 @@
 package watchmux
 
+import "sort"
+
 // history keeps the latest view events, oldest first, so a watch can resume
 // from a resourceVersion it was given. It is bounded by count: a version
 // older than the oldest kept event answers 410 Gone and the client relists.
@@ -34,10 +36,13 @@ func (h *history) sinceLocked(rv uint64, keep func(*Event) bool) ([]*Event, bool
 	if rv < h.floor {
 		return nil, false
 	}
+	// Versions increase along the ring: find the first event after rv by
+	// binary search, then filter only the events after it.
+	at := func(i int) *Event { return h.events[(h.start+i)%len(h.events)] }
+	first := sort.Search(h.n, func(i int) bool { return at(i).RV > rv })
 	var out []*Event
-	for i := 0; i < h.n; i++ {
-		e := h.events[(h.start+i)%len(h.events)]
-		if e.RV > rv && keep(e) {
+	for i := first; i < h.n; i++ {
+		if e := at(i); keep(e) {
 			out = append(out, e)
 		}
 	}
