@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
@@ -73,32 +74,15 @@ func apply(m *watchmux.Mux, deleted bool, objs ...runtime.Object) {
 	}
 }
 
-// nsOpt decorates a test namespace.
-type nsOpt func(*corev1.Namespace)
+// Namespace builders, shared with the other packages' tests.
+type nsOpt = testfixture.NamespaceOpt
 
-func parent(p string) nsOpt {
-	return func(ns *corev1.Namespace) { ns.Labels[merge.LabelParent] = p }
-}
-
-func exclude(v string) nsOpt {
-	return func(ns *corev1.Namespace) { ns.Annotations[merge.AnnotationExclude] = v }
-}
-
-func noInherit(ns *corev1.Namespace) { ns.Labels[merge.LabelInherit] = "false" }
-
-// namespace returns a new Namespace object.
-func namespace(name string, opts ...nsOpt) *corev1.Namespace {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name:        name,
-		UID:         types.UID("ns-" + name),
-		Labels:      map[string]string{corev1.LabelMetadataName: name},
-		Annotations: map[string]string{},
-	}}
-	for _, o := range opts {
-		o(ns)
-	}
-	return ns
-}
+var (
+	parent    = testfixture.Parent
+	exclude   = testfixture.Exclude
+	noInherit = testfixture.NoInherit
+	namespace = testfixture.Namespace
+)
 
 // sourceRV numbers the test source objects' versions, as etcd would.
 var sourceRV atomic.Uint64

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
@@ -107,31 +108,15 @@ func parseRV(t *testing.T, rv string) uint64 {
 	return n
 }
 
-// nsOpt decorates a test namespace.
-type nsOpt func(*corev1.Namespace)
+// Namespace builders, shared with the other packages' tests.
+type nsOpt = testfixture.NamespaceOpt
 
-func parent(p string) nsOpt {
-	return func(ns *corev1.Namespace) { ns.Labels[merge.LabelParent] = p }
-}
-
-func exclude(v string) nsOpt {
-	return func(ns *corev1.Namespace) { ns.Annotations[merge.AnnotationExclude] = v }
-}
-
-func noInherit(ns *corev1.Namespace) { ns.Labels[merge.LabelInherit] = "false" }
-
-func namespace(name string, opts ...nsOpt) *corev1.Namespace {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name:        name,
-		UID:         types.UID("ns-" + name),
-		Labels:      map[string]string{corev1.LabelMetadataName: name},
-		Annotations: map[string]string{},
-	}}
-	for _, o := range opts {
-		o(ns)
-	}
-	return ns
-}
+var (
+	parent    = testfixture.Parent
+	exclude   = testfixture.Exclude
+	noInherit = testfixture.NoInherit
+	namespace = testfixture.Namespace
+)
 
 // objOpt decorates a test source object.
 type objOpt func(metav1.Object)

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -106,33 +107,15 @@ func newMux(opts watchmux.Options, resources ...string) *watchmux.Mux {
 	return watchmux.New(policy(), resources, &objects{}, opts)
 }
 
-// nsOpt decorates a test namespace.
-type nsOpt func(*corev1.Namespace)
+// Namespace builders, shared with the other packages' tests.
+type nsOpt = testfixture.NamespaceOpt
 
-func parent(p string) nsOpt {
-	return func(ns *corev1.Namespace) { ns.Labels[merge.LabelParent] = p }
-}
-
-func exclude(v string) nsOpt {
-	return func(ns *corev1.Namespace) { ns.Annotations[merge.AnnotationExclude] = v }
-}
-
-func noInherit(ns *corev1.Namespace) { ns.Labels[merge.LabelInherit] = "false" }
-
-// namespace returns a new Namespace object: as with informers, every change
-// is a new object, never an edit of one the mux holds.
-func namespace(name string, opts ...nsOpt) *corev1.Namespace {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name:        name,
-		UID:         types.UID("ns-" + name),
-		Labels:      map[string]string{corev1.LabelMetadataName: name},
-		Annotations: map[string]string{},
-	}}
-	for _, o := range opts {
-		o(ns)
-	}
-	return ns
-}
+var (
+	parent    = testfixture.Parent
+	exclude   = testfixture.Exclude
+	noInherit = testfixture.NoInherit
+	namespace = testfixture.Namespace
+)
 
 // sourceRV numbers the test source objects' versions, as etcd would.
 var sourceRV atomic.Uint64

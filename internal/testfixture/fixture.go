@@ -1,0 +1,43 @@
+// Package testfixture builds the Namespace objects the unit tests of
+// pkg/watchmux, pkg/views and pkg/authz feed their multiplexers: one set of
+// builders instead of a copy per package.
+package testfixture
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+)
+
+// NamespaceOpt decorates a test namespace.
+type NamespaceOpt func(*corev1.Namespace)
+
+// Parent labels the namespace with parent p.
+func Parent(p string) NamespaceOpt {
+	return func(ns *corev1.Namespace) { ns.Labels[merge.LabelParent] = p }
+}
+
+// Exclude annotates the namespace with the exclusions v.
+func Exclude(v string) NamespaceOpt {
+	return func(ns *corev1.Namespace) { ns.Annotations[merge.AnnotationExclude] = v }
+}
+
+// NoInherit labels the namespace implicit.dev/inherit: "false".
+func NoInherit(ns *corev1.Namespace) { ns.Labels[merge.LabelInherit] = "false" }
+
+// Namespace returns a new Namespace object: as with informers, every change
+// is a new object, never an edit of one already handed out.
+func Namespace(name string, opts ...NamespaceOpt) *corev1.Namespace {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name:        name,
+		UID:         types.UID("ns-" + name),
+		Labels:      map[string]string{corev1.LabelMetadataName: name},
+		Annotations: map[string]string{},
+	}}
+	for _, o := range opts {
+		o(ns)
+	}
+	return ns
+}
