@@ -22,7 +22,7 @@ const (
 	// Replace: the lower-scope item shadows the inherited one. The default.
 	Replace Strategy = "Replace"
 	// Overlay: the lower-scope item is merged field by field onto the
-	// inherited one. Not implemented yet: Merge treats it as Replace.
+	// inherited one (see Overlayer).
 	Overlay Strategy = "Overlay"
 )
 
@@ -35,11 +35,21 @@ type Item struct {
 	// Cluster names the hub cluster of a global source read from one; "" for
 	// the local cluster.
 	Cluster string
+	// Overlay is set when the source asks for the Overlay strategy
+	// (annotation implicit.dev/merge: overlay): on the inherited item it lets
+	// lower scopes overlay it, locked or not; on a lower-scope item it asks to
+	// overlay an unlocked inherited item instead of shadowing it.
+	Overlay bool
 }
 
 // IsLocked reports whether annotations lock a source object.
 func IsLocked(annotations map[string]string) bool {
 	return annotations[AnnotationLocked] == "true"
+}
+
+// WantsOverlay reports whether annotations ask for the Overlay strategy.
+func WantsOverlay(annotations map[string]string) bool {
+	return annotations[AnnotationMerge] == "overlay"
 }
 
 // Level is one scope of a view, with its items and the exclusions its
@@ -53,15 +63,68 @@ type Level struct {
 
 // Result is the winner of one name in a view.
 type Result struct {
+	// Item is the winning source: with overlays, the inherited base they are
+	// merged onto. Scope is its scope.
 	Item  Item
 	Scope Scope
-	// Conflicts describe lower-scope shadows and exclusions a lock blocked, in
-	// the order they were met, top down.
+	// Conflicts describe lower-scope shadows, exclusions and overlay fields a
+	// lock blocked, and overlays that were ignored, in the order they were
+	// met, top down.
 	Conflicts []string
+	// Overlays are the lower-scope items merged onto Item, top down.
+	Overlays []Item
+	// Object is the merged object when there are overlays; nil otherwise
+	// (Item.Object is the view's object).
+	Object any
 }
 
 // Conflict renders the conflicts for the implicit.dev/conflict annotation.
 func (r Result) Conflict() string { return strings.Join(r.Conflicts, "; ") }
+
+// OverlaySources renders the overlays for the implicit.dev/overlays
+// annotation: "namespace/name" of each, top down, comma-separated.
+func (r Result) OverlaySources() string {
+	parts := make([]string, len(r.Overlays))
+	for i, o := range r.Overlays {
+		parts[i] = o.Namespace + "/" + o.Name
+	}
+	return strings.Join(parts, ",")
+}
+
+// locked reports whether the winner, base or any overlay, is locked: it
+// can't be shadowed or excluded from below.
+func (r *Result) locked() bool {
+	if r.Item.Locked {
+		return true
+	}
+	for _, o := range r.Overlays {
+		if o.Locked {
+			return true
+		}
+	}
+	return false
+}
+
+// Overlayer merges overlays onto an inherited object, field by field, with
+// the kind's schema.
+type Overlayer interface {
+	// Overlay merges overlays, top down, onto base. A field set by a locked
+	// layer (base or overlay) is not changed by a later one: each blocked
+	// change is described in conflicts. An overlay that does not validate
+	// against the schema is left out entirely and described too. merged has
+	// base's Go type; when base itself can't be read, merged is base's
+	// object unchanged.
+	Overlay(base Item, overlays []Item) (merged any, conflicts []string)
+}
+
+// Options tune MergeWith for one resource.
+type Options struct {
+	// Strategy is the kind's: with Overlay every lower-scope item overlays the
+	// inherited item of its name. The zero value is Replace.
+	Strategy Strategy
+	// Overlayer merges overlays; nil makes every merge a Replace.
+	Overlayer Overlayer
+}
 
 // Levels builds the levels of a view from a lineage, top down: global, the
 // ancestors from the farthest to the nearest, then the namespace itself.
@@ -85,11 +148,24 @@ func Levels(l Lineage, globalNamespace string, items func(namespace string) []It
 	return append(levels, local)
 }
 
-// Merge combines levels, given top down, into the view of one resource,
+// Merge is MergeWith the Replace strategy only.
+func Merge(resource string, levels []Level) []Result {
+	return MergeWith(resource, levels, Options{})
+}
+
+// MergeWith combines levels, given top down, into the view of one resource,
 // sorted by name. A lower level's item shadows an inherited one of the same
 // name unless that one is locked; an exclusion removes an inherited item
 // unless it is locked. Blocked attempts are recorded on the winner.
-func Merge(resource string, levels []Level) []Result {
+//
+// With an Overlayer, a lower level's item is merged onto the inherited one
+// instead of shadowing it when the kind's strategy is Overlay, when the
+// inherited base asks for overlays (implicit.dev/merge: overlay), or when the
+// lower item asks for it and the inherited item is not locked (it could
+// shadow it anyway). A lower scope can never turn a locked item it may not
+// shadow into one it may overlay: only the kind's configuration or the
+// locked item's own author can.
+func MergeWith(resource string, levels []Level, o Options) []Result {
 	winners := map[string]*Result{}
 	for _, lv := range levels {
 		for _, ex := range lv.Exclusions {
@@ -97,7 +173,7 @@ func Merge(resource string, levels []Level) []Result {
 				if !ex.Matches(resource, name) {
 					continue
 				}
-				if w.Item.Locked {
+				if w.locked() {
 					w.Conflicts = append(w.Conflicts, fmt.Sprintf("exclusion %s in namespace %s blocked: %s is locked", ex, lv.Namespace, w.describe()))
 					continue
 				}
@@ -109,7 +185,11 @@ func Merge(resource string, levels []Level) []Result {
 			if ok && w.Item.Namespace == lv.Namespace {
 				continue // two items of one name in one namespace cannot happen; keep the first
 			}
-			if ok && w.Item.Locked {
+			if ok && o.overlays(w, it) {
+				w.Overlays = append(w.Overlays, it)
+				continue
+			}
+			if ok && w.locked() {
 				w.Conflicts = append(w.Conflicts, fmt.Sprintf("shadow by %s %s/%s blocked: %s is locked", lv.Scope, it.Namespace, it.Name, w.describe()))
 				continue
 			}
@@ -118,10 +198,27 @@ func Merge(resource string, levels []Level) []Result {
 	}
 	out := make([]Result, 0, len(winners))
 	for _, w := range winners {
+		if len(w.Overlays) > 0 {
+			merged, conflicts := o.Overlayer.Overlay(w.Item, w.Overlays)
+			w.Object = merged
+			w.Conflicts = append(w.Conflicts, conflicts...)
+		}
 		out = append(out, *w)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Item.Name < out[j].Item.Name })
 	return out
+}
+
+// overlays reports whether it merges onto the winner w instead of shadowing it.
+func (o Options) overlays(w *Result, it Item) bool {
+	switch {
+	case o.Overlayer == nil:
+		return false
+	case o.Strategy == Overlay || w.Item.Overlay:
+		return true
+	default:
+		return it.Overlay && !w.locked()
+	}
 }
 
 func (r *Result) describe() string {
