@@ -1,0 +1,126 @@
+package merge_test
+
+import (
+	"reflect"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/applyconfigurations"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/structured-merge-diff/v6/typed"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+)
+
+// roleBindingOverlayer overlays RoleBindings with the real rbac/v1 schema:
+// the structured-merge-diff schema client-go generates from Kubernetes'
+// OpenAPI (k8s.io/client-go/applyconfigurations), which has subjects and
+// roleRef atomic, as kube-apiserver's server-side apply does.
+func roleBindingOverlayer(t *testing.T) merge.Overlayer {
+	t.Helper()
+	tv, err := applyconfigurations.NewTypeConverter(scheme.Scheme).ObjectToTyped(&unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+	}})
+	if err != nil {
+		t.Fatalf("RoleBinding schema: %v", err)
+	}
+	if n := tv.TypeRef().NamedType; n == nil || *n != "io.k8s.api.rbac.v1.RoleBinding" {
+		t.Fatalf("RoleBinding type = %+v", tv.TypeRef())
+	}
+	o, err := merge.NewOverlayerForType(typed.ParseableType{Schema: tv.Schema(), TypeRef: tv.TypeRef()})
+	if err != nil {
+		t.Fatalf("NewOverlayerForType: %v", err)
+	}
+	return o
+}
+
+func roleBinding(namespace, name string, subjects ...string) *rbacv1.RoleBinding {
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: types.UID("uid-" + namespace), ResourceVersion: "3"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
+	}
+	for _, s := range subjects {
+		rb.Subjects = append(rb.Subjects, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: s})
+	}
+	return rb
+}
+
+func TestOverlayRoleBinding(t *testing.T) {
+	t.Parallel()
+	o := roleBindingOverlayer(t)
+	editRef := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"}
+	withRef := func(rb *rbacv1.RoleBinding, ref rbacv1.RoleRef) *rbacv1.RoleBinding {
+		rb.RoleRef = ref
+		return rb
+	}
+	item := func(rb *rbacv1.RoleBinding, isLocked bool) merge.Item {
+		return merge.Item{Namespace: rb.Namespace, Name: rb.Name, Locked: isLocked, Object: rb}
+	}
+	tests := []struct {
+		name      string
+		base      merge.Item
+		overlays  []merge.Item
+		want      *rbacv1.RoleBinding
+		conflicts [][]string
+	}{
+		{
+			name:     "subjects are atomic: replaced as a whole",
+			base:     item(roleBinding(globalNS, "rb", "alice", "bob"), false),
+			overlays: []merge.Item{item(roleBinding("team", "rb", "carol"), false)},
+			want:     roleBinding(globalNS, "rb", "carol"),
+		},
+		{
+			name:      "under a lock, replacing subjects is a conflict naming subjects",
+			base:      item(roleBinding(globalNS, "rb", "alice", "bob"), true),
+			overlays:  []merge.Item{item(roleBinding("team", "rb", "carol"), false)},
+			want:      roleBinding(globalNS, "rb", "alice", "bob"),
+			conflicts: [][]string{{"overlay by team/rb blocked at .subjects: set by locked " + globalNS + "/rb"}},
+		},
+		{
+			name:     "a locked base without subjects gets the overlay's subjects",
+			base:     item(roleBinding(globalNS, "rb"), true),
+			overlays: []merge.Item{item(roleBinding("team", "rb", "carol"), false)},
+			want:     roleBinding(globalNS, "rb", "carol"),
+		},
+		{
+			name:     "roleRef is atomic: replaced as a whole",
+			base:     item(roleBinding(globalNS, "rb", "alice"), false),
+			overlays: []merge.Item{item(withRef(roleBinding("team", "rb", "alice"), editRef), false)},
+			want:     withRef(roleBinding(globalNS, "rb", "alice"), editRef),
+		},
+		{
+			name:      "under a lock, roleRef and subjects both blocked",
+			base:      item(roleBinding(globalNS, "rb", "alice"), true),
+			overlays:  []merge.Item{item(withRef(roleBinding("team", "rb", "carol"), editRef), false)},
+			want:      roleBinding(globalNS, "rb", "alice"),
+			conflicts: [][]string{{"blocked at .roleRef, .subjects: set by locked " + globalNS + "/rb"}},
+		},
+		{
+			name: "a locked parent's subjects hold against the local overlay",
+			base: item(roleBinding(globalNS, "rb", "alice"), false),
+			overlays: []merge.Item{
+				item(roleBinding("org", "rb", "bob"), true),
+				item(roleBinding("team", "rb", "carol"), false),
+			},
+			want:      roleBinding(globalNS, "rb", "bob"),
+			conflicts: [][]string{{"overlay by team/rb blocked at .subjects: set by locked org/rb"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			merged, conflicts := o.Overlay(tt.base, tt.overlays)
+			checkConflicts(t, conflicts, tt.conflicts)
+			got, ok := merged.(*rbacv1.RoleBinding)
+			if !ok {
+				t.Fatalf("merged is %T, want *rbacv1.RoleBinding", merged)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("merged =\n%+v\nwant\n%+v", got, tt.want)
+			}
+		})
+	}
+}
