@@ -558,3 +558,250 @@ func TestView(t *testing.T) {
 		})
 	}
 }
+
+// fakeOverlayer records what MergeWith asks it to merge: its merged object
+// names the base and the overlays, and it reports one conflict per locked
+// overlay.
+type fakeOverlayer struct{}
+
+func (fakeOverlayer) Overlay(base merge.Item, overlays []merge.Item) (any, []string) {
+	merged := base.Namespace + "/" + base.Name
+	var conflicts []string
+	for _, o := range overlays {
+		merged += "+" + o.Namespace
+		if o.Locked {
+			conflicts = append(conflicts, "overlayer: "+o.Namespace)
+		}
+	}
+	return merged, conflicts
+}
+
+// overlaying is an item that asks for the Overlay strategy.
+func overlaying(it merge.Item) merge.Item {
+	it.Overlay = true
+	return it
+}
+
+func TestMergeWithOverlay(t *testing.T) {
+	t.Parallel()
+	global := func(ex []merge.Exclusion, items ...merge.Item) merge.Level {
+		return level(merge.ScopeGlobal, globalNS, ex, items...)
+	}
+	org := func(ex []merge.Exclusion, items ...merge.Item) merge.Level {
+		return level(merge.ScopeParent, "org", ex, items...)
+	}
+	team := func(ex []merge.Exclusion, items ...merge.Item) merge.Level {
+		return level(merge.ScopeLocal, "team", ex, items...)
+	}
+	kindOverlay := merge.Options{Strategy: merge.Overlay, Overlayer: fakeOverlayer{}}
+	kindReplace := merge.Options{Overlayer: fakeOverlayer{}}
+
+	type want struct {
+		item      merge.Item
+		scope     merge.Scope
+		overlays  []merge.Item
+		object    any
+		sources   string
+		conflicts [][]string
+	}
+	tests := []struct {
+		name   string
+		opts   merge.Options
+		levels []merge.Level
+		want   []want
+	}{
+		{
+			name:   "kind strategy Overlay: the local item overlays the global one",
+			opts:   kindOverlay,
+			levels: []merge.Level{global(nil, item(globalNS, "x"), item(globalNS, "y")), team(nil, item("team", "x"))},
+			want: []want{
+				{item: item(globalNS, "x"), scope: merge.ScopeGlobal, overlays: []merge.Item{item("team", "x")}, object: globalNS + "/x+team", sources: "team/x"},
+				{item: item(globalNS, "y"), scope: merge.ScopeGlobal},
+			},
+		},
+		{
+			name:   "kind strategy Overlay without an Overlayer: Replace",
+			opts:   merge.Options{Strategy: merge.Overlay},
+			levels: []merge.Level{global(nil, item(globalNS, "x")), team(nil, item("team", "x"))},
+			want:   []want{{item: item("team", "x"), scope: merge.ScopeLocal}},
+		},
+		{
+			name: "kind strategy Overlay: three levels, overlays top down",
+			opts: kindOverlay,
+			levels: []merge.Level{
+				global(nil, item(globalNS, "x")), org(nil, locked("org", "x")), team(nil, item("team", "x")),
+			},
+			want: []want{{
+				item: item(globalNS, "x"), scope: merge.ScopeGlobal,
+				overlays: []merge.Item{locked("org", "x"), item("team", "x")},
+				object:   globalNS + "/x+org+team", sources: "org/x,team/x",
+				conflicts: [][]string{{"overlayer: org"}},
+			}},
+		},
+		{
+			name:   "kind strategy Overlay: a locked base is overlaid, not shadowed",
+			opts:   kindOverlay,
+			levels: []merge.Level{global(nil, locked(globalNS, "x")), team(nil, item("team", "x"))},
+			want: []want{{
+				item: locked(globalNS, "x"), scope: merge.ScopeGlobal,
+				overlays: []merge.Item{item("team", "x")}, object: globalNS + "/x+team", sources: "team/x",
+			}},
+		},
+		{
+			name:   "base annotated overlay while locked: overlaid",
+			opts:   kindReplace,
+			levels: []merge.Level{global(nil, overlaying(locked(globalNS, "x"))), team(nil, item("team", "x"))},
+			want: []want{{
+				item: overlaying(locked(globalNS, "x")), scope: merge.ScopeGlobal,
+				overlays: []merge.Item{item("team", "x")}, object: globalNS + "/x+team", sources: "team/x",
+			}},
+		},
+		{
+			name:   "base annotated overlay, unlocked: overlaid",
+			opts:   kindReplace,
+			levels: []merge.Level{global(nil, overlaying(item(globalNS, "x"))), team(nil, item("team", "x"))},
+			want: []want{{
+				item: overlaying(item(globalNS, "x")), scope: merge.ScopeGlobal,
+				overlays: []merge.Item{item("team", "x")}, object: globalNS + "/x+team", sources: "team/x",
+			}},
+		},
+		{
+			name:   "lower item asks to overlay an unlocked base: overlaid",
+			opts:   kindReplace,
+			levels: []merge.Level{global(nil, item(globalNS, "x")), team(nil, overlaying(item("team", "x")))},
+			want: []want{{
+				item: item(globalNS, "x"), scope: merge.ScopeGlobal,
+				overlays: []merge.Item{overlaying(item("team", "x"))}, object: globalNS + "/x+team", sources: "team/x",
+			}},
+		},
+		{
+			name:   "lower item asks to overlay a locked base: a blocked shadow",
+			opts:   kindReplace,
+			levels: []merge.Level{global(nil, locked(globalNS, "x")), team(nil, overlaying(item("team", "x")))},
+			want: []want{{
+				item: locked(globalNS, "x"), scope: merge.ScopeGlobal,
+				conflicts: [][]string{{"shadow by local team/x blocked", "global source " + globalNS + "/x is locked"}},
+			}},
+		},
+		{
+			name: "base annotated overlay: later items overlay it even under a locked overlay",
+			opts: kindReplace,
+			levels: []merge.Level{
+				global(nil, overlaying(item(globalNS, "x"))), org(nil, locked("org", "x")), team(nil, overlaying(item("team", "x"))),
+			},
+			want: []want{{
+				item: overlaying(item(globalNS, "x")), scope: merge.ScopeGlobal,
+				overlays: []merge.Item{locked("org", "x"), overlaying(item("team", "x"))},
+				object:   globalNS + "/x+org+team", sources: "org/x,team/x",
+				conflicts: [][]string{{"overlayer: org"}},
+			}},
+		},
+		{
+			name: "without the base's consent, a locked overlay blocks a later one asking to overlay",
+			opts: kindReplace,
+			levels: []merge.Level{
+				global(nil, item(globalNS, "x")), org(nil, overlaying(locked("org", "x"))), team(nil, overlaying(item("team", "x"))),
+			},
+			want: []want{{
+				item: item(globalNS, "x"), scope: merge.ScopeGlobal,
+				overlays: []merge.Item{overlaying(locked("org", "x"))}, object: globalNS + "/x+org", sources: "org/x",
+				conflicts: [][]string{
+					{"shadow by local team/x blocked", "global source " + globalNS + "/x is locked"},
+					{"overlayer: org"},
+				},
+			}},
+		},
+		{
+			name:   "lower item not asking, kind Replace: shadows",
+			opts:   kindReplace,
+			levels: []merge.Level{global(nil, item(globalNS, "x")), team(nil, item("team", "x"))},
+			want:   []want{{item: item("team", "x"), scope: merge.ScopeLocal}},
+		},
+		{
+			name: "exclusion of an item whose overlay is locked: blocked",
+			opts: kindOverlay,
+			levels: []merge.Level{
+				global(nil, item(globalNS, "x")), org(nil, locked("org", "x")), team(excl("rolebindings/x")),
+			},
+			want: []want{{
+				item: item(globalNS, "x"), scope: merge.ScopeGlobal,
+				overlays: []merge.Item{locked("org", "x")}, object: globalNS + "/x+org", sources: "org/x",
+				conflicts: [][]string{{"exclusion rolebindings/x in namespace team blocked"}, {"overlayer: org"}},
+			}},
+		},
+		{
+			name: "exclusion of an overlaid item, nothing locked: removed",
+			opts: kindOverlay,
+			levels: []merge.Level{
+				global(nil, item(globalNS, "x")), org(nil, item("org", "x")), team(excl("rolebindings/*")),
+			},
+		},
+		{
+			name: "an excluded overlaid item defined again below starts afresh",
+			opts: kindOverlay,
+			levels: []merge.Level{
+				global(nil, item(globalNS, "x")), org(excl("rolebindings/x"), item("org", "x")), team(nil, item("team", "x")),
+			},
+			want: []want{{
+				item: item("org", "x"), scope: merge.ScopeParent,
+				overlays: []merge.Item{item("team", "x")}, object: "org/x+team", sources: "team/x",
+			}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := merge.MergeWith(resource, tt.levels, tt.opts)
+			if len(got) != len(tt.want) {
+				t.Fatalf("MergeWith() = %+v, want %d results", got, len(tt.want))
+			}
+			for i, w := range tt.want {
+				g := got[i]
+				if !reflect.DeepEqual(g.Item, w.item) || g.Scope != w.scope {
+					t.Errorf("result %d = %s %+v, want %s %+v", i, g.Scope, g.Item, w.scope, w.item)
+				}
+				if !reflect.DeepEqual(g.Overlays, w.overlays) {
+					t.Errorf("result %d overlays = %+v, want %+v", i, g.Overlays, w.overlays)
+				}
+				if g.Object != w.object {
+					t.Errorf("result %d object = %v, want %v", i, g.Object, w.object)
+				}
+				if s := g.OverlaySources(); s != w.sources {
+					t.Errorf("result %d OverlaySources() = %q, want %q", i, s, w.sources)
+				}
+				if len(g.Conflicts) != len(w.conflicts) {
+					t.Errorf("result %d conflicts = %q, want %d matching %q", i, g.Conflicts, len(w.conflicts), w.conflicts)
+					continue
+				}
+				for j, subs := range w.conflicts {
+					for _, s := range subs {
+						if !strings.Contains(g.Conflicts[j], s) {
+							t.Errorf("result %d conflict %d = %q, want it to contain %q", i, j, g.Conflicts[j], s)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestResultOverlaySources(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		overlays []merge.Item
+		want     string
+	}{
+		{name: "none", want: ""},
+		{name: "one", overlays: []merge.Item{item("team", "x")}, want: "team/x"},
+		{name: "top down, comma-separated", overlays: []merge.Item{item("org", "x"), item("dept", "x"), item("team", "x")}, want: "org/x,dept/x,team/x"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := (merge.Result{Overlays: tt.overlays}).OverlaySources(); got != tt.want {
+				t.Errorf("OverlaySources() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
