@@ -4,13 +4,21 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	clienttesting "k8s.io/client-go/testing"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apiserver"
 	"github.com/implicit-dev/implicit-apiserver/pkg/cmd/server"
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 )
 
@@ -29,6 +37,12 @@ const defaultResources = `resources:
   resource: networkpolicies
 `
 
+var (
+	guardrails   = schema.GroupVersionResource{Group: "policy.example.com", Version: "v1", Resource: "guardrails"}
+	rolesV1beta1 = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1beta1", Resource: "roles"}
+	configMaps   = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+)
+
 func writeConfig(t *testing.T, content string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "config.yaml")
@@ -43,22 +57,60 @@ func TestLoadConfiguration(t *testing.T) {
 	tests := []struct {
 		name    string
 		content string
-		// want are the resources of the kinds served, in order.
-		want []string
+		// wantKinds are the resources of the built-in kinds served, in order.
+		wantKinds []string
+		// wantStrategies are the strategies of the built-in kinds, by resource.
+		wantStrategies map[string]merge.Strategy
+		// wantResources are the other kinds served, in order.
+		wantResources []apiserver.Resource
 		// wantErrs are substrings of the error, one per expected problem.
 		wantErrs []string
 		// wantCount is the number of aggregated errors, when the error is an aggregate.
 		wantCount int
 	}{
 		{
-			name:    "the three default kinds",
-			content: header + defaultResources,
-			want:    []string{"rolebindings", "roles", "networkpolicies"},
+			name:      "the three default kinds",
+			content:   header + defaultResources,
+			wantKinds: []string{"rolebindings", "roles", "networkpolicies"},
+			wantStrategies: map[string]merge.Strategy{
+				"rolebindings": merge.Replace, "roles": merge.Replace, "networkpolicies": merge.Replace,
+			},
 		},
 		{
-			name:    "one kind",
-			content: header + "resources:\n- {group: networking.k8s.io, version: v1, resource: networkpolicies}\n",
-			want:    []string{"networkpolicies"},
+			name:           "one kind",
+			content:        header + "resources:\n- {group: networking.k8s.io, version: v1, resource: networkpolicies}\n",
+			wantKinds:      []string{"networkpolicies"},
+			wantStrategies: map[string]merge.Strategy{"networkpolicies": merge.Replace},
+		},
+		{
+			name: "a custom resource with Overlay is a generic resource",
+			content: header + defaultResources +
+				"- {group: policy.example.com, version: v1, resource: guardrails, strategy: Overlay}\n",
+			wantKinds: []string{"rolebindings", "roles", "networkpolicies"},
+			wantStrategies: map[string]merge.Strategy{
+				"rolebindings": merge.Replace, "roles": merge.Replace, "networkpolicies": merge.Replace,
+			},
+			wantResources: []apiserver.Resource{{Source: guardrails, Strategy: merge.Overlay}},
+		},
+		{
+			name:           "another version of a built-in kind is a generic resource",
+			content:        header + "resources:\n- {group: rbac.authorization.k8s.io, version: v1beta1, resource: roles}\n",
+			wantStrategies: map[string]merge.Strategy{},
+			wantResources:  []apiserver.Resource{{Source: rolesV1beta1, Strategy: merge.Replace}},
+		},
+		{
+			name:           "a core group kind is a generic resource",
+			content:        header + "resources:\n- {version: v1, resource: configmaps}\n",
+			wantStrategies: map[string]merge.Strategy{},
+			wantResources:  []apiserver.Resource{{Source: configMaps, Strategy: merge.Replace}},
+		},
+		{
+			name: "Overlay on a built-in kind is recorded by resource",
+			content: header + "resources:\n" +
+				"- {group: rbac.authorization.k8s.io, version: v1, resource: roles}\n" +
+				"- {group: networking.k8s.io, version: v1, resource: networkpolicies, strategy: Overlay}\n",
+			wantKinds:      []string{"roles", "networkpolicies"},
+			wantStrategies: map[string]merge.Strategy{"roles": merge.Replace, "networkpolicies": merge.Overlay},
 		},
 		{
 			name:     "unknown top-level field",
@@ -104,86 +156,117 @@ func TestLoadConfiguration(t *testing.T) {
 			name: "duplicate resource",
 			content: header + defaultResources +
 				"- {group: rbac.authorization.k8s.io, version: v1, resource: roles}\n",
-			wantErrs:  []string{"resources[3]: roles is listed twice"},
+			wantErrs:  []string{"resources[3] (rbac.authorization.k8s.io/v1, Resource=roles): resource roles is listed twice (resources[1])"},
 			wantCount: 1,
 		},
 		{
-			name:      "unknown kind",
-			content:   header + "resources:\n- {group: policy.example.com, version: v1, resource: guardrails}\n",
-			wantErrs:  []string{"resources[0]: policy.example.com/v1, Resource=guardrails is not supported by this release"},
-			wantCount: 1,
-		},
-		{
-			name:      "known resource in an unknown version",
-			content:   header + "resources:\n- {group: rbac.authorization.k8s.io, version: v1beta1, resource: roles}\n",
-			wantErrs:  []string{"resources[0]: rbac.authorization.k8s.io/v1beta1, Resource=roles is not supported by this release"},
-			wantCount: 1,
-		},
-		{
-			name:      "core group",
-			content:   header + "resources:\n- {version: v1, resource: configmaps}\n",
-			wantErrs:  []string{"resources[0]: /v1, Resource=configmaps is not supported by this release"},
+			name: "the same resource name in another group is a duplicate",
+			content: header + defaultResources +
+				"- {group: policy.example.com, version: v1, resource: roles}\n",
+			wantErrs:  []string{"resources[3] (policy.example.com/v1, Resource=roles): resource roles is listed twice (resources[1])"},
 			wantCount: 1,
 		},
 		{
 			name:      "missing version and resource",
 			content:   header + "resources:\n- {group: rbac.authorization.k8s.io}\n",
-			wantErrs:  []string{"resources[0]: version and resource are required"},
-			wantCount: 1,
-		},
-		{
-			name:      "strategy Overlay",
-			content:   header + "resources:\n- {group: rbac.authorization.k8s.io, version: v1, resource: roles, strategy: Overlay}\n",
-			wantErrs:  []string{"resources[0]: strategy Overlay is not supported by this release"},
+			wantErrs:  []string{"resources[0] (rbac.authorization.k8s.io/, Resource=): version is required; resource is required"},
 			wantCount: 1,
 		},
 		{
 			name:      "bad strategy",
 			content:   header + "resources:\n- {group: rbac.authorization.k8s.io, version: v1, resource: roles, strategy: replace}\n",
-			wantErrs:  []string{`resources[0]: strategy "replace": want Replace or Overlay`},
+			wantErrs:  []string{`resources[0] (rbac.authorization.k8s.io/v1, Resource=roles): strategy "replace": want Replace or Overlay`},
+			wantCount: 1,
+		},
+		{
+			name:      "resource with a dot",
+			content:   header + "resources:\n- {group: policy.example.com, version: v1, resource: guardrails.policy.example.com}\n",
+			wantErrs:  []string{`resources[0] (policy.example.com/v1, Resource=guardrails.policy.example.com): resource "guardrails.policy.example.com": want a plural resource name`},
+			wantCount: 1,
+		},
+		{
+			name:      "resource in upper case",
+			content:   header + "resources:\n- {group: policy.example.com, version: v1, resource: GuardRails}\n",
+			wantErrs:  []string{`resources[0] (policy.example.com/v1, Resource=GuardRails): resource "GuardRails": want a plural resource name`},
+			wantCount: 1,
+		},
+		{
+			name:      "a subresource",
+			content:   header + "resources:\n- {version: v1, resource: pods/status}\n",
+			wantErrs:  []string{`resources[0] (/v1, Resource=pods/status): resource "pods/status"`},
+			wantCount: 1,
+		},
+		{
+			name:      "bad group",
+			content:   header + "resources:\n- {group: policy_example.com, version: v1, resource: guardrails}\n",
+			wantErrs:  []string{`resources[0] (policy_example.com/v1, Resource=guardrails): group "policy_example.com"`},
+			wantCount: 1,
+		},
+		{
+			name:      "bad version",
+			content:   header + "resources:\n- {group: policy.example.com, version: V1, resource: guardrails}\n",
+			wantErrs:  []string{`resources[0] (policy.example.com/V1, Resource=guardrails): version "V1"`},
+			wantCount: 1,
+		},
+		{
+			name: "several problems in one entry are one error",
+			content: header + "resources:\n" +
+				"- {group: Policy.Example.com, resource: Guardrails, strategy: Merge}\n",
+			wantErrs: []string{
+				`resources[0] (Policy.Example.com/, Resource=Guardrails): version is required; ` +
+					`resource "Guardrails": want a plural resource name such as rolebindings; ` +
+					`group "Policy.Example.com": `,
+				`; strategy "Merge": want Replace or Overlay`,
+			},
 			wantCount: 1,
 		},
 		{
 			name: "several problems at once",
 			content: "apiVersion: v1\nkind: ImplicitConfiguration\nresources:\n" +
 				"- {group: rbac.authorization.k8s.io, version: v1, resource: roles}\n" +
-				"- {group: policy.example.com, version: v1, resource: guardrails}\n" +
-				"- {group: rbac.authorization.k8s.io, version: v1, resource: roles}\n" +
-				"- {group: networking.k8s.io, version: v1, resource: networkpolicies, strategy: Overlay}\n" +
-				"- {group: rbac.authorization.k8s.io, version: v1, resource: rolebindings, strategy: Merge}\n",
+				"- {group: policy.example.com, version: v1, resource: guardrails, strategy: Overlay}\n" +
+				"- {group: rbac.authorization.k8s.io, version: v1beta1, resource: roles}\n" +
+				"- {group: networking.k8s.io, resource: NetworkPolicies}\n" +
+				"- {group: rbac.authorization.k8s.io, version: v1, resource: rolebindings, strategy: Merge}\n" +
+				"- {version: v1, resource: configmaps}\n",
 			wantErrs: []string{
 				`apiVersion/kind is "v1"/"ImplicitConfiguration"`,
-				"resources[1]: policy.example.com/v1, Resource=guardrails is not supported by this release",
-				"resources[2]: roles is listed twice",
-				"resources[3]: strategy Overlay is not supported by this release",
-				`resources[4]: strategy "Merge": want Replace or Overlay`,
+				"resources[2] (rbac.authorization.k8s.io/v1beta1, Resource=roles): resource roles is listed twice (resources[0])",
+				`resources[3] (networking.k8s.io/, Resource=NetworkPolicies): version is required; resource "NetworkPolicies"`,
+				`resources[4] (rbac.authorization.k8s.io/v1, Resource=rolebindings): strategy "Merge": want Replace or Overlay`,
 			},
-			wantCount: 5,
+			wantCount: 4,
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			path := writeConfig(t, tc.content)
-			kinds, err := server.LoadConfiguration(path)
+			cfg, err := server.LoadConfiguration(path)
 			if len(tc.wantErrs) == 0 {
 				if err != nil {
 					t.Fatalf("LoadConfiguration: %v", err)
 				}
 				var got []string
-				for _, k := range kinds {
+				for _, k := range cfg.Kinds {
 					got = append(got, k.Resource())
 				}
-				if !slices.Equal(got, tc.want) {
-					t.Errorf("kinds = %v, want %v", got, tc.want)
+				if !slices.Equal(got, tc.wantKinds) {
+					t.Errorf("kinds = %v, want %v", got, tc.wantKinds)
+				}
+				if !reflect.DeepEqual(cfg.Strategies, tc.wantStrategies) {
+					t.Errorf("strategies = %v, want %v", cfg.Strategies, tc.wantStrategies)
+				}
+				if !slices.Equal(cfg.Resources, tc.wantResources) {
+					t.Errorf("resources = %v, want %v", cfg.Resources, tc.wantResources)
 				}
 				return
 			}
 			if err == nil {
-				t.Fatalf("LoadConfiguration succeeded with %d kinds, want an error", len(kinds))
+				t.Fatalf("LoadConfiguration succeeded with %+v, want an error", cfg)
 			}
-			if kinds != nil {
-				t.Errorf("kinds = %v alongside an error, want none", kinds)
+			if cfg.Kinds != nil || cfg.Strategies != nil || cfg.Resources != nil {
+				t.Errorf("configuration = %+v alongside an error, want none", cfg)
 			}
 			if !strings.Contains(err.Error(), path) {
 				t.Errorf("error %q does not name the file %s", err, path)
@@ -206,20 +289,51 @@ func TestLoadConfiguration(t *testing.T) {
 	}
 }
 
+// TestLoadConfigurationKinds checks that a listed built-in kind is the
+// registry's own, typed kind, not a copy of its names.
 func TestLoadConfigurationKinds(t *testing.T) {
 	t.Parallel()
-	kinds, err := server.LoadConfiguration(writeConfig(t, header+defaultResources))
+	cfg, err := server.LoadConfiguration(writeConfig(t, header+defaultResources))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := registry.DefaultKinds()
-	if len(kinds) != len(want) {
-		t.Fatalf("%d kinds, want %d", len(kinds), len(want))
+	if len(cfg.Kinds) != len(want) {
+		t.Fatalf("%d kinds, want %d", len(cfg.Kinds), len(want))
 	}
 	for i := range want {
-		if kinds[i].Source != want[i].Source || kinds[i].Kind != want[i].Kind || kinds[i].Singular != want[i].Singular {
-			t.Errorf("kinds[%d] = %v %s, want %v %s", i, kinds[i].Source, kinds[i].Kind, want[i].Source, want[i].Kind)
+		got := cfg.Kinds[i]
+		if got.Source != want[i].Source || got.Kind != want[i].Kind || got.Singular != want[i].Singular || got.Model != want[i].Model {
+			t.Errorf("kinds[%d] = %v %s, want %v %s", i, got.Source, got.Kind, want[i].Source, want[i].Kind)
 		}
+		if got.Unstructured() {
+			t.Errorf("kinds[%d] (%s) is served unstructured, want its Go type", i, got.Resource())
+		}
+		if reflect.TypeOf(got.New()) != reflect.TypeOf(want[i].New()) {
+			t.Errorf("kinds[%d].New() = %T, want %T", i, got.New(), want[i].New())
+		}
+	}
+	if len(cfg.Resources) != 0 {
+		t.Errorf("resources = %v, want none", cfg.Resources)
+	}
+}
+
+func TestDefaultConfiguration(t *testing.T) {
+	t.Parallel()
+	cfg := server.DefaultConfiguration()
+	var got []schema.GroupVersionResource
+	for _, k := range cfg.Kinds {
+		got = append(got, k.Source)
+	}
+	var want []schema.GroupVersionResource
+	for _, k := range registry.DefaultKinds() {
+		want = append(want, k.Source)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("kinds = %v, want %v", got, want)
+	}
+	if cfg.Strategies == nil || len(cfg.Strategies) != 0 || len(cfg.Resources) != 0 {
+		t.Errorf("strategies = %v, resources = %v: want an empty map and none", cfg.Strategies, cfg.Resources)
 	}
 }
 
@@ -229,5 +343,127 @@ func TestLoadConfigurationMissingFile(t *testing.T) {
 	_, err := server.LoadConfiguration(path)
 	if err == nil || !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "--config") {
 		t.Errorf("err = %v, want a --config error wrapping os.ErrNotExist", err)
+	}
+}
+
+func TestCheckResources(t *testing.T) {
+	t.Parallel()
+	listWatch := []string{"get", "list", "watch"}
+	host := []*metav1.APIResourceList{
+		{
+			GroupVersion: "policy.example.com/v1",
+			APIResources: []metav1.APIResource{
+				{Name: "guardrails", Kind: "Guardrail", Namespaced: true, Verbs: listWatch},
+				{Name: "guardrails/status", Kind: "Guardrail", Namespaced: true, Verbs: []string{"get", "update"}},
+				{Name: "clusterguardrails", Kind: "ClusterGuardrail", Namespaced: false, Verbs: listWatch},
+				{Name: "snapshots", Kind: "Snapshot", Namespaced: true, Verbs: []string{"get", "list"}},
+				{Name: "tokens", Kind: "Token", Namespaced: false, Verbs: []string{"create"}},
+			},
+		},
+		{
+			GroupVersion: "v1",
+			APIResources: []metav1.APIResource{
+				{Name: "configmaps", Kind: "ConfigMap", Namespaced: true, Verbs: listWatch},
+			},
+		},
+	}
+	gvr := func(group, version, resource string) apiserver.Resource {
+		return apiserver.Resource{Source: schema.GroupVersionResource{Group: group, Version: version, Resource: resource}, Strategy: merge.Replace}
+	}
+	tests := []struct {
+		name      string
+		resources []apiserver.Resource
+		// wantErrs are substrings of the error, one per expected problem; none: no error.
+		wantErrs []string
+		// wantCount is the number of aggregated errors.
+		wantCount int
+	}{
+		{name: "nothing configured"},
+		{
+			name:      "namespaced kinds that can be listed and watched",
+			resources: []apiserver.Resource{gvr("policy.example.com", "v1", "guardrails"), gvr("", "v1", "configmaps")},
+		},
+		{
+			name:      "a group version the host does not serve yet is served later",
+			resources: []apiserver.Resource{gvr("policy.example.com", "v2", "guardrails"), gvr("absent.example.com", "v1", "things")},
+		},
+		{
+			name:      "a kind its group version does not serve yet is served later",
+			resources: []apiserver.Resource{gvr("policy.example.com", "v1", "widgets")},
+		},
+		{
+			name:      "a cluster-scoped kind",
+			resources: []apiserver.Resource{gvr("policy.example.com", "v1", "clusterguardrails")},
+			wantErrs:  []string{"clusterguardrails.policy.example.com is cluster-scoped"},
+			wantCount: 1,
+		},
+		{
+			name:      "a kind without watch",
+			resources: []apiserver.Resource{gvr("policy.example.com", "v1", "snapshots")},
+			wantErrs:  []string{"snapshots.policy.example.com does not support watch"},
+			wantCount: 1,
+		},
+		{
+			name:      "a kind with several problems is one error",
+			resources: []apiserver.Resource{gvr("policy.example.com", "v1", "tokens")},
+			wantErrs:  []string{"tokens.policy.example.com is cluster-scoped", "and does not support list and does not support watch"},
+			wantCount: 1,
+		},
+		{
+			name: "every bad kind is reported, the good and the absent are not",
+			resources: []apiserver.Resource{
+				gvr("policy.example.com", "v1", "clusterguardrails"),
+				gvr("policy.example.com", "v1", "guardrails"),
+				gvr("absent.example.com", "v1", "things"),
+				gvr("policy.example.com", "v1", "snapshots"),
+			},
+			wantErrs:  []string{"clusterguardrails.policy.example.com is cluster-scoped", "snapshots.policy.example.com does not support watch"},
+			wantCount: 2,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dc := &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{Resources: host}}
+			err := server.CheckResources(dc, tc.resources)
+			if len(tc.wantErrs) == 0 {
+				if err != nil {
+					t.Errorf("CheckResources: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("CheckResources succeeded, want an error")
+			}
+			if !strings.Contains(err.Error(), "--config") {
+				t.Errorf("error %q does not name --config", err)
+			}
+			for _, want := range tc.wantErrs {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not contain %q", err, want)
+				}
+			}
+			var agg utilerrors.Aggregate
+			if !errors.As(err, &agg) {
+				t.Fatalf("error %q is not an aggregate", err)
+			}
+			if len(agg.Errors()) != tc.wantCount {
+				t.Errorf("%d errors, want %d: %v", len(agg.Errors()), tc.wantCount, agg.Errors())
+			}
+		})
+	}
+}
+
+// TestCheckResourcesDiscoveryFailure checks that a discovery failure other
+// than NotFound is an error, not a kind to serve later.
+func TestCheckResourcesDiscoveryFailure(t *testing.T) {
+	t.Parallel()
+	dc := &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{}}
+	dc.AddReactor("get", "resource", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("connection refused")
+	})
+	err := server.CheckResources(dc, []apiserver.Resource{{Source: guardrails}})
+	if err == nil || !strings.Contains(err.Error(), "connection refused") || !strings.Contains(err.Error(), "policy.example.com/v1") {
+		t.Errorf("err = %v, want the discovery failure of policy.example.com/v1", err)
 	}
 }
