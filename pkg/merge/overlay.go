@@ -186,16 +186,13 @@ func (o *overlayer) overlay(base Item, overlays []Item) (merged any, conflicts [
 			conflicts = append(conflicts, fmt.Sprintf("overlay by %s ignored: does not match the schema: %s", itemRef(ov), shortError(err)))
 			continue
 		}
-		next, nextManagers, blocked, err := o.apply(live, config, managers, manager)
+		next, nextManagers, blocked, err := o.apply(live, config, managers, manager, ov.Locked)
 		if err != nil {
 			conflicts = append(conflicts, fmt.Sprintf("overlay by %s ignored: %s", itemRef(ov), shortError(err)))
 			continue
 		}
 		conflicts = append(conflicts, describeBlocked(ov, blocked, owners)...)
 		live, managers = next, nextManagers
-		if !ov.Locked {
-			delete(managers, manager)
-		}
 	}
 
 	out, ok := live.AsValue().Unstructured().(map[string]interface{})
@@ -214,7 +211,21 @@ func (o *overlayer) overlay(base Item, overlays []Item) (merged any, conflicts [
 // apply applies config onto live as manager, without force. On conflicts
 // with the locked managers it drops the blocked fields from config and
 // applies again; blocked maps each dropped path to the managers owning it.
-func (o *overlayer) apply(live, config *typed.TypedValue, managers fieldpath.ManagedFields, manager string) (*typed.TypedValue, fieldpath.ManagedFields, map[string][]string, error) {
+// With owner, manager keeps the fields it applied in the returned managers.
+func (o *overlayer) apply(live, config *typed.TypedValue, managers fieldpath.ManagedFields, manager string, owner bool) (*typed.TypedValue, fieldpath.ManagedFields, map[string][]string, error) {
+	if len(managers) == 0 {
+		// Nothing is locked yet, so nothing can conflict: Apply would merge,
+		// then compare only to find no owner. Merge and own directly.
+		out, err := live.Merge(config)
+		if err != nil || !owner {
+			return out, managers, nil, err
+		}
+		set, err := config.ToFieldSet()
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return out, fieldpath.ManagedFields{manager: fieldpath.NewVersionedSet(set, overlayVersion, true)}, nil, nil
+	}
 	var blocked map[string][]string
 	// Dropping the conflicting fields leaves none to conflict: the second
 	// attempt succeeds. The bound is a guard, not an expectation.
@@ -223,6 +234,9 @@ func (o *overlayer) apply(live, config *typed.TypedValue, managers fieldpath.Man
 		if err == nil {
 			if out == nil {
 				out = live
+			}
+			if !owner {
+				delete(nextManagers, manager)
 			}
 			return out, nextManagers, blocked, nil
 		}
