@@ -5,8 +5,14 @@
 // ancestors and the namespace itself combine into one view: precedence,
 // exclusions and locks.
 //
-// It knows nothing of HTTP, informers or concrete Kubernetes kinds: callers
-// pass namespaces and source items in, and get back which source wins each
-// name, at which scope, and which lower-scope attempts a lock blocked.
-// The Overlay strategy plugs in at Strategy; only Replace is implemented here.
+// It knows nothing of HTTP or informers: callers pass namespaces and source
+// items in, and get back which source wins each name, at which scope, and
+// which lower-scope attempts a lock blocked.
+//
+// The Overlay strategy merges lower-scope objects onto the inherited one
+// field by field (NewOverlayer, overlay.go). It builds on
+// sigs.k8s.io/structured-merge-diff, server-side apply's engine, with the
+// kind's OpenAPI schema converted by kube-openapi's schemaconv: each locked
+// layer is a field manager, and merge.Updater.Apply without force finds the
+// fields a lower layer may not change. Objects stay opaque everywhere else.
 package merge
