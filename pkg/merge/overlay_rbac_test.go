@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -120,6 +121,78 @@ func TestOverlayRoleBinding(t *testing.T) {
 			}
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("merged =\n%+v\nwant\n%+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestOverlayNetworkPolicy overlays typed NetworkPolicies, as informers hand
+// them out (empty TypeMeta), with client-go's networking/v1 schema.
+func TestOverlayNetworkPolicy(t *testing.T) {
+	t.Parallel()
+	tv, err := applyconfigurations.NewTypeConverter(scheme.Scheme).ObjectToTyped(&unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+	}})
+	if err != nil {
+		t.Fatalf("NetworkPolicy schema: %v", err)
+	}
+	o, err := merge.NewOverlayerForType(typed.ParseableType{Schema: tv.Schema(), TypeRef: tv.TypeRef()})
+	if err != nil {
+		t.Fatalf("NewOverlayerForType: %v", err)
+	}
+	np := func(namespace string, app string, policyTypes ...networkingv1.PolicyType) *networkingv1.NetworkPolicy {
+		p := &networkingv1.NetworkPolicy{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "deny", UID: types.UID("uid-" + namespace)},
+			Spec:       networkingv1.NetworkPolicySpec{PolicyTypes: policyTypes},
+		}
+		if app != "" {
+			p.Spec.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}
+		}
+		return p
+	}
+	base := np(globalNS, "web", networkingv1.PolicyTypeIngress)
+	tests := []struct {
+		name      string
+		locked    bool
+		overlay   *networkingv1.NetworkPolicy
+		want      *networkingv1.NetworkPolicy
+		conflicts [][]string
+	}{
+		{
+			name:    "policyTypes, an atomic list, replaced",
+			overlay: np("team", "web", networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress),
+			want:    np(globalNS, "web", networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress),
+		},
+		{
+			name:      "under a lock, policyTypes blocked",
+			locked:    true,
+			overlay:   np("team", "web", networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress),
+			want:      base,
+			conflicts: [][]string{{"overlay by team/deny blocked at .spec.policyTypes: set by locked " + globalNS + "/deny"}},
+		},
+		{
+			// podSelector is an atomic map, and every stored NetworkPolicy has
+			// one: an overlay's empty selector (all pods) replaces the base's.
+			name:    "an empty podSelector, atomic, replaces the base's",
+			overlay: np("team", "", networkingv1.PolicyTypeIngress),
+			want:    np(globalNS, "", networkingv1.PolicyTypeIngress),
+		},
+		{
+			name:      "under a lock, an empty podSelector is blocked",
+			locked:    true,
+			overlay:   np("team", "", networkingv1.PolicyTypeIngress),
+			want:      base,
+			conflicts: [][]string{{"blocked at .spec.podSelector: set by locked " + globalNS + "/deny"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			merged, conflicts := o.Overlay(merge.Item{Namespace: globalNS, Name: "deny", Object: base, Locked: tt.locked},
+				[]merge.Item{{Namespace: "team", Name: "deny", Object: tt.overlay}})
+			checkConflicts(t, conflicts, tt.conflicts)
+			if !reflect.DeepEqual(merged, tt.want) {
+				t.Errorf("merged =\n%+v\nwant\n%+v", merged, tt.want)
 			}
 		})
 	}

@@ -708,3 +708,43 @@ func BenchmarkOverlay(b *testing.B) {
 		}
 	}
 }
+
+// TestMergeWithGuardrailOverlayer is the scenario through MergeWith:
+// a global Guardrail with rules a and b and action Enforce; the dev
+// namespace adds rule c and relaxes to Audit; then the global one is locked.
+func TestMergeWithGuardrailOverlayer(t *testing.T) {
+	t.Parallel()
+	opts := merge.Options{Strategy: merge.Overlay, Overlayer: guardrailOverlayer(t)}
+	dev := layer(guardrail("dev", "g", "Audit", "c=z"), false)
+	tests := []struct {
+		name         string
+		global       merge.Item
+		want         string
+		wantConflict string
+	}{
+		{name: "unlocked: the dev namespace relaxes to Audit", global: layer(guardrail(globalNS, "g", "Enforce", "a=x", "b=y"), false), want: "Audit; a=x b=y c=z"},
+		{name: "locked: Enforce stays, rule c is added", global: layer(guardrail(globalNS, "g", "Enforce", "a=x", "b=y"), true), want: "Enforce; a=x b=y c=z", wantConflict: "spec.action"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := merge.MergeWith("guardrails", []merge.Level{
+				{Scope: merge.ScopeGlobal, Namespace: globalNS, Items: []merge.Item{tt.global}},
+				{Scope: merge.ScopeLocal, Namespace: "dev", Items: []merge.Item{dev}},
+			}, opts)
+			if len(got) != 1 {
+				t.Fatalf("MergeWith() = %+v, want one result", got)
+			}
+			r := got[0]
+			if r.Scope != merge.ScopeGlobal || r.OverlaySources() != "dev/g" {
+				t.Errorf("scope %s, overlays %q; want global, dev/g", r.Scope, r.OverlaySources())
+			}
+			if s := specOf(t, r.Object); s != tt.want {
+				t.Errorf("merged spec = %q, want %q", s, tt.want)
+			}
+			if c := r.Conflict(); (tt.wantConflict == "") != (c == "") || !strings.Contains(c, tt.wantConflict) {
+				t.Errorf("Conflict() = %q, want it to contain %q", c, tt.wantConflict)
+			}
+		})
+	}
+}
