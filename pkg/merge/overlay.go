@@ -125,9 +125,12 @@ type overlayResult struct {
 // directives to the server, never merged. Everything else of an overlay
 // merges onto base.
 //
-// Typed overlays (Go structs) can't tell an empty field from an unset one
-// when the field's JSON tag has no omitempty: such a field replaces base's
-// value with the empty one. Unstructured sources don't have the problem.
+// Overlays are whole stored objects, not apply configurations: every field
+// they carry merges, including the ones the API server requires or defaults
+// (a RoleBinding's roleRef, a NetworkPolicy's podSelector and policyTypes),
+// and an atomic one replaces base's whole (under a lock: is blocked). A
+// typed overlay (Go struct) also carries the zero value of each field whose
+// JSON tag has no omitempty.
 func (o *overlayer) Overlay(base Item, overlays []Item) (any, []string) {
 	inputs, key, cacheable := overlayKey(base, overlays)
 	if cacheable {
