@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -49,9 +50,18 @@ const UnlockVerb = "unlock"
 type Guards struct {
 	index Index
 	authz Authorizer
-	// served maps a source group/resource to its view resource name.
+	// served maps a source group/resource to its view resource name; mu
+	// guards it, as kinds are served at run time (Serve).
+	mu     sync.RWMutex
 	served map[schema.GroupResource]string
 	global string
+}
+
+// Serve guards the sources of gr from now on.
+func (g *Guards) Serve(gr schema.GroupResource) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.served[gr] = gr.Resource
 }
 
 // NewGuards returns the guards of the served source group/resources.
@@ -93,7 +103,9 @@ type source struct {
 
 func (g *Guards) source(req *admissionv1.AdmissionRequest) (source, bool, error) {
 	gr := schema.GroupResource{Group: req.Resource.Group, Resource: req.Resource.Resource}
+	g.mu.RLock()
 	resource, ok := g.served[gr]
+	g.mu.RUnlock()
 	if !ok || req.SubResource != "" {
 		return source{}, false, nil
 	}

@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"maps"
 	"slices"
 	"strconv"
@@ -62,29 +63,8 @@ const parentChanged = `object != null && has(object.metadata.labels) && '` + mer
 // locked name or set a parent are sent, so an outage blocks only those);
 // fanout Ignore (a warning is never worth failing a write for).
 func Configuration(name string, served []schema.GroupResource, client func(path string) admissionregistrationv1.WebhookClientConfig) *admissionregistrationv1.ValidatingWebhookConfiguration {
-	// One rule per group with that group's resources: a cross product of
-	// groups and resources could match another group's resource of the same
-	// name.
-	var groups []string
-	byGroup := map[string][]string{}
-	for _, gr := range served {
-		if _, ok := byGroup[gr.Group]; !ok {
-			groups = append(groups, gr.Group)
-		}
-		byGroup[gr.Group] = append(byGroup[gr.Group], gr.Resource)
-	}
 	sourceRule := func(ops ...admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
-		rules := make([]admissionregistrationv1.RuleWithOperations, 0, len(groups))
-		for _, g := range groups {
-			rules = append(rules, admissionregistrationv1.RuleWithOperations{
-				Operations: ops,
-				Rule: admissionregistrationv1.Rule{
-					APIGroups: []string{g}, APIVersions: []string{"*"}, Resources: byGroup[g],
-					Scope: ptr.To(admissionregistrationv1.NamespacedScope),
-				},
-			})
-		}
-		return rules
+		return sourceRules(served, ops)
 	}
 	webhook := func(name, path string, fail admissionregistrationv1.FailurePolicyType, timeout int32, rules []admissionregistrationv1.RuleWithOperations, condName, cond string) admissionregistrationv1.ValidatingWebhook {
 		return admissionregistrationv1.ValidatingWebhook{
@@ -118,6 +98,58 @@ func Configuration(name string, served []schema.GroupResource, client func(path 
 		},
 	}
 	return c
+}
+
+// sourceRules returns the rules matching the served source resources for
+// ops. One rule per group with that group's resources: a cross product of
+// groups and resources could match another group's resource of the same
+// name.
+func sourceRules(served []schema.GroupResource, ops []admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
+	var groups []string
+	byGroup := map[string][]string{}
+	for _, gr := range served {
+		if _, ok := byGroup[gr.Group]; !ok {
+			groups = append(groups, gr.Group)
+		}
+		byGroup[gr.Group] = append(byGroup[gr.Group], gr.Resource)
+	}
+	rules := make([]admissionregistrationv1.RuleWithOperations, 0, len(groups))
+	for _, g := range groups {
+		rules = append(rules, admissionregistrationv1.RuleWithOperations{
+			Operations: ops,
+			Rule: admissionregistrationv1.Rule{
+				APIGroups: []string{g}, APIVersions: []string{"*"}, Resources: byGroup[g],
+				Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+			},
+		})
+	}
+	return rules
+}
+
+// sourceWebhookOps are the operations of each webhook on source objects.
+var sourceWebhookOps = map[string][]admissionregistrationv1.OperationType{
+	WebhookLocks:   {admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete},
+	WebhookShadows: {admissionregistrationv1.Create},
+	WebhookFanout:  {admissionregistrationv1.Update, admissionregistrationv1.Delete},
+}
+
+// setRules sets the source rules of the locks, shadows and fanout webhooks
+// to the served resources; it reports whether anything changed.
+func setRules(cfg *admissionregistrationv1.ValidatingWebhookConfiguration, served []schema.GroupResource) bool {
+	changed := false
+	for i := range cfg.Webhooks {
+		w := &cfg.Webhooks[i]
+		ops, ok := sourceWebhookOps[w.Name]
+		if !ok {
+			continue
+		}
+		want := sourceRules(served, ops)
+		if !equality.Semantic.DeepEqual(w.Rules, want) {
+			w.Rules = want
+			changed = true
+		}
+	}
+	return changed
 }
 
 // ShadowCondition matches a CREATE whose name is the name of a locked source
@@ -179,6 +211,10 @@ type ConditionSync struct {
 	Name            string
 	GlobalNamespace string
 	Source          Guarded
+	// Served, when set, returns the served source resources: the rules of
+	// the source webhooks are kept equal to them, so kinds served from a
+	// configuration, or appearing at run time, are guarded like the defaults.
+	Served func() []schema.GroupResource
 	// MinInterval is the least time between two writes (default 1s);
 	// Resync how often the conditions are checked without a change (5m).
 	MinInterval time.Duration
@@ -273,7 +309,13 @@ func (s *ConditionSync) sync(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if !setConditions(cfg, want) {
+		changed := setConditions(cfg, want)
+		if s.Served != nil {
+			if served := s.Served(); len(served) > 0 && setRules(cfg, served) {
+				changed = true
+			}
+		}
+		if !changed {
 			return nil
 		}
 		if _, err := s.Client.Update(ctx, cfg, metav1.UpdateOptions{}); err != nil {

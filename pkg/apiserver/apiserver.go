@@ -4,17 +4,20 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/kube-openapi/pkg/common"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
@@ -26,8 +29,24 @@ import (
 
 // ExtraConfig is implicit-apiserver's own configuration.
 type ExtraConfig struct {
-	// Kinds are the served views.
+	// Kinds are the built-in views (typed), served from the start.
 	Kinds []registry.Kind
+	// Strategies are the merge strategies of Kinds by resource (default Replace).
+	Strategies map[string]merge.Strategy
+	// Resources are the other configured kinds, served from unstructured
+	// objects once the host serves them (kindController).
+	Resources []Resource
+	// HostSchemas are the host's OpenAPI schemas of Kinds.
+	HostSchemas HostSchemas
+	// Namer names OpenAPI definitions (the scheme's namer).
+	Namer DefinitionNamer
+	// Overlayer builds a kind's overlayer from its schema; nil: no overlays.
+	Overlayer NewOverlayer
+	// Dynamic reaches the host cluster for the configured kinds.
+	Dynamic dynamic.Interface
+	// KindPollInterval is how often the host is asked about configured
+	// kinds (default 3s).
+	KindPollInterval time.Duration
 	// Policy says which namespace is global and which are not tenants.
 	Policy merge.Policy
 	// Scheme and Codecs hold the view types (see NewScheme).
@@ -51,6 +70,8 @@ type HubConfig struct {
 	Name      string
 	Client    kubernetes.Interface
 	Informers informers.SharedInformerFactory
+	// Dynamic reads the configured kinds' global sources on the hub.
+	Dynamic dynamic.Interface
 }
 
 // Config is the generic API server's configuration plus ExtraConfig.
@@ -104,9 +125,17 @@ func (c CompletedConfig) New() (*Server, error) {
 		return nil, err
 	}
 
-	storage := map[string]rest.Storage{}
-	rejecters := map[string]*registry.Storage{}
+	viewers := map[string]registry.Viewer{}
 	for _, k := range x.Kinds {
+		if x.Overlayer != nil {
+			o := merge.Options{Strategy: x.Strategies[k.Resource()]}
+			ov, err := x.Overlayer(x.HostSchemas, k.Model)
+			if err != nil {
+				return nil, fmt.Errorf("overlays of %s: %w", k.Source, err)
+			}
+			o.Overlayer = ov
+			mux.SetMergeOptions(k.Resource(), o)
+		}
 		gi, err := x.Informers.ForResource(k.Source)
 		if err != nil {
 			return nil, fmt.Errorf("no informer for %s: %w", k.Source, err)
@@ -125,18 +154,36 @@ func (c CompletedConfig) New() (*Server, error) {
 			}
 			view.WithStaleness(hub.stale)
 		}
-		s := registry.NewStorage(GroupName, k, view)
-		storage[k.Resource()] = s
-		rejecters[k.Resource()] = s
+		viewers[k.Resource()] = view
+	}
+
+	schemas := newSchemaStore(x.HostSchemas)
+	group := &servedGroup{
+		scheme:            x.Scheme,
+		codecs:            x.Codecs,
+		minRequestTimeout: time.Duration(c.GenericConfig.MinRequestTimeout) * time.Second,
+	}
+	if v2, v3 := c.GenericConfig.OpenAPIConfig, c.GenericConfig.OpenAPIV3Config; v2 != nil && v3 != nil && x.Namer != nil {
+		group.openAPI = func([]registry.Kind) (*common.Config, *common.OpenAPIV3Config) {
+			all, models := schemas.snapshot()
+			namer := viewNamer(x.Namer, models)
+			c2, c3 := *v2, *v3
+			c2.GetDefinitions, c2.GetDefinitionName = all.Definitions(namer), namer
+			c3.GetDefinitions, c3.GetDefinitionName, c3.Definitions = all.Definitions(namer), namer, nil
+			return &c2, &c3
+		}
 	}
 
 	c.GenericConfig.BuildHandlerChainFunc = func(h http.Handler, gc *genericapiserver.Config) http.Handler {
-		return genericapiserver.DefaultBuildHandlerChain(readOnly(h, rejecters, x.Codecs), gc)
+		return genericapiserver.DefaultBuildHandlerChain(readOnly(h, group.storage, x.Codecs), gc)
 	}
 	gs, err := c.GenericConfig.New("implicit-apiserver", genericapiserver.NewEmptyDelegate())
 	if err != nil {
 		return nil, err
 	}
+	group.gs = gs
+	gs.Handler.NonGoRestfulMux.Handle(genericapiserver.APIGroupPrefix+"/"+GroupName, group.groupHandler())
+	gs.Handler.NonGoRestfulMux.HandlePrefix(genericapiserver.APIGroupPrefix+"/"+GroupName+"/", group)
 
 	// The admission guards, on their own paths of the secure port.
 	served := make([]schema.GroupResource, 0, len(x.Kinds))
@@ -158,6 +205,7 @@ func (c CompletedConfig) New() (*Server, error) {
 			Name:            x.WebhookConfiguration,
 			GlobalNamespace: x.Policy.GlobalNamespace,
 			Source:          mux,
+			Served:          group.sources,
 		}
 		if err := gs.AddPostStartHook("implicit-webhook-conditions", func(ctx genericapiserver.PostStartHookContext) error {
 			go sync.Run(ctx)
@@ -174,10 +222,49 @@ func (c CompletedConfig) New() (*Server, error) {
 	}
 	gs.Handler.NonGoRestfulMux.Handle(authz.Path, authorizer.Handler())
 
-	group := genericapiserver.NewDefaultAPIGroupInfo(GroupName, x.Scheme, metav1.ParameterCodec, x.Codecs)
-	group.VersionedResourcesStorageMap[SchemeGroupVersion.Version] = storage
-	if err := gs.InstallAPIGroup(&group); err != nil {
-		return nil, fmt.Errorf("installing %s: %w", SchemeGroupVersion, err)
+	kinds := &kindController{
+		resources:  x.Resources,
+		dc:         discoveryOf(x.Client),
+		dyn:        x.Dynamic,
+		mux:        mux,
+		objects:    objects,
+		group:      group,
+		schemas:    schemas,
+		overlayer:  x.Overlayer,
+		static:     x.Kinds,
+		staticView: viewers,
+		period:     x.KindPollInterval,
+		kinds:      map[string]*dynamicKind{},
+		checked:    make(chan struct{}),
+		onServe:    guards.Serve,
+	}
+	if kinds.period <= 0 {
+		kinds.period = 3 * time.Second
+	}
+	if x.Dynamic != nil {
+		kinds.factory = dynamicinformer.NewDynamicSharedInformerFactory(x.Dynamic, 0)
+	}
+	if x.Hub != nil && x.Hub.Dynamic != nil {
+		kinds.hub = x.Hub
+		kinds.staleness = hub.stale
+		kinds.hubFactory = dynamicinformer.NewFilteredDynamicSharedInformerFactory(x.Hub.Dynamic, 0, x.Policy.GlobalNamespace, nil)
+	}
+	if len(x.Resources) > 0 && (kinds.factory == nil || kinds.dc == nil) {
+		return nil, fmt.Errorf("configured kinds %v need a host cluster client", x.Resources)
+	}
+	if err := gs.AddPostStartHook("implicit-served-kinds", func(ctx genericapiserver.PostStartHookContext) error {
+		go kinds.Run(ctx)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := gs.AddReadyzChecks(healthz.NamedCheck("configured-kinds", func(*http.Request) error {
+		if kinds.hasChecked() && group.current.Load() != nil {
+			return nil
+		}
+		return fmt.Errorf("the configured kinds have not been looked up in the host cluster yet")
+	})); err != nil {
+		return nil, err
 	}
 
 	// Ready only once every source has been listed: before that a view would
@@ -230,6 +317,14 @@ func (c CompletedConfig) New() (*Server, error) {
 		return nil, err
 	}
 	return &Server{GenericAPIServer: gs}, nil
+}
+
+// discoveryOf returns the host's discovery client; nil without a client.
+func discoveryOf(c kubernetes.Interface) discovery.DiscoveryInterface {
+	if c == nil {
+		return nil
+	}
+	return c.Discovery()
 }
 
 // gr is the view's group and resource of kind k.

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
+	"k8s.io/klog/v2"
 	"k8s.io/kube-aggregator/pkg/generated/openapi"
 	"k8s.io/kube-openapi/pkg/common"
 	"k8s.io/kube-openapi/pkg/spec3"
@@ -93,6 +94,7 @@ func (h HostSchemas) definitions(namer DefinitionNamer, ref common.ReferenceCall
 		if err != nil {
 			// A schema that can't round-trip is left out: its view still serves,
 			// and explain shows fewer fields. Never expected from a real host.
+			klog.ErrorS(err, "Leaving a host schema out of the OpenAPI documents", "model", name)
 			continue
 		}
 		defs[name] = def

@@ -18,14 +18,14 @@ var readVerbs = sets.New("get", "list", "watch")
 // the source to edit. It runs after authentication and authorization, so a
 // caller who may not write learns nothing more than a 403. Discovery keeps
 // listing only get, list and watch, since the storage implements no writes.
-func readOnly(next http.Handler, views map[string]*registry.Storage, codecs serializer.CodecFactory) http.Handler {
+func readOnly(next http.Handler, views func(resource string) (*registry.Storage, bool), codecs serializer.CodecFactory) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		info, ok := genericapirequest.RequestInfoFrom(req.Context())
 		if !ok || !info.IsResourceRequest || info.APIGroup != GroupName || info.Subresource != "" || readVerbs.Has(info.Verb) {
 			next.ServeHTTP(w, req)
 			return
 		}
-		view, ok := views[info.Resource]
+		view, ok := views(info.Resource)
 		if !ok {
 			next.ServeHTTP(w, req)
 			return

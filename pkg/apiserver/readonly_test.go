@@ -132,7 +132,7 @@ func TestReadOnly(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			next := &recorder{}
-			h := readOnly(next, views, codecs)
+			h := readOnly(next, func(r string) (*registry.Storage, bool) { s, ok := views[r]; return s, ok }, codecs)
 			req := httptest.NewRequest(http.MethodPost, "/apis/implicit.dev/v1alpha1/namespaces/team-a/rolebindings", nil)
 			if tc.info != nil {
 				req = req.WithContext(genericapirequest.WithRequestInfo(req.Context(), tc.info))

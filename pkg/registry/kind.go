@@ -21,7 +21,15 @@ type Kind struct {
 	Columns []metav1.TableColumnDefinition
 	// Cells returns an item's values for Columns.
 	Cells func(obj runtime.Object) []any
+	// Model is the OpenAPI model name of the source kind in the host
+	// cluster's documents (io.k8s.api.rbac.v1.RoleBinding), the view's schema.
+	Model string
+	// Generic kinds are served from unstructured objects (see Generic).
+	generic bool
 }
+
+// Unstructured reports whether the kind is served from unstructured objects.
+func (k Kind) Unstructured() bool { return k.generic }
 
 // Resource is the plural name of the view, the same as its source's.
 func (k Kind) Resource() string { return k.Source.Resource }

@@ -20,6 +20,7 @@ func RoleBindings() Kind {
 	return Kind{
 		Source:   rbacv1.SchemeGroupVersion.WithResource("rolebindings"),
 		Kind:     "RoleBinding",
+		Model:    "io.k8s.api.rbac.v1.RoleBinding",
 		Singular: "rolebinding",
 		New:      func() runtime.Object { return &rbacv1.RoleBinding{} },
 		NewList:  func() runtime.Object { return &rbacv1.RoleBindingList{} },
@@ -39,6 +40,7 @@ func Roles() Kind {
 	return Kind{
 		Source:   rbacv1.SchemeGroupVersion.WithResource("roles"),
 		Kind:     "Role",
+		Model:    "io.k8s.api.rbac.v1.Role",
 		Singular: "role",
 		New:      func() runtime.Object { return &rbacv1.Role{} },
 		NewList:  func() runtime.Object { return &rbacv1.RoleList{} },
@@ -56,6 +58,7 @@ func NetworkPolicies() Kind {
 	return Kind{
 		Source:   networkingv1.SchemeGroupVersion.WithResource("networkpolicies"),
 		Kind:     "NetworkPolicy",
+		Model:    "io.k8s.api.networking.v1.NetworkPolicy",
 		Singular: "networkpolicy",
 		New:      func() runtime.Object { return &networkingv1.NetworkPolicy{} },
 		NewList:  func() runtime.Object { return &networkingv1.NetworkPolicyList{} },

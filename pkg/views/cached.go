@@ -82,6 +82,8 @@ type itemKey struct {
 	source    any
 	scope     merge.Scope
 	conflict  string
+	// merged is the merged object of an item with overlays (nil without).
+	merged any
 }
 
 // itemCache holds the shared view items of recent events. It is bounded:
@@ -102,12 +104,12 @@ func newItemCache(size int) *itemCache {
 }
 
 // sharedItem returns the cached view item of r in namespace at rv, building it once.
-func (o *Objects) sharedItem(namespace string, r merge.Result, rv uint64) (runtime.Object, error) {
-	key := itemKey{rv: rv, namespace: namespace, source: r.Item.Object, scope: r.Scope, conflict: r.Conflict()}
+func (o *Objects) sharedItem(resource, namespace string, r merge.Result, rv uint64) (runtime.Object, error) {
+	key := itemKey{rv: rv, namespace: namespace, source: r.Item.Object, scope: r.Scope, conflict: r.Conflict(), merged: r.Object}
 	if c, ok := o.cache.Get(key); ok {
 		return c, nil
 	}
-	obj, err := item(namespace, r, formatRV(rv), o.stale)
+	obj, err := item(namespace, r, formatRV(rv), o.stale, o.kindOf(resource))
 	if err != nil {
 		return nil, err
 	}

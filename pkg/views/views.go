@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -32,6 +34,15 @@ type View struct {
 	resource schema.GroupResource
 	source   Source
 	stale    Staleness
+	// kind, when set, is the view's group-version-kind, set on items of
+	// kinds served from unstructured objects (which carry the source's).
+	kind schema.GroupVersionKind
+}
+
+// WithKind sets the view's group-version-kind on unstructured items.
+func (v *View) WithKind(gvk schema.GroupVersionKind) *View {
+	v.kind = gvk
+	return v
 }
 
 // Staleness reports whether the hub cluster the global sources come from
@@ -67,7 +78,7 @@ func (v *View) Get(_ context.Context, namespace, name string) (runtime.Object, e
 	if len(results) == 0 {
 		return nil, apierrors.NewNotFound(v.resource, name)
 	}
-	return item(namespace, results[0], rv, v.stale)
+	return item(namespace, results[0], rv, v.stale, v.kind)
 }
 
 // List returns the view items of namespace, sorted by name, or those of
@@ -107,7 +118,7 @@ func (v *View) list(_ context.Context, namespace, name string) ([]runtime.Object
 	var out []runtime.Object
 	for _, nr := range all {
 		for _, r := range nr.results {
-			obj, err := item(nr.namespace, r, rv, v.stale)
+			obj, err := item(nr.namespace, r, rv, v.stale, v.kind)
 			if err != nil {
 				return nil, "", err
 			}
@@ -154,8 +165,11 @@ func (v *View) readError(err error) error {
 // implements watchmux.Objects. Items of recent events are cached and shared
 // by every watcher that sends them (see cachedObject).
 type Objects struct {
-	// newObject returns an empty object of each resource.
+	// newObject returns an empty object of each resource; mu guards it, as
+	// resources are added at run time.
+	mu        sync.RWMutex
 	newObject map[string]func() runtime.Object
+	kinds     map[string]schema.GroupVersionKind
 	cache     *itemCache
 	stale     Staleness
 }
@@ -174,16 +188,39 @@ func NewObjects(newObject map[string]func() runtime.Object, cacheSize int) *Obje
 	if cacheSize <= 0 {
 		cacheSize = DefaultItemCacheSize
 	}
-	return &Objects{newObject: newObject, cache: newItemCache(cacheSize)}
+	return &Objects{newObject: newObject, kinds: map[string]schema.GroupVersionKind{}, cache: newItemCache(cacheSize)}
 }
 
 // Item implements watchmux.Objects.
-func (o *Objects) Item(_, namespace string, r merge.Result, rv uint64) (runtime.Object, error) {
-	return o.sharedItem(namespace, r, rv)
+func (o *Objects) Item(resource, namespace string, r merge.Result, rv uint64) (runtime.Object, error) {
+	return o.sharedItem(resource, namespace, r, rv)
 }
 
 // Empty implements watchmux.Objects.
-func (o *Objects) Empty(resource string) runtime.Object { return o.newObject[resource]() }
+func (o *Objects) Empty(resource string) runtime.Object {
+	o.mu.RLock()
+	newObject := o.newObject[resource]
+	o.mu.RUnlock()
+	return newObject()
+}
+
+// Add adds a resource served at run time; newObject returns its empty
+// object. The items of a resource whose empty object is unstructured get its
+// group-version-kind.
+func (o *Objects) Add(resource string, newObject func() runtime.Object) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.newObject[resource] = newObject
+	if u, ok := newObject().(*unstructured.Unstructured); ok {
+		o.kinds[resource] = u.GroupVersionKind()
+	}
+}
+
+func (o *Objects) kindOf(resource string) schema.GroupVersionKind {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	return o.kinds[resource]
+}
 
 func formatRV(rv uint64) string { return strconv.FormatUint(rv, 10) }
 
@@ -200,14 +237,22 @@ func UID(source types.UID, namespace string) types.UID {
 	return types.UID(uuid.NewSHA1(uidSpace, []byte(string(source)+"/"+namespace)).String())
 }
 
-// item returns a copy of r's source object as the view item of namespace at
-// rv. stale, when set, says whether a hub's items are stale.
-func item(namespace string, r merge.Result, rv string, stale Staleness) (runtime.Object, error) {
-	src, ok := r.Item.Object.(runtime.Object)
+// item returns a copy of r's source object, or of its merged object when
+// overlays were merged onto it, as the view item of namespace at rv. stale,
+// when set, says whether a hub's items are stale.
+func item(namespace string, r merge.Result, rv string, stale Staleness, kind schema.GroupVersionKind) (runtime.Object, error) {
+	from := r.Item.Object
+	if r.Object != nil {
+		from = r.Object
+	}
+	src, ok := from.(runtime.Object)
 	if !ok {
-		return nil, fmt.Errorf("source %s/%s is a %T, not a runtime.Object", r.Item.Namespace, r.Item.Name, r.Item.Object)
+		return nil, fmt.Errorf("source %s/%s is a %T, not a runtime.Object", r.Item.Namespace, r.Item.Name, from)
 	}
 	obj := src.DeepCopyObject()
+	if u, ok := obj.(*unstructured.Unstructured); ok && !kind.Empty() {
+		u.SetGroupVersionKind(kind)
+	}
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return nil, fmt.Errorf("source %s/%s: %w", r.Item.Namespace, r.Item.Name, err)
@@ -235,6 +280,9 @@ func item(namespace string, r merge.Result, rv string, stale Staleness) (runtime
 	ann[merge.AnnotationSourceResourceVersion] = sourceRV
 	if len(r.Conflicts) > 0 {
 		ann[merge.AnnotationConflict] = r.Conflict()
+	}
+	if len(r.Overlays) > 0 {
+		ann[merge.AnnotationOverlays] = r.OverlaySources()
 	}
 	if r.Item.Cluster != "" {
 		ann[merge.AnnotationSourceCluster] = r.Item.Cluster

@@ -36,9 +36,11 @@ type Objects interface {
 // sameResult reports whether two results show the same view item: the same
 // winning source object (informers make a new object for every change), at
 // the same scope, with the same conflicts.
+// With overlays, the same overlay objects too.
 func sameResult(a, b merge.Result) bool {
 	return a.Item.Object == b.Item.Object && a.Item.Namespace == b.Item.Namespace &&
-		a.Scope == b.Scope && slices.Equal(a.Conflicts, b.Conflicts)
+		a.Scope == b.Scope && slices.Equal(a.Conflicts, b.Conflicts) &&
+		slices.EqualFunc(a.Overlays, b.Overlays, func(x, y merge.Item) bool { return x.Object == y.Object })
 }
 
 // diff returns the events that turn the view before into the view after,

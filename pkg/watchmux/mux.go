@@ -3,6 +3,7 @@ package watchmux
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -95,8 +96,9 @@ type Mux struct {
 	hub string
 }
 
-// New returns a mux for the resources of policy's namespaces. objects turns
-// events into view objects.
+// New returns a mux for the resources of policy's namespaces, merged with
+// the Replace strategy (see SetMergeOptions). objects turns events into view
+// objects. More resources can be added while it runs (AddResource).
 func New(policy merge.Policy, resources []string, objects Objects, opts Options) *Mux {
 	opts.defaults()
 	m := &Mux{
@@ -132,20 +134,44 @@ func (m *Mux) AddNamespaceInformer(informer cache.SharedIndexInformer) error {
 	return nil
 }
 
-// AddSourceInformer feeds the source objects of resource from informer.
-func (m *Mux) AddSourceInformer(resource string, informer cache.SharedIndexInformer) error {
-	if _, ok := m.st.sources[resource]; !ok {
-		return fmt.Errorf("watchmux: resource %q is not served", resource)
+// AddResource serves resource from now on, merged with o. It stays pending
+// (its changes make no events) until MarkResourceSynced: feed it with
+// WatchSources first.
+func (m *Mux) AddResource(resource string, o merge.Options) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.st.sources[resource]; ok {
+		return fmt.Errorf("watchmux: resource %q is already served", resource)
 	}
-	reg, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { m.OnSource(resource, obj, false) },
-		UpdateFunc: func(old, obj any) {
-			if !resynced(old, obj) {
-				m.OnSource(resource, obj, false)
-			}
-		},
-		DeleteFunc: func(obj any) { m.OnSource(resource, obj, true) },
-	})
+	m.st.addResourceLocked(resource, o)
+	return nil
+}
+
+// MarkResourceSynced ends the pending state of a resource added with
+// AddResource: its informers have delivered their initial objects, and from
+// now on its changes make view events.
+func (m *Mux) MarkResourceSynced(resource string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.st.pending.Delete(resource)
+	m.signalChanged()
+}
+
+// SetMergeOptions changes how resource merges: its strategy, and the
+// overlayer built from its schema. Views show the new merge on their next
+// read; events follow the next change of a source.
+func (m *Mux) SetMergeOptions(resource string, o merge.Options) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.st.sources[resource]; ok {
+		m.st.options[resource] = o
+	}
+}
+
+// AddSourceInformer feeds the source objects of resource from informer. The
+// mux's Run waits for it before serving.
+func (m *Mux) AddSourceInformer(resource string, informer cache.SharedIndexInformer) error {
+	reg, err := m.WatchSources(resource, "", informer)
 	if err != nil {
 		return err
 	}
@@ -153,16 +179,21 @@ func (m *Mux) AddSourceInformer(resource string, informer cache.SharedIndexInfor
 	return nil
 }
 
-// AddGlobalSourceInformer feeds the global sources of resource from
-// informer, a watch of the global namespace on the hub cluster named
-// cluster. From then on the global namespace's objects of the local cluster
-// are not sources: the global scope is the hub's.
-func (m *Mux) AddGlobalSourceInformer(resource, cluster string, informer cache.SharedIndexInformer) error {
-	if _, ok := m.st.sources[resource]; !ok {
-		return fmt.Errorf("watchmux: resource %q is not served", resource)
+// WatchSources feeds the source objects of resource from informer, of the
+// hub cluster named cluster ("" for the local one: see
+// AddGlobalSourceInformer for hubs). It returns the handler's registration,
+// whose HasSynced says when its initial objects are in.
+func (m *Mux) WatchSources(resource, cluster string, informer cache.SharedIndexInformer) (cache.ResourceEventHandlerRegistration, error) {
+	m.mu.Lock()
+	_, ok := m.st.sources[resource]
+	if ok && cluster != "" {
+		m.hub = cluster
 	}
-	m.hub = cluster
-	reg, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	m.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("watchmux: resource %q is not served", resource)
+	}
+	return informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { m.onSource(resource, cluster, obj, false) },
 		UpdateFunc: func(old, obj any) {
 			if !resynced(old, obj) {
@@ -171,6 +202,14 @@ func (m *Mux) AddGlobalSourceInformer(resource, cluster string, informer cache.S
 		},
 		DeleteFunc: func(obj any) { m.onSource(resource, cluster, obj, true) },
 	})
+}
+
+// AddGlobalSourceInformer feeds the global sources of resource from
+// informer, a watch of the global namespace on the hub cluster named
+// cluster. From then on the global namespace's objects of the local cluster
+// are not sources: the global scope is the hub's.
+func (m *Mux) AddGlobalSourceInformer(resource, cluster string, informer cache.SharedIndexInformer) error {
+	reg, err := m.WatchSources(resource, cluster, informer)
 	if err != nil {
 		return err
 	}
@@ -202,7 +241,10 @@ func (m *Mux) Run(ctx context.Context) {
 	}
 	if cache.WaitForCacheSync(ctx.Done(), syncs...) {
 		m.MarkSynced()
-		klog.InfoS("Sources synced: serving views", "resources", m.st.resources)
+		m.mu.RLock()
+		resources := slices.Clone(m.st.resources)
+		m.mu.RUnlock()
+		klog.InfoS("Sources synced: serving views", "resources", resources)
 	}
 	t := m.opts.Clock.NewTicker(m.opts.BookmarkInterval)
 	defer t.Stop()
@@ -336,6 +378,9 @@ func (m *Mux) viewsLocked(namespaces []string) [][][]merge.Result {
 	for i, ns := range namespaces {
 		out[i] = make([][]merge.Result, len(m.st.resources))
 		for ri, r := range m.st.resources {
+			if m.st.pending.Has(r) {
+				continue // no events before its sources are read
+			}
 			out[i][ri] = m.st.results(r, ns, "")
 		}
 	}
@@ -352,10 +397,6 @@ func (m *Mux) OnSource(resource string, obj any, deleted bool) {
 // onSource applies a source event from cluster ("" for the local one).
 func (m *Mux) onSource(resource, cluster string, obj any, deleted bool) {
 	start := m.opts.Clock.Now()
-	if _, served := m.st.sources[resource]; !served {
-		klog.ErrorS(nil, "Event of a resource that is not served", "resource", resource)
-		return
-	}
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj, deleted = d.Obj, true
 	}
@@ -370,16 +411,23 @@ func (m *Mux) onSource(resource, cluster string, obj any, deleted bool) {
 		return
 	}
 	namespace, name := acc.GetNamespace(), acc.GetName()
-	if m.hub != "" && cluster == "" && namespace == m.st.policy.GlobalNamespace {
-		return // the hub's global namespace is the global scope, not this one's
-	}
 	var next *merge.Item
 	if !deleted {
-		next = &merge.Item{Namespace: namespace, Name: name, Locked: merge.IsLocked(acc.GetAnnotations()), Object: o, Cluster: cluster}
+		ann := acc.GetAnnotations()
+		next = &merge.Item{Namespace: namespace, Name: name, Locked: merge.IsLocked(ann), Overlay: merge.WantsOverlay(ann), Object: o, Cluster: cluster}
 	}
 	m.mu.Lock()
+	if _, served := m.st.sources[resource]; !served {
+		m.mu.Unlock()
+		klog.ErrorS(nil, "Event of a resource that is not served", "resource", resource)
+		return
+	}
+	if m.hub != "" && cluster == "" && namespace == m.st.policy.GlobalNamespace {
+		m.mu.Unlock()
+		return // the hub's global namespace is the global scope, not this one's
+	}
 	var events []*Event
-	if m.synced {
+	if m.synced && !m.st.pending.Has(resource) {
 		// Only the item of this name can change, in the views of the
 		// namespaces below the source.
 		affected := m.st.affected(namespace)

@@ -14,8 +14,14 @@ import (
 // Callers hold Mux.mu: read for reads, write for changes.
 type state struct {
 	policy merge.Policy
-	// resources are the served resources, in configuration order.
+	// resources are the served resources, in configuration order, then in
+	// the order they were added at run time.
 	resources []string
+	// options are each resource's merge options (strategy, overlayer).
+	options map[string]merge.Options
+	// pending holds resources added at run time whose informers have not
+	// synced yet: their changes make no events, and nothing serves them.
+	pending sets.Set[string]
 	// namespaces by name.
 	namespaces map[string]*merge.Namespace
 	// children maps a parent label value to the namespaces that carry it,
@@ -41,6 +47,8 @@ func newState(policy merge.Policy, resources []string) *state {
 		children:    map[string]sets.Set[string]{},
 		sources:     map[string]map[string]map[string]merge.Item{},
 		counts:      map[string]int{},
+		options:     map[string]merge.Options{},
+		pending:     sets.New[string](),
 		terminating: sets.New[string](),
 		generations: map[string]uint64{},
 	}
@@ -178,7 +186,15 @@ func (s *state) resultsWith(resource, namespace, name string, o *override) []mer
 		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 		return out
 	})
-	return merge.Merge(resource, levels)
+	return merge.MergeWith(resource, levels, s.options[resource])
+}
+
+// addResourceLocked serves resource from now on, pending until its sources are read.
+func (s *state) addResourceLocked(resource string, o merge.Options) {
+	s.resources = append(s.resources, resource)
+	s.sources[resource] = map[string]map[string]merge.Item{}
+	s.options[resource] = o
+	s.pending.Insert(resource)
 }
 
 // namespaceNames returns every namespace, sorted.

@@ -23,6 +23,10 @@ const (
 	binaryEnv = "IMPLICIT_BINARY"
 
 	globalNS = "implicit-global"
+
+	// configFile is the suite's ImplicitConfiguration: the defaults and
+	// guardrails.policy.example.com, whose CRD the suite creates.
+	configFile = "testdata/implicit-config.yaml"
 )
 
 var (
@@ -70,7 +74,12 @@ func run(m *testing.M) int {
 	}
 	defer cp.Stop()
 
-	implicit, err = cp.StartAggregated(ctx, controlplane.AggregatedServerOptions{Binary: binary, Name: "implicit-apiserver", Port: webhook.Port, Args: []string{"-v=2", "--webhook-configuration=" + controlplane.GuardsConfiguration}})
+	config, err := filepath.Abs(configFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	implicit, err = cp.StartAggregated(ctx, controlplane.AggregatedServerOptions{Binary: binary, Name: "implicit-apiserver", Port: webhook.Port, Args: []string{"-v=2", "--webhook-configuration=" + controlplane.GuardsConfiguration, "--config=" + config}})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting implicit-apiserver: %v\n%s\n", err, cp.LogTails(40))
 		return 1

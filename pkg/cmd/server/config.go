@@ -3,10 +3,17 @@ package server
 import (
 	"fmt"
 	"os"
+	"strings"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/discovery"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apiserver"
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 )
 
@@ -26,21 +33,32 @@ type ResourceSelector struct {
 	Strategy string `json:"strategy,omitempty"`
 }
 
-// LoadConfiguration reads an ImplicitConfiguration and returns the kinds it
-// serves. Unknown fields, duplicates and unsupported kinds are errors, all
-// reported at once.
-//
-// This release serves the built-in kinds of registry.DefaultKinds with the
-// Replace strategy; other kinds and Overlay are refused with a clear error
-// rather than served half-way.
-func LoadConfiguration(path string) ([]registry.Kind, error) {
+// Configuration is what an ImplicitConfiguration serves: the built-in kinds
+// it lists (served from their Go types), their strategies, and every other
+// kind (served from unstructured objects once the host serves it).
+type Configuration struct {
+	Kinds      []registry.Kind
+	Strategies map[string]merge.Strategy
+	Resources  []apiserver.Resource
+}
+
+// DefaultConfiguration serves the three default kinds with Replace.
+func DefaultConfiguration() Configuration {
+	return Configuration{Kinds: registry.DefaultKinds(), Strategies: map[string]merge.Strategy{}}
+}
+
+// LoadConfiguration reads an ImplicitConfiguration. Unknown fields,
+// duplicates and malformed entries are errors, all reported at once; whether
+// each kind exists, is namespaced and can be listed and watched is checked
+// against the host cluster later (CheckResources).
+func LoadConfiguration(path string) (Configuration, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("--config: %w", err)
+		return Configuration{}, fmt.Errorf("--config: %w", err)
 	}
 	var cfg ImplicitConfiguration
 	if err := yaml.UnmarshalStrict(raw, &cfg); err != nil {
-		return nil, fmt.Errorf("--config %s: %w", path, err)
+		return Configuration{}, fmt.Errorf("--config %s: %w", path, err)
 	}
 	var errs []error
 	if cfg.APIVersion != "config.implicit.dev/v1alpha1" || cfg.Kind != "ImplicitConfiguration" {
@@ -49,41 +67,76 @@ func LoadConfiguration(path string) ([]registry.Kind, error) {
 	if len(cfg.Resources) == 0 {
 		errs = append(errs, fmt.Errorf("resources: at least one is required"))
 	}
-	known := map[string]registry.Kind{}
+	builtIn := map[schema.GroupVersionResource]registry.Kind{}
 	for _, k := range registry.DefaultKinds() {
-		known[k.Source.String()] = k
+		builtIn[k.Source] = k
 	}
-	seen := map[string]bool{}
-	var kinds []registry.Kind
+	out := Configuration{Strategies: map[string]merge.Strategy{}}
+	seen := map[string]int{}
 	for i, r := range cfg.Resources {
-		id := fmt.Sprintf("%s/%s, Resource=%s", r.Group, r.Version, r.Resource)
-		if r.Group == "" {
-			id = fmt.Sprintf("/%s, Resource=%s", r.Version, r.Resource)
+		gvr := schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}
+		var problems []string
+		if r.Version == "" {
+			problems = append(problems, "version is required")
+		} else if msgs := validation.IsDNS1035Label(r.Version); len(msgs) > 0 {
+			problems = append(problems, fmt.Sprintf("version %q: %s", r.Version, strings.Join(msgs, ", ")))
 		}
-		switch {
-		case r.Version == "" || r.Resource == "":
-			errs = append(errs, fmt.Errorf("resources[%d]: version and resource are required", i))
-			continue
-		case seen[r.Resource]:
-			errs = append(errs, fmt.Errorf("resources[%d]: %s is listed twice (views are named by resource)", i, r.Resource))
-			continue
-		case r.Strategy != "" && r.Strategy != "Replace" && r.Strategy != "Overlay":
-			errs = append(errs, fmt.Errorf("resources[%d]: strategy %q: want Replace or Overlay", i, r.Strategy))
-			continue
-		case r.Strategy == "Overlay":
-			errs = append(errs, fmt.Errorf("resources[%d]: strategy Overlay is not supported by this release", i))
+		if r.Resource == "" {
+			problems = append(problems, "resource is required")
+		} else if msgs := validation.IsDNS1123Subdomain(r.Resource); len(msgs) > 0 || strings.Contains(r.Resource, ".") {
+			problems = append(problems, fmt.Sprintf("resource %q: want a plural resource name such as rolebindings", r.Resource))
+		}
+		if r.Group != "" {
+			if msgs := validation.IsDNS1123Subdomain(r.Group); len(msgs) > 0 {
+				problems = append(problems, fmt.Sprintf("group %q: %s", r.Group, strings.Join(msgs, ", ")))
+			}
+		}
+		strategy := merge.Replace
+		switch r.Strategy {
+		case "", string(merge.Replace):
+		case string(merge.Overlay):
+			strategy = merge.Overlay
+		default:
+			problems = append(problems, fmt.Sprintf("strategy %q: want Replace or Overlay", r.Strategy))
+		}
+		if j, ok := seen[r.Resource]; ok && r.Resource != "" {
+			problems = append(problems, fmt.Sprintf("resource %s is listed twice (resources[%d]): views are named by resource, so one source kind per plural name", r.Resource, j))
+		}
+		if len(problems) > 0 {
+			errs = append(errs, fmt.Errorf("resources[%d] (%s): %s", i, gvr, strings.Join(problems, "; ")))
 			continue
 		}
-		seen[r.Resource] = true
-		k, ok := known[id]
-		if !ok {
-			errs = append(errs, fmt.Errorf("resources[%d]: %s is not supported by this release (supported: rolebindings, roles, networkpolicies)", i, id))
+		seen[r.Resource] = i
+		if k, ok := builtIn[gvr]; ok {
+			out.Kinds = append(out.Kinds, k)
+			out.Strategies[k.Resource()] = strategy
 			continue
 		}
-		kinds = append(kinds, k)
+		out.Resources = append(out.Resources, apiserver.Resource{Source: gvr, Strategy: strategy})
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("--config %s: %w", path, utilerrors.NewAggregate(errs))
+		return Configuration{}, fmt.Errorf("--config %s: %w", path, utilerrors.NewAggregate(errs))
 	}
-	return kinds, nil
+	return out, nil
+}
+
+// CheckResources checks the configured kinds against the host's discovery:
+// a kind that is cluster-scoped or can't be listed or watched is an error,
+// all reported at once. A kind the host does not serve yet is not: it is
+// served once it appears.
+func CheckResources(dc discovery.DiscoveryInterface, resources []apiserver.Resource) error {
+	var errs []error
+	for _, r := range resources {
+		if _, err := apiserver.CheckResource(dc, r.Source); err != nil {
+			if apiserver.IsNotYet(err) {
+				klog.InfoS("Configured kind not served by the host yet: its view appears once it is", "resource", r.Source.String(), "reason", err.Error())
+				continue
+			}
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("--config: %w", utilerrors.NewAggregate(errs))
+	}
+	return nil
 }

@@ -18,6 +18,7 @@ import (
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/apiserver/pkg/util/compatibility"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -53,8 +54,8 @@ type Options struct {
 	GlobalKubeconfig  string
 	GlobalClusterName string
 
-	// kinds is set by Complete from ConfigFile or the defaults.
-	kinds []registry.Kind
+	// config is set by Complete from ConfigFile or the defaults.
+	config Configuration
 }
 
 // NewOptions returns the default options.
@@ -121,13 +122,13 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 
 // Complete reads the configuration file and fills in derived values.
 func (o *Options) Complete() error {
-	o.kinds = registry.DefaultKinds()
+	o.config = DefaultConfiguration()
 	if o.ConfigFile != "" {
-		kinds, err := LoadConfiguration(o.ConfigFile)
+		cfg, err := LoadConfiguration(o.ConfigFile)
 		if err != nil {
 			return err
 		}
-		o.kinds = kinds
+		o.config = cfg
 	}
 	return nil
 }
@@ -176,7 +177,7 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 	if err := o.Recommended.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
 		return nil, fmt.Errorf("creating self-signed certificates: %w", err)
 	}
-	scheme := apiserver.NewScheme(o.kinds)
+	scheme := apiserver.NewScheme(o.config.Kinds)
 	codecs := apiserver.NewCodecs(scheme)
 
 	gc := genericapiserver.NewRecommendedConfig(codecs)
@@ -199,9 +200,16 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("host cluster client: %w", err)
 	}
-	host, err = waitForHostSchemas(ctx, client.Discovery(), o.kinds, o.HostSchemaTimeout)
+	host, err = waitForHostSchemas(ctx, client.Discovery(), o.config.Kinds, o.HostSchemaTimeout)
 	if err != nil {
 		return nil, err
+	}
+	if err := CheckResources(client.Discovery(), o.config.Resources); err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(gc.ClientConfig)
+	if err != nil {
+		return nil, fmt.Errorf("host cluster client: %w", err)
 	}
 	gc.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(host.Definitions(namer.GetDefinitionName), namer)
 	gc.OpenAPIV3Config.Info.Title = "implicit-apiserver"
@@ -220,7 +228,13 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 	return &apiserver.Config{
 		GenericConfig: gc,
 		ExtraConfig: apiserver.ExtraConfig{
-			Kinds:                o.kinds,
+			Kinds:                o.config.Kinds,
+			Strategies:           o.config.Strategies,
+			Resources:            o.config.Resources,
+			HostSchemas:          host,
+			Namer:                namer.GetDefinitionName,
+			Overlayer:            merge.NewOverlayer,
+			Dynamic:              dyn,
 			Policy:               merge.Policy{GlobalNamespace: o.GlobalNamespace, Excluded: excluded},
 			Scheme:               scheme,
 			Codecs:               codecs,
@@ -266,9 +280,14 @@ func (o *Options) hubConfig() (*apiserver.HubConfig, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hub cluster client: %w", err)
 	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("hub cluster client: %w", err)
+	}
 	return &apiserver.HubConfig{
 		Name:      o.GlobalClusterName,
 		Client:    client,
+		Dynamic:   dyn,
 		Informers: informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(o.GlobalNamespace)),
 	}, nil
 }

@@ -1,0 +1,256 @@
+package apiserver
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	restful "github.com/emicklei/go-restful/v3"
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	genericapi "k8s.io/apiserver/pkg/endpoints"
+	"k8s.io/apiserver/pkg/endpoints/discovery"
+	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
+	"k8s.io/apiserver/pkg/registry/rest"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/klog/v2"
+	"k8s.io/kube-openapi/pkg/builder"
+	"k8s.io/kube-openapi/pkg/builder3"
+	"k8s.io/kube-openapi/pkg/common"
+	"k8s.io/kube-openapi/pkg/common/restfuladapter"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
+)
+
+// servedGroup serves implicit.dev/v1alpha1 with the kinds served at the
+// moment: kinds appear while the server runs (a CRD created after it
+// started), so the group is not installed once into the generic server's
+// go-restful container. Instead each change of the served kinds installs the
+// whole group version, with k8s.io/apiserver's own installer, into a new
+// container, which then replaces the previous one in one atomic swap; the
+// group's discovery (plain and aggregated) and its OpenAPI v2 and v3
+// documents are updated alongside, as k8s.io/apiextensions-apiserver does
+// for custom resources. Requests in flight finish on the container they
+// started on.
+type servedGroup struct {
+	gs                *genericapiserver.GenericAPIServer
+	scheme            *runtime.Scheme
+	codecs            serializer.CodecFactory
+	minRequestTimeout time.Duration
+	// openAPI returns the OpenAPI configurations for the kinds: their
+	// definitions come from the host's schemas of the source kinds.
+	openAPI func(kinds []registry.Kind) (*common.Config, *common.OpenAPIV3Config)
+
+	// mu serializes set.
+	mu sync.Mutex
+	// current is what is served; nil before the first set.
+	current atomic.Pointer[groupVersion]
+	// groupAdded records that /apis lists the group.
+	groupAdded bool
+}
+
+// groupVersion is one generation of the served group version.
+type groupVersion struct {
+	container *restful.Container
+	storage   map[string]*registry.Storage
+	kinds     []registry.Kind
+}
+
+// ServeHTTP serves /apis/implicit.dev/v1alpha1/...: the current container.
+func (g *servedGroup) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	gv := g.current.Load()
+	if gv == nil {
+		err := apierrors.NewServiceUnavailable("implicit-apiserver is starting and serves no views yet")
+		responsewriters.ErrorNegotiated(err, g.codecs, SchemeGroupVersion, w, req)
+		return
+	}
+	gv.container.Dispatch(w, req)
+}
+
+// storage returns the served storage of resource, if any.
+func (g *servedGroup) storage(resource string) (*registry.Storage, bool) {
+	gv := g.current.Load()
+	if gv == nil {
+		return nil, false
+	}
+	s, ok := gv.storage[resource]
+	return s, ok
+}
+
+// kinds returns the kinds served now.
+func (g *servedGroup) kinds() []registry.Kind {
+	if gv := g.current.Load(); gv != nil {
+		return gv.kinds
+	}
+	return nil
+}
+
+// sources returns the source resources of the kinds served now.
+func (g *servedGroup) sources() []schema.GroupResource {
+	kinds := g.kinds()
+	out := make([]schema.GroupResource, 0, len(kinds))
+	for _, k := range kinds {
+		out = append(out, k.Source.GroupResource())
+	}
+	return out
+}
+
+// set serves kinds, each read from its viewer. It must be called after the
+// generic server's PrepareRun, which creates the OpenAPI services it updates.
+func (g *servedGroup) set(kinds []registry.Kind, viewers map[string]registry.Viewer) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	kinds = append([]registry.Kind(nil), kinds...)
+	sort.SliceStable(kinds, func(i, j int) bool { return kinds[i].Resource() < kinds[j].Resource() })
+
+	storage := map[string]*registry.Storage{}
+	restStorage := map[string]rest.Storage{}
+	served := map[string][]string{}
+	for _, k := range kinds {
+		v, ok := viewers[k.Resource()]
+		if !ok {
+			return fmt.Errorf("no view of %s", k.Resource())
+		}
+		s := registry.NewStorage(GroupName, k, v)
+		storage[k.Resource()] = s
+		restStorage[k.Resource()] = s
+		served[k.Resource()] = []string{SchemeGroupVersion.String()}
+	}
+	apiGV := &genericapi.APIGroupVersion{
+		Root:                        genericapiserver.APIGroupPrefix,
+		GroupVersion:                SchemeGroupVersion,
+		Storage:                     restStorage,
+		AllServedVersionsByResource: served,
+		ParameterCodec:              metav1.ParameterCodec,
+		Serializer:                  unstructuredSerializer{g.codecs},
+		Typer:                       g.scheme,
+		Creater:                     creater{scheme: g.scheme, kinds: kinds},
+		Convertor:                   g.scheme,
+		ConvertabilityChecker:       g.scheme,
+		Defaulter:                   g.scheme,
+		Namer:                       runtime.Namer(meta.NewAccessor()),
+		UnsafeConvertor:             runtime.UnsafeObjectConvertor(g.scheme),
+		// Views are read-only: no apply, no field manager at work.
+		TypeConverter:              managedfields.NewDeducedTypeConverter(),
+		EquivalentResourceRegistry: g.gs.EquivalentResourceRegistry,
+		Authorizer:                 g.gs.Authorizer,
+		MinRequestTimeout:          g.minRequestTimeout,
+	}
+	container := restful.NewContainer()
+	container.Router(restful.CurlyRouter{})
+	container.ServiceErrorHandler(func(serr restful.ServiceError, req *restful.Request, resp *restful.Response) {
+		err := apierrors.NewGenericServerResponse(serr.Code, "", schema.GroupResource{}, "", serr.Message, 0, false)
+		responsewriters.ErrorNegotiated(err, g.codecs, schema.GroupVersion{}, resp, req.Request)
+	})
+	resources, _, err := apiGV.InstallREST(container)
+	if err != nil {
+		return fmt.Errorf("installing %s: %w", SchemeGroupVersion, err)
+	}
+
+	if err := g.updateOpenAPI(kinds, container); err != nil {
+		return err
+	}
+	g.current.Store(&groupVersion{container: container, storage: storage, kinds: kinds})
+
+	g.gs.AggregatedDiscoveryGroupManager.AddGroupVersion(GroupName, apidiscoveryv2.APIVersionDiscovery{
+		Version:   SchemeGroupVersion.Version,
+		Resources: resources,
+		Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent,
+	})
+	if !g.groupAdded {
+		g.gs.AggregatedDiscoveryGroupManager.SetGroupVersionPriority(metav1.GroupVersion(SchemeGroupVersion), 1000, 100)
+		version := metav1.GroupVersionForDiscovery{GroupVersion: SchemeGroupVersion.String(), Version: SchemeGroupVersion.Version}
+		g.gs.DiscoveryGroupManager.AddGroup(metav1.APIGroup{
+			Name:             GroupName,
+			Versions:         []metav1.GroupVersionForDiscovery{version},
+			PreferredVersion: version,
+		})
+		g.groupAdded = true
+	}
+	names := make([]string, 0, len(kinds))
+	for _, k := range kinds {
+		names = append(names, k.Resource())
+	}
+	klog.InfoS("Serving views", "groupVersion", SchemeGroupVersion.String(), "resources", names)
+	return nil
+}
+
+// groupHandler serves /apis/implicit.dev: the group's versions.
+func (g *servedGroup) groupHandler() http.Handler {
+	version := metav1.GroupVersionForDiscovery{GroupVersion: SchemeGroupVersion.String(), Version: SchemeGroupVersion.Version}
+	return discovery.NewAPIGroupHandler(g.codecs, metav1.APIGroup{
+		Name:             GroupName,
+		Versions:         []metav1.GroupVersionForDiscovery{version},
+		PreferredVersion: version,
+	})
+}
+
+// updateOpenAPI publishes the OpenAPI of the group served by container: v3
+// per group version, v2 as the whole document.
+func (g *servedGroup) updateOpenAPI(kinds []registry.Kind, container *restful.Container) error {
+	v2, v3 := g.openAPI(kinds)
+	if g.gs.OpenAPIV3VersionedService != nil && v3 != nil {
+		doc, err := builder3.BuildOpenAPISpecFromRoutes(restfuladapter.AdaptWebServices(container.RegisteredWebServices()), v3)
+		if err != nil {
+			return fmt.Errorf("building the OpenAPI v3 document of %s: %w", SchemeGroupVersion, err)
+		}
+		g.gs.OpenAPIV3VersionedService.UpdateGroupVersion("apis/"+SchemeGroupVersion.String(), doc)
+	}
+	if g.gs.OpenAPIVersionedService != nil && v2 != nil {
+		services := append(g.gs.Handler.GoRestfulContainer.RegisteredWebServices(), container.RegisteredWebServices()...)
+		doc, err := builder.BuildOpenAPISpecFromRoutes(restfuladapter.AdaptWebServices(services), v2)
+		if err != nil {
+			return fmt.Errorf("building the OpenAPI v2 document: %w", err)
+		}
+		if err := g.gs.OpenAPIVersionedService.UpdateSpec(doc); err != nil {
+			return fmt.Errorf("publishing the OpenAPI v2 document: %w", err)
+		}
+	}
+	return nil
+}
+
+// creater makes the objects k8s.io/apiserver's installer asks for: the
+// scheme's, and for kinds served from unstructured objects an object that
+// names its OpenAPI model (the host's model of the source kind), so the
+// group's OpenAPI documents carry each kind's own schema.
+type creater struct {
+	scheme *runtime.Scheme
+	kinds  []registry.Kind
+}
+
+func (c creater) New(gvk schema.GroupVersionKind) (runtime.Object, error) {
+	if gvk.GroupVersion() == SchemeGroupVersion {
+		for _, k := range c.kinds {
+			if !k.Unstructured() {
+				continue
+			}
+			switch gvk.Kind {
+			case k.Kind:
+				return &modelSample{Unstructured: &unstructured.Unstructured{}, model: k.Model}, nil
+			case k.Kind + "List":
+				return &modelSample{Unstructured: &unstructured.Unstructured{}, model: k.Model + "List"}, nil
+			}
+		}
+	}
+	return c.scheme.New(gvk)
+}
+
+// modelSample stands for an unstructured kind in the installer's route
+// documentation: OpenAPIModelName names its definition.
+type modelSample struct {
+	*unstructured.Unstructured
+	model string
+}
+
+// OpenAPIModelName implements kube-openapi's model namer.
+func (m modelSample) OpenAPIModelName() string { return m.model }

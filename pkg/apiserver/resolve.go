@@ -1,0 +1,249 @@
+package apiserver
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/kube-openapi/pkg/validation/spec"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
+)
+
+// Resource is one configured source kind and how it merges.
+type Resource struct {
+	Source   schema.GroupVersionResource
+	Strategy merge.Strategy
+}
+
+// errNotYet says a configured kind is not (yet) served by the host: its CRD
+// does not exist, or its schema is not published yet. It is retried.
+type errNotYet struct{ reason string }
+
+func (e errNotYet) Error() string { return e.reason }
+
+// IsNotYet reports whether err says a kind does not exist in the host yet.
+func IsNotYet(err error) bool {
+	var n errNotYet
+	return errors.As(err, &n)
+}
+
+// resolved is what the host says of a configured kind.
+type resolved struct {
+	source registry.GenericSource
+	// models are the OpenAPI v3 schemas of the source's group version.
+	models HostSchemas
+	// fingerprint changes whenever what is served of the kind changes: its
+	// schema, its printer columns, its names.
+	fingerprint string
+}
+
+// CheckResource checks a configured kind against the host's discovery: it
+// must be namespaced and support list and watch. A kind the host does not
+// serve yet is IsNotYet: it is served once it appears.
+func CheckResource(dc discovery.DiscoveryInterface, gvr schema.GroupVersionResource) (metav1.APIResource, error) {
+	list, err := dc.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+	if apierrors.IsNotFound(err) {
+		return metav1.APIResource{}, errNotYet{fmt.Sprintf("the host cluster does not serve %s (no such group version yet)", gvr.GroupVersion())}
+	}
+	if err != nil {
+		return metav1.APIResource{}, fmt.Errorf("discovery of %s: %w", gvr.GroupVersion(), err)
+	}
+	for _, r := range list.APIResources {
+		if r.Name != gvr.Resource {
+			continue
+		}
+		var problems []string
+		if !r.Namespaced {
+			problems = append(problems, "is cluster-scoped: only namespaced kinds have views")
+		}
+		for _, verb := range []string{"list", "watch"} {
+			if !slices.Contains(r.Verbs, verb) {
+				problems = append(problems, "does not support "+verb)
+			}
+		}
+		if len(problems) > 0 {
+			return r, fmt.Errorf("%s %s", gvr.GroupResource(), joinProblems(problems))
+		}
+		return r, nil
+	}
+	return metav1.APIResource{}, errNotYet{fmt.Sprintf("the host cluster does not serve %s in %s yet", gvr.Resource, gvr.GroupVersion())}
+}
+
+func joinProblems(ps []string) string {
+	out := ps[0]
+	for _, p := range ps[1:] {
+		out += " and " + p
+	}
+	return out
+}
+
+// resolve reads what the host says of a configured kind: its names from
+// discovery, its schema from OpenAPI v3 and, for a custom resource, its
+// printer columns from its CustomResourceDefinition.
+func resolve(ctx context.Context, dc discovery.DiscoveryInterface, dyn dynamic.Interface, gvr schema.GroupVersionResource) (resolved, error) {
+	r, err := CheckResource(dc, gvr)
+	if err != nil {
+		return resolved{}, err
+	}
+	models, err := FetchHostSchemas(ctx, dc, []schema.GroupVersion{gvr.GroupVersion()})
+	if err != nil {
+		return resolved{}, errNotYet{fmt.Sprintf("the host cluster publishes no OpenAPI schema of %s yet: %v", gvr.GroupVersion(), err)}
+	}
+	gvk := gvr.GroupVersion().WithKind(r.Kind)
+	model := models.modelOf(gvk)
+	if model == "" {
+		return resolved{}, errNotYet{fmt.Sprintf("the host cluster's OpenAPI of %s has no schema of kind %s yet", gvr.GroupVersion(), r.Kind)}
+	}
+	if _, ok := models[model+"List"]; !ok {
+		// Custom resources' documents have no list model: the view's list
+		// is described the way every Kubernetes list is.
+		models[model+"List"] = listSchema(model, gvr.GroupVersion().WithKind(r.Kind+"List"))
+	}
+	singular := r.SingularName
+	if singular == "" {
+		singular = r.Kind
+	}
+	columns, err := printerColumns(ctx, dyn, gvr)
+	if err != nil {
+		return resolved{}, err
+	}
+	out := resolved{
+		source: registry.GenericSource{
+			Source:   gvr,
+			View:     SchemeGroupVersion,
+			Kind:     r.Kind,
+			Singular: lower(singular),
+			Model:    model,
+			Columns:  columns,
+		},
+		models: models,
+	}
+	out.fingerprint, err = fingerprint(out.source, models)
+	return out, err
+}
+
+func lower(s string) string { return strings.ToLower(s) }
+
+// listSchema describes the list of model.
+func listSchema(model string, gvk schema.GroupVersionKind) *spec.Schema {
+	ref := func(name string) spec.Ref { return spec.MustCreateRef("#/components/schemas/" + name) }
+	s := &spec.Schema{}
+	s.Type = spec.StringOrArray{"object"}
+	s.Description = gvk.Kind + " is a list of " + strings.TrimSuffix(gvk.Kind, "List") + "."
+	s.Required = []string{"items"}
+	s.Properties = map[string]spec.Schema{
+		"apiVersion": *spec.StringProperty().WithDescription("APIVersion defines the versioned schema of this representation of an object."),
+		"kind":       *spec.StringProperty().WithDescription("Kind is a string value representing the REST resource this object represents."),
+		"metadata":   {SchemaProps: spec.SchemaProps{AllOf: []spec.Schema{{SchemaProps: spec.SchemaProps{Ref: ref("io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta")}}}}},
+		"items":      *spec.ArrayProperty(&spec.Schema{SchemaProps: spec.SchemaProps{Ref: ref(model)}}).WithDescription("The items of the list."),
+	}
+	s.Extensions = spec.Extensions{"x-kubernetes-group-version-kind": []any{
+		map[string]any{"group": gvk.Group, "version": gvk.Version, "kind": gvk.Kind},
+	}}
+	return s
+}
+
+// modelOf returns the name of the model whose group-version-kind extension is gvk.
+func (h HostSchemas) modelOf(gvk schema.GroupVersionKind) string {
+	names := make([]string, 0, len(h))
+	for name := range h {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		ext, ok := h[name].Extensions["x-kubernetes-group-version-kind"].([]any)
+		if !ok {
+			continue
+		}
+		for _, e := range ext {
+			m, ok := e.(map[string]any)
+			if ok && m["group"] == gvk.Group && m["version"] == gvk.Version && m["kind"] == gvk.Kind {
+				return name
+			}
+		}
+	}
+	return ""
+}
+
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// printerColumns returns the additionalPrinterColumns of gvr's version in its
+// CustomResourceDefinition; none for a kind that has none, or no CRD.
+func printerColumns(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource) ([]registry.PrinterColumn, error) {
+	if dyn == nil {
+		return nil, nil
+	}
+	crd, err := dyn.Resource(crdResource).Get(ctx, gvr.Resource+"."+gvr.Group, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+		return nil, nil // a built-in or aggregated kind; or columns we may not read
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the CustomResourceDefinition of %s: %w", gvr.GroupResource(), err)
+	}
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	for _, v := range versions {
+		vm, ok := v.(map[string]any)
+		if !ok || vm["name"] != gvr.Version {
+			continue
+		}
+		raw, _ := vm["additionalPrinterColumns"].([]any)
+		var out []registry.PrinterColumn
+		for _, c := range raw {
+			cm, ok := c.(map[string]any)
+			if !ok {
+				continue
+			}
+			col := registry.PrinterColumn{}
+			col.Name, _ = cm["name"].(string)
+			col.Type, _ = cm["type"].(string)
+			col.Format, _ = cm["format"].(string)
+			col.Description, _ = cm["description"].(string)
+			col.JSONPath, _ = cm["jsonPath"].(string)
+			if p, ok := cm["priority"].(int64); ok {
+				col.Priority = int32(p)
+			}
+			if col.Name == "" || col.JSONPath == "" {
+				continue
+			}
+			out = append(out, col)
+		}
+		return out, nil
+	}
+	return nil, nil
+}
+
+// fingerprint hashes what is served of a kind.
+func fingerprint(src registry.GenericSource, models HostSchemas) (string, error) {
+	h := sha256.New()
+	enc := json.NewEncoder(h)
+	if err := enc.Encode(src); err != nil {
+		return "", err
+	}
+	names := make([]string, 0, len(models))
+	for n := range models {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		if err := enc.Encode(n); err != nil {
+			return "", err
+		}
+		if err := enc.Encode((*spec.Schema)(models[n])); err != nil {
+			return "", err
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
