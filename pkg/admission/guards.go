@@ -54,7 +54,23 @@ type Guards struct {
 	// guards it, as kinds are served at run time (Serve).
 	mu     sync.RWMutex
 	served map[schema.GroupResource]string
-	global string
+	// globals are the namespaces of global sources: the policy's, and those
+	// of kinds configured with their own.
+	globals map[string]bool
+}
+
+// AddGlobalNamespace records the global namespace of a kind configured with
+// its own: its sources' changes are inherited ones.
+func (g *Guards) AddGlobalNamespace(namespace string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.globals[namespace] = true
+}
+
+func (g *Guards) isGlobal(namespace string) bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.globals[namespace]
 }
 
 // Serve guards the sources of gr from now on.
@@ -66,7 +82,7 @@ func (g *Guards) Serve(gr schema.GroupResource) {
 
 // NewGuards returns the guards of the served source group/resources.
 func NewGuards(index Index, authz Authorizer, served []schema.GroupResource, globalNamespace string) *Guards {
-	g := &Guards{index: index, authz: authz, served: map[schema.GroupResource]string{}, global: globalNamespace}
+	g := &Guards{index: index, authz: authz, served: map[schema.GroupResource]string{}, globals: map[string]bool{globalNamespace: true}}
 	for _, gr := range served {
 		g.served[gr] = gr.Resource
 	}
@@ -225,7 +241,7 @@ func (g *Guards) Fanout(_ context.Context, req *admissionv1.AdmissionRequest) de
 	if !ok || err != nil || (req.Operation != admissionv1.Update && req.Operation != admissionv1.Delete) {
 		return allow()
 	}
-	if s.namespace != g.global && !g.index.HasDescendants(s.namespace) {
+	if !g.isGlobal(s.namespace) && !g.index.HasDescendants(s.namespace) {
 		return allow()
 	}
 	var next runtime.Object
@@ -285,7 +301,7 @@ func (g *Guards) Parents(ctx context.Context, req *admissionv1.AdmissionRequest)
 		}
 		return deny("%s", msg)
 	}
-	if parent == g.global || g.index.Exists(parent) && !g.index.IsTenant(parent) {
+	if g.isGlobal(parent) || g.index.Exists(parent) && !g.index.IsTenant(parent) {
 		return deny("namespace %q can't be a parent: it is the global namespace, excluded, or labeled %s: \"false\"", parent, merge.LabelInherit)
 	}
 	if cycle := g.index.ParentCycle(name, parent); cycle != nil {

@@ -33,6 +33,9 @@ type ExtraConfig struct {
 	Kinds []registry.Kind
 	// Strategies are the merge strategies of Kinds by resource (default Replace).
 	Strategies map[string]merge.Strategy
+	// Globals are the global namespaces of kinds configured with their own,
+	// by resource (they must be Policy.Excluded).
+	Globals map[string]string
 	// Resources are the other configured kinds, served from unstructured
 	// objects once the host serves them (kindController).
 	Resources []Resource
@@ -121,6 +124,9 @@ func (c CompletedConfig) New() (*Server, error) {
 		hub = newHubHealth(x.Hub.Name, x.Hub.Client)
 		objects.WithStaleness(hub.stale)
 	}
+	for resource, ns := range x.Globals {
+		mux.SetGlobalNamespace(resource, ns)
+	}
 	if err := mux.AddNamespaceInformer(nsInformer.Informer()); err != nil {
 		return nil, err
 	}
@@ -195,6 +201,9 @@ func (c CompletedConfig) New() (*Server, error) {
 		sar = admission.SARAuthorizer{Client: x.Client.AuthorizationV1().SubjectAccessReviews()}
 	}
 	guards := admission.NewGuards(mux, sar, served, x.Policy.GlobalNamespace)
+	for _, ns := range x.Globals {
+		guards.AddGlobalNamespace(ns)
+	}
 	for _, p := range admission.Paths {
 		gs.Handler.NonGoRestfulMux.Handle(p, guards.Handler(p))
 	}

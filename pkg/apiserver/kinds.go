@@ -109,8 +109,18 @@ func (c *kindController) Run(ctx context.Context) {
 	t := time.NewTicker(c.period)
 	defer t.Stop()
 	for {
-		c.poll(ctx)
-		c.checkedOnce.Do(func() { close(c.checked) })
+		synced := c.poll(ctx)
+		// Ready once every kind the host has at start is served: a restart
+		// must not hide a view that kube-apiserver's discovery still lists.
+		c.checkedOnce.Do(func() {
+			for _, s := range synced {
+				select {
+				case <-s:
+				case <-ctx.Done():
+				}
+			}
+			close(c.checked)
+		})
 		select {
 		case <-ctx.Done():
 			return
@@ -120,7 +130,10 @@ func (c *kindController) Run(ctx context.Context) {
 }
 
 // poll asks the host about every configured kind and acts on what changed.
-func (c *kindController) poll(ctx context.Context) {
+// It returns a channel per kind it started serving, closed once the kind's
+// sources are read and its view is served (or given up).
+func (c *kindController) poll(ctx context.Context) []<-chan struct{} {
+	var started []<-chan struct{}
 	c.mu.Lock()
 	retry := c.unpublished
 	c.mu.Unlock()
@@ -131,7 +144,7 @@ func (c *kindController) poll(ctx context.Context) {
 	}
 	for _, r := range c.resources {
 		if ctx.Err() != nil {
-			return
+			return started
 		}
 		res, err := resolve(ctx, c.dc, c.dyn, r.Source)
 		c.mu.Lock()
@@ -149,16 +162,20 @@ func (c *kindController) poll(ctx context.Context) {
 			setKindState(r.Source, "invalid")
 			klog.ErrorS(err, "Configured kind can't be served", "resource", r.Source.String())
 		case known == nil:
-			if err := c.add(ctx, r, res); err != nil {
+			done, err := c.add(ctx, r, res)
+			if err != nil {
 				setKindState(r.Source, "invalid")
 				klog.ErrorS(err, "Configured kind can't be served", "resource", r.Source.String())
+				continue
 			}
+			started = append(started, done)
 		case known.fingerprint != res.fingerprint:
 			if err := c.update(r, res); err != nil {
 				klog.ErrorS(err, "Could not apply the new schema of a served kind; serving the previous one", "resource", r.Source.String())
 			}
 		}
 	}
+	return started
 }
 
 // options returns the merge options of a kind from its schema.
@@ -176,15 +193,16 @@ func (c *kindController) options(r Resource, res resolved) merge.Options {
 	return o
 }
 
-// add starts serving a kind the host now has: informer first, view once synced.
-func (c *kindController) add(ctx context.Context, r Resource, res resolved) error {
+// add starts serving a kind the host now has: informer first, view once
+// synced. The channel it returns is closed then, or when ctx ends first.
+func (c *kindController) add(ctx context.Context, r Resource, res resolved) (<-chan struct{}, error) {
 	kind, err := registry.Generic(res.source)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resource := r.Source.Resource
 	if err := c.mux.AddResource(resource, c.options(r, res)); err != nil {
-		return err
+		return nil, err
 	}
 	c.objects.Add(resource, kind.New)
 	c.schemas.set(resource, res.models, res.source.Model, kind.Kind)
@@ -192,13 +210,13 @@ func (c *kindController) add(ctx context.Context, r Resource, res resolved) erro
 	var regs []cache.ResourceEventHandlerRegistration
 	reg, err := c.mux.WatchSources(resource, "", c.factory.ForResource(r.Source).Informer())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	regs = append(regs, reg)
 	if c.hub != nil {
 		reg, err := c.mux.WatchSources(resource, c.hub.Name, c.hubFactory.ForResource(r.Source).Informer())
 		if err != nil {
-			return err
+			return nil, err
 		}
 		regs = append(regs, reg)
 		view.WithStaleness(c.staleness)
@@ -211,7 +229,9 @@ func (c *kindController) add(ctx context.Context, r Resource, res resolved) erro
 	c.mu.Unlock()
 	klog.InfoS("Configured kind found: reading its sources", "resource", r.Source.String(), "kind", kind.Kind, "strategy", string(r.Strategy))
 
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		syncs := make([]cache.InformerSynced, 0, len(regs))
 		for _, reg := range regs {
 			syncs = append(syncs, reg.HasSynced)
@@ -232,7 +252,7 @@ func (c *kindController) add(ctx context.Context, r Resource, res resolved) erro
 		}
 		setKindState(r.Source, "served")
 	}()
-	return nil
+	return done, nil
 }
 
 // update serves a kind's new schema or printer columns.

@@ -106,22 +106,83 @@ func (a *Authorizer) decide(r watchmux.Reader, attrs Attributes) Decision {
 		if res.Scope == merge.ScopeLocal {
 			continue // kube-apiserver's RBAC decides local bindings
 		}
-		rb, ok := res.Item.Object.(*rbacv1.RoleBinding)
-		if !ok || rb.RoleRef.APIGroup != rbacv1.GroupName {
+		reason, ok := a.grants(r, attrs, res)
+		if !ok {
 			continue
 		}
-		if !anySubject(attrs, rb.Subjects, attrs.Namespace) {
-			continue
-		}
-		rules, via := a.rules(r, rb, res.Item.Namespace)
-		for _, rule := range rules {
-			if ruleAllows(attrs, rule) {
-				return Decision{Allowed: true, Reason: fmt.Sprintf(
-					"implicit.dev: RoleBinding %q inherited from namespace %q (%s) grants %s", rb.Name, res.Item.Namespace, res.Scope, via)}
+		if hasLocalOverlay(res, attrs.Namespace) {
+			// The namespace's own object was merged onto the inherited
+			// binding. A local object is kube-apiserver's RBAC's to judge:
+			// grant only what the binding grants without it too, so a local
+			// overlay can't widen an inherited grant.
+			inh, found := r.Inherited(resourceRoleBindings, attrs.Namespace, res.Item.Name)
+			if !found {
+				continue
+			}
+			if _, ok := a.grants(r, attrs, inh); !ok {
+				continue
 			}
 		}
+		return Decision{Allowed: true, Reason: reason}
 	}
 	return Decision{}
+}
+
+// grants reports whether the RoleBinding of a view item, as the view shows
+// it (merged with its overlays), grants attrs, and why.
+func (a *Authorizer) grants(r watchmux.Reader, attrs Attributes, res merge.Result) (string, bool) {
+	rb, ok := viewObject(res).(*rbacv1.RoleBinding)
+	if !ok || rb.RoleRef.APIGroup != rbacv1.GroupName {
+		return "", false
+	}
+	if !anySubject(attrs, rb.Subjects, attrs.Namespace) {
+		return "", false
+	}
+	rules, via := a.rules(r, rb, roleRefSource(res))
+	for _, rule := range rules {
+		if ruleAllows(attrs, rule) {
+			return fmt.Sprintf("implicit.dev: RoleBinding %q inherited from namespace %q (%s) grants %s", rb.Name, res.Item.Namespace, res.Scope, via), true
+		}
+	}
+	return "", false
+}
+
+// hasLocalOverlay reports whether an overlay of namespace's own was merged into res.
+func hasLocalOverlay(res merge.Result, namespace string) bool {
+	for _, o := range res.Overlays {
+		if o.Namespace == namespace {
+			return true
+		}
+	}
+	return false
+}
+
+// viewObject is the object a view item shows: merged, with overlays.
+func viewObject(res merge.Result) any {
+	if res.Object != nil {
+		return res.Object
+	}
+	return res.Item.Object
+}
+
+// roleRefSource is the namespace of the source whose roleRef the merged
+// binding shows, where its Role is looked up: every RoleBinding sets its
+// roleRef, so it is the topmost locked layer's (no layer below may change
+// it), or else the nearest layer's. An overlay repeating a locked roleRef
+// can't make it name the Role of its own namespace.
+func roleRefSource(res merge.Result) string {
+	if res.Item.Locked {
+		return res.Item.Namespace
+	}
+	for _, o := range res.Overlays {
+		if o.Locked {
+			return o.Namespace
+		}
+	}
+	if n := len(res.Overlays); n > 0 {
+		return res.Overlays[n-1].Namespace
+	}
+	return res.Item.Namespace
 }
 
 func anySubject(attrs Attributes, subjects []rbacv1.Subject, namespace string) bool {
@@ -146,7 +207,7 @@ func (a *Authorizer) rules(r watchmux.Reader, rb *rbacv1.RoleBinding, sourceName
 		return cr.Rules, "ClusterRole " + cr.Name
 	case "Role":
 		for _, res := range r.Results(resourceRoles, sourceNamespace, rb.RoleRef.Name) {
-			if role, ok := res.Item.Object.(*rbacv1.Role); ok {
+			if role, ok := viewObject(res).(*rbacv1.Role); ok {
 				return role.Rules, fmt.Sprintf("Role %s/%s", res.Item.Namespace, role.Name)
 			}
 		}

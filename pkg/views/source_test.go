@@ -164,6 +164,15 @@ func (r fakeReader) Results(_, namespace, name string) []merge.Result {
 
 func (r fakeReader) Namespaces() []string { return []string{"team"} }
 
+// Inherited implements watchmux.Reader: the fake has no local objects.
+func (r fakeReader) Inherited(_, namespace, name string) (merge.Result, bool) {
+	res := r.Results("", namespace, name)
+	if len(res) == 0 {
+		return merge.Result{}, false
+	}
+	return res[0], true
+}
+
 // TestViewSourceErrors checks that a source object that cannot be a view
 // item is an error, not a panic and not an empty view, and that read errors
 // pass through.

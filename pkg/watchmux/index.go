@@ -36,7 +36,7 @@ func (m *Mux) Reach(resource, namespace, name string, obj runtime.Object) (int, 
 		return 0, nil
 	}
 	n := 0
-	for _, ns := range m.st.affected(namespace) {
+	for _, ns := range m.st.affected(resource, namespace) {
 		before := m.st.results(resource, ns, name)
 		after := m.st.resultsWith(resource, ns, name, o)
 		if len(diff(resource, ns, before, after)) > 0 {
@@ -136,9 +136,10 @@ func (m *Mux) Guarded() (Guarded, bool) {
 		}
 		sort.Strings(g.LockedNames[r])
 	}
-	g.Inherited = append(g.Inherited, m.st.policy.GlobalNamespace)
+	globals := m.st.globalNamespaces()
+	g.Inherited = append(g.Inherited, globals...)
 	for parent, kids := range m.st.children {
-		if kids.Len() > 0 && parent != m.st.policy.GlobalNamespace {
+		if kids.Len() > 0 && !slices.Contains(globals, parent) {
 			g.Inherited = append(g.Inherited, parent)
 		}
 	}
@@ -184,8 +185,10 @@ func (m *Mux) LineageGeneration(namespace string) (string, error) {
 	l := merge.Resolve(m.st.policy, namespace, m.st.namespace)
 	var b strings.Builder
 	// The instance id keeps keys of different instances apart.
-	fmt.Fprintf(&b, "%d/%s=%d/%s=%d", m.v.instance, namespace, m.st.generations[namespace],
-		m.st.policy.GlobalNamespace, m.st.generations[m.st.policy.GlobalNamespace])
+	fmt.Fprintf(&b, "%d/%s=%d", m.v.instance, namespace, m.st.generations[namespace])
+	for _, g := range m.st.globalNamespaces() {
+		fmt.Fprintf(&b, "/%s=%d", g, m.st.generations[g])
+	}
 	for _, a := range l.Ancestors {
 		fmt.Fprintf(&b, "/%s=%d", a.Name, m.st.generations[a.Name])
 	}

@@ -147,6 +147,15 @@ func (m *Mux) AddResource(resource string, o merge.Options) error {
 	return nil
 }
 
+// SetGlobalNamespace makes namespace the global namespace of resource,
+// instead of the policy's. Call it before the resource's sources are fed.
+// The namespace must not be a tenant (the configuration excludes it).
+func (m *Mux) SetGlobalNamespace(resource, namespace string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.st.globals[resource] = namespace
+}
+
 // MarkResourceSynced ends the pending state of a resource added with
 // AddResource: its informers have delivered their initial objects, and from
 // now on its changes make view events.
@@ -306,6 +315,9 @@ type Reader interface {
 	Results(resource, namespace, name string) []merge.Result
 	// Namespaces lists every namespace, sorted.
 	Namespaces() []string
+	// Inherited is item name of namespace's view of resource as it would be
+	// if namespace had no object of that name itself.
+	Inherited(resource, namespace, name string) (merge.Result, bool)
 }
 
 type reader struct{ st *state }
@@ -314,6 +326,13 @@ func (r reader) Results(resource, namespace, name string) []merge.Result {
 	return r.st.results(resource, namespace, name)
 }
 func (r reader) Namespaces() []string { return r.st.namespaceNames() }
+func (r reader) Inherited(resource, namespace, name string) (merge.Result, bool) {
+	res := r.st.resultsWith(resource, namespace, name, &override{namespace: namespace, name: name})
+	if len(res) == 0 {
+		return merge.Result{}, false
+	}
+	return res[0], true
+}
 
 // OnNamespace applies a namespace event: obj is a *corev1.Namespace or a
 // cache.DeletedFinalStateUnknown holding one. The informer handler calls it.
@@ -430,7 +449,7 @@ func (m *Mux) onSource(resource, cluster string, obj any, deleted bool) {
 	if m.synced && !m.st.pending.Has(resource) {
 		// Only the item of this name can change, in the views of the
 		// namespaces below the source.
-		affected := m.st.affected(namespace)
+		affected := m.st.affected(resource, namespace)
 		before := make([][]merge.Result, len(affected))
 		for i, ns := range affected {
 			before[i] = m.st.results(resource, ns, name)

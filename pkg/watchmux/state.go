@@ -19,6 +19,9 @@ type state struct {
 	resources []string
 	// options are each resource's merge options (strategy, overlayer).
 	options map[string]merge.Options
+	// globals are the global namespaces of resources whose configuration
+	// overrides policy.GlobalNamespace.
+	globals map[string]string
 	// pending holds resources added at run time whose informers have not
 	// synced yet: their changes make no events, and nothing serves them.
 	pending sets.Set[string]
@@ -48,6 +51,7 @@ func newState(policy merge.Policy, resources []string) *state {
 		sources:     map[string]map[string]map[string]merge.Item{},
 		counts:      map[string]int{},
 		options:     map[string]merge.Options{},
+		globals:     map[string]string{},
 		pending:     sets.New[string](),
 		terminating: sets.New[string](),
 		generations: map[string]uint64{},
@@ -129,8 +133,8 @@ func (s *state) subtree(name string) []string {
 // in namespace may change: every namespace for the global namespace (its own
 // view, and every tenant's), the subtree of a tenant, the namespace alone
 // otherwise.
-func (s *state) affected(namespace string) []string {
-	if namespace == s.policy.GlobalNamespace {
+func (s *state) affected(resource, namespace string) []string {
+	if namespace == s.globalFor(resource) {
 		out := make([]string, 0, len(s.namespaces))
 		for n, ns := range s.namespaces {
 			if n == namespace || s.policy.IsTenant(ns) {
@@ -163,7 +167,7 @@ type override struct {
 // when o is).
 func (s *state) resultsWith(resource, namespace, name string, o *override) []merge.Result {
 	lineage := merge.Resolve(s.policy, namespace, s.namespace)
-	levels := merge.Levels(lineage, s.policy.GlobalNamespace, func(ns string) []merge.Item {
+	levels := merge.Levels(lineage, s.globalFor(resource), func(ns string) []merge.Item {
 		items := s.sources[resource][ns]
 		if name != "" {
 			if o != nil && o.namespace == ns {
@@ -187,6 +191,24 @@ func (s *state) resultsWith(resource, namespace, name string, o *override) []mer
 		return out
 	})
 	return merge.MergeWith(resource, levels, s.options[resource])
+}
+
+// globalFor returns the global namespace of resource.
+func (s *state) globalFor(resource string) string {
+	if g, ok := s.globals[resource]; ok {
+		return g
+	}
+	return s.policy.GlobalNamespace
+}
+
+// globalNamespaces returns every global namespace, sorted: the policy's and
+// the resources' own.
+func (s *state) globalNamespaces() []string {
+	set := sets.New(s.policy.GlobalNamespace)
+	for _, g := range s.globals {
+		set.Insert(g)
+	}
+	return sets.List(set)
 }
 
 // addResourceLocked serves resource from now on, pending until its sources are read.

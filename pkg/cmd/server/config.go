@@ -31,6 +31,9 @@ type ResourceSelector struct {
 	Resource string `json:"resource"`
 	// Strategy is Replace (the default) or Overlay.
 	Strategy string `json:"strategy,omitempty"`
+	// GlobalNamespace, when set, holds this kind's global sources instead
+	// of --global-namespace. It is never a tenant.
+	GlobalNamespace string `json:"globalNamespace,omitempty"`
 }
 
 // Configuration is what an ImplicitConfiguration serves: the built-in kinds
@@ -40,11 +43,14 @@ type Configuration struct {
 	Kinds      []registry.Kind
 	Strategies map[string]merge.Strategy
 	Resources  []apiserver.Resource
+	// Globals are the global namespaces of kinds configured with their own,
+	// by resource.
+	Globals map[string]string
 }
 
 // DefaultConfiguration serves the three default kinds with Replace.
 func DefaultConfiguration() Configuration {
-	return Configuration{Kinds: registry.DefaultKinds(), Strategies: map[string]merge.Strategy{}}
+	return Configuration{Kinds: registry.DefaultKinds(), Strategies: map[string]merge.Strategy{}, Globals: map[string]string{}}
 }
 
 // LoadConfiguration reads an ImplicitConfiguration. Unknown fields,
@@ -71,7 +77,7 @@ func LoadConfiguration(path string) (Configuration, error) {
 	for _, k := range registry.DefaultKinds() {
 		builtIn[k.Source] = k
 	}
-	out := Configuration{Strategies: map[string]merge.Strategy{}}
+	out := Configuration{Strategies: map[string]merge.Strategy{}, Globals: map[string]string{}}
 	seen := map[string]int{}
 	for i, r := range cfg.Resources {
 		gvr := schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}
@@ -91,6 +97,14 @@ func LoadConfiguration(path string) (Configuration, error) {
 				problems = append(problems, fmt.Sprintf("group %q: %s", r.Group, strings.Join(msgs, ", ")))
 			}
 		}
+		if r.Group == apiserver.GroupName {
+			problems = append(problems, fmt.Sprintf("group %s is implicit-apiserver's own: views can't be sources", apiserver.GroupName))
+		}
+		if r.GlobalNamespace != "" {
+			if msgs := validation.IsDNS1123Label(r.GlobalNamespace); len(msgs) > 0 {
+				problems = append(problems, fmt.Sprintf("globalNamespace %q: %s", r.GlobalNamespace, strings.Join(msgs, ", ")))
+			}
+		}
 		strategy := merge.Replace
 		switch r.Strategy {
 		case "", string(merge.Replace):
@@ -107,6 +121,9 @@ func LoadConfiguration(path string) (Configuration, error) {
 			continue
 		}
 		seen[r.Resource] = i
+		if r.GlobalNamespace != "" {
+			out.Globals[r.Resource] = r.GlobalNamespace
+		}
 		if k, ok := builtIn[gvr]; ok {
 			out.Kinds = append(out.Kinds, k)
 			out.Strategies[k.Resource()] = strategy

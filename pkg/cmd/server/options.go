@@ -165,6 +165,9 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--global-cluster-name %q: %s", o.GlobalClusterName, strings.Join(msgs, ", ")))
 		}
 	}
+	if o.GlobalKubeconfig != "" && len(o.config.Globals) > 0 {
+		errs = append(errs, fmt.Errorf("--config: a kind's own globalNamespace is not supported with --global-kubeconfig: the hub's global namespace is the global scope of every kind"))
+	}
 	if o.HostSchemaTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--host-schema-timeout must be positive"))
 	}
@@ -225,11 +228,18 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 	for _, ns := range o.ExcludeNamespaces {
 		excluded[ns] = true
 	}
+	// A kind's own global namespace holds global sources: never a tenant.
+	for _, ns := range o.config.Globals {
+		if ns != o.GlobalNamespace {
+			excluded[ns] = true
+		}
+	}
 	return &apiserver.Config{
 		GenericConfig: gc,
 		ExtraConfig: apiserver.ExtraConfig{
 			Kinds:                o.config.Kinds,
 			Strategies:           o.config.Strategies,
+			Globals:              o.config.Globals,
 			Resources:            o.config.Resources,
 			HostSchemas:          host,
 			Namer:                namer.GetDefinitionName,
