@@ -59,11 +59,12 @@ type options struct {
 	watchersPerConn int
 	outDir          string
 	plotPath        string
+	implicitArgs    []string
 }
 
 func main() {
 	var o options
-	var namespaces, globals string
+	var namespaces, globals, implicitArgs, replot string
 	flag.StringVar(&o.binDir, "bin-dir", os.Getenv("IMPLICIT_TOOLS_BIN"), "directory of etcd, kube-apiserver, kube-controller-manager (what hack/build-tools.sh prints)")
 	flag.StringVar(&o.binary, "implicit-binary", os.Getenv("IMPLICIT_BINARY"), "implicit-apiserver binary")
 	flag.StringVar(&namespaces, "namespaces", "1000,5000,10000", "tenant namespaces N, comma-separated: one control plane each (plus N/100 orgs)")
@@ -80,6 +81,8 @@ func main() {
 	flag.IntVar(&o.watchersPerConn, "watchers-per-client", 200, "watchers sharing one rest client (one HTTP/2 connection)")
 	flag.StringVar(&o.outDir, "out", "_output/bench", "directory of results.json, results.md and the profiles")
 	flag.StringVar(&o.plotPath, "plot", "", "PNG plot of propagation time against N (default <out>/bench-propagation.png)")
+	flag.StringVar(&implicitArgs, "implicit-args", "", "extra implicit-apiserver flags, space-separated (e.g. --http2-max-streams-per-connection=20)")
+	flag.StringVar(&replot, "replot", "", "only redraw the plot (-plot) from this results.json")
 	flag.DurationVar(&roundTimeout, "round-timeout", roundTimeout, "deadline of one propagation round (plus N/50 s for the QPS 50 copy)")
 	flag.Parse()
 	if o.short {
@@ -98,6 +101,12 @@ func main() {
 			}
 		}
 	}
+	if replot != "" {
+		if err := replotFrom(replot, o.plotPath); err != nil {
+			fail(1, "replot: %v", err)
+		}
+		return
+	}
 	var err error
 	if o.namespaces, err = ints(namespaces); err != nil {
 		fail(2, "-namespaces: %v", err)
@@ -111,6 +120,7 @@ func main() {
 	if o.runs < 1 || o.copyRuns < 1 || o.slowCopyRuns < 0 || o.listRuns < 1 || o.authzRequests < 1 || o.watchersPerConn < 1 {
 		fail(2, "-runs, -copy-runs, -list-runs, -authz-requests and -watchers-per-client must be positive")
 	}
+	o.implicitArgs = strings.Fields(implicitArgs)
 	if o.plotPath == "" {
 		o.plotPath = o.outDir + "/bench-propagation.png"
 	}

@@ -20,9 +20,14 @@ func (r *results) plot(path string) error {
 	p.Y.Label.Text = "time to the last watcher (s, median, log scale)"
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-	p.Legend.Top = false
-	p.Legend.Left = false
-	p.Legend.YOffs = vg.Points(30)
+	p.Y.Min, p.Y.Max = 0.01, 1000
+	var ticks []plot.Tick
+	for _, n := range r.Ns {
+		ticks = append(ticks, plot.Tick{Value: float64(n.N), Label: fmt.Sprint(n.N)})
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.XOffs, p.Legend.YOffs = vg.Points(10), vg.Points(-5)
 	p.Add(plotter.NewGrid())
 
 	type line struct {
