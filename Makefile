@@ -63,7 +63,14 @@ integration: build ## Integration tests against real etcd, kube-apiserver and th
 		{ echo "integration tests failed; full log in $(OUTPUT)/integration.log"; grep -E -B2 -A20 -- '--- FAIL' $(OUTPUT)/integration.log | tail -200; exit 1; }
 
 .PHONY: bench
-bench: ## Benchmarks that print the figures of docs/benchmarks.md (not part of make test).
+bench: build ## Whole-system scale sweep (test/bench): N in {1000,5000,10000} x G in {10,100}, about 15 min; BENCH_ARGS=-short for a quick look.
+	@mkdir -p $(OUTPUT)/bench
+	@tools_bin=$$(hack/build-tools.sh etcd kube-apiserver) && \
+	IMPLICIT_TOOLS_BIN="$$tools_bin" IMPLICIT_BINARY="$(abspath $(IMPLICIT_BIN))" \
+		$(GO) run ./test/bench -out $(OUTPUT)/bench -plot $(if $(findstring -short,$(BENCH_ARGS)),$(OUTPUT)/bench/bench-propagation.png,docs/bench-propagation.png) $(BENCH_ARGS) | tee $(OUTPUT)/bench/bench.log
+
+.PHONY: bench-micro
+bench-micro: ## Go benchmarks of views, fan-out and authorization decisions (not part of make test).
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./pkg/views/
 	$(GO) test -run '^$$' -bench . -benchtime 5x ./pkg/watchmux/
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./pkg/authz/

@@ -38,10 +38,13 @@ type WatchOptions struct {
 }
 
 // watcher is one downstream watch. The fan-out sends on ch (never closed);
-// done is closed once, by stop, to end it; run is the only goroutine that
-// writes result, and closes it.
+// done is closed once, by Stop, to end it; run is the only goroutine that
+// writes result, and closes it. run also ends the watch when ctx is done:
+// one goroutine per watcher, not a second one waiting on ctx (with 10,000
+// watchers, each goroutine's stack costs more than the watcher's heap).
 type watcher struct {
 	m       *Mux
+	ctx     context.Context
 	opts    WatchOptions
 	startRV uint64
 	initial []*Event
@@ -62,7 +65,7 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 		m.mu.RUnlock()
 		return nil, errNotSynced
 	}
-	w := &watcher{m: m, opts: opts, result: make(chan watch.Event), done: make(chan struct{})}
+	w := &watcher{m: m, ctx: ctx, opts: opts, result: make(chan watch.Event), done: make(chan struct{})}
 	state, rv := m.v.classify(opts.ResourceVersion)
 	sendInitial := state == rvAny
 	if opts.SendInitialEvents != nil {
@@ -102,13 +105,6 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 
 	openWatchers.Inc()
 	go w.run()
-	go func() {
-		select {
-		case <-ctx.Done():
-			w.Stop()
-		case <-w.done:
-		}
-	}()
 	return w, nil
 }
 
@@ -148,9 +144,11 @@ func (w *watcher) Stop() {
 	})
 }
 
-// run sends the initial events, then the live ones, until stopped.
+// run sends the initial events, then the live ones, until stopped or its
+// context is done.
 func (w *watcher) run() {
 	defer close(w.result)
+	defer w.Stop() // when ctx ends it; a no-op after Stop
 	for _, e := range w.initial {
 		if !w.emit(e) {
 			return
@@ -169,6 +167,8 @@ func (w *watcher) run() {
 				return
 			}
 		case <-w.done:
+			return
+		case <-w.ctx.Done():
 			return
 		}
 	}
@@ -218,6 +218,8 @@ func (w *watcher) send(ev watch.Event) bool {
 	case w.result <- ev:
 		return true
 	case <-w.done:
+		return false
+	case <-w.ctx.Done():
 		return false
 	}
 }

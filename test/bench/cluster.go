@@ -18,6 +18,13 @@ const (
 	workers     = 16
 	labelParent = "implicit.dev/parent"
 	labelBench  = "bench.implicit.dev/run"
+	// nativeNS holds as many real RoleBindings as a tenant's view holds
+	// inherited ones: the native side of the one-namespace list.
+	nativeNS = "bench-native"
+	// readerRole is the ClusterRole every bench RoleBinding grants. Not
+	// "view": without kube-controller-manager, the aggregated ClusterRoles
+	// have no rules.
+	readerRole = "bench-reader"
 )
 
 var (
@@ -27,13 +34,12 @@ var (
 
 func globalName(i int) string { return fmt.Sprintf("global-%d", i) }
 
-// parallel calls fn(i) for i in [0, n) on at most workers goroutines and
-// prints "<what> i/n" about every 10%. The first error stops it.
-func parallel(ctx context.Context, what string, n, workers int, fn func(ctx context.Context, i int) error) error {
+// parallel calls fn(i) for i in [0, n) on at most workers goroutines. The
+// first error stops it.
+func parallel(ctx context.Context, n, workers int, fn func(ctx context.Context, i int) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	var next, done atomic.Int64
-	step := int64(max(1, n/10))
+	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(workers, n) {
 		wg.Go(func() {
@@ -45,9 +51,6 @@ func parallel(ctx context.Context, what string, n, workers int, fn func(ctx cont
 				if err := fn(ctx, int(i)); err != nil {
 					cancel(err)
 					return
-				}
-				if d := done.Add(1); what != "" && (d%step == 0 || d == int64(n)) {
-					fmt.Printf("  %s %d/%d\n", what, d, n)
 				}
 			}
 		})
@@ -64,44 +67,68 @@ func (b *bench) createNamespace(ctx context.Context, name string, labels map[str
 func roleBinding(name string) *rbacv1.RoleBinding {
 	return &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{labelBench: "0"}},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: readerRole},
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "bench-user-" + name}},
 	}
 }
 
-// setup creates the global namespace and its G RoleBindings, the orgs and
-// the tenants, then waits until implicit-apiserver serves the last tenant's
-// view with the G items.
+// setup creates the global namespace, the orgs, the tenants and the native
+// namespace (no tenant), then the first G global RoleBindings.
 func (b *bench) setup(ctx context.Context) error {
 	start := time.Now()
+	if _, err := b.kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: readerRole},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
 	if err := b.createNamespace(ctx, globalNS, nil); err != nil {
 		return err
 	}
-	nOrgs := orgCount(b.o.namespaces)
+	if err := b.createNamespace(ctx, nativeNS, map[string]string{"implicit.dev/inherit": "false"}); err != nil {
+		return err
+	}
+	nOrgs := orgCount(b.n)
 	b.orgs = make([]string, nOrgs)
 	for i := range b.orgs {
 		b.orgs[i] = fmt.Sprintf("org-%d", i)
 	}
-	b.tenants = make([]string, b.o.namespaces)
+	b.tenants = make([]string, b.n)
 	for i := range b.tenants {
 		b.tenants[i] = fmt.Sprintf("team-%d", i)
 	}
-	if err := parallel(ctx, "created orgs", nOrgs, workers, func(ctx context.Context, i int) error {
+	if err := parallel(ctx, nOrgs, workers, func(ctx context.Context, i int) error {
 		return b.createNamespace(ctx, b.orgs[i], nil)
 	}); err != nil {
 		return err
 	}
-	if err := parallel(ctx, "created tenants", len(b.tenants), workers, func(ctx context.Context, i int) error {
+	b.prog.show("creating %d tenant namespaces N=%d", b.n, b.n)
+	if err := parallel(ctx, len(b.tenants), workers, func(ctx context.Context, i int) error {
 		return b.createNamespace(ctx, b.tenants[i], map[string]string{labelParent: b.orgs[min(i/100, nOrgs-1)]})
 	}); err != nil {
 		return err
 	}
-	if err := parallel(ctx, "created global RoleBindings", b.o.globals, workers, func(ctx context.Context, i int) error {
-		_, err := b.kube.RbacV1().RoleBindings(globalNS).Create(ctx, roleBinding(globalName(i)), metav1.CreateOptions{})
-		return err
+	fmt.Printf("setup: %d namespaces created in %s\n", 2+nOrgs+len(b.tenants), time.Since(start).Round(time.Millisecond))
+	return b.addGlobals(ctx, b.o.globals[0])
+}
+
+// addGlobals creates global RoleBindings (and their twins in the native
+// namespace) up to g, then waits until implicit-apiserver serves the last
+// tenant's view with g items.
+func (b *bench) addGlobals(ctx context.Context, g int) error {
+	start := time.Now()
+	from := b.globals
+	if err := parallel(ctx, g-from, workers, func(ctx context.Context, i int) error {
+		for _, ns := range []string{globalNS, nativeNS} {
+			if _, err := b.kube.RbacV1().RoleBindings(ns).Create(ctx, roleBinding(globalName(from+i)), metav1.CreateOptions{}); err != nil {
+				return err
+			}
+		}
+		return nil
 	}); err != nil {
 		return err
 	}
+	b.globals = g
 	last := b.tenants[len(b.tenants)-1]
 	var got int
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -110,12 +137,11 @@ func (b *bench) setup(ctx context.Context) error {
 			return false, nil
 		}
 		got = len(l.Items)
-		return got >= b.o.globals, nil
+		return got >= g, nil
 	})
 	if err != nil {
-		return fmt.Errorf("view of %s holds %d items, want %d: %w", last, got, b.o.globals, err)
+		return fmt.Errorf("view of %s holds %d items, want %d: %w", last, got, g, err)
 	}
-	fmt.Printf("setup: %d namespaces and %d global RoleBindings created, served by the views, in %s\n",
-		1+nOrgs+len(b.tenants), b.o.globals, time.Since(start).Round(time.Millisecond))
+	fmt.Printf("G=%d global RoleBindings (%d new) served by the views in %s\n", g, g-from, time.Since(start).Round(time.Millisecond))
 	return nil
 }

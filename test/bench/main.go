@@ -1,20 +1,30 @@
-// Command bench is the scale harness of issue 7 (groundwork): it starts a
-// local control plane and implicit-apiserver behind the aggregator, builds a
-// hierarchy of N tenant namespaces in orgs of 100 with G global
-// RoleBindings, and measures side by side on that one cluster
+// Command bench is the scale harness of issue 7: for each N of a sweep it
+// starts a local control plane (etcd, kube-apiserver with implicit-apiserver's
+// authorization webhook) and implicit-apiserver behind the aggregator, builds
+// N tenant namespaces in orgs of 100 with G global RoleBindings (G grows
+// through the sweep's values on the same cluster), and measures side by side
+// on that one cluster
 //
 //   - propagation of one global edit to N namespace-scoped view watchers and
-//     one -A view watcher, against the copy way (N RoleBinding writes, at
-//     QPS 500 and at a copy controller's QPS 50, until N native watchers
-//     have them);
+//     one -A view watcher, against the copy way (N RoleBinding writes,
+//     unthrottled and at a copy controller's QPS 50, until N native watchers
+//     and a native -A watcher have them);
 //   - lists of one namespace's view against a native list of as many real
-//     RoleBindings, and the -A view list;
-//   - implicit-apiserver's and kube-apiserver's resident memory.
+//     RoleBindings, and -A lists of the view against native -A lists;
+//   - implicit-apiserver's and kube-apiserver's resident memory and live Go
+//     heap, per N and G, with and without N open watchers;
+//   - watch capacity: heap per open watcher, a never-reading watcher closed
+//     as too slow, CPU per delivered event;
+//   - SubjectAccessReview latency through kube-apiserver, granted by native
+//     RBAC and by an inherited binding (implicit-apiserver's webhook).
 //
-// Run it with
+// It prints each figure with median and p99, writes the tables in Markdown
+// and JSON under -out and a PNG plot of propagation time against N (-plot).
+// A plain-text progress bar goes to stderr. Run it with
 //
+//	make bench                     # the whole sweep, N in {1000,5000,10000} x G in {10,100}
 //	IMPLICIT_TOOLS_BIN=$(hack/build-tools.sh) IMPLICIT_BINARY=$PWD/_output/bin/implicit-apiserver \
-//	  go run ./test/bench -short
+//	  go run ./test/bench -short   # a quick look: N=200
 //
 // Everything runs on loopback, under one deadline (-timeout); the processes
 // are stopped on the way out.
@@ -26,63 +36,121 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
 
 type options struct {
 	binDir, binary  string
-	namespaces      int
-	globals         int
-	runs            int
+	namespaces      []int
+	globals         []int
+	runs            int // implicit propagation rounds per (N, G)
+	copyRuns        int // unthrottled copy rounds per N
+	slowCopyRuns    int // QPS 50 copy rounds per N
+	listRuns        int
+	authzRequests   int
+	maxListAll      int // largest -A view list (items) fetched
 	short           bool
 	timeout         time.Duration
 	keepWorkDir     bool
 	watchersPerConn int
+	outDir          string
+	plotPath        string
+	implicitArgs    []string
 }
 
 func main() {
 	var o options
+	var namespaces, globals, implicitArgs, replot string
 	flag.StringVar(&o.binDir, "bin-dir", os.Getenv("IMPLICIT_TOOLS_BIN"), "directory of etcd, kube-apiserver, kube-controller-manager (what hack/build-tools.sh prints)")
 	flag.StringVar(&o.binary, "implicit-binary", os.Getenv("IMPLICIT_BINARY"), "implicit-apiserver binary")
-	flag.IntVar(&o.namespaces, "namespaces", 1000, "tenant namespaces N (plus N/100 orgs)")
-	flag.IntVar(&o.globals, "globals", 10, "global RoleBindings G")
-	flag.IntVar(&o.runs, "runs", 3, "repetitions R of each measurement")
-	flag.BoolVar(&o.short, "short", false, "a quick look: N=200, G=10, R=3 (flags given explicitly win)")
-	flag.DurationVar(&o.timeout, "timeout", 20*time.Minute, "deadline of the whole run")
-	flag.BoolVar(&o.keepWorkDir, "keep", false, "keep the control plane's work directory (logs) after a successful run")
+	flag.StringVar(&namespaces, "namespaces", "1000,5000,10000", "tenant namespaces N, comma-separated: one control plane each (plus N/100 orgs)")
+	flag.StringVar(&globals, "globals", "10,100", "global RoleBindings G, comma-separated, ascending: added on the same control plane")
+	flag.IntVar(&o.runs, "runs", 10, "implicit propagation rounds per N and G")
+	flag.IntVar(&o.copyRuns, "copy-runs", 5, "unthrottled copy rounds per N")
+	flag.IntVar(&o.slowCopyRuns, "qps50-runs", 1, "copy rounds at QPS 50 per N (N/50 s each)")
+	flag.IntVar(&o.listRuns, "list-runs", 20, "repetitions of each list")
+	flag.IntVar(&o.authzRequests, "authz-requests", 200, "SubjectAccessReviews per case")
+	flag.IntVar(&o.maxListAll, "max-list-all", 200_000, "skip -A view lists of more items than this")
+	flag.BoolVar(&o.short, "short", false, "a quick look: N=200, G=10,100, 3 rounds (flags given explicitly win)")
+	flag.DurationVar(&o.timeout, "timeout", 40*time.Minute, "deadline of the whole run")
+	flag.BoolVar(&o.keepWorkDir, "keep", false, "keep the control planes' work directories (logs) after a successful run")
 	flag.IntVar(&o.watchersPerConn, "watchers-per-client", 200, "watchers sharing one rest client (one HTTP/2 connection)")
-	flag.DurationVar(&roundTimeout, "round-timeout", roundTimeout, "deadline of one propagation round")
+	flag.StringVar(&o.outDir, "out", "_output/bench", "directory of results.json, results.md and the profiles")
+	flag.StringVar(&o.plotPath, "plot", "", "PNG plot of propagation time against N (default <out>/bench-propagation.png)")
+	flag.StringVar(&implicitArgs, "implicit-args", "", "extra implicit-apiserver flags, space-separated (e.g. --http2-max-streams-per-connection=20)")
+	flag.StringVar(&replot, "replot", "", "only redraw the plot (-plot) from this results.json")
+	flag.DurationVar(&roundTimeout, "round-timeout", roundTimeout, "deadline of one propagation round (plus N/50 s for the QPS 50 copy)")
 	flag.Parse()
 	if o.short {
 		set := map[string]bool{}
 		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		if !set["namespaces"] {
-			o.namespaces = 200
+		defaults := map[string]func(){
+			"namespaces":     func() { namespaces = "200" },
+			"runs":           func() { o.runs = 3 },
+			"copy-runs":      func() { o.copyRuns = 2 },
+			"list-runs":      func() { o.listRuns = 5 },
+			"authz-requests": func() { o.authzRequests = 50 },
 		}
-		if !set["globals"] {
-			o.globals = 10
+		for name, set1 := range defaults {
+			if !set[name] {
+				set1()
+			}
 		}
-		if !set["runs"] {
-			o.runs = 3
+	}
+	if replot != "" {
+		if err := replotFrom(replot, o.plotPath); err != nil {
+			fail(1, "replot: %v", err)
 		}
+		return
+	}
+	var err error
+	if o.namespaces, err = ints(namespaces); err != nil {
+		fail(2, "-namespaces: %v", err)
+	}
+	if o.globals, err = ints(globals); err != nil || !slices.IsSorted(o.globals) {
+		fail(2, "-globals: want ascending positive integers (%v)", err)
 	}
 	if o.binDir == "" || o.binary == "" {
-		fmt.Fprintln(os.Stderr, "bench needs -bin-dir (or IMPLICIT_TOOLS_BIN) and -implicit-binary (or IMPLICIT_BINARY)")
-		os.Exit(2)
+		fail(2, "bench needs -bin-dir (or IMPLICIT_TOOLS_BIN) and -implicit-binary (or IMPLICIT_BINARY)")
 	}
-	if o.namespaces < 1 || o.globals < 1 || o.runs < 1 || o.watchersPerConn < 1 {
-		fmt.Fprintln(os.Stderr, "-namespaces, -globals, -runs and -watchers-per-client must be positive")
-		os.Exit(2)
+	if o.runs < 1 || o.copyRuns < 1 || o.slowCopyRuns < 0 || o.listRuns < 1 || o.authzRequests < 1 || o.watchersPerConn < 1 {
+		fail(2, "-runs, -copy-runs, -list-runs, -authz-requests and -watchers-per-client must be positive")
+	}
+	o.implicitArgs = strings.Fields(implicitArgs)
+	if o.plotPath == "" {
+		o.plotPath = o.outDir + "/bench-propagation.png"
+	}
+	if err := os.MkdirAll(o.outDir, 0o755); err != nil {
+		fail(1, "%v", err)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	err := run(ctx, o)
+	err = sweep(ctx, o)
 	cancel()
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
+		fail(1, "bench: %v", err)
 	}
+}
+
+func fail(code int, format string, args ...any) {
+	fmt.Fprintf(os.Stderr, format+"\n", args...)
+	os.Exit(code)
+}
+
+func ints(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is no positive integer", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }

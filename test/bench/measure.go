@@ -1,154 +1,230 @@
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-
-	"github.com/implicit-dev/implicit-apiserver/test/controlplane"
 )
 
 var roundTimeout = 2 * time.Minute
 
 const (
-	nativeNS = "bench-native"
 	// copyQPS is a copy controller's write rate (HNC's default
 	// --apiserver-qps-throttle).
 	copyQPS = 50
+	// copyWorkers bound the unthrottled copy's concurrency.
+	copyWorkers = 32
+	// maxSlowEdits bounds the edits made to get a never-reading watcher closed.
+	maxSlowEdits = 40
 )
-
-func median(d []time.Duration) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
-func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
 
 func labelPatch(value string) []byte {
 	return fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q}}}`, labelBench, value)
 }
 
-// reads times R lists of one tenant's view, of a native namespace holding
-// as many real RoleBindings, and of the -A view.
-func (b *bench) reads(ctx context.Context) error {
-	fmt.Println("reads:")
-	if err := b.createNamespace(ctx, nativeNS, map[string]string{"implicit.dev/inherit": "false"}); err != nil {
-		return err
-	}
-	if err := parallel(ctx, "", b.o.globals, workers, func(ctx context.Context, i int) error {
-		_, err := b.kube.RbacV1().RoleBindings(nativeNS).Create(ctx, roleBinding(globalName(i)), metav1.CreateOptions{})
-		return err
-	}); err != nil {
-		return err
-	}
-	tenant := b.tenants[len(b.tenants)/2]
-	timeList := func(what string, list func(ctx context.Context) (int, error)) (time.Duration, error) {
-		var ds []time.Duration
-		items := 0
-		for range b.o.runs {
-			start := time.Now()
-			n, err := list(ctx)
-			if err != nil {
-				return 0, fmt.Errorf("%s: %w", what, err)
+// measureImplicit measures, for each G, memory, reads and R propagation
+// rounds of one global edit to N namespace view watchers and one -A one.
+func (b *bench) measureImplicit(ctx context.Context, res *nResult) error {
+	for gi, g := range b.o.globals {
+		if gi > 0 {
+			b.prog.show("adding globals N=%d G=%d", b.n, g)
+			if err := b.addGlobals(ctx, g); err != nil {
+				return err
 			}
-			ds = append(ds, time.Since(start))
-			items = n
 		}
-		fmt.Printf("  %-52s %6d items  median %s  max %s\n", what, items, ms(median(ds)), ms(slices.Max(ds)))
-		return median(ds), nil
-	}
-	view, err := timeList("view list (rolebindings.implicit.dev -n "+tenant+")", func(ctx context.Context) (int, error) {
-		l, err := b.dyn.Resource(viewRoleBindings).Namespace(tenant).List(ctx, metav1.ListOptions{})
+		gr := &gResult{G: g}
+		res.G = append(res.G, gr)
+		fmt.Printf("N=%d G=%d:\n", b.n, g)
+		gr.Mem = b.memory(ctx, "without watchers")
+		if err := b.reads(ctx, gr); err != nil {
+			return fmt.Errorf("reads: %w", err)
+		}
+		b.prog.step("reads N=%d G=%d", b.n, g)
+
+		f, err := b.startFleet(ctx, viewRoleBindings, b.tenants, true)
 		if err != nil {
-			return 0, err
+			return err
 		}
-		return len(l.Items), nil
-	})
-	if err != nil {
-		return err
-	}
-	native, err := timeList("native list (rolebindings -n "+nativeNS+")", func(ctx context.Context) (int, error) {
-		l, err := b.dyn.Resource(nativeRoleBindings).Namespace(nativeNS).List(ctx, metav1.ListOptions{})
+		gr.Watchers = f.open
+		gr.MemWatchers = b.memory(ctx, fmt.Sprintf("with %d view watchers open", f.open))
+		if gi == 0 {
+			b.implicitSrv.profile(ctx, b.o.outDir, fmt.Sprintf("N%d-G%d-watchers", b.n, g))
+		}
+		b.prog.step("view watchers open N=%d G=%d", b.n, g)
+
+		err = b.implicitRounds(ctx, f, gr)
+		if err == nil && gi == 0 {
+			err = b.slowWatcher(ctx, f, res)
+		}
+		f.stop()
 		if err != nil {
-			return 0, err
+			return err
 		}
-		return len(l.Items), nil
-	})
-	if err != nil {
-		return err
 	}
-	all, err := timeList("view list -A (rolebindings.implicit.dev -A)", func(ctx context.Context) (int, error) {
-		l, err := b.dyn.Resource(viewRoleBindings).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return 0, err
-		}
-		return len(l.Items), nil
-	})
-	if err != nil {
-		return err
-	}
-	fmt.Printf("  ratio view/native (one namespace): %.2f; -A view/native one namespace: %.0f\n",
-		float64(view)/float64(native), float64(all)/float64(native))
 	return nil
 }
 
-// implicitPropagation edits one global RoleBinding R times and times the
-// MODIFIED events of its view item in every tenant's watcher and the -A one.
-func (b *bench) implicitPropagation(ctx context.Context) (time.Duration, error) {
-	fmt.Println("propagation, implicit (one global edit, view watchers):")
-	f, err := b.startFleet(ctx, viewRoleBindings, b.tenants, true)
-	if err != nil {
-		return 0, err
-	}
-	defer f.stop()
-	b.memory(ctx, "with the view watchers open")
+func (b *bench) implicitRounds(ctx context.Context, f *fleet, gr *gResult) error {
 	name := globalName(0)
-	var lasts, alls []time.Duration
+	before, err := b.implicitSrv.metrics(ctx, "implicit_watch_events_delivered_total")
+	if err != nil {
+		return err
+	}
+	if gr.G == b.o.globals[0] {
+		// A CPU profile of implicit-apiserver over the first rounds.
+		defer b.implicitSrv.cpuProfile(ctx, b.o.outDir, fmt.Sprintf("N%d-G%d-rounds", b.n, gr.G), 10)()
+	}
+	cpuI, cpuK := b.implicitSrv.cpu(), b.kubeSrv.cpu()
+	reconnects := f.reconnects.Load()
 	for i := range b.o.runs {
-		r := newRound(name, "implicit-"+strconv.Itoa(i+1), len(b.tenants), len(b.tenants), true)
+		r := newRound(name, fmt.Sprintf("implicit-g%d-%d", gr.G, i+1), len(b.tenants), len(b.tenants), true)
 		last, all, err := f.measure(ctx, r, roundTimeout, func(ctx context.Context) error {
 			_, err := b.kube.RbacV1().RoleBindings(globalNS).Patch(ctx, name, types.MergePatchType, labelPatch(r.value), metav1.PatchOptions{})
 			return err
 		})
 		if err != nil {
-			return 0, err
+			return err
 		}
-		fmt.Printf("  run %d: last of %d namespace watchers %s, -A watcher (all %d tenants) %s\n", i+1, len(b.tenants), ms(last), len(b.tenants), ms(all))
-		lasts, alls = append(lasts, last), append(alls, all)
+		gr.Implicit, gr.ImplicitAll = append(gr.Implicit, last), append(gr.ImplicitAll, all)
+		b.prog.step("propagation N=%d G=%d run %d: last watcher %s, -A %s", b.n, gr.G, i+1, dur(last), dur(all))
+		time.Sleep(100 * time.Millisecond)
 	}
-	fmt.Printf("  implicit: last namespace watcher median %s max %s; -A watcher median %s max %s (reconnects %d)\n",
-		ms(median(lasts)), ms(slices.Max(lasts)), ms(median(alls)), ms(slices.Max(alls)), f.reconnects.Load())
-	return median(lasts), nil
+	gr.CPUImplicit, gr.CPUKube = b.implicitSrv.cpu()-cpuI, b.kubeSrv.cpu()-cpuK
+	after, err := b.implicitSrv.metrics(ctx, "implicit_watch_events_delivered_total")
+	if err != nil {
+		return err
+	}
+	gr.EventsDelivered = after["implicit_watch_events_delivered_total"] - before["implicit_watch_events_delivered_total"]
+	gr.Reconnects = f.reconnects.Load() - reconnects
+	fmt.Printf("  implicit, last of %d namespace watchers: %s\n", len(b.tenants), gr.Implicit)
+	fmt.Printf("  implicit, the -A watcher has all %d:      %s\n", len(b.tenants), gr.ImplicitAll)
+	fmt.Printf("  CPU: implicit-apiserver %s, kube-apiserver (proxying) %s for %.0f delivered events: %s and %s per event; reconnects %d\n",
+		gr.CPUImplicit, gr.CPUKube, gr.EventsDelivered, perEvent(gr.CPUImplicit, gr.EventsDelivered), perEvent(gr.CPUKube, gr.EventsDelivered), gr.Reconnects)
+	return nil
 }
 
-// copyPropagation puts a real copy of the global RoleBinding in every
-// tenant, then times R rounds of updating the N copies (at QPS 500 and at a
-// copy controller's QPS 50) until every native watcher has its MODIFIED.
-func (b *bench) copyPropagation(ctx context.Context, implicitMedian time.Duration) error {
-	fmt.Println("propagation, the copy way (N RoleBinding writes, native watchers):")
+func perEvent(d time.Duration, events float64) string {
+	if events == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f µs", float64(d)/float64(time.Microsecond)/events)
+}
+
+// reads times lists of one tenant's view against a native list of as many
+// real RoleBindings, and the -A view list when it is not too large. Bodies
+// are fetched as JSON bytes, not decoded: the figures are the servers'.
+func (b *bench) reads(ctx context.Context, gr *gResult) error {
+	tenant := b.tenants[len(b.tenants)/2]
+	var err error
+	if gr.ViewOne, gr.ViewOneItems, err = b.timeList(ctx, "/apis/implicit.dev/v1alpha1/namespaces/"+tenant+"/rolebindings", ""); err != nil {
+		return err
+	}
+	if gr.NativeOne, gr.NativeOneItems, err = b.timeList(ctx, "/apis/rbac.authorization.k8s.io/v1/namespaces/"+nativeNS+"/rolebindings", ""); err != nil {
+		return err
+	}
+	// The same view list straight from implicit-apiserver's port: the
+	// difference is the aggregator's proxy hop.
+	direct := func(ctx context.Context) (int, error) {
+		body, err := b.implicitSrv.client.CoreV1().RESTClient().Get().AbsPath("/apis/implicit.dev/v1alpha1/namespaces/"+tenant+"/rolebindings").
+			SetHeader("Accept", "application/json").DoRaw(ctx)
+		return bytes.Count(body, []byte(`"uid":`)), err
+	}
+	for range b.o.listRuns {
+		start := time.Now()
+		if _, err := direct(ctx); err != nil {
+			return err
+		}
+		gr.ViewOneDirect = append(gr.ViewOneDirect, time.Since(start))
+	}
+	fmt.Printf("  list one namespace, view (%d items):   %s; straight from implicit-apiserver (no aggregator hop): %s\n", gr.ViewOneItems, gr.ViewOne, gr.ViewOneDirect)
+	fmt.Printf("  list one namespace, native (%d items): %s; view/native %s\n", gr.NativeOneItems, gr.NativeOne, ratio(gr.ViewOne.median(), gr.NativeOne.median()))
+	if expect := (len(b.tenants) + len(b.orgs)) * gr.G; expect > b.o.maxListAll {
+		fmt.Printf("  list -A of the view skipped: about %d items, over -max-list-all=%d\n", expect, b.o.maxListAll)
+		return nil
+	}
+	if gr.ViewAll, gr.ViewAllItems, err = b.timeList(ctx, "/apis/implicit.dev/v1alpha1/rolebindings", "", min(b.o.listRuns, 5)); err != nil {
+		return err
+	}
+	fmt.Printf("  list -A of the view (%d items): %s\n", gr.ViewAllItems, gr.ViewAll)
+	return nil
+}
+
+// timeList GETs path (with fieldSelector when set) runs times, as JSON, and
+// returns the durations and the number of items.
+func (b *bench) timeList(ctx context.Context, path, fieldSelector string, runs ...int) (samples, int, error) {
+	n := b.o.listRuns
+	if len(runs) > 0 {
+		n = runs[0]
+	}
+	var s samples
+	items := 0
+	for range n {
+		req := b.kube.CoreV1().RESTClient().Get().AbsPath(path).SetHeader("Accept", "application/json")
+		if fieldSelector != "" {
+			req = req.Param("fieldSelector", fieldSelector)
+		}
+		start := time.Now()
+		body, err := req.DoRaw(ctx)
+		if err != nil {
+			return nil, 0, fmt.Errorf("GET %s: %w", path, err)
+		}
+		s = append(s, time.Since(start))
+		items = bytes.Count(body, []byte(`"uid":`))
+	}
+	return s, items, nil
+}
+
+// measureCopy times the copy way: a real copy of global-0 in every tenant,
+// N native watchers and a native -A one, and the N copies updated
+// unthrottled and at QPS 50 until every watcher has its MODIFIED.
+func (b *bench) measureCopy(ctx context.Context, res *nResult) error {
+	c := &res.Copy
+	fmt.Printf("N=%d, the copy way:\n", b.n)
+	var err error
+	// Who sees global-0: N view items, the same count as the native -A list below.
+	if c.ViewWhoSees, c.ViewWhoSeesItems, err = b.timeList(ctx, "/apis/implicit.dev/v1alpha1/rolebindings", "metadata.name="+globalName(0)); err != nil {
+		return err
+	}
+	fmt.Printf("  list -A of the view, one name (who sees %s, %d items): %s\n", globalName(0), c.ViewWhoSeesItems, c.ViewWhoSees)
+
+	c.MemBefore = b.memory(ctx, "before the copies")
+	unthrottled := rest.CopyConfig(b.cfg)
+	unthrottled.QPS, unthrottled.Burst = -1, 0 // no client-side rate limit; copyWorkers bound it
+	fast, err := kubernetes.NewForConfig(unthrottled)
+	if err != nil {
+		return err
+	}
 	name := globalName(0)
-	if err := parallel(ctx, "created copies", len(b.tenants), workers, func(ctx context.Context, i int) error {
-		_, err := b.kube.RbacV1().RoleBindings(b.tenants[i]).Create(ctx, roleBinding(name), metav1.CreateOptions{})
+	start := time.Now()
+	b.prog.show("creating %d copies N=%d", b.n, b.n)
+	if err := parallel(ctx, len(b.tenants), copyWorkers, func(ctx context.Context, i int) error {
+		_, err := fast.RbacV1().RoleBindings(b.tenants[i]).Create(ctx, roleBinding(name), metav1.CreateOptions{})
 		return err
 	}); err != nil {
 		return err
 	}
-	f, err := b.startFleet(ctx, nativeRoleBindings, b.tenants, false)
+	c.Create = time.Since(start)
+	fmt.Printf("  %d copies created (unthrottled, %d workers) in %s\n", len(b.tenants), copyWorkers, dur(c.Create))
+	c.MemCopies = b.memory(ctx, fmt.Sprintf("with %d copies", len(b.tenants)))
+	if c.NativeAll, c.NativeAllItems, err = b.timeList(ctx, "/apis/rbac.authorization.k8s.io/v1/rolebindings", ""); err != nil {
+		return err
+	}
+	fmt.Printf("  list -A native RoleBindings (%d items): %s; view one name -A / native -A %s\n", c.NativeAllItems, c.NativeAll, ratio(c.ViewWhoSees.median(), c.NativeAll.median()))
+	b.prog.step("copies created N=%d", b.n)
+
+	f, err := b.startFleet(ctx, nativeRoleBindings, b.tenants, true)
 	if err != nil {
 		return err
 	}
 	defer f.stop()
+	c.MemWatchers = b.memory(ctx, fmt.Sprintf("with %d native watchers", f.open))
+	b.prog.step("native watchers open N=%d", b.n)
 
 	throttled := rest.CopyConfig(b.cfg)
 	throttled.QPS, throttled.Burst = copyQPS, copyQPS
@@ -157,91 +233,41 @@ func (b *bench) copyPropagation(ctx context.Context, implicitMedian time.Duratio
 		return err
 	}
 	cases := []struct {
-		what   string
-		client kubernetes.Interface
-	}{{"QPS 500, 16 goroutines", b.kube}}
-	if expected := time.Duration(len(b.tenants)*b.o.runs/copyQPS) * time.Second; b.o.short || expected < 2*time.Minute {
-		cases = append(cases, struct {
-			what   string
-			client kubernetes.Interface
-		}{fmt.Sprintf("QPS %d Burst %d (a copy controller's default), 16 goroutines", copyQPS, copyQPS), slow})
-	} else {
-		fmt.Printf("  QPS %d case skipped: N*R/%d = %s, over 2 minutes\n", copyQPS, copyQPS, expected)
+		what    string
+		client  kubernetes.Interface
+		workers int
+		runs    int
+		out     *samples
+	}{
+		{fmt.Sprintf("unthrottled, %d workers", copyWorkers), fast, copyWorkers, b.o.copyRuns, &c.Unthrottled},
+		{fmt.Sprintf("QPS %d Burst %d (HNC's default), %d workers", copyQPS, copyQPS, workers), slow, workers, b.o.slowCopyRuns, &c.QPS50},
 	}
-	for ci, c := range cases {
-		var lasts []time.Duration
-		for i := range b.o.runs {
-			r := newRound(name, fmt.Sprintf("copy-%d-%d", ci, i+1), len(b.tenants), 0, false)
+	for ci, cs := range cases {
+		cpuK, cpuE, events := b.kubeSrv.cpu(), b.etcdSrv.cpu(), f.events.Load()
+		for i := range cs.runs {
+			r := newRound(name, fmt.Sprintf("copy-%d-%d", ci, i+1), len(b.tenants), len(b.tenants), true)
 			timeout := roundTimeout + time.Duration(len(b.tenants)/copyQPS)*time.Second
-			last, _, err := f.measure(ctx, r, timeout, func(ctx context.Context) error {
-				return parallel(ctx, "", len(b.tenants), workers, func(ctx context.Context, j int) error {
-					_, err := c.client.RbacV1().RoleBindings(b.tenants[j]).Patch(ctx, name, types.MergePatchType, labelPatch(r.value), metav1.PatchOptions{})
+			last, all, err := f.measure(ctx, r, timeout, func(ctx context.Context) error {
+				return parallel(ctx, len(b.tenants), cs.workers, func(ctx context.Context, j int) error {
+					_, err := cs.client.RbacV1().RoleBindings(b.tenants[j]).Patch(ctx, name, types.MergePatchType, labelPatch(r.value), metav1.PatchOptions{})
 					return err
 				})
 			})
 			if err != nil {
-				return fmt.Errorf("%s: %w", c.what, err)
+				return fmt.Errorf("%s: %w", cs.what, err)
 			}
-			fmt.Printf("  %s, run %d: last of %d native watchers %s\n", c.what, i+1, len(b.tenants), ms(last))
-			lasts = append(lasts, last)
+			*cs.out = append(*cs.out, max(last, all))
+			b.prog.step("copy N=%d %s run %d: %s", b.n, cs.what, i+1, dur(max(last, all)))
+			time.Sleep(100 * time.Millisecond)
 		}
-		fmt.Printf("  copy, %s: median %s max %s; ratio copy/implicit %.0fx\n",
-			c.what, ms(median(lasts)), ms(slices.Max(lasts)), float64(median(lasts))/float64(implicitMedian))
+		if ci == 0 {
+			c.CPUKube, c.CPUEtcd, c.EventsDelivered = b.kubeSrv.cpu()-cpuK, b.etcdSrv.cpu()-cpuE, float64(f.events.Load()-events)
+		}
+		if cs.runs > 0 {
+			fmt.Printf("  copy %s, until the last native watcher (and the -A one) has it: %s\n", cs.what, *cs.out)
+		}
 	}
+	fmt.Printf("  CPU of the unthrottled copies: kube-apiserver %s, etcd %s for %d writes and %.0f delivered events (%s per event, kube-apiserver + etcd)\n",
+		c.CPUKube, c.CPUEtcd, len(b.tenants)*b.o.copyRuns, c.EventsDelivered, perEvent(c.CPUKube+c.CPUEtcd, c.EventsDelivered))
 	return nil
-}
-
-// memory prints implicit-apiserver's and kube-apiserver's VmRSS, and the Go
-// heap in use that each reports in its /metrics.
-func (b *bench) memory(ctx context.Context, when string) {
-	ia, ka := b.implicit.Process(), b.cp.KubeAPIServer()
-	iHeap := b.heap(ctx, b.implicit.URL())
-	kHeap := b.heap(ctx, b.cp.APIServerURL())
-	fmt.Printf("memory %s: implicit-apiserver VmRSS %s (Go heap in use %s), kube-apiserver VmRSS %s (Go heap in use %s)\n",
-		when, vmRSS(ia), iHeap, vmRSS(ka), kHeap)
-}
-
-func vmRSS(p *controlplane.Process) string {
-	if p == nil {
-		return "n/a"
-	}
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.Pid()))
-	if err != nil {
-		return "n/a"
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if v, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "n/a"
-}
-
-// heap reads go_memstats_heap_inuse_bytes from the server at url, as admin.
-func (b *bench) heap(ctx context.Context, url string) string {
-	cfg := rest.CopyConfig(b.cfg)
-	cfg.Host = url
-	cfg.CAData, cfg.CAFile, cfg.Insecure = nil, "", true // loopback; implicit-apiserver self-signs
-	c, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return "n/a"
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	body, err := c.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return "n/a"
-	}
-	for line := range strings.Lines(string(body)) {
-		if v, ok := strings.CutPrefix(line, "go_memstats_heap_inuse_bytes "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				return "n/a"
-			}
-			return fmt.Sprintf("%.0f MiB", f/(1<<20))
-		}
-	}
-	return "n/a"
 }

@@ -4,41 +4,119 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/test/controlplane"
 )
 
 const globalNS = "implicit-global"
 
-// bench holds the running cluster and the clients every phase shares.
+// bench holds one N's running cluster and the clients every phase shares.
 type bench struct {
 	o        options
+	n        int
+	prog     *progress
 	cp       *controlplane.ControlPlane
 	implicit *controlplane.AggregatedServer
-	cfg      *rest.Config // admin, QPS 500, Burst 1000
+	cfg      *rest.Config // admin, QPS 1000, Burst 2000
 	kube     kubernetes.Interface
 	dyn      dynamic.Interface
 
+	implicitSrv, kubeSrv, etcdSrv *server
+
 	orgs, tenants []string
+	globals       int // global RoleBindings created so far
 }
 
-func run(ctx context.Context, o options) error {
-	work, err := os.MkdirTemp("", "implicit-bench-")
-	if err != nil {
+// sweep runs every N of the sweep on a control plane of its own, then
+// writes the report and the plot.
+func sweep(ctx context.Context, o options) error {
+	start := time.Now()
+	res := &results{
+		Command: "go run ./test/bench " + strings.Join(os.Args[1:], " "),
+		Machine: machine(),
+		Started: start,
+	}
+	prog := newProgress(os.Stderr, totalSteps(o))
+	for _, n := range o.namespaces {
+		r, err := runN(ctx, o, n, prog)
+		if r != nil {
+			res.Ns = append(res.Ns, r)
+		}
+		if err != nil {
+			res.Wall = time.Since(start)
+			_ = res.write(o) // what was measured so far
+			return fmt.Errorf("N=%d: %w", n, err)
+		}
+	}
+	res.Wall = time.Since(start)
+	prog.show("done")
+	if err := res.write(o); err != nil {
 		return err
 	}
-	fmt.Printf("bench: N=%d tenant namespaces (+%d orgs), G=%d global RoleBindings, R=%d runs; work dir %s\n",
-		o.namespaces, orgCount(o.namespaces), o.globals, o.runs, work)
+	if err := res.plot(o.plotPath); err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	fmt.Printf("\nplot written to %s; results in %s\n", o.plotPath, o.outDir)
+	fmt.Printf("sweep finished in %s\n", res.Wall.Round(time.Second))
+	return nil
+}
+
+// totalSteps counts the progress bar's steps of the whole sweep.
+func totalSteps(o options) int {
+	perG := 2 + o.runs // globals and reads, watchers, rounds
+	perN := 1 + len(o.globals)*perG + 1 + 1 + 2 + o.copyRuns + o.slowCopyRuns + 1
+	return len(o.namespaces) * perN
+}
+
+func machine() string {
+	mem := "?"
+	if body, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for line := range strings.Lines(string(body)) {
+			if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				mem = strings.TrimSpace(v)
+			}
+		}
+	}
+	cpu := "?"
+	if body, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.Lines(string(body)) {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%d CPUs (%s), MemTotal %s, %s/%s, %s", runtime.NumCPU(), cpu, mem, runtime.GOOS, runtime.GOARCH, runtime.Version())
+}
+
+// runN measures one N on a fresh control plane.
+func runN(ctx context.Context, o options, n int, prog *progress) (*nResult, error) {
+	work, err := os.MkdirTemp("", "implicit-bench-")
+	if err != nil {
+		return nil, err
+	}
+	res := &nResult{N: n, Orgs: orgCount(n)}
+	fmt.Printf("\n== N=%d tenant namespaces (+%d orgs), G=%v global RoleBindings; work dir %s\n", n, orgCount(n), o.globals, work)
+	prog.show("starting the control plane N=%d", n)
 
 	start := time.Now()
-	cp, err := controlplane.Start(ctx, controlplane.Options{BinDir: o.binDir, WorkDir: work})
+	webhook, err := controlplane.PrepareAuthorizationWebhook(work, "implicit-apiserver", authz.Path,
+		authz.MatchCondition(globalNS, []string{"kube-system", "kube-public", "kube-node-lease"}))
 	if err != nil {
-		return fmt.Errorf("starting the control plane: %w", err)
+		return nil, err
+	}
+	cp, err := controlplane.Start(ctx, controlplane.Options{BinDir: o.binDir, WorkDir: work, KubeAPIServerArgs: webhook.KubeAPIServerArgs})
+	if err != nil {
+		return nil, fmt.Errorf("starting the control plane: %w", err)
 	}
 	ok := false
 	defer func() {
@@ -46,45 +124,54 @@ func run(ctx context.Context, o options) error {
 		if ok && !o.keepWorkDir {
 			os.RemoveAll(work)
 		} else {
-			fmt.Printf("logs kept in %s/logs\n", work)
+			fmt.Printf("logs kept in %s\n", filepath.Join(work, "logs"))
 		}
 	}()
-	implicit, err := cp.StartAggregated(ctx, controlplane.AggregatedServerOptions{Binary: o.binary, Name: "implicit-apiserver", Args: []string{"-v=1"}})
+	implicit, err := cp.StartAggregated(ctx, controlplane.AggregatedServerOptions{Binary: o.binary, Name: "implicit-apiserver", Port: webhook.Port, Args: append([]string{"-v=1"}, o.implicitArgs...)})
 	if err != nil {
-		return fmt.Errorf("starting implicit-apiserver: %w\n%s", err, cp.LogTails(40))
+		return nil, fmt.Errorf("starting implicit-apiserver: %w\n%s", err, cp.LogTails(40))
 	}
 	if err := cp.RegisterAPIService(ctx, implicit.Port()); err != nil {
-		return fmt.Errorf("registering the APIService: %w\n%s", err, implicit.LogTail(40))
+		return nil, fmt.Errorf("registering the APIService: %w\n%s", err, implicit.LogTail(40))
 	}
 	fmt.Printf("control plane and implicit-apiserver ready in %s\n", time.Since(start).Round(time.Millisecond))
 
-	b := &bench{o: o, cp: cp, implicit: implicit}
+	b := &bench{o: o, n: n, prog: prog, cp: cp, implicit: implicit}
 	b.cfg = cp.AdminConfig()
-	b.cfg.QPS, b.cfg.Burst = 500, 1000
+	b.cfg.QPS, b.cfg.Burst = 1000, 2000
 	if b.kube, err = kubernetes.NewForConfig(b.cfg); err != nil {
-		return err
+		return nil, err
 	}
 	if b.dyn, err = dynamic.NewForConfig(b.cfg); err != nil {
-		return err
+		return nil, err
 	}
+	if b.implicitSrv, err = b.newServer("implicit-apiserver", implicit.URL(), implicit.Process); err != nil {
+		return nil, err
+	}
+	if b.kubeSrv, err = b.newServer("kube-apiserver", cp.APIServerURL(), cp.KubeAPIServer); err != nil {
+		return nil, err
+	}
+	b.etcdSrv = &server{name: "etcd", process: cp.Etcd}
 
 	if err := b.setup(ctx); err != nil {
-		return fmt.Errorf("setup: %w", err)
+		return res, fmt.Errorf("setup: %w", err)
 	}
-	b.memory(ctx, "after setup")
-	if err := b.reads(ctx); err != nil {
-		return fmt.Errorf("reads: %w", err)
+	res.SetupTime = time.Since(start)
+	prog.step("setup done N=%d", n)
+	if err := b.measureImplicit(ctx, res); err != nil {
+		return res, fmt.Errorf("%w\n%s", err, implicit.LogTail(20))
 	}
-	implicitMedian, err := b.implicitPropagation(ctx)
-	if err != nil {
-		return fmt.Errorf("implicit propagation: %w\n%s", err, implicit.LogTail(20))
+	if err := b.measureAuthz(ctx, res); err != nil {
+		return res, fmt.Errorf("authorization: %w", err)
 	}
-	if err := b.copyPropagation(ctx, implicitMedian); err != nil {
-		return fmt.Errorf("copy propagation: %w", err)
+	prog.step("authz N=%d", n)
+	if err := b.measureCopy(ctx, res); err != nil {
+		return res, fmt.Errorf("copy: %w", err)
 	}
-	b.memory(ctx, "at the end (copies in every tenant)")
+	res.Total = time.Since(start)
+	prog.step("N=%d done in %s", n, res.Total.Round(time.Second))
 	ok = true
-	return nil
+	return res, nil
 }
 
 func orgCount(n int) int { return max(1, n/100) }

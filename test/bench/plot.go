@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+	"image/color"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+)
+
+// plot draws the median propagation time against N, log y: implicit (the
+// slower of the last namespace watcher and the -A watcher) for each G, and
+// the copy way unthrottled and at QPS 50.
+func (r *results) plot(path string) error {
+	p := plot.New()
+	p.Title.Text = "One global RoleBinding edit until every watcher has it"
+	p.X.Label.Text = "tenant namespaces N"
+	p.Y.Label.Text = "time to the last watcher (s, median, log scale)"
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Y.Min, p.Y.Max = 0.01, 1000
+	var ticks []plot.Tick
+	for _, n := range r.Ns {
+		ticks = append(ticks, plot.Tick{Value: float64(n.N), Label: fmt.Sprint(n.N)})
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.XOffs, p.Legend.YOffs = vg.Points(10), vg.Points(-5)
+	p.Add(plotter.NewGrid())
+
+	type line struct {
+		name  string
+		pts   plotter.XYs
+		color color.Color
+		dash  []vg.Length
+		shape draw.GlyphDrawer
+	}
+	var lines []*line
+	colors := []color.Color{color.RGBA{0, 114, 178, 255}, color.RGBA{86, 180, 233, 255}, color.RGBA{0, 158, 115, 255}}
+	if len(r.Ns) > 0 {
+		for gi, g := range r.Ns[0].G {
+			l := &line{name: fmt.Sprintf("implicit views, G=%d", g.G), color: colors[gi%len(colors)], shape: draw.CircleGlyph{}}
+			for _, n := range r.Ns {
+				if gi < len(n.G) {
+					l.pts = append(l.pts, plotter.XY{X: float64(n.N), Y: max(n.G[gi].Implicit.median(), n.G[gi].ImplicitAll.median()).Seconds()})
+				}
+			}
+			lines = append(lines, l)
+		}
+	}
+	unthrottled := &line{name: fmt.Sprintf("copies, unthrottled (%d workers)", copyWorkers), color: color.RGBA{230, 159, 0, 255}, dash: []vg.Length{vg.Points(4), vg.Points(2)}, shape: draw.SquareGlyph{}}
+	qps50 := &line{name: "copies at QPS 50 (HNC default)", color: color.RGBA{213, 94, 0, 255}, dash: []vg.Length{vg.Points(2), vg.Points(2)}, shape: draw.TriangleGlyph{}}
+	for _, n := range r.Ns {
+		if len(n.Copy.Unthrottled) > 0 {
+			unthrottled.pts = append(unthrottled.pts, plotter.XY{X: float64(n.N), Y: n.Copy.Unthrottled.median().Seconds()})
+		}
+		if len(n.Copy.QPS50) > 0 {
+			qps50.pts = append(qps50.pts, plotter.XY{X: float64(n.N), Y: n.Copy.QPS50.median().Seconds()})
+		}
+	}
+	lines = append(lines, unthrottled, qps50)
+	for _, l := range lines {
+		if len(l.pts) == 0 {
+			continue
+		}
+		lp, sp, err := plotter.NewLinePoints(l.pts)
+		if err != nil {
+			return err
+		}
+		lp.Color, lp.Width, lp.Dashes = l.color, vg.Points(1.5), l.dash
+		sp.Color, sp.Shape, sp.Radius = l.color, l.shape, vg.Points(3)
+		p.Add(lp, sp)
+		p.Legend.Add(l.name, lp, sp)
+	}
+	return p.Save(8*vg.Inch, 5*vg.Inch, path)
+}

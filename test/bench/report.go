@@ -1,0 +1,242 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// results are the whole sweep's figures; results.json holds them as
+// measured (durations in nanoseconds), results.md as tables.
+type results struct {
+	Command string        `json:"command"`
+	Machine string        `json:"machine"`
+	Started time.Time     `json:"started"`
+	Wall    time.Duration `json:"wall"`
+	Ns      []*nResult    `json:"n"`
+}
+
+type nResult struct {
+	N         int           `json:"n"`
+	Orgs      int           `json:"orgs"`
+	SetupTime time.Duration `json:"setup"`
+	Total     time.Duration `json:"total"`
+	G         []*gResult    `json:"g"`
+	Slow      slowResult    `json:"slow"`
+	Copy      copyResult    `json:"copy"`
+	Authz     authzResult   `json:"authz"`
+}
+
+type gResult struct {
+	G                                          int           `json:"g"`
+	Mem                                        memPair       `json:"mem"`
+	MemWatchers                                memPair       `json:"memWatchers"`
+	Watchers                                   int           `json:"watchers"`
+	ViewOne, NativeOne, ViewAll                samples       `json:",omitempty"`
+	ViewOneDirect                              samples       `json:",omitempty"`
+	ViewOneItems, NativeOneItems, ViewAllItems int           `json:",omitempty"`
+	Implicit                                   samples       `json:"implicit"`
+	ImplicitAll                                samples       `json:"implicitAll"`
+	CPUImplicit, CPUKube                       time.Duration `json:",omitempty"`
+	EventsDelivered                            float64       `json:"eventsDelivered"`
+	Reconnects                                 int64         `json:"reconnects"`
+}
+
+type slowResult struct {
+	Edits           int     `json:"edits"`
+	Closed          float64 `json:"closed"`
+	Rounds          samples `json:"rounds"`
+	FleetReconnects int64   `json:"fleetReconnects"`
+}
+
+type copyResult struct {
+	ViewWhoSees                       samples       `json:"viewWhoSees"`
+	ViewWhoSeesItems                  int           `json:"viewWhoSeesItems"`
+	NativeAll                         samples       `json:"nativeAll"`
+	NativeAllItems                    int           `json:"nativeAllItems"`
+	Create                            time.Duration `json:"create"`
+	MemBefore, MemCopies, MemWatchers memPair       `json:",omitempty"`
+	Unthrottled, QPS50                samples       `json:",omitempty"`
+	CPUKube, CPUEtcd                  time.Duration `json:",omitempty"`
+	EventsDelivered                   float64       `json:"eventsDelivered"`
+}
+
+type authzResult struct {
+	Native, Inherited, NoGrant samples `json:",omitempty"`
+}
+
+// write saves results.json and results.md under the output directory and
+// prints the Markdown.
+func (r *results) write(o options) error {
+	js, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(o.outDir, "results.json"), js, 0o644); err != nil {
+		return err
+	}
+	var md strings.Builder
+	r.markdown(&md)
+	fmt.Print("\n", md.String())
+	return os.WriteFile(filepath.Join(o.outDir, "results.md"), []byte(md.String()), 0o644)
+}
+
+func (r *results) markdown(w io.Writer) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	mp := func(s samples) string {
+		if len(s) == 0 {
+			return "– | –"
+		}
+		return dur(s.median()) + " | " + dur(s.p99())
+	}
+	p("Machine: %s. Sweep wall time %s. Command: `%s`.", r.Machine, r.Wall.Round(time.Second), r.Command)
+	p("Medians and p99 (nearest rank; with fewer than 100 runs p99 is the slowest run). Run counts in results.json.")
+	p("")
+	p("### Propagation of one global edit")
+	p("")
+	p("| N | G | implicit: last namespace watcher, median | p99 | implicit: -A watcher has all N, median | p99 | copy unthrottled (%d workers), median | p99 | copy at QPS 50, median | p99 | copy unthrottled / implicit | copy QPS 50 / implicit |", copyWorkers)
+	p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, n := range r.Ns {
+		for _, g := range n.G {
+			p("| %d | %d | %s | %s | %s | %s | %s | %s |", n.N, g.G, mp(g.Implicit), mp(g.ImplicitAll), mp(n.Copy.Unthrottled), mp(n.Copy.QPS50),
+				ratio(n.Copy.Unthrottled.median(), slowest(g.Implicit.median(), g.ImplicitAll.median())),
+				ratio(n.Copy.QPS50.median(), slowest(g.Implicit.median(), g.ImplicitAll.median())))
+		}
+	}
+	p("")
+	p("Ratios compare the copy's median (every native watcher, -A included) with the implicit median of the slower of the last namespace watcher and the -A watcher.")
+	p("")
+	p("### Reads")
+	p("")
+	p("| N | G | view, one namespace (items) median | p99 | native, one namespace (items) median | p99 | view / native | view straight from implicit-apiserver, median | p99 | view -A (items) median | p99 | view -A per item |")
+	p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, n := range r.Ns {
+		for _, g := range n.G {
+			all, per := "not fetched (too large) | –", "–"
+			if len(g.ViewAll) > 0 {
+				all = fmt.Sprintf("%s (%d) | %s", dur(g.ViewAll.median()), g.ViewAllItems, dur(g.ViewAll.p99()))
+				per = fmt.Sprintf("%.1f µs", float64(g.ViewAll.median())/float64(time.Microsecond)/float64(max(1, g.ViewAllItems)))
+			}
+			p("| %d | %d | %s (%d) | %s | %s (%d) | %s | %s | %s | %s | %s |", n.N, g.G, dur(g.ViewOne.median()), g.ViewOneItems, dur(g.ViewOne.p99()),
+				dur(g.NativeOne.median()), g.NativeOneItems, dur(g.NativeOne.p99()), ratio(g.ViewOne.median(), g.NativeOne.median()), mp(g.ViewOneDirect), all, per)
+		}
+	}
+	p("")
+	p("| N | view -A of one name, who sees global-0 (items) median | p99 | native -A list with the N copies (items) median | p99 | view / native | native per item |")
+	p("|---:|---:|---:|---:|---:|---:|---:|")
+	for _, n := range r.Ns {
+		c := n.Copy
+		p("| %d | %s (%d) | %s | %s (%d) | %s | %s | %.1f µs |", n.N, dur(c.ViewWhoSees.median()), c.ViewWhoSeesItems, dur(c.ViewWhoSees.p99()),
+			dur(c.NativeAll.median()), c.NativeAllItems, dur(c.NativeAll.p99()), ratio(c.ViewWhoSees.median(), c.NativeAll.median()),
+			float64(c.NativeAll.median())/float64(time.Microsecond)/float64(max(1, c.NativeAllItems)))
+	}
+	p("")
+	p("### Memory (live heap after a forced GC; RSS from /proc)")
+	p("")
+	p("| N | G | implicit-apiserver RSS | live heap | with N+1 view watchers: RSS | live heap | heap per watcher | kube-apiserver RSS | live heap | kube-apiserver with the view watchers (proxying): RSS | live heap |")
+	p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, n := range r.Ns {
+		for _, g := range n.G {
+			p("| %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |", n.N, g.G, mib(g.Mem.Implicit.RSS), mib(g.Mem.Implicit.HeapLive),
+				mib(g.MemWatchers.Implicit.RSS), mib(g.MemWatchers.Implicit.HeapLive), perWatcher(g.MemWatchers.Implicit.HeapLive-g.Mem.Implicit.HeapLive, g.Watchers),
+				mib(g.Mem.Kube.RSS), mib(g.Mem.Kube.HeapLive), mib(g.MemWatchers.Kube.RSS), mib(g.MemWatchers.Kube.HeapLive))
+		}
+	}
+	p("")
+	if len(r.Ns) > 1 {
+		for gi := range r.Ns[0].G {
+			var xs, ys []float64
+			for _, n := range r.Ns {
+				if gi < len(n.G) {
+					xs, ys = append(xs, float64(n.N)), append(ys, n.G[gi].Mem.Implicit.HeapLive)
+				}
+			}
+			a, b, r2 := linearFit(xs, ys)
+			p("Fit of implicit-apiserver's live heap without watchers at G=%d: %s + %.0f bytes per tenant namespace × N (R² = %.4f).", r.Ns[0].G[gi].G, mib(a), b, r2)
+		}
+		p("")
+	}
+	if g := r.Ns[0].G; len(g) > 1 {
+		p("| N | live heap, G=%d | G=%d | growth per added global (bytes) | per added global and namespace |", g[0].G, g[len(g)-1].G)
+		p("|---:|---:|---:|---:|---:|")
+		for _, n := range r.Ns {
+			lo, hi := n.G[0], n.G[len(n.G)-1]
+			d := (hi.Mem.Implicit.HeapLive - lo.Mem.Implicit.HeapLive) / float64(hi.G-lo.G)
+			p("| %d | %s | %s | %.0f | %.1f |", n.N, mib(lo.Mem.Implicit.HeapLive), mib(hi.Mem.Implicit.HeapLive), d, d/float64(n.N))
+		}
+		p("")
+	}
+	p("| N | kube-apiserver live heap before the copies | with N copies | per copy | with N+1 native watchers | per native watcher | copies created in |")
+	p("|---:|---:|---:|---:|---:|---:|---:|")
+	for _, n := range r.Ns {
+		c := n.Copy
+		p("| %d | %s | %s | %.0f B | %s | %s | %s |", n.N, mib(c.MemBefore.Kube.HeapLive), mib(c.MemCopies.Kube.HeapLive),
+			(c.MemCopies.Kube.HeapLive-c.MemBefore.Kube.HeapLive)/float64(n.N), mib(c.MemWatchers.Kube.HeapLive),
+			perWatcher(c.MemWatchers.Kube.HeapLive-c.MemCopies.Kube.HeapLive, n.N+1), dur(c.Create))
+	}
+	p("")
+	p("### Watch capacity and CPU per delivered event")
+	p("")
+	p("| N | G | open view watchers | implicit-apiserver per watcher: live heap | stacks | goroutines | RSS | kube-apiserver (proxy) heap per watcher | implicit-apiserver CPU per delivered event | kube-apiserver (proxy) CPU per event | fleet reconnects |")
+	p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, n := range r.Ns {
+		for gi, g := range n.G {
+			with, without := g.MemWatchers.Implicit, g.Mem.Implicit
+			rss := perWatcher(with.RSS-without.RSS, g.Watchers)
+			if gi > 0 {
+				rss = "– (RSS kept from the G=" + fmt.Sprint(n.G[0].G) + " watchers)"
+			}
+			p("| %d | %d | %d | %s | %s | %.1f | %s | %s | %s | %s | %d |", n.N, g.G, g.Watchers, perWatcher(with.HeapLive-without.HeapLive, g.Watchers),
+				perWatcher(with.Stacks-without.Stacks, g.Watchers), (with.Goroutines-without.Goroutines)/float64(max(1, g.Watchers)),
+				rss, perWatcher(g.MemWatchers.Kube.HeapLive-g.Mem.Kube.HeapLive, g.Watchers),
+				perEvent(g.CPUImplicit, g.EventsDelivered), perEvent(g.CPUKube, g.EventsDelivered), g.Reconnects)
+		}
+	}
+	p("")
+	p("| N | never-reading -A watcher closed as slow | after edits | fleet's slowest watcher during those edits, median | p99 | fleet reconnects | copy: kube-apiserver + etcd CPU per native event delivered |")
+	p("|---:|---:|---:|---:|---:|---:|---:|")
+	for _, n := range r.Ns {
+		p("| %d | %.0f | %d | %s | %d | %s |", n.N, n.Slow.Closed, n.Slow.Edits, mp(n.Slow.Rounds), n.Slow.FleetReconnects, perEvent(n.Copy.CPUKube+n.Copy.CPUEtcd, n.Copy.EventsDelivered))
+	}
+	p("")
+	p("### SubjectAccessReview through kube-apiserver")
+	p("")
+	p("| N | native RBAC grant (webhook not asked), median | p99 | inherited grant (webhook), median | p99 | no grant (webhook, no opinion), median | p99 | webhook adds (median) |")
+	p("|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, n := range r.Ns {
+		a := n.Authz
+		p("| %d | %s | %s | %s | %s |", n.N, mp(a.Native), mp(a.Inherited), mp(a.NoGrant), dur(a.Inherited.median()-a.Native.median()))
+	}
+	p("")
+	p("| N | setup (control plane, namespaces, first globals) | whole N |")
+	p("|---:|---:|---:|")
+	for _, n := range r.Ns {
+		p("| %d | %s | %s |", n.N, n.SetupTime.Round(time.Second), n.Total.Round(time.Second))
+	}
+}
+
+// replotFrom draws the plot of a results.json.
+func replotFrom(path, plotPath string) error {
+	js, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var r results
+	if err := json.Unmarshal(js, &r); err != nil {
+		return err
+	}
+	return r.plot(plotPath)
+}
+
+func slowest(a, b time.Duration) time.Duration { return max(a, b) }
+
+func perWatcher(bytes float64, watchers int) string {
+	if watchers == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f KiB", bytes/float64(watchers)/1024)
+}
