@@ -76,8 +76,9 @@ bench-micro: ## Go benchmarks of views, fan-out and authorization decisions (not
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./pkg/authz/
 
 .PHONY: fuzz
-fuzz: ## Fuzz the merge rules for a while (FUZZTIME, default 60s).
+fuzz: ## Fuzz the merge rules and overlays for a while (FUZZTIME each, default 60s).
 	$(GO) test -run='^$$' -fuzz=FuzzMerge -fuzztime=$${FUZZTIME:-60s} ./pkg/merge
+	$(GO) test -run='^$$' -fuzz=FuzzOverlay -fuzztime=$${FUZZTIME:-60s} ./pkg/merge
 
 ##@ Help
 

@@ -61,6 +61,8 @@ type kindController struct {
 	static     []registry.Kind
 	staticView map[string]registry.Viewer
 	period     time.Duration
+	// docs caches the host's OpenAPI documents between polls.
+	docs schemaCache
 	// onServe is told of each source kind served at run time (the guards).
 	onServe func(schema.GroupResource)
 
@@ -146,7 +148,7 @@ func (c *kindController) poll(ctx context.Context) []<-chan struct{} {
 		if ctx.Err() != nil {
 			return started
 		}
-		res, err := resolve(ctx, c.dc, c.dyn, r.Source)
+		res, err := resolve(ctx, c.dc, c.dyn, &c.docs, r.Source)
 		c.mu.Lock()
 		known := c.kinds[r.Source.Resource]
 		c.mu.Unlock()

@@ -93,14 +93,19 @@ func joinProblems(ps []string) string {
 // resolve reads what the host says of a configured kind: its names from
 // discovery, its schema from OpenAPI v3 and, for a custom resource, its
 // printer columns from its CustomResourceDefinition.
-func resolve(ctx context.Context, dc discovery.DiscoveryInterface, dyn dynamic.Interface, gvr schema.GroupVersionResource) (resolved, error) {
+func resolve(ctx context.Context, dc discovery.DiscoveryInterface, dyn dynamic.Interface, cache *schemaCache, gvr schema.GroupVersionResource) (resolved, error) {
 	r, err := CheckResource(dc, gvr)
 	if err != nil {
 		return resolved{}, err
 	}
-	models, err := FetchHostSchemas(ctx, dc, []schema.GroupVersion{gvr.GroupVersion()})
+	shared, err := cache.fetch(ctx, dc, []schema.GroupVersion{gvr.GroupVersion()})
 	if err != nil {
 		return resolved{}, errNotYet{fmt.Sprintf("the host cluster publishes no OpenAPI schema of %s yet: %v", gvr.GroupVersion(), err)}
+	}
+	// The cache's schemas are shared: the list model is added to a copy.
+	models := make(HostSchemas, len(shared)+1)
+	for n, s := range shared {
+		models[n] = s
 	}
 	gvk := gvr.GroupVersion().WithKind(r.Kind)
 	model := models.modelOf(gvk)

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 )
 
 var (
@@ -235,6 +237,9 @@ func TestConfiguredKindOverlay(t *testing.T) {
 		}
 		return nil
 	})
+	kubectlEventually(t, "the aggregated OpenAPI v2 document describes guardrails.implicit.dev", func(ctx context.Context) error {
+		return checkOpenAPIv2(ctx, kube)
+	})
 	kubectlEventually(t, "kubectl explain guardrails.implicit.dev.spec shows the CRD's new field", func(ctx context.Context) error {
 		out, _, err := cp.Kubectl(ctx, "explain", "guardrails.implicit.dev.spec")
 		if err != nil {
@@ -247,6 +252,39 @@ func TestConfiguredKindOverlay(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// checkOpenAPIv2 checks that kube-apiserver's aggregated OpenAPI v2
+// document describes the view with the CRD's schema, under the view's
+// group-version-kind.
+func checkOpenAPIv2(ctx context.Context, kube kubernetes.Interface) error {
+	raw, err := kube.Discovery().RESTClient().Get().AbsPath("/openapi/v2").SetHeader("Accept", "application/json").DoRaw(ctx)
+	if err != nil {
+		return err
+	}
+	var doc struct {
+		Definitions map[string]struct {
+			Properties map[string]json.RawMessage `json:"properties"`
+			GVK        []map[string]string        `json:"x-kubernetes-group-version-kind"`
+		} `json:"definitions"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return err
+	}
+	// kube-apiserver's own Guardrail definition has the same name; the
+	// aggregator renames one of the two, so look the view's up by its
+	// group-version-kind.
+	for name, def := range doc.Definitions {
+		for _, gvk := range def.GVK {
+			if gvk["group"] == "implicit.dev" && gvk["version"] == "v1alpha1" && gvk["kind"] == "Guardrail" {
+				if _, ok := def.Properties["spec"]; !ok {
+					return errorf("definition %s of the view has no spec: %v", name, def.Properties)
+				}
+				return nil
+			}
+		}
+	}
+	return errorf("no definition in /openapi/v2 has the group-version-kind implicit.dev/v1alpha1 Guardrail")
 }
 
 // kubectlEventually is eventually with kube-apiserver's discovery refresh as
