@@ -45,6 +45,11 @@ func run(m *testing.M) int {
 	logf := func(who string) func(string, ...any) {
 		return func(f string, a ...any) { fmt.Printf(who+": "+f+"\n", a...) }
 	}
+	config, err := filepath.Abs(filepath.Join("testdata", "implicit-config.yaml"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	start := time.Now()
 	if hub, err = controlplane.Start(ctx, controlplane.Options{BinDir: binDir, WorkDir: filepath.Join(work, "hub"), Logf: logf("hub")}); err != nil {
 		fmt.Fprintf(os.Stderr, "starting the hub: %v\n", err)
@@ -72,7 +77,7 @@ func run(m *testing.M) int {
 		}
 		srv, err := cp.StartAggregated(ctx, controlplane.AggregatedServerOptions{
 			Binary: binary, Name: "implicit-apiserver",
-			Args: []string{"-v=2", "--global-kubeconfig=" + hubKubeconfig, "--global-cluster-name=hub", "--webhook-configuration="},
+			Args: []string{"-v=2", "--global-kubeconfig=" + hubKubeconfig, "--global-cluster-name=hub", "--webhook-configuration=", "--config=" + config},
 		})
 		if err != nil {
 			return cp, nil, fmt.Errorf("starting %s's implicit-apiserver: %w", name, err)
