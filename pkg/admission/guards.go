@@ -26,6 +26,9 @@ type Index interface {
 	// Inherited is the item namespace's view would show for name without an
 	// object of its own.
 	Inherited(resource, namespace, name string) (merge.Result, bool, error)
+	// Overlays reports whether an object with annotations would be merged
+	// onto the inherited item as an overlay rather than shadow it.
+	Overlays(resource string, inherited merge.Result, annotations map[string]string) bool
 	// HasDescendants reports whether a namespace names namespace as parent.
 	HasDescendants(namespace string) bool
 	// Exists reports whether namespace exists; IsTenant whether it exists
@@ -227,8 +230,18 @@ func (g *Guards) Shadows(_ context.Context, req *admissionv1.AdmissionRequest) d
 	if err != nil {
 		return unavailable(err)
 	}
-	if !found || !inh.Item.Locked {
+	if !found || !inh.Locked() {
 		return allow()
+	}
+	var annotations map[string]string
+	if s.obj != nil {
+		annotations = s.obj.GetAnnotations()
+	}
+	if g.index.Overlays(s.resource, inh, annotations) {
+		// An overlay may add fields to a locked item: the merge keeps
+		// every field a locked layer sets, and the view names what it kept.
+		return allow(fmt.Sprintf("implicit.dev: %s overlays the locked %s source %s/%s: the fields it sets stay as they are; the view's %s names what this object can't change",
+			s, inh.Scope, inh.Item.Namespace, inh.Item.Name, merge.AnnotationConflict))
 	}
 	return deny("%s would shadow the locked %s source %s/%s, which namespace %s inherits: a locked item can't be shadowed from below; its owners can unlock or change it",
 		s, inh.Scope, inh.Item.Namespace, inh.Item.Name, s.namespace)

@@ -324,6 +324,19 @@ func TestShadows(t *testing.T) {
 			check:       asked("rolebindings team-a admins"),
 		},
 		{
+			name: "create overlaying a locked item that takes overlays is allowed, with a warning",
+			index: &fakeIndex{
+				inherited: map[string]merge.Result{
+					"rolebindings team-a admins": inheritedResult(merge.ScopeGlobal, global, "admins", true),
+				},
+				overlays: map[string]bool{"rolebindings admins": true},
+			},
+			req:          request(create, rolebindings, team, "admins", nil, roleBinding(team, "admins")),
+			wantAllowed:  true,
+			wantWarnings: []string{`implicit.dev: rolebindings.rbac.authorization.k8s.io "admins" in namespace "team-a" overlays the locked global source ` + global + `/admins: the fields it sets stay as they are; the view's implicit.dev/conflict names what this object can't change`},
+			check:        asked("rolebindings team-a admins"),
+		},
+		{
 			name:        "create with nothing inherited is allowed",
 			index:       &fakeIndex{},
 			req:         request(create, rolebindings, team, "admins", nil, roleBinding(team, "admins")),

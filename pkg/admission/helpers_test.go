@@ -57,6 +57,8 @@ type fakeIndex struct {
 	reachErr    error
 	// terminating answers Terminating.
 	terminating map[string]bool
+	// overlays answers Overlays by "resource name".
+	overlays map[string]bool
 
 	mu             sync.Mutex
 	reachCalls     []reachCall
@@ -90,6 +92,12 @@ func (f *fakeIndex) Inherited(resource, namespace, name string) (merge.Result, b
 	}
 	r, ok := f.inherited[key]
 	return r, ok, nil
+}
+
+// Overlays implements admission.Index: overlays answers it by "resource
+// name" of the inherited item.
+func (f *fakeIndex) Overlays(resource string, inherited merge.Result, _ map[string]string) bool {
+	return f.overlays[resource+" "+inherited.Item.Name]
 }
 
 // HasDescendants implements admission.Index.

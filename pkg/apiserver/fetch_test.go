@@ -102,7 +102,7 @@ func TestFetchHostSchemas(t *testing.T) {
 			name:    "a document that does not parse",
 			paths:   map[string]openapi.GroupVersion{"apis/rbac.authorization.k8s.io/v1": openapitest.FakeGroupVersion{GVSpec: []byte("{not json")}},
 			gvs:     []schema.GroupVersion{rbacV1},
-			wantErr: "parsing the host's OpenAPI v3 document for rbac.authorization.k8s.io/v1",
+			wantErr: "reading the host's OpenAPI v3 document for rbac.authorization.k8s.io/v1: parsing",
 		},
 	}
 	for _, tc := range tests {

@@ -91,9 +91,9 @@ func (r Result) OverlaySources() string {
 	return strings.Join(parts, ",")
 }
 
-// locked reports whether the winner, base or any overlay, is locked: it
+// Locked reports whether the winner, base or any overlay, is locked: it
 // can't be shadowed or excluded from below.
-func (r *Result) locked() bool {
+func (r Result) Locked() bool {
 	if r.Item.Locked {
 		return true
 	}
@@ -173,7 +173,7 @@ func MergeWith(resource string, levels []Level, o Options) []Result {
 				if !ex.Matches(resource, name) {
 					continue
 				}
-				if w.locked() {
+				if w.Locked() {
 					w.Conflicts = append(w.Conflicts, fmt.Sprintf("exclusion %s in namespace %s blocked: %s is locked", ex, lv.Namespace, w.describe()))
 					continue
 				}
@@ -185,11 +185,11 @@ func MergeWith(resource string, levels []Level, o Options) []Result {
 			if ok && w.Item.Namespace == lv.Namespace {
 				continue // two items of one name in one namespace cannot happen; keep the first
 			}
-			if ok && o.overlays(w, it) {
+			if ok && o.Overlays(*w, it) {
 				w.Overlays = append(w.Overlays, it)
 				continue
 			}
-			if ok && w.locked() {
+			if ok && w.Locked() {
 				w.Conflicts = append(w.Conflicts, fmt.Sprintf("shadow by %s %s/%s blocked: %s is locked", lv.Scope, it.Namespace, it.Name, w.describe()))
 				continue
 			}
@@ -209,15 +209,16 @@ func MergeWith(resource string, levels []Level, o Options) []Result {
 	return out
 }
 
-// overlays reports whether it merges onto the winner w instead of shadowing it.
-func (o Options) overlays(w *Result, it Item) bool {
+// Overlays reports whether a lower-scope item it merges onto the inherited
+// winner w instead of shadowing it.
+func (o Options) Overlays(w Result, it Item) bool {
 	switch {
 	case o.Overlayer == nil:
 		return false
 	case o.Strategy == Overlay || w.Item.Overlay:
 		return true
 	default:
-		return it.Overlay && !w.locked()
+		return it.Overlay && !w.Locked()
 	}
 }
 

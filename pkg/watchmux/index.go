@@ -64,6 +64,15 @@ func (m *Mux) Inherited(resource, namespace, name string) (merge.Result, bool, e
 	return res[0], true, nil
 }
 
+// Overlays reports whether an object of resource with annotations, created
+// below the inherited item inherited, would be merged onto it as an overlay
+// rather than shadow it.
+func (m *Mux) Overlays(resource string, inherited merge.Result, annotations map[string]string) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.st.options[resource].Overlays(inherited, merge.Item{Overlay: merge.WantsOverlay(annotations)})
+}
+
 // HasDescendants reports whether some namespace names namespace as its parent.
 func (m *Mux) HasDescendants(namespace string) bool {
 	m.mu.RLock()

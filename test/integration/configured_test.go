@@ -117,6 +117,7 @@ func TestConfiguredKindOverlay(t *testing.T) {
 	ctx := t.Context()
 	ensureNamespace(t, kube, globalNS)
 	createNamespace(t, kube, "cfg-dev", nil, nil)
+	createNamespace(t, kube, "cfg-staging", nil, nil)
 
 	t.Log("the server started with guardrails configured but no CRD: it is ready and has no guardrails view yet")
 	if _, err := dyn.Resource(viewGuards).Namespace("cfg-dev").List(ctx, metav1.ListOptions{}); !apierrors.IsNotFound(err) {
@@ -206,6 +207,23 @@ func TestConfiguredKindOverlay(t *testing.T) {
 		}
 		if !strings.Contains(conflict, "spec.action") || !strings.Contains(conflict, "cfg-dev/cfg-baseline") {
 			return errorf("implicit.dev/conflict = %q, want it to name spec.action and the overlay", conflict)
+		}
+		return nil
+	})
+
+	t.Log("an overlay created under the lock is no shadow: the guard lets it in, the lock still holds")
+	create(guardrail("cfg-staging", "cfg-baseline", false, map[string]any{"action": "Audit", "rules": rules("d")}))
+	eventually(t, "the staging view adds rule d and keeps Enforce", func(ctx context.Context) error {
+		u, err := dyn.Resource(viewGuards).Namespace("cfg-staging").Get(ctx, "cfg-baseline", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		action, _, _ := unstructured.NestedString(u.Object, "spec", "action")
+		if got := strings.Join(ruleNames(u), ","); got != "a,b,d" || action != "Enforce" {
+			return errorf("rules %s action %s, want a,b,d and Enforce", got, action)
+		}
+		if conflict := u.GetAnnotations()["implicit.dev/conflict"]; !strings.Contains(conflict, "spec.action") {
+			return errorf("implicit.dev/conflict = %q, want spec.action", conflict)
 		}
 		return nil
 	})
