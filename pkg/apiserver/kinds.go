@@ -37,6 +37,10 @@ func init() {
 // uses merge.NewOverlayer.
 type NewOverlayer func(models map[string]*spec.Schema, model string) (merge.Overlayer, error)
 
+// initialSyncTimeout bounds how long readiness waits for the kinds the host
+// has at start to be served.
+const initialSyncTimeout = 30 * time.Second
+
 // kindController serves the configured kinds that are not built in: it asks
 // the host about each (discovery, OpenAPI v3, CustomResourceDefinition)
 // until the kind exists, then starts its informer and, once the informer has
@@ -115,10 +119,18 @@ func (c *kindController) Run(ctx context.Context) {
 		// Ready once every kind the host has at start is served: a restart
 		// must not hide a view that kube-apiserver's discovery still lists.
 		c.checkedOnce.Do(func() {
+			// Bounded: a kind the server may not list (missing RBAC) never
+			// syncs, and must not keep every other view unready.
+			deadline := time.After(initialSyncTimeout)
+		wait:
 			for _, s := range synced {
 				select {
 				case <-s:
+				case <-deadline:
+					klog.ErrorS(nil, "Configured kinds still reading their sources; ready without them, they are served once read (can the server list and watch them?)", "timeout", initialSyncTimeout)
+					break wait
 				case <-ctx.Done():
+					break wait
 				}
 			}
 			close(c.checked)
