@@ -57,7 +57,10 @@ func fromUnstructured(base any, content map[string]interface{}) (any, error) {
 
 // layerContent is what of a layer merges: everything but apiVersion, kind
 // and metadata other than labels and annotations. In an overlay, labels and
-// annotations under the implicit.dev/ prefix are directives, left out.
+// annotations under the implicit.dev/ prefix are directives, and kubectl's
+// last-applied-configuration is bookkeeping of the overlay object itself:
+// both are left out (the latter would otherwise conflict with a locked
+// base's own).
 // Nothing of obj is changed.
 func layerContent(obj map[string]interface{}, overlay bool) map[string]interface{} {
 	out := make(map[string]interface{}, len(obj))
@@ -94,10 +97,13 @@ func layerContent(obj map[string]interface{}, overlay bool) map[string]interface
 	return out
 }
 
+// lastApplied is the annotation client-side kubectl apply keeps.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
 func withoutDirectives(m map[string]interface{}) map[string]interface{} {
 	out := make(map[string]interface{}, len(m))
 	for k, v := range m {
-		if !strings.HasPrefix(k, Prefix) {
+		if !strings.HasPrefix(k, Prefix) && k != lastApplied {
 			out[k] = v
 		}
 	}

@@ -437,6 +437,29 @@ func TestOverlayMetadata(t *testing.T) {
 	}
 }
 
+// TestOverlayLastApplied: client-side kubectl apply keeps its own
+// last-applied-configuration on every object it writes; an overlay's is
+// bookkeeping of the overlay, so it neither merges nor conflicts with a
+// locked base's.
+func TestOverlayLastApplied(t *testing.T) {
+	t.Parallel()
+	o := guardrailOverlayer(t)
+	const key = "kubectl.kubernetes.io/last-applied-configuration"
+	base := with(guardrail(globalNS, "g", "Enforce"), func(u *unstructured.Unstructured) {
+		u.SetAnnotations(map[string]string{key: `{"base":true}`})
+	})
+	overlay := with(guardrail("team", "g", "Enforce", "c=x"), func(u *unstructured.Unstructured) {
+		u.SetAnnotations(map[string]string{key: `{"overlay":true}`})
+	})
+	merged, conflicts := o.Overlay(layer(base, true), []merge.Item{layer(overlay, false)})
+	if len(conflicts) != 0 {
+		t.Errorf("conflicts = %q, want none", conflicts)
+	}
+	if got := merged.(*unstructured.Unstructured).GetAnnotations()[key]; got != `{"base":true}` {
+		t.Errorf("%s = %q, want the base's", key, got)
+	}
+}
+
 func TestOverlayInvalidBase(t *testing.T) {
 	t.Parallel()
 	o := guardrailOverlayer(t)
