@@ -63,7 +63,7 @@ integration: build ## Integration tests against real etcd, kube-apiserver and th
 		{ echo "integration tests failed; full log in $(OUTPUT)/integration.log"; grep -E -B2 -A20 -- '--- FAIL' $(OUTPUT)/integration.log | tail -200; exit 1; }
 
 .PHONY: bench
-bench: build ## Whole-system scale sweep (test/bench): N in {1000,5000,10000} x G in {10,100}, about 15 min; BENCH_ARGS=-short for a quick look.
+bench: build ## Whole-system scale sweep (test/bench): N in {1000,5000,10000} x G in {10,100}, about 8 min; BENCH_ARGS=-short for a quick look.
 	@mkdir -p $(OUTPUT)/bench
 	@tools_bin=$$(hack/build-tools.sh etcd kube-apiserver) && \
 	IMPLICIT_TOOLS_BIN="$$tools_bin" IMPLICIT_BINARY="$(abspath $(IMPLICIT_BIN))" \
