@@ -97,6 +97,11 @@ func LoadConfiguration(path string) (Configuration, error) {
 				problems = append(problems, fmt.Sprintf("group %q: %s", r.Group, strings.Join(msgs, ", ")))
 			}
 		}
+		if r.Group == "" && r.Resource == "secrets" {
+			// Every tenant that may read views would read every global
+			// Secret's data: inheritance is for policy, not credentials.
+			problems = append(problems, "secrets can't be served: a view would show every inherited Secret's data to every tenant that may read views")
+		}
 		if r.Group == apiserver.GroupName {
 			problems = append(problems, fmt.Sprintf("group %s is implicit-apiserver's own: views can't be sources", apiserver.GroupName))
 		}

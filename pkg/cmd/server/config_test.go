@@ -203,6 +203,24 @@ func TestLoadConfiguration(t *testing.T) {
 			wantCount: 1,
 		},
 		{
+			name:      "the views' own group",
+			content:   header + "resources:\n- {group: implicit.dev, version: v1alpha1, resource: rolebindings}\n",
+			wantErrs:  []string{"group implicit.dev is implicit-apiserver's own"},
+			wantCount: 1,
+		},
+		{
+			name:      "secrets",
+			content:   header + "resources:\n- {version: v1, resource: secrets}\n",
+			wantErrs:  []string{"secrets can't be served"},
+			wantCount: 1,
+		},
+		{
+			name:      "a bad globalNamespace",
+			content:   header + "resources:\n- {group: policy.example.com, version: v1, resource: guardrails, globalNamespace: Org_Global}\n",
+			wantErrs:  []string{`globalNamespace "Org_Global"`},
+			wantCount: 1,
+		},
+		{
 			name:      "bad version",
 			content:   header + "resources:\n- {group: policy.example.com, version: V1, resource: guardrails}\n",
 			wantErrs:  []string{`resources[0] (policy.example.com/V1, Resource=guardrails): version "V1"`},
@@ -465,5 +483,24 @@ func TestCheckResourcesDiscoveryFailure(t *testing.T) {
 	err := server.CheckResources(dc, []apiserver.Resource{{Source: guardrails}})
 	if err == nil || !strings.Contains(err.Error(), "connection refused") || !strings.Contains(err.Error(), "policy.example.com/v1") {
 		t.Errorf("err = %v, want the discovery failure of policy.example.com/v1", err)
+	}
+}
+
+// TestLoadConfigurationGlobals: a kind's own globalNamespace is recorded by
+// resource, for built-in and generic kinds alike; kinds without one use
+// --global-namespace.
+func TestLoadConfigurationGlobals(t *testing.T) {
+	t.Parallel()
+	path := writeConfig(t, header+"resources:\n"+
+		"- {group: rbac.authorization.k8s.io, version: v1, resource: rolebindings}\n"+
+		"- {group: networking.k8s.io, version: v1, resource: networkpolicies, globalNamespace: net-global}\n"+
+		"- {group: policy.example.com, version: v1, resource: guardrails, strategy: Overlay, globalNamespace: policy-global}\n")
+	cfg, err := server.LoadConfiguration(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"networkpolicies": "net-global", "guardrails": "policy-global"}
+	if !reflect.DeepEqual(cfg.Globals, want) {
+		t.Errorf("Globals = %v, want %v", cfg.Globals, want)
 	}
 }
