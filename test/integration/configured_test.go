@@ -180,6 +180,17 @@ func TestConfiguredKindOverlay(t *testing.T) {
 		return nil
 	})
 
+	t.Log("a watch on the dev view, from its list: the lock must arrive as one MODIFIED of cfg-baseline")
+	list, err := dyn.Resource(viewGuards).Namespace("cfg-dev").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := dyn.Resource(viewGuards).Namespace("cfg-dev").Watch(ctx, metav1.ListOptions{ResourceVersion: list.GetResourceVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+
 	t.Log("locking the global guardrail: the view keeps Enforce, still adds rule c, and names spec.action in the conflict")
 	withoutGuards(t, func() {
 		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, converge, true, func(ctx context.Context) (bool, error) {
@@ -210,6 +221,25 @@ func TestConfiguredKindOverlay(t *testing.T) {
 		}
 		return nil
 	})
+
+	select {
+	case ev, ok := <-w.ResultChan():
+		if !ok {
+			t.Fatal("the watch ended before the lock arrived")
+		}
+		u, isU := ev.Object.(*unstructured.Unstructured)
+		if !isU {
+			t.Fatalf("watch event %s of a %T", ev.Type, ev.Object)
+		}
+		action, _, _ := unstructured.NestedString(u.Object, "spec", "action")
+		if ev.Type != "MODIFIED" || u.GetName() != "cfg-baseline" || action != "Enforce" ||
+			u.GetAPIVersion() != "implicit.dev/v1alpha1" || u.GetKind() != "Guardrail" {
+			t.Errorf("watch event %s %s %s/%s action %q, want MODIFIED implicit.dev/v1alpha1 Guardrail cfg-baseline action Enforce",
+				ev.Type, u.GetAPIVersion(), u.GetKind(), u.GetName(), action)
+		}
+	case <-time.After(converge):
+		t.Fatal("no watch event for the lock")
+	}
 
 	t.Log("an overlay created under the lock is no shadow: the guard lets it in, the lock still holds")
 	create(guardrail("cfg-staging", "cfg-baseline", false, map[string]any{"action": "Audit", "rules": rules("d")}))
