@@ -346,7 +346,8 @@ func subjects(obj any) []string {
 }
 
 // TestSetMergeOptionsOverlay checks the Overlay strategy set at run time:
-// lower-scope items of an inherited name overlay it, edits of an overlay
+// the views it changes get their events, lower-scope items of an inherited
+// name overlay it, edits of an overlay
 // make MODIFIED events, resyncs none, and Inherited leaves the namespace's
 // own overlay out.
 func TestSetMergeOptionsOverlay(t *testing.T) {
@@ -358,10 +359,13 @@ func TestSetMergeOptionsOverlay(t *testing.T) {
 	}
 	m.MarkSynced()
 	ov := &fakeOverlayer{}
-	before := currentRV(t, m)
+	f := resumeFrom(t, m, rolebindings)
+	t.Log("Setting the options makes an event of every view the new merge changes: shadows become overlays")
 	m.SetMergeOptions(rolebindings, merge.Options{Strategy: merge.Overlay, Overlayer: ov})
+	expectEvents(t, f, 0, []string{"MODIFIED org/g1 global@" + global, "MODIFIED team-a-1/g1 global@" + global, "MODIFIED team-a/g1 global@" + global, "MODIFIED team-b/g1 global@" + global})
+	before := currentRV(t, m)
 	m.SetMergeOptions("configmaps", merge.Options{Strategy: merge.Overlay, Overlayer: ov}) // not served: ignored
-	expectQuiet(t, m, before, "SetMergeOptions")
+	expectQuiet(t, m, before, "SetMergeOptions of a resource that is not served")
 
 	read := func(ns string) overlayView {
 		t.Helper()
@@ -413,7 +417,7 @@ func TestSetMergeOptionsOverlay(t *testing.T) {
 	}
 
 	t.Log("An edit of an overlay makes MODIFIED events of the views it is merged into")
-	f := resumeFrom(t, m, rolebindings)
+	f = resumeFrom(t, m, rolebindings)
 	put(rolebindings, roleBinding("team-a", "g1"))(m)
 	expectEvents(t, f, 0, []string{"MODIFIED team-a-1/g1 global@" + global, "MODIFIED team-a/g1 global@" + global})
 

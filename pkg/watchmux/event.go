@@ -3,6 +3,7 @@ package watchmux
 import (
 	"slices"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -36,11 +37,13 @@ type Objects interface {
 // sameResult reports whether two results show the same view item: the same
 // winning source object (informers make a new object for every change), at
 // the same scope, with the same conflicts.
-// With overlays, the same overlay objects too.
+// With overlays, the same overlay objects too, merged into equal objects (a
+// new schema may merge the same layers differently).
 func sameResult(a, b merge.Result) bool {
 	return a.Item.Object == b.Item.Object && a.Item.Namespace == b.Item.Namespace &&
 		a.Scope == b.Scope && slices.Equal(a.Conflicts, b.Conflicts) &&
-		slices.EqualFunc(a.Overlays, b.Overlays, func(x, y merge.Item) bool { return x.Object == y.Object })
+		slices.EqualFunc(a.Overlays, b.Overlays, func(x, y merge.Item) bool { return x.Object == y.Object }) &&
+		(a.Object == b.Object || equality.Semantic.DeepEqual(a.Object, b.Object))
 }
 
 // diff returns the events that turn the view before into the view after,

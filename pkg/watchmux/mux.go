@@ -167,14 +167,32 @@ func (m *Mux) MarkResourceSynced(resource string) {
 }
 
 // SetMergeOptions changes how resource merges: its strategy, and the
-// overlayer built from its schema. Views show the new merge on their next
-// read; events follow the next change of a source.
+// overlayer built from its schema. Once the resource is served, every view
+// item the change merges differently gets its event (a new schema may merge
+// an overlay differently).
 func (m *Mux) SetMergeOptions(resource string, o merge.Options) {
+	start := m.opts.Clock.Now()
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.st.sources[resource]; ok {
-		m.st.options[resource] = o
+	if _, ok := m.st.sources[resource]; !ok {
+		m.mu.Unlock()
+		return
 	}
+	if !m.synced || m.st.pending.Has(resource) {
+		m.st.options[resource] = o
+		m.mu.Unlock()
+		return
+	}
+	names := m.st.namespaceNames()
+	before := make([][]merge.Result, len(names))
+	for i, ns := range names {
+		before[i] = m.st.results(resource, ns, "")
+	}
+	m.st.options[resource] = o
+	var events []*Event
+	for i, ns := range names {
+		events = append(events, diff(resource, ns, before[i], m.st.results(resource, ns, ""))...)
+	}
+	m.publishLocked(events, start)
 }
 
 // AddSourceInformer feeds the source objects of resource from informer. The
