@@ -67,6 +67,8 @@ type kindController struct {
 	period     time.Duration
 	// docs caches the host's OpenAPI documents between polls.
 	docs schemaCache
+	// logs keeps a waiting or invalid kind's log line from repeating every poll.
+	logs logThrottle
 	// onServe is told of each source kind served at run time (the guards).
 	onServe func(schema.GroupResource)
 
@@ -171,10 +173,14 @@ func (c *kindController) poll(ctx context.Context) []<-chan struct{} {
 			klog.V(2).InfoS("Could not re-read a served kind", "resource", r.Source.String(), "err", err)
 		case IsNotYet(err):
 			setKindState(r.Source, "waiting")
-			klog.InfoS("Configured kind not served by the host yet: its view appears once it is", "resource", r.Source.String(), "reason", err.Error())
+			if c.logs.due(r.Source.Resource, err.Error()) {
+				klog.InfoS("Configured kind not served by the host yet: its view appears once it is", "resource", r.Source.String(), "reason", err.Error())
+			}
 		case err != nil:
 			setKindState(r.Source, "invalid")
-			klog.ErrorS(err, "Configured kind can't be served", "resource", r.Source.String())
+			if c.logs.due(r.Source.Resource, err.Error()) {
+				klog.ErrorS(err, "Configured kind can't be served", "resource", r.Source.String())
+			}
 		case known == nil:
 			done, err := c.add(ctx, r, res)
 			if err != nil {
@@ -310,6 +316,35 @@ func (c *kindController) publish() error {
 	c.unpublished = err != nil
 	c.mu.Unlock()
 	return err
+}
+
+// logThrottle says when a kind's repeated condition is worth a log line:
+// when it is new or changed, and every repeatEvery while it lasts.
+type logThrottle struct {
+	mu   sync.Mutex
+	last map[string]loggedAt
+}
+
+type loggedAt struct {
+	message string
+	at      time.Time
+}
+
+// repeatEvery is how often an unchanged condition is logged again.
+const repeatEvery = 5 * time.Minute
+
+func (l *logThrottle) due(resource, message string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	if prev, ok := l.last[resource]; ok && prev.message == message && now.Sub(prev.at) < repeatEvery {
+		return false
+	}
+	if l.last == nil {
+		l.last = map[string]loggedAt{}
+	}
+	l.last[resource] = loggedAt{message: message, at: now}
+	return true
 }
 
 func setKindState(gvr schema.GroupVersionResource, state string) {

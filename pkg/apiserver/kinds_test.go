@@ -258,3 +258,27 @@ func TestSetKindState(t *testing.T) {
 		})
 	}
 }
+
+// TestLogThrottle: a waiting kind's condition is logged when it is new or
+// changes, not on every poll.
+func TestLogThrottle(t *testing.T) {
+	t.Parallel()
+	var l logThrottle
+	steps := []struct {
+		name     string
+		resource string
+		message  string
+		want     bool
+	}{
+		{name: "first", resource: "guardrails", message: "no CRD yet", want: true},
+		{name: "repeated", resource: "guardrails", message: "no CRD yet", want: false},
+		{name: "another kind", resource: "widgets", message: "no CRD yet", want: true},
+		{name: "changed", resource: "guardrails", message: "no schema yet", want: true},
+		{name: "changed again, repeated", resource: "guardrails", message: "no schema yet", want: false},
+	}
+	for _, s := range steps {
+		if got := l.due(s.resource, s.message); got != s.want {
+			t.Errorf("%s: due = %v, want %v", s.name, got, s.want)
+		}
+	}
+}
