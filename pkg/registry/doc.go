@@ -1,6 +1,8 @@
 // Package registry serves implicit-apiserver's view resources over the
 // generic API server: one read-only storage per view resource
-// (rolebindings.implicit.dev, roles.implicit.dev, ...), with get, list,
+// (rolebindings.implicit.dev, roles.implicit.dev, ...), typed for the default
+// kinds and unstructured for any other (Generic, with a CRD's printer
+// columns), with get, list,
 // label and field selectors, and table output.
 //
 // It reuses k8s.io/apiserver's REST machinery (rest.Getter, rest.Lister,
