@@ -2,8 +2,7 @@
 // generic API server: one read-only storage per view resource
 // (rolebindings.implicit.dev, roles.implicit.dev, ...), typed for the default
 // kinds and unstructured for any other (Generic, with a CRD's printer
-// columns), with get, list,
-// label and field selectors, and table output.
+// columns), with get, list, label and field selectors, and table output.
 //
 // It reuses k8s.io/apiserver's REST machinery (rest.Getter, rest.Lister,
 // rest.TableConvertor) and replaces its etcd-backed store with a Viewer that
