@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -254,6 +255,34 @@ func TestConfiguredKindOverlay(t *testing.T) {
 		}
 		if conflict := u.GetAnnotations()["implicit.dev/conflict"]; !strings.Contains(conflict, "spec.action") {
 			return errorf("implicit.dev/conflict = %q, want spec.action", conflict)
+		}
+		return nil
+	})
+
+	t.Log("the guards cover the configured kind: an editor without unlock can't change the locked guardrail")
+	editor := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "cfg-guardrail-editor"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"policy.example.com"}, Resources: []string{"guardrails"},
+			Verbs: []string{"get", "list", "update", "patch"}}},
+	}
+	if _, err := kube.RbacV1().ClusterRoles().Create(ctx, editor, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = kube.RbacV1().ClusterRoles().Delete(context.Background(), editor.Name, metav1.DeleteOptions{})
+	})
+	gdBindUser(t, kube, globalNS, "cfg-editor", "ClusterRole", editor.Name, "cfg-editor")
+	asEditor := gdUser(t, "cfg-editor")
+	// The suite re-registered the guards for the default kinds above
+	// (withoutGuards); the server puts guardrails back into their rules.
+	eventually(t, "the locks guard refuses the editor's change of the locked guardrail", func(ctx context.Context) error {
+		r := asEditor.run("patch", "guardrails.policy.example.com", "cfg-baseline", "-n", globalNS, "--dry-run=server",
+			"--type=merge", "-p", `{"spec":{"action":"Audit"}}`)
+		if r.err == nil {
+			return errorf("the patch was admitted")
+		}
+		if !strings.Contains(r.stderr, "unlock") {
+			return errorf("refused, but not for the lock: %s", r.stderr)
 		}
 		return nil
 	})
