@@ -509,7 +509,11 @@ func (m *Mux) publishLocked(events []*Event, start time.Time) {
 		}
 		e.RV = rv
 		m.hist.addLocked(e)
-		m.st.generations[e.Namespace]++
+		if _, exists := m.st.namespaces[e.Namespace]; exists {
+			m.st.generations[e.Namespace] = rv
+		} else {
+			delete(m.st.generations, e.Namespace)
+		}
 	}
 	if m.synced {
 		m.signalChanged()

@@ -93,3 +93,41 @@ func TestVersionSpaceExhausted(t *testing.T) {
 		t.Fatal("no event")
 	}
 }
+
+// TestGenerationsOfDeletedNamespaces checks that the lineage generation of
+// a namespace deleted and created again never repeats one of its earlier
+// incarnation (an authorization decision cached for the old one must not be
+// reused), and that deleted namespaces leave no generation behind.
+func TestGenerationsOfDeletedNamespaces(t *testing.T) {
+	t.Parallel()
+	m := New(merge.Policy{GlobalNamespace: global}, []string{"rolebindings"}, itemObjects{}, Options{})
+	ns := func(name string) *corev1.Namespace { return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}} }
+	rb := func(namespace, name string) *rbacv1.RoleBinding {
+		return &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	}
+	m.OnNamespace(ns(global), false)
+	m.OnSource("rolebindings", rb(global, "g"), false)
+	m.MarkSynced()
+
+	seen := map[string]bool{}
+	for round := range 3 {
+		m.OnNamespace(ns("churn"), false)
+		m.OnSource("rolebindings", rb("churn", "local"), false)
+		gen, err := m.LineageGeneration("churn")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[gen] {
+			t.Fatalf("round %d: generation %q of churn repeats an earlier incarnation's", round, gen)
+		}
+		seen[gen] = true
+		m.OnSource("rolebindings", rb("churn", "local"), true)
+		m.OnNamespace(ns("churn"), true)
+		m.mu.RLock()
+		_, kept := m.st.generations["churn"]
+		m.mu.RUnlock()
+		if kept {
+			t.Fatalf("round %d: the deleted namespace churn still has a generation", round)
+		}
+	}
+}

@@ -36,9 +36,12 @@ type state struct {
 	counts map[string]int
 	// terminating holds the namespaces being deleted.
 	terminating sets.Set[string]
-	// generations counts the view events of each namespace, all resources:
-	// a decision derived from a namespace's views is current while its
-	// generation is unchanged.
+	// generations holds the version of the last view event of each
+	// existing namespace, all resources: a decision derived from a
+	// namespace's views is current while its generation is unchanged.
+	// Versions are never reused, so a namespace deleted and created again
+	// never repeats an earlier generation, and a deleted namespace's entry
+	// goes with it (namespaces come and go; the map must not only grow).
 	generations map[string]uint64
 }
 
@@ -79,6 +82,7 @@ func (s *state) setNamespaceLocked(name string, ns *merge.Namespace) {
 		delete(s.namespaces, name)
 	}
 	if ns == nil {
+		delete(s.generations, name)
 		return
 	}
 	s.namespaces[name] = ns
