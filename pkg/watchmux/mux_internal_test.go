@@ -101,7 +101,9 @@ func TestVersionSpaceExhausted(t *testing.T) {
 func TestGenerationsOfDeletedNamespaces(t *testing.T) {
 	t.Parallel()
 	m := New(merge.Policy{GlobalNamespace: global}, []string{"rolebindings"}, itemObjects{}, Options{})
-	ns := func(name string) *corev1.Namespace { return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}} }
+	ns := func(name string) *corev1.Namespace {
+		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	}
 	rb := func(namespace, name string) *rbacv1.RoleBinding {
 		return &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
 	}
