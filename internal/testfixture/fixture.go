@@ -1,6 +1,8 @@
-// Package testfixture builds the Namespace objects the unit tests of
-// pkg/watchmux, pkg/views and pkg/authz feed their multiplexers: one set of
-// builders instead of a copy per package.
+// Package testfixture holds the test builders shared across packages: the
+// Namespace objects the unit tests of pkg/watchmux, pkg/views and pkg/authz
+// feed their multiplexers, the RoleBinding overlayer of the real rbac/v1
+// schema (pkg/merge, pkg/authz), and the Guardrail kind of the integration
+// and fleet suites: one set of builders instead of a copy per package.
 package testfixture
 
 import (

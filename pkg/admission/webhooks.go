@@ -63,8 +63,8 @@ const parentChanged = `object != null && has(object.metadata.labels) && '` + mer
 // locked name or set a parent are sent, so an outage blocks only those);
 // fanout Ignore (a warning is never worth failing a write for).
 func Configuration(name string, served []schema.GroupResource, client func(path string) admissionregistrationv1.WebhookClientConfig) *admissionregistrationv1.ValidatingWebhookConfiguration {
-	sourceRule := func(ops ...admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
-		return sourceRules(served, ops)
+	sourceRule := func(webhook string) []admissionregistrationv1.RuleWithOperations {
+		return sourceRules(served, sourceWebhookOps[webhook])
 	}
 	webhook := func(name, path string, fail admissionregistrationv1.FailurePolicyType, timeout int32, rules []admissionregistrationv1.RuleWithOperations, condName, cond string) admissionregistrationv1.ValidatingWebhook {
 		return admissionregistrationv1.ValidatingWebhook{
@@ -82,9 +82,9 @@ func Configuration(name string, served []schema.GroupResource, client func(path 
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app.kubernetes.io/name": "implicit-apiserver"}},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{
 			webhook(WebhookLocks, PathLocks, admissionregistrationv1.Fail, 5,
-				sourceRule(admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete), lockTouchedCondition, lockTouched),
+				sourceRule(WebhookLocks), lockTouchedCondition, lockTouched),
 			webhook(WebhookShadows, PathShadows, admissionregistrationv1.Fail, 5,
-				sourceRule(admissionregistrationv1.Create), syncedCondition, "false"),
+				sourceRule(WebhookShadows), syncedCondition, "false"),
 			webhook(WebhookParents, PathParents, admissionregistrationv1.Fail, 5,
 				// Labels can also be written through the status and finalize
 				// subresources: the guard must see those too.
@@ -94,7 +94,7 @@ func Configuration(name string, served []schema.GroupResource, client func(path 
 						Scope: ptr.To(admissionregistrationv1.ClusterScope)},
 				}}, parentChangedCondition, parentChanged),
 			webhook(WebhookFanout, PathFanout, admissionregistrationv1.Ignore, 2,
-				sourceRule(admissionregistrationv1.Update, admissionregistrationv1.Delete), syncedCondition, "false"),
+				sourceRule(WebhookFanout), syncedCondition, "false"),
 		},
 	}
 	return c

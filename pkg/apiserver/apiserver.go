@@ -170,7 +170,7 @@ func (c CompletedConfig) New() (*Server, error) {
 		minRequestTimeout: time.Duration(c.GenericConfig.MinRequestTimeout) * time.Second,
 	}
 	if v2, v3 := c.GenericConfig.OpenAPIConfig, c.GenericConfig.OpenAPIV3Config; v2 != nil && v3 != nil && x.Namer != nil {
-		group.openAPI = func([]registry.Kind) (*common.Config, *common.OpenAPIV3Config) {
+		group.openAPI = func() (*common.Config, *common.OpenAPIV3Config) {
 			all, models := schemas.snapshot()
 			namer := viewNamer(x.Namer, models)
 			c2, c3 := *v2, *v3

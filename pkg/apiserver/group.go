@@ -47,9 +47,9 @@ type servedGroup struct {
 	scheme            *runtime.Scheme
 	codecs            serializer.CodecFactory
 	minRequestTimeout time.Duration
-	// openAPI returns the OpenAPI configurations for the kinds: their
+	// openAPI returns the OpenAPI configurations of the served kinds: their
 	// definitions come from the host's schemas of the source kinds.
-	openAPI func(kinds []registry.Kind) (*common.Config, *common.OpenAPIV3Config)
+	openAPI func() (*common.Config, *common.OpenAPIV3Config)
 
 	// mu serializes set.
 	mu sync.Mutex
@@ -157,7 +157,7 @@ func (g *servedGroup) set(kinds []registry.Kind, viewers map[string]registry.Vie
 		return fmt.Errorf("installing %s: %w", SchemeGroupVersion, err)
 	}
 
-	if err := g.updateOpenAPI(kinds, container); err != nil {
+	if err := g.updateOpenAPI(container); err != nil {
 		return err
 	}
 	g.current.Store(&groupVersion{container: container, storage: storage, kinds: kinds})
@@ -169,12 +169,7 @@ func (g *servedGroup) set(kinds []registry.Kind, viewers map[string]registry.Vie
 	})
 	if !g.groupAdded {
 		g.gs.AggregatedDiscoveryGroupManager.SetGroupVersionPriority(metav1.GroupVersion(SchemeGroupVersion), 1000, 100)
-		version := metav1.GroupVersionForDiscovery{GroupVersion: SchemeGroupVersion.String(), Version: SchemeGroupVersion.Version}
-		g.gs.DiscoveryGroupManager.AddGroup(metav1.APIGroup{
-			Name:             GroupName,
-			Versions:         []metav1.GroupVersionForDiscovery{version},
-			PreferredVersion: version,
-		})
+		g.gs.DiscoveryGroupManager.AddGroup(apiGroup())
 		g.groupAdded = true
 	}
 	names := make([]string, 0, len(kinds))
@@ -187,18 +182,22 @@ func (g *servedGroup) set(kinds []registry.Kind, viewers map[string]registry.Vie
 
 // groupHandler serves /apis/implicit.dev: the group's versions.
 func (g *servedGroup) groupHandler() http.Handler {
+	return discovery.NewAPIGroupHandler(g.codecs, apiGroup())
+}
+
+// apiGroup is the group's discovery: one version, preferred.
+func apiGroup() metav1.APIGroup {
 	version := metav1.GroupVersionForDiscovery{GroupVersion: SchemeGroupVersion.String(), Version: SchemeGroupVersion.Version}
-	return discovery.NewAPIGroupHandler(g.codecs, metav1.APIGroup{
-		Name:             GroupName,
-		Versions:         []metav1.GroupVersionForDiscovery{version},
-		PreferredVersion: version,
-	})
+	return metav1.APIGroup{Name: GroupName, Versions: []metav1.GroupVersionForDiscovery{version}, PreferredVersion: version}
 }
 
 // updateOpenAPI publishes the OpenAPI of the group served by container: v3
 // per group version, v2 as the whole document.
-func (g *servedGroup) updateOpenAPI(kinds []registry.Kind, container *restful.Container) error {
-	v2, v3 := g.openAPI(kinds)
+func (g *servedGroup) updateOpenAPI(container *restful.Container) error {
+	if g.openAPI == nil {
+		return nil // no OpenAPI configured
+	}
+	v2, v3 := g.openAPI()
 	if g.gs.OpenAPIV3VersionedService != nil && v3 != nil {
 		doc, err := builder3.BuildOpenAPISpecFromRoutes(restfuladapter.AdaptWebServices(container.RegisteredWebServices()), v3)
 		if err != nil {

@@ -130,7 +130,7 @@ func resolve(ctx context.Context, dc discovery.DiscoveryInterface, dyn dynamic.I
 			Source:   gvr,
 			View:     SchemeGroupVersion,
 			Kind:     r.Kind,
-			Singular: lower(singular),
+			Singular: strings.ToLower(singular),
 			Model:    model,
 			Columns:  columns,
 		},
@@ -139,8 +139,6 @@ func resolve(ctx context.Context, dc discovery.DiscoveryInterface, dyn dynamic.I
 	out.fingerprint, err = fingerprint(out.source, models)
 	return out, err
 }
-
-func lower(s string) string { return strings.ToLower(s) }
 
 // listSchema describes the list of model.
 func listSchema(model string, gvk schema.GroupVersionKind) *spec.Schema {

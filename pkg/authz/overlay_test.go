@@ -7,37 +7,13 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/applyconfigurations"
-	"k8s.io/client-go/kubernetes/scheme"
-	"sigs.k8s.io/structured-merge-diff/v6/typed"
 
+	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
-
-// roleBindingOverlayer overlays RoleBindings with the real rbac/v1 schema,
-// as pkg/merge's tests get it: the structured-merge-diff schema client-go
-// generates from Kubernetes' OpenAPI, where subjects and roleRef are atomic.
-func roleBindingOverlayer(t *testing.T) merge.Overlayer {
-	t.Helper()
-	tv, err := applyconfigurations.NewTypeConverter(scheme.Scheme).ObjectToTyped(&unstructured.Unstructured{Object: map[string]interface{}{
-		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-	}})
-	if err != nil {
-		t.Fatalf("RoleBinding schema: %v", err)
-	}
-	if n := tv.TypeRef().NamedType; n == nil || *n != "io.k8s.api.rbac.v1.RoleBinding" {
-		t.Fatalf("RoleBinding type = %+v", tv.TypeRef())
-	}
-	o, err := merge.NewOverlayerForType(typed.ParseableType{Schema: tv.Schema(), TypeRef: tv.TypeRef()})
-	if err != nil {
-		t.Fatalf("NewOverlayerForType: %v", err)
-	}
-	return o
-}
 
 // overlay annotates a source object implicit.dev/merge: overlay.
 func overlay(m *metav1.ObjectMeta) { m.Annotations[merge.AnnotationMerge] = "overlay" }
@@ -52,7 +28,7 @@ func subjects(s ...rbacv1.Subject) []rbacv1.Subject { return s }
 // it can neither widen an inherited grant nor, against a lock, narrow it.
 func TestAuthorizeOverlays(t *testing.T) {
 	t.Parallel()
-	ov := roleBindingOverlayer(t)
+	ov := testfixture.RoleBindingOverlayer(t)
 
 	// check is one request in a scenario; want is the substrings of the
 	// reason when allowed, nil for no opinion.
@@ -304,7 +280,7 @@ func TestAuthorizeOverlayChanges(t *testing.T) {
 		namespace(global), namespace("org"), namespace("team", parent("org")),
 		roleBinding(global, "readers", clusterRoleRef("view"), subjects(user("alice"))),
 	)
-	f.mux.SetMergeOptions(rolebindings, merge.Options{Overlayer: roleBindingOverlayer(t)})
+	f.mux.SetMergeOptions(rolebindings, merge.Options{Overlayer: testfixture.RoleBindingOverlayer(t)})
 	orgOverlay := roleBinding("org", "readers", clusterRoleRef("view"), subjects(user("bob")), overlay)
 	teamOverlay := roleBinding("team", "readers", clusterRoleRef("view"), subjects(user("bob"), user("carol")), overlay)
 

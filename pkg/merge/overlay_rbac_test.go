@@ -7,36 +7,11 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/applyconfigurations"
-	"k8s.io/client-go/kubernetes/scheme"
-	"sigs.k8s.io/structured-merge-diff/v6/typed"
 
+	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
-
-// roleBindingOverlayer overlays RoleBindings with the real rbac/v1 schema:
-// the structured-merge-diff schema client-go generates from Kubernetes'
-// OpenAPI (k8s.io/client-go/applyconfigurations), which has subjects and
-// roleRef atomic, as kube-apiserver's server-side apply does.
-func roleBindingOverlayer(t *testing.T) merge.Overlayer {
-	t.Helper()
-	tv, err := applyconfigurations.NewTypeConverter(scheme.Scheme).ObjectToTyped(&unstructured.Unstructured{Object: map[string]interface{}{
-		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-	}})
-	if err != nil {
-		t.Fatalf("RoleBinding schema: %v", err)
-	}
-	if n := tv.TypeRef().NamedType; n == nil || *n != "io.k8s.api.rbac.v1.RoleBinding" {
-		t.Fatalf("RoleBinding type = %+v", tv.TypeRef())
-	}
-	o, err := merge.NewOverlayerForType(typed.ParseableType{Schema: tv.Schema(), TypeRef: tv.TypeRef()})
-	if err != nil {
-		t.Fatalf("NewOverlayerForType: %v", err)
-	}
-	return o
-}
 
 func roleBinding(namespace, name string, subjects ...string) *rbacv1.RoleBinding {
 	rb := &rbacv1.RoleBinding{
@@ -51,7 +26,7 @@ func roleBinding(namespace, name string, subjects ...string) *rbacv1.RoleBinding
 
 func TestOverlayRoleBinding(t *testing.T) {
 	t.Parallel()
-	o := roleBindingOverlayer(t)
+	o := testfixture.RoleBindingOverlayer(t)
 	editRef := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"}
 	withRef := func(rb *rbacv1.RoleBinding, ref rbacv1.RoleRef) *rbacv1.RoleBinding {
 		rb.RoleRef = ref
@@ -130,16 +105,7 @@ func TestOverlayRoleBinding(t *testing.T) {
 // them out (empty TypeMeta), with client-go's networking/v1 schema.
 func TestOverlayNetworkPolicy(t *testing.T) {
 	t.Parallel()
-	tv, err := applyconfigurations.NewTypeConverter(scheme.Scheme).ObjectToTyped(&unstructured.Unstructured{Object: map[string]interface{}{
-		"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-	}})
-	if err != nil {
-		t.Fatalf("NetworkPolicy schema: %v", err)
-	}
-	o, err := merge.NewOverlayerForType(typed.ParseableType{Schema: tv.Schema(), TypeRef: tv.TypeRef()})
-	if err != nil {
-		t.Fatalf("NewOverlayerForType: %v", err)
-	}
+	o := testfixture.BuiltinOverlayer(t, "networking.k8s.io/v1", "NetworkPolicy")
 	np := func(namespace string, app string, policyTypes ...networkingv1.PolicyType) *networkingv1.NetworkPolicy {
 		p := &networkingv1.NetworkPolicy{
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "deny", UID: types.UID("uid-" + namespace)},

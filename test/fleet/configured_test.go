@@ -10,15 +10,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
-)
 
-var (
-	crds       = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	guardrails = schema.GroupVersionResource{Group: "policy.example.com", Version: "v1", Resource: "guardrails"}
-	viewGuards = schema.GroupVersionResource{Group: "implicit.dev", Version: "v1alpha1", Resource: "guardrails"}
+	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 )
 
 // kindConverge bounds how long a configured kind takes to be served once its
@@ -26,61 +21,17 @@ var (
 // it, and the member's and the hub's informers sync.
 const kindConverge = 90 * time.Second
 
-// guardrailCRD is the suite's own kind (the shape of the integration suite's):
-// rules merge by name (a list-map), action is a scalar.
-func guardrailCRD() *unstructured.Unstructured {
-	spec := map[string]any{
-		"type": "object",
-		"properties": map[string]any{
-			"action": map[string]any{"type": "string", "enum": []any{"Enforce", "Audit"}},
-			"rules": map[string]any{
-				"type":                       "array",
-				"x-kubernetes-list-type":     "map",
-				"x-kubernetes-list-map-keys": []any{"name"},
-				"items": map[string]any{
-					"type":     "object",
-					"required": []any{"name"},
-					"properties": map[string]any{
-						"name":  map[string]any{"type": "string"},
-						"match": map[string]any{"type": "string"},
-					},
-				},
-			},
-		},
-	}
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1",
-		"kind":       "CustomResourceDefinition",
-		"metadata":   map[string]any{"name": "guardrails.policy.example.com"},
-		"spec": map[string]any{
-			"group": "policy.example.com",
-			"scope": "Namespaced",
-			"names": map[string]any{"plural": "guardrails", "singular": "guardrail", "kind": "Guardrail", "listKind": "GuardrailList"},
-			"versions": []any{map[string]any{
-				"name": "v1", "served": true, "storage": true,
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{
-					"type":       "object",
-					"properties": map[string]any{"spec": spec},
-				}},
-				"additionalPrinterColumns": []any{
-					map[string]any{"name": "Action", "type": "string", "jsonPath": ".spec.action"},
-				},
-			}},
-		},
-	}}
-}
-
 // ensureGuardrailCRD creates the Guardrail CRD on a cluster (unless it is
 // there from an earlier run) and waits until it is established and served.
 // The CRD stays for the rest of the suite: a view kube-apiserver's discovery
 // lists must still be served if a server restarts.
 func ensureGuardrailCRD(t *testing.T, name string, dyn dynamic.Interface) {
 	t.Helper()
-	if _, err := dyn.Resource(crds).Create(t.Context(), guardrailCRD(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := dyn.Resource(testfixture.CRDs).Create(t.Context(), testfixture.GuardrailCRD(false), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("%s: creating the Guardrail CRD: %v", name, err)
 	}
 	eventually(t, kindConverge, name+": the Guardrail CRD is established and served", func(ctx context.Context) error {
-		crd, err := dyn.Resource(crds).Get(ctx, "guardrails.policy.example.com", metav1.GetOptions{})
+		crd, err := dyn.Resource(testfixture.CRDs).Get(ctx, "guardrails.policy.example.com", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -94,14 +45,14 @@ func ensureGuardrailCRD(t *testing.T, name string, dyn dynamic.Interface) {
 		if !established {
 			return fmt.Errorf("not Established yet: %v", conds)
 		}
-		_, err = dyn.Resource(guardrails).Namespace(globalNS).List(ctx, metav1.ListOptions{})
+		_, err = dyn.Resource(testfixture.Guardrails).Namespace(globalNS).List(ctx, metav1.ListOptions{})
 		return err
 	})
 }
 
 func hasGuardrailCRD(t *testing.T, dyn dynamic.Interface) bool {
 	t.Helper()
-	_, err := dyn.Resource(crds).Get(t.Context(), "guardrails.policy.example.com", metav1.GetOptions{})
+	_, err := dyn.Resource(testfixture.CRDs).Get(t.Context(), "guardrails.policy.example.com", metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return false
 	}
@@ -111,44 +62,15 @@ func hasGuardrailCRD(t *testing.T, dyn dynamic.Interface) bool {
 	return true
 }
 
-func guardrail(namespace, name string, spec map[string]any) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "policy.example.com/v1",
-		"kind":       "Guardrail",
-		"metadata":   map[string]any{"name": name, "namespace": namespace},
-		"spec":       spec,
-	}}
-}
-
 // createGuardrail creates u on a cluster and deletes it at cleanup.
 func createGuardrail(t *testing.T, dyn dynamic.Interface, u *unstructured.Unstructured) {
 	t.Helper()
-	if _, err := dyn.Resource(guardrails).Namespace(u.GetNamespace()).Create(t.Context(), u, metav1.CreateOptions{}); err != nil {
+	if _, err := dyn.Resource(testfixture.Guardrails).Namespace(u.GetNamespace()).Create(t.Context(), u, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating guardrail %s/%s: %v", u.GetNamespace(), u.GetName(), err)
 	}
 	t.Cleanup(func() {
-		_ = dyn.Resource(guardrails).Namespace(u.GetNamespace()).Delete(context.Background(), u.GetName(), metav1.DeleteOptions{})
+		_ = dyn.Resource(testfixture.Guardrails).Namespace(u.GetNamespace()).Delete(context.Background(), u.GetName(), metav1.DeleteOptions{})
 	})
-}
-
-func rules(names ...string) []any {
-	out := make([]any, 0, len(names))
-	for _, n := range names {
-		out = append(out, map[string]any{"name": n, "match": "match-" + n})
-	}
-	return out
-}
-
-// ruleNames returns the names of a view item's rules, in order.
-func ruleNames(u *unstructured.Unstructured) []string {
-	rs, _, _ := unstructured.NestedSlice(u.Object, "spec", "rules")
-	var out []string
-	for _, r := range rs {
-		if m, ok := r.(map[string]any); ok {
-			out = append(out, fmt.Sprint(m["name"]))
-		}
-	}
-	return out
 }
 
 func eventually(t *testing.T, timeout time.Duration, what string, check func(ctx context.Context) error) {
@@ -171,7 +93,7 @@ func guardView(action, rules, overlays string) func(*unstructured.Unstructured) 
 			return err
 		}
 		got, _, _ := unstructured.NestedString(u.Object, "spec", "action")
-		if r := strings.Join(ruleNames(u), ","); got != action || r != rules {
+		if r := strings.Join(testfixture.RuleNames(u), ","); got != action || r != rules {
 			return fmt.Errorf("action %s rules %s, want %s and %s", got, r, action, rules)
 		}
 		if o := u.GetAnnotations()["implicit.dev/overlays"]; o != overlays {
@@ -202,11 +124,11 @@ func TestHubConfiguredKind(t *testing.T) {
 	createNamespace(t, kube1, "fl-guard-team", "")
 
 	t.Log("a global guardrail on the hub: action Enforce, rules a and b")
-	createGuardrail(t, hubDyn, guardrail(globalNS, "fl-baseline", map[string]any{"action": "Enforce", "rules": rules("a", "b")}))
+	createGuardrail(t, hubDyn, testfixture.Guardrail(globalNS, "fl-baseline", false, map[string]any{"action": "Enforce", "rules": testfixture.GuardrailRules("a", "b")}))
 
 	get := func(dyn dynamic.Interface) func(ctx context.Context) (*unstructured.Unstructured, error) {
 		return func(ctx context.Context) (*unstructured.Unstructured, error) {
-			return dyn.Resource(viewGuards).Namespace("fl-guard-team").Get(ctx, "fl-baseline", metav1.GetOptions{})
+			return dyn.Resource(testfixture.GuardrailViews).Namespace("fl-guard-team").Get(ctx, "fl-baseline", metav1.GetOptions{})
 		}
 	}
 	start := time.Now()
@@ -220,7 +142,7 @@ func TestHubConfiguredKind(t *testing.T) {
 	t.Logf("member-2 serves the hub's guardrail %s after it was created", time.Since(start).Round(100*time.Millisecond))
 
 	t.Log("a member-2 local overlay of the same name: action Audit, rule c")
-	createGuardrail(t, dyn2, guardrail("fl-guard-team", "fl-baseline", map[string]any{"action": "Audit", "rules": rules("c")}))
+	createGuardrail(t, dyn2, testfixture.Guardrail("fl-guard-team", "fl-baseline", false, map[string]any{"action": "Audit", "rules": testfixture.GuardrailRules("c")}))
 	eventually(t, converge, "member-2: the view merges the local overlay onto the hub's guardrail", func(ctx context.Context) error {
 		u, err := get(dyn2)(ctx)
 		if err != nil {

@@ -12,101 +12,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-)
 
-var (
-	crds       = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	guardrails = schema.GroupVersionResource{Group: "policy.example.com", Version: "v1", Resource: "guardrails"}
-	viewGuards = schema.GroupVersionResource{Group: "implicit.dev", Version: "v1alpha1", Resource: "guardrails"}
+	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 )
 
 // discoveryRefresh bounds how long kube-apiserver's aggregator takes to see a
 // kind that appeared in implicit-apiserver: it refreshes aggregated
 // discovery and OpenAPI of an APIService every minute.
 const discoveryRefresh = 2 * time.Minute
-
-// guardrailCRD is the suite's own kind: rules merge by name (a list-map),
-// action is a scalar. mode is added by the schema-change step.
-func guardrailCRD(withMode bool) *unstructured.Unstructured {
-	spec := map[string]any{
-		"type": "object",
-		"properties": map[string]any{
-			"action": map[string]any{"type": "string", "enum": []any{"Enforce", "Audit"}},
-			"rules": map[string]any{
-				"type":                       "array",
-				"x-kubernetes-list-type":     "map",
-				"x-kubernetes-list-map-keys": []any{"name"},
-				"items": map[string]any{
-					"type":     "object",
-					"required": []any{"name"},
-					"properties": map[string]any{
-						"name":  map[string]any{"type": "string"},
-						"match": map[string]any{"type": "string"},
-					},
-				},
-			},
-		},
-	}
-	if withMode {
-		spec["properties"].(map[string]any)["mode"] = map[string]any{"type": "string", "description": "How strictly the guardrail applies."}
-	}
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1",
-		"kind":       "CustomResourceDefinition",
-		"metadata":   map[string]any{"name": "guardrails.policy.example.com"},
-		"spec": map[string]any{
-			"group": "policy.example.com",
-			"scope": "Namespaced",
-			"names": map[string]any{"plural": "guardrails", "singular": "guardrail", "kind": "Guardrail", "listKind": "GuardrailList"},
-			"versions": []any{map[string]any{
-				"name": "v1", "served": true, "storage": true,
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{
-					"type":       "object",
-					"properties": map[string]any{"spec": spec},
-				}},
-				"additionalPrinterColumns": []any{
-					map[string]any{"name": "Action", "type": "string", "jsonPath": ".spec.action"},
-				},
-			}},
-		},
-	}}
-}
-
-func guardrail(namespace, name string, locked bool, spec map[string]any) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "policy.example.com/v1",
-		"kind":       "Guardrail",
-		"metadata":   map[string]any{"name": name, "namespace": namespace},
-		"spec":       spec,
-	}}
-	if locked {
-		u.SetAnnotations(map[string]string{"implicit.dev/locked": "true"})
-	}
-	return u
-}
-
-func rules(names ...string) []any {
-	out := make([]any, 0, len(names))
-	for _, n := range names {
-		out = append(out, map[string]any{"name": n, "match": "match-" + n})
-	}
-	return out
-}
-
-// ruleNames returns the names of a view item's rules, in order.
-func ruleNames(u *unstructured.Unstructured) []string {
-	rs, _, _ := unstructured.NestedSlice(u.Object, "spec", "rules")
-	var out []string
-	for _, r := range rs {
-		if m, ok := r.(map[string]any); ok {
-			out = append(out, m["name"].(string))
-		}
-	}
-	return out
-}
 
 // TestConfiguredKindOverlay serves a CRD of the suite's own, configured with
 // the Overlay strategy, whose CRD is created only now, after the server
@@ -121,12 +36,12 @@ func TestConfiguredKindOverlay(t *testing.T) {
 	createNamespace(t, kube, "cfg-staging", nil, nil)
 
 	t.Log("the server started with guardrails configured but no CRD: it is ready and has no guardrails view yet")
-	if _, err := dyn.Resource(viewGuards).Namespace("cfg-dev").List(ctx, metav1.ListOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := dyn.Resource(testfixture.GuardrailViews).Namespace("cfg-dev").List(ctx, metav1.ListOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("list of guardrails.implicit.dev before the CRD exists: %v, want NotFound", err)
 	}
 
 	t.Log("creating the CRD: the view must appear within seconds, no restart")
-	if _, err := dyn.Resource(crds).Create(ctx, guardrailCRD(false), metav1.CreateOptions{}); err != nil {
+	if _, err := dyn.Resource(testfixture.CRDs).Create(ctx, testfixture.GuardrailCRD(false), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// The CRD stays for the rest of the suite: tests that restart
@@ -134,11 +49,11 @@ func TestConfiguredKindOverlay(t *testing.T) {
 	// (refreshed only every minute) to be served again after the restart.
 	start := time.Now()
 	eventually(t, "the CRD is served by kube-apiserver", func(ctx context.Context) error {
-		_, err := dyn.Resource(guardrails).Namespace(globalNS).List(ctx, metav1.ListOptions{})
+		_, err := dyn.Resource(testfixture.Guardrails).Namespace(globalNS).List(ctx, metav1.ListOptions{})
 		return err
 	})
 	eventually(t, "guardrails.implicit.dev is served", func(ctx context.Context) error {
-		_, err := dyn.Resource(viewGuards).Namespace("cfg-dev").List(ctx, metav1.ListOptions{})
+		_, err := dyn.Resource(testfixture.GuardrailViews).Namespace("cfg-dev").List(ctx, metav1.ListOptions{})
 		return err
 	})
 	t.Logf("guardrails.implicit.dev served %s after the CRD was created", time.Since(start).Round(100*time.Millisecond))
@@ -146,19 +61,19 @@ func TestConfiguredKindOverlay(t *testing.T) {
 	t.Log("global guardrail: rules a and b, action Enforce; dev overlay: rule c, action Audit")
 	create := func(u *unstructured.Unstructured) {
 		t.Helper()
-		if _, err := dyn.Resource(guardrails).Namespace(u.GetNamespace()).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		if _, err := dyn.Resource(testfixture.Guardrails).Namespace(u.GetNamespace()).Create(ctx, u, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("creating guardrail %s/%s: %v", u.GetNamespace(), u.GetName(), err)
 		}
 		t.Cleanup(func() {
 			// The admin may unlock: the guards let it delete a locked guardrail.
-			_ = dyn.Resource(guardrails).Namespace(u.GetNamespace()).Delete(context.Background(), u.GetName(), metav1.DeleteOptions{})
+			_ = dyn.Resource(testfixture.Guardrails).Namespace(u.GetNamespace()).Delete(context.Background(), u.GetName(), metav1.DeleteOptions{})
 		})
 	}
-	create(guardrail(globalNS, "cfg-baseline", false, map[string]any{"action": "Enforce", "rules": rules("a", "b")}))
-	create(guardrail("cfg-dev", "cfg-baseline", false, map[string]any{"action": "Audit", "rules": rules("c")}))
+	create(testfixture.Guardrail(globalNS, "cfg-baseline", false, map[string]any{"action": "Enforce", "rules": testfixture.GuardrailRules("a", "b")}))
+	create(testfixture.Guardrail("cfg-dev", "cfg-baseline", false, map[string]any{"action": "Audit", "rules": testfixture.GuardrailRules("c")}))
 
 	view := func(ctx context.Context) (*unstructured.Unstructured, error) {
-		return dyn.Resource(viewGuards).Namespace("cfg-dev").Get(ctx, "cfg-baseline", metav1.GetOptions{})
+		return dyn.Resource(testfixture.GuardrailViews).Namespace("cfg-dev").Get(ctx, "cfg-baseline", metav1.GetOptions{})
 	}
 	eventually(t, "the dev view merges the overlay: rules a, b, c and action Audit", func(ctx context.Context) error {
 		u, err := view(ctx)
@@ -166,7 +81,7 @@ func TestConfiguredKindOverlay(t *testing.T) {
 			return err
 		}
 		action, _, _ := unstructured.NestedString(u.Object, "spec", "action")
-		if got := strings.Join(ruleNames(u), ","); got != "a,b,c" || action != "Audit" {
+		if got := strings.Join(testfixture.RuleNames(u), ","); got != "a,b,c" || action != "Audit" {
 			return errorf("rules %s action %s, want a,b,c and Audit", got, action)
 		}
 		if got := u.GetAnnotations()["implicit.dev/overlays"]; got != "cfg-dev/cfg-baseline" {
@@ -182,11 +97,11 @@ func TestConfiguredKindOverlay(t *testing.T) {
 	})
 
 	t.Log("a watch on the dev view, from its list: the lock must arrive as one MODIFIED of cfg-baseline")
-	list, err := dyn.Resource(viewGuards).Namespace("cfg-dev").List(ctx, metav1.ListOptions{})
+	list, err := dyn.Resource(testfixture.GuardrailViews).Namespace("cfg-dev").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := dyn.Resource(viewGuards).Namespace("cfg-dev").Watch(ctx, metav1.ListOptions{ResourceVersion: list.GetResourceVersion()})
+	w, err := dyn.Resource(testfixture.GuardrailViews).Namespace("cfg-dev").Watch(ctx, metav1.ListOptions{ResourceVersion: list.GetResourceVersion()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,12 +110,12 @@ func TestConfiguredKindOverlay(t *testing.T) {
 	t.Log("locking the global guardrail: the view keeps Enforce, still adds rule c, and names spec.action in the conflict")
 	withoutGuards(t, func() {
 		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, converge, true, func(ctx context.Context) (bool, error) {
-			g, err := dyn.Resource(guardrails).Namespace(globalNS).Get(ctx, "cfg-baseline", metav1.GetOptions{})
+			g, err := dyn.Resource(testfixture.Guardrails).Namespace(globalNS).Get(ctx, "cfg-baseline", metav1.GetOptions{})
 			if err != nil {
 				return false, err
 			}
 			g.SetAnnotations(map[string]string{"implicit.dev/locked": "true"})
-			_, err = dyn.Resource(guardrails).Namespace(globalNS).Update(ctx, g, metav1.UpdateOptions{})
+			_, err = dyn.Resource(testfixture.Guardrails).Namespace(globalNS).Update(ctx, g, metav1.UpdateOptions{})
 			return err == nil, nil
 		})
 		if err != nil {
@@ -214,7 +129,7 @@ func TestConfiguredKindOverlay(t *testing.T) {
 		}
 		action, _, _ := unstructured.NestedString(u.Object, "spec", "action")
 		conflict := u.GetAnnotations()["implicit.dev/conflict"]
-		if got := strings.Join(ruleNames(u), ","); got != "a,b,c" || action != "Enforce" {
+		if got := strings.Join(testfixture.RuleNames(u), ","); got != "a,b,c" || action != "Enforce" {
 			return errorf("rules %s action %s, want a,b,c and Enforce", got, action)
 		}
 		if !strings.Contains(conflict, "spec.action") || !strings.Contains(conflict, "cfg-dev/cfg-baseline") {
@@ -243,14 +158,14 @@ func TestConfiguredKindOverlay(t *testing.T) {
 	}
 
 	t.Log("an overlay created under the lock is no shadow: the guard lets it in, the lock still holds")
-	create(guardrail("cfg-staging", "cfg-baseline", false, map[string]any{"action": "Audit", "rules": rules("d")}))
+	create(testfixture.Guardrail("cfg-staging", "cfg-baseline", false, map[string]any{"action": "Audit", "rules": testfixture.GuardrailRules("d")}))
 	eventually(t, "the staging view adds rule d and keeps Enforce", func(ctx context.Context) error {
-		u, err := dyn.Resource(viewGuards).Namespace("cfg-staging").Get(ctx, "cfg-baseline", metav1.GetOptions{})
+		u, err := dyn.Resource(testfixture.GuardrailViews).Namespace("cfg-staging").Get(ctx, "cfg-baseline", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		action, _, _ := unstructured.NestedString(u.Object, "spec", "action")
-		if got := strings.Join(ruleNames(u), ","); got != "a,b,d" || action != "Enforce" {
+		if got := strings.Join(testfixture.RuleNames(u), ","); got != "a,b,d" || action != "Enforce" {
 			return errorf("rules %s action %s, want a,b,d and Enforce", got, action)
 		}
 		if conflict := u.GetAnnotations()["implicit.dev/conflict"]; !strings.Contains(conflict, "spec.action") {
@@ -289,13 +204,13 @@ func TestConfiguredKindOverlay(t *testing.T) {
 
 	t.Log("the CRD's schema changes (a new field spec.mode): picked up without a restart")
 	eventually(t, "updating the CRD", func(ctx context.Context) error {
-		cur, err := dyn.Resource(crds).Get(ctx, "guardrails.policy.example.com", metav1.GetOptions{})
+		cur, err := dyn.Resource(testfixture.CRDs).Get(ctx, "guardrails.policy.example.com", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		next := guardrailCRD(true)
+		next := testfixture.GuardrailCRD(true)
 		next.SetResourceVersion(cur.GetResourceVersion())
-		_, err = dyn.Resource(crds).Update(ctx, next, metav1.UpdateOptions{})
+		_, err = dyn.Resource(testfixture.CRDs).Update(ctx, next, metav1.UpdateOptions{})
 		return err
 	})
 
@@ -368,12 +283,5 @@ func checkOpenAPIv2(ctx context.Context, kube kubernetes.Interface) error {
 // the bound: kubectl finds kinds through the aggregator's discovery.
 func kubectlEventually(t *testing.T, what string, check func(ctx context.Context) error) {
 	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), time.Second, discoveryRefresh, true, func(ctx context.Context) (bool, error) {
-		last = check(ctx)
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: %v", what, last)
-	}
+	eventuallyWithin(t, time.Second, discoveryRefresh, what, check)
 }

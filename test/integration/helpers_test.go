@@ -186,8 +186,14 @@ func waitForView(t *testing.T, dyn dynamic.Interface, gvr schema.GroupVersionRes
 // eventually polls check until it returns nil, failing the test with its last error.
 func eventually(t *testing.T, what string, check func(ctx context.Context) error) {
 	t.Helper()
+	eventuallyWithin(t, 200*time.Millisecond, converge, what, check)
+}
+
+// eventuallyWithin is eventually with its own poll interval and bound.
+func eventuallyWithin(t *testing.T, interval, timeout time.Duration, what string, check func(ctx context.Context) error) {
+	t.Helper()
 	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, converge, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(t.Context(), interval, timeout, true, func(ctx context.Context) (bool, error) {
 		last = check(ctx)
 		return last == nil, nil
 	})
