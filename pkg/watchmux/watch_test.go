@@ -243,8 +243,10 @@ func TestSendInitialEvents(t *testing.T) {
 		namespace string
 		rv        func(synced uint64) string
 		send      *bool
-		want      []string
-		end       bool // an initial-events-end bookmark after the initial items
+		// noBookmarks leaves allowWatchBookmarks unset.
+		noBookmarks bool
+		want        []string
+		end         bool // an initial-events-end bookmark after the initial items
 	}{
 		{
 			name:      "watch-list of one namespace",
@@ -275,6 +277,16 @@ func TestSendInitialEvents(t *testing.T) {
 			end:       true,
 		},
 		{
+			// What a plain watch without a resourceVersion is once
+			// k8s.io/apiserver has defaulted sendInitialEvents=true: the
+			// items, and no bookmark it did not ask for (issue 12).
+			name:        "initial events without bookmarks: no initial-events-end bookmark",
+			namespace:   "team-b",
+			send:        ptr.To(true),
+			noBookmarks: true,
+			want:        []string{"ADDED team-b/g1 global@implicit-global", "ADDED team-b/p1 parent@org"},
+		},
+		{
 			name:      "no initial events asked for: from now on",
 			namespace: "team-b",
 			send:      ptr.To(false),
@@ -295,7 +307,7 @@ func TestSendInitialEvents(t *testing.T) {
 			if tt.rv != nil {
 				rv = tt.rv(synced)
 			}
-			f := watchAndFollow(t, m, watchmux.WatchOptions{Namespace: tt.namespace, ResourceVersion: rv, SendInitialEvents: tt.send, AllowBookmarks: true})
+			f := watchAndFollow(t, m, watchmux.WatchOptions{Namespace: tt.namespace, ResourceVersion: rv, SendInitialEvents: tt.send, AllowBookmarks: !tt.noBookmarks})
 			putRB("team-b", "live")(m)
 			n := len(tt.want) + 1
 			if tt.end {

@@ -70,7 +70,12 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 	sendInitial := state == rvAny
 	if opts.SendInitialEvents != nil {
 		sendInitial = *opts.SendInitialEvents
-		w.initialEnd = sendInitial
+		// Only a watch-list request (sendInitialEvents=true and
+		// allowWatchBookmarks=true) gets the initial-events-end bookmark,
+		// as from kube-apiserver's cacher: the watch handler has no
+		// completion hook for any other, and a bookmark nobody asked for
+		// is a junk row in kubectl's table.
+		w.initialEnd = sendInitial && opts.AllowBookmarks
 	}
 	switch {
 	case state == rvForeign:
