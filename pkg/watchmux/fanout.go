@@ -10,8 +10,12 @@ import (
 //
 // First a non-blocking send to each watcher. Watchers whose buffer is full
 // then share one time budget: the sends wait for them in turn until the
-// budget is spent, and a watcher still full after that is closed. It
-// reconnects with the last version it received and resumes from the history.
+// budget is spent. After that, each watcher still waiting gets one more
+// non-blocking try per event, as kube-apiserver's cacher gives it, and only
+// one whose buffer is still full is closed: a watcher that drained its
+// buffer while the budget was spent on another that never reads keeps
+// watching. A closed watcher reconnects with the last version it received
+// and resumes from the history.
 func (m *Mux) fanOutLocked(events []*Event) {
 	// Only the watchers of the namespaces the events are in, and those of
 	// every namespace, are looked at, each at its own events: the cost of a
@@ -46,12 +50,10 @@ func (m *Mux) fanOutLocked(events []*Event) {
 			if e.RV <= w.startRV || !w.wants(e) {
 				continue
 			}
-			select {
-			case w.ch <- e:
-				continue
-			case <-w.done:
-			default:
+			if r := w.trySend(e); r == sendFull {
 				slow = append(slow, pending{w: w, events: w.filter(mine[i:])})
+			} else if r == sendOK {
+				continue
 			}
 			break
 		}
@@ -63,22 +65,50 @@ func (m *Mux) fanOutLocked(events []*Event) {
 	defer timer.Stop()
 	expired := false
 	for _, p := range slow {
-	send:
 		for _, e := range p.events {
 			if expired {
-				m.closeSlow(p.w)
+				// The budget is spent: one more try, no waiting.
+				if r := p.w.trySend(e); r == sendOK {
+					continue
+				} else if r == sendFull {
+					m.closeSlow(p.w)
+				}
 				break
 			}
+			sent := false
 			select {
 			case p.w.ch <- e:
+				sent = true
 			case <-p.w.done:
-				break send
 			case <-timer.C():
 				expired = true
 				m.closeSlow(p.w)
-				break send
+			}
+			if !sent {
+				break
 			}
 		}
+	}
+}
+
+// sendResult is the outcome of a non-blocking send to a watcher.
+type sendResult int
+
+const (
+	sendOK   sendResult = iota // in the buffer
+	sendFull                   // the buffer is full
+	sendDone                   // the watcher has stopped
+)
+
+// trySend puts e in the watcher's buffer if it has room, without waiting.
+func (w *watcher) trySend(e *Event) sendResult {
+	select {
+	case w.ch <- e:
+		return sendOK
+	case <-w.done:
+		return sendDone
+	default:
+		return sendFull
 	}
 }
 
