@@ -38,9 +38,29 @@ func TestArtifactsDryRun(t *testing.T) {
 			}
 		}
 	}
-	t.Log("overlays/cert-manager needs cert-manager's CRDs: render it only")
+	t.Log("overlays/cert-manager and overlays/dev need cert-manager's CRDs: render them only")
 	if _, _, err := cp.Kubectl(t.Context(), "kustomize", filepath.Join(repoRoot, "artifacts/overlays/cert-manager")); err != nil {
 		t.Errorf("%v", err)
+	}
+	t.Log("the components combine: overlays/dev uses both cert-manager and single-replica")
+	out, _, err := cp.Kubectl(t.Context(), "kustomize", filepath.Join(repoRoot, "artifacts/overlays/dev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, line := range strings.Split(out, "\n") {
+		if k, ok := strings.CutPrefix(line, "kind: "); ok {
+			kinds[k]++
+		}
+	}
+	if kinds["Certificate"] != 2 || kinds["Issuer"] != 2 {
+		t.Errorf("overlays/dev renders %d Certificates and %d Issuers, want cert-manager's 2 and 2", kinds["Certificate"], kinds["Issuer"])
+	}
+	if kinds["PodDisruptionBudget"] != 0 {
+		t.Errorf("overlays/dev renders a PodDisruptionBudget; single-replica removes it")
+	}
+	if !strings.Contains(out, "\n  replicas: 1\n") || strings.Contains(out, "\n  replicas: 2\n") {
+		t.Errorf("overlays/dev: the Deployment does not run one replica:\n%s", out)
 	}
 }
 
