@@ -30,6 +30,8 @@ type fakeViewer struct {
 	err error
 	// watcher is what Watch returns.
 	watcher *watch.FakeWatcher
+	// rv, when set, is the version lists are current at (default fakeRV).
+	rv string
 
 	mu      sync.Mutex
 	gets    []string // "namespace/name"
@@ -69,8 +71,8 @@ func (f *fakeViewer) Get(_ context.Context, namespace, name string) (runtime.Obj
 // List implements registry.Viewer.
 func (f *fakeViewer) List(_ context.Context, namespace string) ([]runtime.Object, string, error) {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.lists = append(f.lists, namespace)
-	f.mu.Unlock()
 	if f.err != nil {
 		return nil, "", f.err
 	}
@@ -80,7 +82,18 @@ func (f *fakeViewer) List(_ context.Context, namespace string) ([]runtime.Object
 			out = append(out, it.DeepCopyObject())
 		}
 	}
-	return out, fakeRV, nil
+	rv := f.rv
+	if rv == "" {
+		rv = fakeRV
+	}
+	return out, rv, nil
+}
+
+// change replaces the items and the version lists are current at.
+func (f *fakeViewer) change(rv string, items ...runtime.Object) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rv, f.items = rv, items
 }
 
 // Watch implements registry.Viewer.

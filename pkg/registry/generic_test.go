@@ -271,9 +271,10 @@ func TestGenericTable(t *testing.T) {
 	if table.ResourceVersion != fakeRV {
 		t.Errorf("table resourceVersion = %q, want %q", table.ResourceVersion, fakeRV)
 	}
+	// Rows in the list's order: by namespace/name, as kube-apiserver lists.
 	want := [][]any{
-		{"org-egress", "deny", "deny-egress", int64(2), nil, true, nil, "5d", "global", "implicit-global", "5d"},
 		{"local", "audit", nil, nil, 0.25, nil, nil, "5d", "local", "team-a", "5d"},
+		{"org-egress", "deny", "deny-egress", int64(2), nil, true, nil, "5d", "global", "implicit-global", "5d"},
 	}
 	if len(table.Rows) != len(want) {
 		t.Fatalf("%d rows, want %d: %v", len(table.Rows), len(want), table.Rows)
@@ -295,8 +296,8 @@ func TestGenericTable(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ConvertToTable of one item: %v", err)
 	}
-	if len(single.Rows) != 1 || !reflect.DeepEqual(single.Rows[0].Cells, want[1]) {
-		t.Errorf("rows of one item = %v, want %v", single.Rows, want[1:])
+	if len(single.Rows) != 1 || !reflect.DeepEqual(single.Rows[0].Cells, want[0]) {
+		t.Errorf("rows of one item = %v, want %v", single.Rows, want[:1])
 	}
 }
 

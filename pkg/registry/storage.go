@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/utils/clock"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
@@ -58,6 +60,8 @@ type Storage struct {
 	group  string
 	viewer Viewer
 	table  tableConvertor
+	// snapshots keeps paginated lists for their continuations.
+	snapshots *snapshots
 }
 
 var (
@@ -76,7 +80,13 @@ var (
 
 // NewStorage returns the storage of kind's view in the API group group.
 func NewStorage(group string, kind Kind, viewer Viewer) *Storage {
-	return &Storage{kind: kind, group: group, viewer: viewer, table: tableConvertor{kind: kind}}
+	return &Storage{kind: kind, group: group, viewer: viewer, table: tableConvertor{kind: kind}, snapshots: newSnapshots(clock.RealClock{})}
+}
+
+// WithClock sets the clock that ages the snapshots of paginated lists.
+func (s *Storage) WithClock(c clock.PassiveClock) *Storage {
+	s.snapshots = newSnapshots(c)
+	return s
 }
 
 // New implements rest.Storage.
@@ -122,14 +132,39 @@ func (s *Storage) Get(ctx context.Context, name string, _ *metav1.GetOptions) (r
 }
 
 // List implements rest.Lister: one namespace's view, or every namespace's
-// view, filtered by label selector and by metadata.name and metadata.namespace.
+// view, filtered by label selector and by metadata.name and
+// metadata.namespace, paginated by limit and continue (see pagination.go).
 func (s *Storage) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
 	ns, sel, err := scope(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
+	sc := listScope{
+		key:      ns + "\x00" + sel.label.String() + "\x00" + sel.field.String(),
+		filtered: !sel.label.Empty() || !sel.field.Empty(),
+	}
+	p, err := s.paginate(opts, sc, func() ([]runtime.Object, string, error) { return s.listView(ctx, ns, sel) })
+	if err != nil {
+		return nil, err
+	}
+	list := s.kind.NewList()
+	if err := meta.SetList(list, p.items); err != nil {
+		return nil, fmt.Errorf("list of %s: %w", s.kind.Resource(), err)
+	}
+	if l, err := meta.ListAccessor(list); err == nil {
+		l.SetResourceVersion(p.rv)
+		l.SetContinue(p.continue_)
+		l.SetRemainingItemCount(p.remaining)
+	}
+	return list, nil
+}
+
+// listView returns the current items of ns's view (every namespace's for
+// "") that pass the selectors, and the version they are current at.
+func (s *Storage) listView(ctx context.Context, ns string, sel selectors) ([]runtime.Object, string, error) {
 	var items []runtime.Object
 	var rv string
+	var err error
 	if name, ok := sel.field.RequiresExactMatch("metadata.name"); ok {
 		if nl, ok := s.viewer.(NamedLister); ok {
 			items, rv, err = nl.ListNamed(ctx, ns, name)
@@ -140,7 +175,7 @@ func (s *Storage) List(ctx context.Context, opts *metainternalversion.ListOption
 		items, rv, err = s.viewer.List(ctx, ns)
 	}
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	kept := make([]runtime.Object, 0, len(items))
 	for _, it := range items {
@@ -148,14 +183,7 @@ func (s *Storage) List(ctx context.Context, opts *metainternalversion.ListOption
 			kept = append(kept, it)
 		}
 	}
-	list := s.kind.NewList()
-	if err := meta.SetList(list, kept); err != nil {
-		return nil, fmt.Errorf("list of %s: %w", s.kind.Resource(), err)
-	}
-	if l, err := meta.ListAccessor(list); err == nil {
-		l.SetResourceVersion(rv)
-	}
-	return list, nil
+	return kept, rv, nil
 }
 
 // Watch implements rest.Watcher: changes of one namespace's view or of every
@@ -177,7 +205,27 @@ func (s *Storage) Watch(ctx context.Context, opts *metainternalversion.ListOptio
 		req.SendInitialEvents = opts.SendInitialEvents
 		req.AllowBookmarks = opts.AllowWatchBookmarks
 	}
-	return s.viewer.Watch(ctx, ns, req)
+	w, err := s.viewer.Watch(ctx, ns, req)
+	if err != nil {
+		return errorStream(err)
+	}
+	return w, nil
+}
+
+// errorStream answers a watch the viewer cannot serve from its version as
+// kube-apiserver's watch cache does: a 410 Expired (too old, or not this
+// instance's) or a 504 Timeout (too large) is the stream's one ERROR event,
+// after which it ends. Other errors fail the request.
+func errorStream(err error) (watch.Interface, error) {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || !(apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || apierrors.IsTimeout(err)) {
+		return nil, err
+	}
+	st := status.Status()
+	ch := make(chan watch.Event, 1)
+	ch <- watch.Event{Type: watch.Error, Object: &st}
+	close(ch)
+	return watch.NewProxyWatcher(ch), nil
 }
 
 // scope returns the namespace a list or watch reads ("" for all) and its

@@ -2,14 +2,17 @@ package registry_test
 
 import (
 	"context"
+	"net/http"
 	"reflect"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/utils/ptr"
@@ -136,8 +139,8 @@ func TestStorageWatch(t *testing.T) {
 			name:      "viewer API errors pass through",
 			namespace: "team-a",
 			opts:      &metainternalversion.ListOptions{ResourceVersion: "1"},
-			viewerErr: apierrors.NewResourceExpired("too old"),
-			wantErr:   apierrors.IsResourceExpired,
+			viewerErr: apierrors.NewServiceUnavailable("sources not synced"),
+			wantErr:   apierrors.IsServiceUnavailable,
 			// The viewer was asked.
 			wantNamespace: "team-a", wantRV: "1",
 		},
@@ -205,6 +208,47 @@ func TestStorageWatch(t *testing.T) {
 			}
 			if k := keys(matched); !reflect.DeepEqual(k, tt.wantMatched) {
 				t.Errorf("Matches accepts %q, want %q", k, tt.wantMatched)
+			}
+		})
+	}
+}
+
+// TestStorageWatchErrorStream checks that a watch the viewer cannot serve
+// from its version answers as kube-apiserver's watch cache does: a stream
+// whose one event is the ERROR (410 Expired, 504 Timeout), then its end.
+func TestStorageWatchErrorStream(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		viewerErr error
+		wantCode  int32
+	}{
+		{name: "too old or another instance's", viewerErr: apierrors.NewResourceExpired("too old"), wantCode: http.StatusGone},
+		{name: "gone", viewerErr: apierrors.NewGone("gone"), wantCode: http.StatusGone},
+		{name: "too large", viewerErr: apierrors.NewTimeoutError("too large", 1), wantCode: http.StatusGatewayTimeout},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			viewer := newFakeViewer("rolebindings", viewItems()...)
+			viewer.err = tt.viewerErr
+			s := registry.NewStorage(group, registry.RoleBindings(), viewer)
+			ctx := genericapirequest.WithNamespace(context.Background(), "team-a")
+			w, err := s.Watch(ctx, &metainternalversion.ListOptions{ResourceVersion: "1"})
+			if err != nil {
+				t.Fatalf("Watch: %v, want an error stream", err)
+			}
+			defer w.Stop()
+			e, ok := <-w.ResultChan()
+			if !ok || e.Type != watch.Error {
+				t.Fatalf("first event = %v, %t; want ERROR", e.Type, ok)
+			}
+			st, isStatus := e.Object.(*metav1.Status)
+			if !isStatus || st.Code != tt.wantCode {
+				t.Errorf("ERROR object = %#v, want a Status with code %d", e.Object, tt.wantCode)
+			}
+			if _, ok := <-w.ResultChan(); ok {
+				t.Error("the stream goes on after its ERROR event")
 			}
 		})
 	}

@@ -86,3 +86,40 @@ func (v *versions) classify(s string) (rvState, uint64) {
 
 // format prints a version.
 func format(rv uint64) string { return strconv.FormatUint(rv, 10) }
+
+// Order is how a client's resourceVersion relates to a current one.
+type Order int
+
+const (
+	// Older: issued by the same instance before current.
+	Older Order = iota
+	// Same: current itself.
+	Same
+	// Newer: of the same instance, not issued yet.
+	Newer
+	// Incomparable: of another instance (a replica, an earlier run), or
+	// not a version at all: no order can be told.
+	Incomparable
+)
+
+// CompareVersions orders the version v against current, both printed by
+// this package (current as a list or event carries it). Only versions of
+// one instance are ordered: a version of another one is Incomparable
+// however its number compares, as Watch answers it 410 Gone.
+func CompareVersions(v, current string) Order {
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || v != format(n) {
+		return Incomparable
+	}
+	cur, err := strconv.ParseUint(current, 10, 64)
+	if err != nil || n>>counterBits != cur>>counterBits {
+		return Incomparable
+	}
+	switch {
+	case n < cur:
+		return Older
+	case n == cur:
+		return Same
+	}
+	return Newer
+}

@@ -1,0 +1,352 @@
+package registry
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/storage"
+	"k8s.io/utils/clock"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
+)
+
+// Pagination follows kube-apiserver's lists (k8s.io/apiserver/pkg/storage
+// and its watch cache): items in the order of their storage key
+// "namespace/name" (bytes); limit returns at most that many with an opaque
+// continue token, and remainingItemCount when no selector filters the list;
+// resourceVersion "0" ignores limit, as the watch cache does.
+//
+// A view is computed on read, so it has no past states to read a page from.
+// A paginated list keeps the items it computed, a snapshot, for
+// snapshotTTL: every continuation of it reads the same snapshot, at the
+// first page's resourceVersion, as from etcd. A continuation whose snapshot
+// is gone (expired, evicted, too large to keep, another replica, a restart)
+// is served from the current view when the view has not changed since
+// (the same resourceVersion); otherwise it answers 410 Expired with a fresh
+// token in its ListMeta, which continues from the current view: the answer
+// kube-apiserver gives for a compacted snapshot.
+const (
+	// snapshotTTL bounds how long a snapshot is kept: etcd's default
+	// compaction interval, within which kube-apiserver serves continuations.
+	snapshotTTL = 5 * time.Minute
+	// maxSnapshots bounds the snapshots kept per view resource, the oldest
+	// dropped first.
+	maxSnapshots = 16
+	// maxSnapshotItems bounds the items of one kept snapshot.
+	maxSnapshotItems = 100_000
+)
+
+// continueToken is the decoded value of metadata.continue: the list
+// continues after the item whose key is Start, from the snapshot at RV, or
+// from the current view when RV is "" (a token from a 410 Expired).
+type continueToken struct {
+	Version string `json:"v"`
+	RV      string `json:"rv"`
+	Start   string `json:"start"`
+}
+
+// tokenVersion versions the token format.
+const tokenVersion = "implicit.dev/continue/v1"
+
+func encodeContinue(rv, start string) string {
+	b, err := json.Marshal(continueToken{Version: tokenVersion, RV: rv, Start: start})
+	if err != nil { // a struct of strings always marshals
+		panic(fmt.Sprintf("registry: encoding a continue token: %v", err))
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// decodeContinue parses a continue token; a malformed one is a 400, as in
+// kube-apiserver.
+func decodeContinue(s string) (continueToken, error) {
+	var t continueToken
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		err = json.Unmarshal(b, &t)
+	}
+	switch {
+	case err != nil:
+	case t.Version != tokenVersion:
+		err = fmt.Errorf("unrecognized token version %q", t.Version)
+	case t.Start == "":
+		err = fmt.Errorf("no start key")
+	case t.RV != "" && !isVersion(t.RV):
+		err = fmt.Errorf("resourceVersion %q is not a version", t.RV)
+	}
+	if err != nil {
+		return continueToken{}, apierrors.NewBadRequest(fmt.Sprintf("invalid continue token: %v", err))
+	}
+	return t, nil
+}
+
+// isVersion reports whether rv is a version a view issues: a decimal integer.
+func isVersion(rv string) bool {
+	_, err := strconv.ParseUint(rv, 10, 64)
+	return err == nil
+}
+
+// page is one response of a list: its items, version and continuation.
+type page struct {
+	items     []runtime.Object
+	rv        string
+	continue_ string
+	remaining *int64
+}
+
+// listFunc lists the current view, filtered, with its version.
+type listFunc func() ([]runtime.Object, string, error)
+
+// listScope is what a list request reads: key names its namespace and
+// selectors, so a continuation reads only a snapshot of the same request;
+// filtered says a selector drops items (then, as in kube-apiserver, the
+// remaining count is not given).
+type listScope struct {
+	key      string
+	filtered bool
+}
+
+// paginate answers a list request from the current view (list) or a kept
+// snapshot, by opts' resourceVersion, resourceVersionMatch, limit and
+// continue.
+func (s *Storage) paginate(opts *metainternalversion.ListOptions, sc listScope, list listFunc) (page, error) {
+	var o metainternalversion.ListOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Continue != "" {
+		tok, err := decodeContinue(o.Continue)
+		if err != nil {
+			return page{}, err
+		}
+		return s.continueList(tok, o.Limit, sc, list)
+	}
+	items, rv, err := list()
+	if err != nil {
+		return page{}, err
+	}
+	if err := checkVersion(o.ResourceVersion, o.ResourceVersionMatch, rv); err != nil {
+		return page{}, err
+	}
+	keys := sortByKey(items)
+	limit := o.Limit
+	if o.ResourceVersion == "0" {
+		limit = 0 // the watch cache ignores limit for "any version" lists
+	}
+	p := pageOf(items, keys, 0, limit, rv, sc.filtered)
+	if p.continue_ != "" {
+		s.snapshots.put(snapshotKey{rv: rv, scope: sc.key}, items, keys)
+	}
+	return p, nil
+}
+
+// continueList serves the page after tok's start key.
+func (s *Storage) continueList(tok continueToken, limit int64, sc listScope, list listFunc) (page, error) {
+	if tok.RV != "" {
+		if snap, ok := s.snapshots.get(snapshotKey{rv: tok.RV, scope: sc.key}); ok {
+			return pageOf(snap.items, snap.keys, snap.after(tok.Start), limit, tok.RV, sc.filtered), nil
+		}
+	}
+	items, rv, err := list()
+	if err != nil {
+		return page{}, err
+	}
+	if tok.RV != "" && tok.RV != rv {
+		expired := apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. " +
+			"You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. " +
+			"Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
+		expired.ErrStatus.ListMeta.Continue = encodeContinue("", tok.Start)
+		return page{}, expired
+	}
+	keys := sortByKey(items)
+	snap := snapshot{items: items, keys: keys}
+	p := pageOf(items, keys, snap.after(tok.Start), limit, rv, sc.filtered)
+	if p.continue_ != "" {
+		s.snapshots.put(snapshotKey{rv: rv, scope: sc.key}, items, keys)
+	}
+	return p, nil
+}
+
+// checkVersion answers whether a view current at rv serves a list asking
+// for version want with match: any version at or after want for
+// NotOlderThan (or no match), exactly want for Exact. A version older than
+// the current one cannot be served exactly: 410 Expired, as a compacted one
+// from kube-apiserver. A version newer than the current one: 504 "Too large
+// resource version", as from kube-apiserver's watch cache (which first waits
+// up to 3 s for it). A version this instance did not issue (another
+// replica's, an earlier run's) cannot be ordered
+// against its own: 410 Expired, as for a watch, so that the client lists
+// again from scratch. A malformed one is a 400, as from kube-apiserver.
+func checkVersion(want string, match metav1.ResourceVersionMatch, rv string) error {
+	if want == "" || want == "0" {
+		return nil
+	}
+	if !isVersion(want) {
+		// As kube-apiserver answers a list: a 400 (a watch, 410; see Watch).
+		return apierrors.NewBadRequest(fmt.Sprintf("invalid resourceVersion %q: not a decimal integer", want))
+	}
+	switch watchmux.CompareVersions(want, rv) {
+	case watchmux.Same:
+		return nil
+	case watchmux.Older:
+		if match == metav1.ResourceVersionMatchExact {
+			return apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %s (%s)", want, rv))
+		}
+		return nil
+	case watchmux.Newer:
+		n, _ := strconv.ParseUint(want, 10, 64)
+		cur, _ := strconv.ParseUint(rv, 10, 64)
+		return storage.NewTooLargeResourceVersionError(n, cur, 1)
+	}
+	return apierrors.NewResourceExpired(fmt.Sprintf("resourceVersion %s was not issued by this server instance (another replica or an earlier run): list again", want))
+}
+
+// pageOf returns up to limit items (all when limit <= 0) from index from.
+// The items of a page with a continuation are copies: the snapshot kept
+// for the next pages shares none of its objects with a response being
+// encoded.
+func pageOf(items []runtime.Object, keys []string, from int, limit int64, rv string, filtered bool) page {
+	rest := items[from:]
+	if limit <= 0 || int64(len(rest)) <= limit {
+		if from > 0 {
+			rest = deepCopies(rest)
+		}
+		return page{items: rest, rv: rv}
+	}
+	p := page{items: deepCopies(rest[:limit]), rv: rv, continue_: encodeContinue(rv, keys[from+int(limit)-1])}
+	if !filtered {
+		n := int64(len(rest)) - limit
+		p.remaining = &n
+	}
+	return p
+}
+
+func deepCopies(objs []runtime.Object) []runtime.Object {
+	out := make([]runtime.Object, len(objs))
+	for i, o := range objs {
+		out[i] = o.DeepCopyObject()
+	}
+	return out
+}
+
+// sortByKey orders items by storage key, namespace/name, as etcd does, and
+// returns the keys. Views list in that order already but for namespaces
+// whose name continues another's with '-' or '.'.
+func sortByKey(items []runtime.Object) []string {
+	keys := make([]string, len(items))
+	for i, it := range items {
+		keys[i] = keyOf(it)
+	}
+	if !sort.StringsAreSorted(keys) {
+		sort.Sort(byKey{items: items, keys: keys})
+	}
+	return keys
+}
+
+func keyOf(obj runtime.Object) string {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return ""
+	}
+	return m.GetNamespace() + "/" + m.GetName()
+}
+
+type byKey struct {
+	items []runtime.Object
+	keys  []string
+}
+
+func (b byKey) Len() int           { return len(b.keys) }
+func (b byKey) Less(i, j int) bool { return b.keys[i] < b.keys[j] }
+func (b byKey) Swap(i, j int) {
+	b.keys[i], b.keys[j] = b.keys[j], b.keys[i]
+	b.items[i], b.items[j] = b.items[j], b.items[i]
+}
+
+// snapshotKey names a kept snapshot: the version it is current at and what
+// it lists.
+type snapshotKey struct {
+	rv, scope string
+}
+
+// snapshot is the sorted items of a paginated list.
+type snapshot struct {
+	items []runtime.Object
+	keys  []string
+	taken time.Time
+}
+
+// after is the index of the first item whose key follows start.
+func (s snapshot) after(start string) int {
+	return sort.Search(len(s.keys), func(i int) bool { return s.keys[i] > start })
+}
+
+// snapshots keeps recent paginated lists, bounded in number, size and age.
+// Its items are shared by the pages read from them: the registry never
+// modifies a listed object, and the API server only encodes them.
+type snapshots struct {
+	clock clock.PassiveClock
+	mu    sync.Mutex
+	kept  map[snapshotKey]snapshot
+}
+
+func newSnapshots(c clock.PassiveClock) *snapshots {
+	return &snapshots{clock: c, kept: map[snapshotKey]snapshot{}}
+}
+
+func (s *snapshots) get(k snapshotKey) (snapshot, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expireLocked()
+	snap, ok := s.kept[k]
+	return snap, ok
+}
+
+func (s *snapshots) put(k snapshotKey, items []runtime.Object, keys []string) {
+	if len(items) > maxSnapshotItems {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expireLocked()
+	if _, ok := s.kept[k]; ok {
+		return
+	}
+	if len(s.kept) >= maxSnapshots {
+		var oldest snapshotKey
+		var at time.Time
+		for key, snap := range s.kept {
+			if at.IsZero() || snap.taken.Before(at) {
+				oldest, at = key, snap.taken
+			}
+		}
+		delete(s.kept, oldest)
+	}
+	s.kept[k] = snapshot{items: items, keys: keys, taken: s.clock.Now()}
+}
+
+// expireLocked drops the snapshots older than snapshotTTL. Called with mu held.
+func (s *snapshots) expireLocked() {
+	now := s.clock.Now()
+	for k, snap := range s.kept {
+		if now.Sub(snap.taken) >= snapshotTTL {
+			delete(s.kept, k)
+		}
+	}
+}
+
+// len is the number of snapshots kept.
+func (s *snapshots) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.kept)
+}

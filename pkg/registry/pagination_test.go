@@ -1,0 +1,291 @@
+package registry_test
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
+)
+
+// pagedItems are five view items in two namespaces, "a-b" and "a", in the
+// viewer's order (by namespace, then name); kube-apiserver's order is by
+// the key "namespace/name", where "a-b/..." comes before "a/...".
+func pagedItems() []runtime.Object {
+	return []runtime.Object{
+		viewRoleBinding("a", "x", merge.ScopeLocal, "a"),
+		viewRoleBinding("a", "y", merge.ScopeLocal, "a"),
+		viewRoleBinding("a-b", "p", merge.ScopeLocal, "a-b"),
+		viewRoleBinding("a-b", "q", merge.ScopeGlobal, "implicit-global"),
+		viewRoleBinding("a-b", "r", merge.ScopeLocal, "a-b"),
+	}
+}
+
+// listPage lists every namespace with opts.
+func listPage(t *testing.T, s *registry.Storage, opts *metainternalversion.ListOptions) (*rbacv1.RoleBindingList, error) {
+	t.Helper()
+	obj, err := s.List(genericapirequest.WithNamespace(context.Background(), ""), opts)
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*rbacv1.RoleBindingList), nil
+}
+
+func names(l *rbacv1.RoleBindingList) []string {
+	out := make([]string, 0, len(l.Items))
+	for _, it := range l.Items {
+		out = append(out, it.Namespace+"/"+it.Name)
+	}
+	return out
+}
+
+// pageMeta renders a page's list metadata for comparison.
+type pageMeta struct {
+	names     []string
+	rv        string
+	more      bool
+	remaining *int64
+}
+
+func metaOf(l *rbacv1.RoleBindingList) pageMeta {
+	return pageMeta{names: names(l), rv: l.ResourceVersion, more: l.Continue != "", remaining: l.RemainingItemCount}
+}
+
+func count(n int64) *int64 { return &n }
+
+// TestListPages walks a list page by page, as a client's pager does.
+func TestListPages(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		limit int64
+		rv    string
+		label string
+		want  []pageMeta
+	}{
+		{
+			name: "limit 2: three pages in key order, all at the first page's version", limit: 2,
+			want: []pageMeta{
+				{names: []string{"a-b/p", "a-b/q"}, rv: fakeRV, more: true, remaining: count(3)},
+				{names: []string{"a-b/r", "a/x"}, rv: fakeRV, more: true, remaining: count(1)},
+				{names: []string{"a/y"}, rv: fakeRV},
+			},
+		},
+		{
+			name: "a limit of all items: one page", limit: 5,
+			want: []pageMeta{{names: []string{"a-b/p", "a-b/q", "a-b/r", "a/x", "a/y"}, rv: fakeRV}},
+		},
+		{
+			name: `resourceVersion "0" ignores limit, as the watch cache`, limit: 2, rv: "0",
+			want: []pageMeta{{names: []string{"a-b/p", "a-b/q", "a-b/r", "a/x", "a/y"}, rv: fakeRV}},
+		},
+		{
+			name: "a selector: no remaining count, as kube-apiserver", limit: 2, label: merge.LabelScope + "=local",
+			want: []pageMeta{
+				{names: []string{"a-b/p", "a-b/r"}, rv: fakeRV, more: true},
+				{names: []string{"a/x", "a/y"}, rv: fakeRV},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := registry.NewStorage(group, registry.RoleBindings(), newFakeViewer("rolebindings", pagedItems()...))
+			opts := &metainternalversion.ListOptions{Limit: tt.limit, ResourceVersion: tt.rv}
+			if tt.label != "" {
+				opts.LabelSelector = labels.SelectorFromSet(labels.Set{merge.LabelScope: "local"})
+			}
+			var got []pageMeta
+			for range 10 {
+				l, err := listPage(t, s, opts)
+				if err != nil {
+					t.Fatalf("page %d: %v", len(got)+1, err)
+				}
+				got = append(got, metaOf(l))
+				if l.Continue == "" {
+					break
+				}
+				opts = &metainternalversion.ListOptions{Limit: tt.limit, Continue: l.Continue, LabelSelector: opts.LabelSelector}
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("pages:\n got  %s\n want %s", describePages(got), describePages(tt.want))
+			}
+		})
+	}
+}
+
+func describePages(pages []pageMeta) string {
+	var b strings.Builder
+	for _, p := range pages {
+		rem := "nil"
+		if p.remaining != nil {
+			rem = strconv.FormatInt(*p.remaining, 10)
+		}
+		fmt.Fprintf(&b, "[%s rv=%s more=%t remaining=%s] ", strings.Join(p.names, ","), p.rv, p.more, rem)
+	}
+	return b.String()
+}
+
+// TestListContinueConsistency checks what a continuation reads once the view
+// has changed: the first page's snapshot while it is kept; after it expired,
+// the current view if unchanged, else 410 Expired with a token that
+// continues from the current view.
+func TestListContinueConsistency(t *testing.T) {
+	t.Parallel()
+	const later = "4712"
+	added := viewRoleBinding("a-b", "qq", merge.ScopeLocal, "a-b")
+	tests := []struct {
+		name    string
+		age     time.Duration
+		change  bool
+		want    []string // the second page
+		wantRV  string
+		expired bool
+	}{
+		{name: "kept snapshot, view changed: the snapshot", age: time.Minute, change: true, want: []string{"a-b/r", "a/x"}, wantRV: fakeRV},
+		{name: "expired snapshot, view unchanged: the view", age: 6 * time.Minute, want: []string{"a-b/r", "a/x"}, wantRV: fakeRV},
+		{name: "expired snapshot, view changed: 410 with a fresh token", age: 6 * time.Minute, change: true, expired: true, want: []string{"a-b/qq", "a-b/r"}, wantRV: later},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			clock := clocktesting.NewFakePassiveClock(time.Now())
+			viewer := newFakeViewer("rolebindings", pagedItems()...)
+			s := registry.NewStorage(group, registry.RoleBindings(), viewer).WithClock(clock)
+			first, err := listPage(t, s, &metainternalversion.ListOptions{Limit: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			clock.SetTime(clock.Now().Add(tt.age))
+			if tt.change {
+				viewer.change(later, append(pagedItems(), added)...)
+			}
+			token := first.Continue
+			second, err := listPage(t, s, &metainternalversion.ListOptions{Limit: 2, Continue: token})
+			if tt.expired {
+				var status apierrors.APIStatus
+				if !apierrors.IsResourceExpired(err) || !errorsAs(err, &status) || status.Status().ListMeta.Continue == "" {
+					t.Fatalf("continue = %v, want 410 Expired with a fresh token", err)
+				}
+				token = status.Status().ListMeta.Continue
+				second, err = listPage(t, s, &metainternalversion.ListOptions{Limit: 2, Continue: token})
+			}
+			if err != nil {
+				t.Fatalf("continue: %v", err)
+			}
+			if got := names(second); !reflect.DeepEqual(got, tt.want) || second.ResourceVersion != tt.wantRV {
+				t.Errorf("second page = %v at %s, want %v at %s", got, second.ResourceVersion, tt.want, tt.wantRV)
+			}
+		})
+	}
+}
+
+func errorsAs(err error, status *apierrors.APIStatus) bool { return errors.As(err, status) }
+
+// TestListContinueMalformed checks that a token the server did not write is
+// a 400, as in kube-apiserver.
+func TestListContinueMalformed(t *testing.T) {
+	t.Parallel()
+	enc := func(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+	for _, token := range []string{
+		"not base64!",
+		enc("not json"),
+		enc(`{"v":"meta.k8s.io/v1","rv":"1","start":"a/x"}`),
+		enc(`{"v":"implicit.dev/continue/v1","rv":"1","start":""}`),
+		enc(`{"v":"implicit.dev/continue/v1","rv":"abc","start":"a/x"}`),
+	} {
+		s := registry.NewStorage(group, registry.RoleBindings(), newFakeViewer("rolebindings", pagedItems()...))
+		_, err := listPage(t, s, &metainternalversion.ListOptions{Limit: 2, Continue: token})
+		if !apierrors.IsBadRequest(err) {
+			t.Errorf("continue %q: %v, want 400 BadRequest", token, err)
+		}
+	}
+}
+
+// TestListResourceVersion checks which versions a list serves, by
+// resourceVersionMatch, against a view current at fakeRV.
+func TestListResourceVersion(t *testing.T) {
+	t.Parallel()
+	const otherInstance = "1099511632487" // 1<<40 | 4711: another instance's
+	tests := []struct {
+		name  string
+		rv    string
+		match metav1.ResourceVersionMatch
+		code  int32 // 0: served
+		cause metav1.CauseType
+	}{
+		{name: "unset", rv: ""},
+		{name: "any", rv: "0"},
+		{name: "current, not older than", rv: fakeRV, match: metav1.ResourceVersionMatchNotOlderThan},
+		{name: "current, exact", rv: fakeRV, match: metav1.ResourceVersionMatchExact},
+		{name: "older, no match: not older than", rv: "4700"},
+		{name: "older, not older than", rv: "4700", match: metav1.ResourceVersionMatchNotOlderThan},
+		{name: "older, exact: expired", rv: "4700", match: metav1.ResourceVersionMatchExact, code: http.StatusGone},
+		{name: "newer: too large", rv: "4800", match: metav1.ResourceVersionMatchNotOlderThan, code: http.StatusGatewayTimeout, cause: metav1.CauseTypeResourceVersionTooLarge},
+		{name: "newer, exact: too large", rv: "4800", match: metav1.ResourceVersionMatchExact, code: http.StatusGatewayTimeout, cause: metav1.CauseTypeResourceVersionTooLarge},
+		{name: "another instance's: expired", rv: otherInstance, match: metav1.ResourceVersionMatchNotOlderThan, code: http.StatusGone},
+		{name: "malformed: bad request", rv: "abc", code: http.StatusBadRequest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := registry.NewStorage(group, registry.RoleBindings(), newFakeViewer("rolebindings", pagedItems()...))
+			l, err := listPage(t, s, &metainternalversion.ListOptions{ResourceVersion: tt.rv, ResourceVersionMatch: tt.match})
+			if tt.code == 0 {
+				if err != nil || len(l.Items) != 5 || l.ResourceVersion != fakeRV {
+					t.Fatalf("List = %v, %v; want five items at %s", l, err, fakeRV)
+				}
+				return
+			}
+			var status apierrors.APIStatus
+			if !errorsAs(err, &status) || status.Status().Code != tt.code {
+				t.Fatalf("List: %v, want code %d", err, tt.code)
+			}
+			if tt.cause != "" && (status.Status().Details == nil || len(status.Status().Details.Causes) == 0 || status.Status().Details.Causes[0].Type != tt.cause) {
+				t.Errorf("List: %#v, want cause %s", status.Status(), tt.cause)
+			}
+		})
+	}
+}
+
+// TestListSnapshotBounds checks that no more than 16 snapshots are kept: the
+// oldest one's continuation, once the view changed, is expired.
+func TestListSnapshotBounds(t *testing.T) {
+	t.Parallel()
+	clock := clocktesting.NewFakePassiveClock(time.Now())
+	viewer := newFakeViewer("rolebindings", pagedItems()...)
+	s := registry.NewStorage(group, registry.RoleBindings(), viewer).WithClock(clock)
+	var tokens []string
+	for i := range 17 {
+		viewer.change(strconv.Itoa(5000+i), pagedItems()...)
+		l, err := listPage(t, s, &metainternalversion.ListOptions{Limit: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens = append(tokens, l.Continue)
+		clock.SetTime(clock.Now().Add(time.Second))
+	}
+	if _, err := listPage(t, s, &metainternalversion.ListOptions{Limit: 2, Continue: tokens[0]}); !apierrors.IsResourceExpired(err) {
+		t.Errorf("the 17th snapshot ago: %v, want 410 Expired", err)
+	}
+	if l, err := listPage(t, s, &metainternalversion.ListOptions{Limit: 2, Continue: tokens[1]}); err != nil || l.ResourceVersion != "5001" {
+		t.Errorf("the 16th snapshot ago: %v, %v; want its page at 5001", l, err)
+	}
+}
