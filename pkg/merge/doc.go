@@ -1,7 +1,8 @@
 // Package merge holds implicit-apiserver's merge semantics, free of I/O: which
 // namespaces are tenants, how a namespace's ancestors are resolved from the
-// implicit.dev/parent label (nearest first, cycles and missing parents
-// reported, never followed), and how the items of the global scope, the
+// implicit.dev/parent label (nearest first, at most Policy.MaxDepth of them;
+// cycles, missing parents and parents that are not the namespace the label
+// meant, by implicit.dev/parent-uid, reported, never followed), and how the items of the global scope, the
 // ancestors and the namespace itself combine into one view: precedence,
 // exclusions and locks.
 //

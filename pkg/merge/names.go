@@ -10,6 +10,10 @@ const (
 
 	// LabelParent on a namespace names its parent namespace.
 	LabelParent = "implicit.dev/parent"
+	// AnnotationParentUID on a namespace records the uid of the parent its
+	// LabelParent meant when the label was admitted (the mutating webhook
+	// writes it): only a parent of that uid is inherited.
+	AnnotationParentUID = "implicit.dev/parent-uid"
 	// LabelInherit "false" on a namespace makes it a non-tenant.
 	LabelInherit = "implicit.dev/inherit"
 	// AnnotationExclude on a namespace lists inherited items removed from its

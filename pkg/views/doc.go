@@ -8,6 +8,7 @@
 // Serving one namespace costs work proportional to its depth and to the
 // items of its scopes, never to the number of namespaces.
 //
-// It also reports hierarchy problems (cycles, missing parents) as a metric,
+// It also reports hierarchy problems (cycles, missing or invalid parents,
+// parent uid mismatches, namespaces deeper than the cap) as a metric,
 // log lines and Events on the namespaces concerned.
 package views

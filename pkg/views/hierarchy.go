@@ -24,7 +24,7 @@ import (
 var hierarchyErrors = metrics.NewGaugeVec(&metrics.GaugeOpts{
 	Namespace:      "implicit",
 	Name:           "hierarchy_errors",
-	Help:           "Namespaces whose parent chain has a problem, by reason (Cycle, MissingParent, InvalidParent).",
+	Help:           "Namespaces whose parent chain has a problem, by reason (Cycle, MissingParent, InvalidParent, DepthExceeded, ParentUIDMismatch).",
 	StabilityLevel: metrics.ALPHA,
 }, []string{"reason"})
 
@@ -32,10 +32,13 @@ func init() {
 	legacyregistry.MustRegister(hierarchyErrors)
 }
 
-// HierarchyReporter reports parent cycles and missing or invalid parents.
+// HierarchyReporter reports parent cycles, missing or invalid parents,
+// parents that are not the namespace the label meant (ParentUIDMismatch) and
+// namespaces with more ancestors than the policy's MaxDepth.
 //
 // Every namespace event enqueues one key; the single worker re-resolves every
-// namespace's lineage, so a burst of events costs one pass. It sets the
+// namespace's lineage, so a burst of events costs one pass, of
+// O(namespaces × MaxDepth). It sets the
 // implicit_hierarchy_errors gauge, logs each problem when it appears, and
 // records a Warning Event on the namespace that carries the offending label.
 // The reporter only reads: inheritance itself is computed on each read by
@@ -128,14 +131,18 @@ func (r *HierarchyReporter) report() error {
 		}
 		return Namespace(ns), true
 	}
-	// A problem is counted once, on the namespace that carries the label.
+	// A problem is counted once, on the namespace that carries the label
+	// (for DepthExceeded, on each namespace too deep).
 	current := map[string]merge.Problem{}
 	for _, ns := range all {
 		if p := merge.Resolve(r.policy, ns.Name, get).Problem; p != nil {
 			current[p.Namespace] = *p
 		}
 	}
-	counts := map[merge.ProblemReason]int{merge.ProblemCycle: 0, merge.ProblemMissingParent: 0, merge.ProblemInvalidParent: 0}
+	counts := make(map[merge.ProblemReason]int, len(merge.ProblemReasons))
+	for _, reason := range merge.ProblemReasons {
+		counts[reason] = 0
+	}
 	for name, p := range current {
 		counts[p.Reason]++
 		msg := p.String()

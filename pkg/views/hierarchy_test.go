@@ -148,14 +148,14 @@ func TestHierarchyReporter(t *testing.T) {
 	if got := next(t, len(want)); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("events:\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 	}
-	waitGauge(t, map[string]float64{"Cycle": 2, "MissingParent": 1, "InvalidParent": 3})
+	waitGauge(t, map[string]float64{"Cycle": 2, "MissingParent": 1, "InvalidParent": 3, "DepthExceeded": 0, "ParentUIDMismatch": 0})
 
 	t.Log("Fixing problems records nothing; known problems are not reported again")
 	if _, err := client.CoreV1().Namespaces().Create(ctx, namespace("nope"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	update(t, namespace("b"))
-	waitGauge(t, map[string]float64{"Cycle": 0, "MissingParent": 0, "InvalidParent": 3})
+	waitGauge(t, map[string]float64{"Cycle": 0, "MissingParent": 0, "InvalidParent": 3, "DepthExceeded": 0, "ParentUIDMismatch": 0})
 	if _, err := client.CoreV1().Namespaces().Create(ctx, namespace("f", parent("missing-f")), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestHierarchyReporter(t *testing.T) {
 	if got := next(t, 1); got[0] != want[0] {
 		t.Fatalf("event = %q, want %q (and no repeat of a known problem)", got[0], want[0])
 	}
-	waitGauge(t, map[string]float64{"Cycle": 0, "MissingParent": 1, "InvalidParent": 3})
+	waitGauge(t, map[string]float64{"Cycle": 0, "MissingParent": 1, "InvalidParent": 3, "DepthExceeded": 0, "ParentUIDMismatch": 0})
 
 	t.Log("A problem that comes back is reported again")
 	if err := client.CoreV1().Namespaces().Delete(ctx, "nope", metav1.DeleteOptions{}); err != nil {
@@ -174,7 +174,7 @@ func TestHierarchyReporter(t *testing.T) {
 	if got := next(t, 1); got[0] != want[0] {
 		t.Fatalf("event = %q, want %q", got[0], want[0])
 	}
-	waitGauge(t, map[string]float64{"Cycle": 0, "MissingParent": 2, "InvalidParent": 3})
+	waitGauge(t, map[string]float64{"Cycle": 0, "MissingParent": 2, "InvalidParent": 3, "DepthExceeded": 0, "ParentUIDMismatch": 0})
 
 	t.Log("Run returns once its context is cancelled")
 	cancel()
@@ -209,7 +209,7 @@ func TestHierarchyReporterWithoutRecorder(t *testing.T) {
 		reporter.Run(ctx, nil)
 	}()
 	// The gauge is process-wide: wait for exactly this cluster's counts.
-	want := map[string]float64{"Cycle": 0, "MissingParent": 1, "InvalidParent": 0}
+	want := map[string]float64{"Cycle": 0, "MissingParent": 1, "InvalidParent": 0, "DepthExceeded": 0, "ParentUIDMismatch": 0}
 	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
 		return fmt.Sprint(hierarchyGauge(t)) == fmt.Sprint(want), nil
 	})

@@ -226,7 +226,7 @@ func formatRV(rv uint64) string { return strconv.FormatUint(rv, 10) }
 
 // Namespace returns what merging needs of ns. It shares ns's maps: read only.
 func Namespace(ns *corev1.Namespace) *merge.Namespace {
-	return &merge.Namespace{Name: ns.Name, Labels: ns.Labels, Annotations: ns.Annotations}
+	return &merge.Namespace{Name: ns.Name, UID: ns.UID, Created: ns.CreationTimestamp.Time, Labels: ns.Labels, Annotations: ns.Annotations}
 }
 
 // uidSpace is the UUID namespace of view item uids.

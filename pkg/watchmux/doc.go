@@ -15,8 +15,10 @@
 // shared time budget, then closes those still full: a stuck client never
 // delays the others, and reconnects with its last resourceVersion.
 //
-// Memory holds the sources, the namespaces, the history and the watchers:
-// never a namespace × inherited item product. View objects are built on
+// Memory holds the sources, the namespaces, each namespace's resolved
+// lineage (at most --max-depth ancestors, dropped for a namespace's subtree
+// when it changes), the history and the watchers: never a namespace ×
+// inherited item product. View objects are built on
 // demand (see pkg/views).
 //
 // resourceVersions are decimal integers that carry a random instance id in

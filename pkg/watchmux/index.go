@@ -191,7 +191,7 @@ func (m *Mux) LineageGeneration(namespace string) (string, error) {
 	if !m.synced {
 		return "", errNotSynced
 	}
-	l := merge.Resolve(m.st.policy, namespace, m.st.namespace)
+	l := m.st.lineage(namespace)
 	var b strings.Builder
 	// The instance id keeps keys of different instances apart.
 	fmt.Fprintf(&b, "%d/%s=%d", m.v.instance, namespace, m.st.generations[namespace])

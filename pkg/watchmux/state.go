@@ -2,6 +2,7 @@ package watchmux
 
 import (
 	"sort"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/util/sets"
 
@@ -43,6 +44,15 @@ type state struct {
 	// never repeats an earlier generation, and a deleted namespace's entry
 	// goes with it (namespaces come and go; the map must not only grow).
 	generations map[string]uint64
+
+	// lineMu guards lineages, which readers fill under Mux.mu's read lock.
+	lineMu sync.Mutex
+	// lineages caches each existing namespace's resolved lineage. A
+	// namespace change drops the entries of the namespaces whose walk reads
+	// it (its subtree), under the write lock, so every entry is always
+	// current, and a deleted namespace's entry goes with it. Entries are
+	// shared: read only.
+	lineages map[string]merge.Lineage
 }
 
 func newState(policy merge.Policy, resources []string) *state {
@@ -58,6 +68,7 @@ func newState(policy merge.Policy, resources []string) *state {
 		pending:     sets.New[string](),
 		terminating: sets.New[string](),
 		generations: map[string]uint64{},
+		lineages:    map[string]merge.Lineage{},
 	}
 	for _, r := range resources {
 		s.sources[r] = map[string]map[string]merge.Item{}
@@ -70,8 +81,40 @@ func (s *state) namespace(name string) (*merge.Namespace, bool) {
 	return ns, ok
 }
 
+// lineage resolves namespace's lineage, once per change of what it reads.
+func (s *state) lineage(namespace string) merge.Lineage {
+	s.lineMu.Lock()
+	l, ok := s.lineages[namespace]
+	s.lineMu.Unlock()
+	if ok {
+		return l
+	}
+	// Mux.mu is held, read or write: no change can come between the walk
+	// and the store.
+	l = merge.Resolve(s.policy, namespace, s.namespace)
+	if l.Namespace == nil {
+		// Not cached: any name can be asked for (an authorization request
+		// names any namespace), and the cache holds existing ones only.
+		return l
+	}
+	s.lineMu.Lock()
+	s.lineages[namespace] = l
+	s.lineMu.Unlock()
+	return l
+}
+
 // setNamespace records ns, or removes name when ns is nil.
 func (s *state) setNamespaceLocked(name string, ns *merge.Namespace) {
+	// The walks that read name are those of its subtree: drop their
+	// lineages (they may hold the old object, or its absence). Nothing is
+	// cached before the first read, so loading the namespaces costs nothing.
+	s.lineMu.Lock()
+	if len(s.lineages) > 0 {
+		for _, n := range s.subtree(name) {
+			delete(s.lineages, n)
+		}
+	}
+	s.lineMu.Unlock()
 	if old, ok := s.namespaces[name]; ok {
 		if p := old.Labels[merge.LabelParent]; p != "" {
 			s.children[p].Delete(name)
@@ -117,26 +160,38 @@ func (s *state) setItemLocked(resource, namespace, name string, it *merge.Item) 
 	byNS[namespace][name] = *it
 }
 
-// subtree returns name and every namespace that names it as an ancestor,
-// following parent labels down; a cycle is walked once.
+// subtree returns name and every namespace that names it as an ancestor
+// near enough to inherit from it, following parent labels down; a cycle is
+// walked once. Near enough is policy.MaxDepth levels (all without a
+// limit): a namespace farther below never reads name, nor anything about
+// it (Resolve stops MaxDepth ancestors up), so its views don't depend on
+// name. The cost is linear in the size of what is returned.
 func (s *state) subtree(name string) []string {
 	out := []string{name}
 	seen := sets.New(name)
-	for i := 0; i < len(out); i++ {
-		for child := range s.children[out[i]] {
-			if !seen.Has(child) {
-				seen.Insert(child)
-				out = append(out, child)
+	// level is the first index of out at the current depth below name.
+	for depth, level := 0, 0; level < len(out); depth++ {
+		if s.policy.MaxDepth > 0 && depth == s.policy.MaxDepth {
+			break
+		}
+		end := len(out)
+		for i := level; i < end; i++ {
+			for child := range s.children[out[i]] {
+				if !seen.Has(child) {
+					seen.Insert(child)
+					out = append(out, child)
+				}
 			}
 		}
+		level = end
 	}
 	return out
 }
 
 // affected returns the namespaces whose views a change of a source object
 // in namespace may change: every namespace for the global namespace (its own
-// view, and every tenant's), the subtree of a tenant, the namespace alone
-// otherwise.
+// view, and every tenant's), the subtree of a tenant (to policy.MaxDepth
+// levels), the namespace alone otherwise.
 func (s *state) affected(resource, namespace string) []string {
 	if namespace == s.globalFor(resource) {
 		out := make([]string, 0, len(s.namespaces))
@@ -170,9 +225,13 @@ type override struct {
 // resultsWith is results as if the override were applied (name must be set
 // when o is).
 func (s *state) resultsWith(resource, namespace, name string, o *override) []merge.Result {
-	lineage := merge.Resolve(s.policy, namespace, s.namespace)
+	lineage := s.lineage(namespace)
+	byNS := s.sources[resource]
+	if name != "" {
+		lineage = relevantAncestors(lineage, byNS, name, o)
+	}
 	levels := merge.Levels(lineage, s.globalFor(resource), func(ns string) []merge.Item {
-		items := s.sources[resource][ns]
+		items := byNS[ns]
 		if name != "" {
 			if o != nil && o.namespace == ns {
 				if o.item == nil {
@@ -195,6 +254,25 @@ func (s *state) resultsWith(resource, namespace, name string, o *override) []mer
 		return out
 	})
 	return merge.MergeWith(resource, levels, s.options[resource])
+}
+
+// relevantAncestors returns l with only the ancestors that may change item
+// name of its view: those with a source of that name (or the override's
+// namespace) and those with exclusions. Merging skips the others anyway
+// (they add no level content), but a deep lineage would fill the levels
+// with them, for every namespace a change reaches. l's own slices are
+// shared (cached): the result has a new one, or none.
+func relevantAncestors(l merge.Lineage, byNS map[string]map[string]merge.Item, name string, o *override) merge.Lineage {
+	var kept []*merge.Namespace
+	for _, a := range l.Ancestors {
+		_, has := byNS[a.Name][name]
+		_, excludes := a.Annotations[merge.AnnotationExclude]
+		if has || excludes || (o != nil && o.namespace == a.Name) {
+			kept = append(kept, a)
+		}
+	}
+	l.Ancestors = kept
+	return l
 }
 
 // globalFor returns the global namespace of resource.
