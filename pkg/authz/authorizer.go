@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	lru "github.com/hashicorp/golang-lru/v2"
 	rbacv1 "k8s.io/api/rbac/v1"
 	rbaclisters "k8s.io/client-go/listers/rbac/v1"
 	"k8s.io/client-go/tools/cache"
@@ -25,9 +24,6 @@ const (
 	resourceRoles        = "roles"
 )
 
-// DefaultCacheSize is the number of decisions kept.
-const DefaultCacheSize = 10_000
-
 // Decision is the answer to one request.
 type Decision struct {
 	Allowed bool
@@ -42,17 +38,17 @@ type Authorizer struct {
 	// clusterRoleGen counts ClusterRole changes: cached decisions that read
 	// a ClusterRole carry it.
 	clusterRoleGen atomic.Uint64
-	cache          *lru.Cache[string, Decision]
+	cache          *decisionCache
 }
 
 // New returns an authorizer reading views and the ClusterRoles of
 // clusterRoles, keeping the latest cacheSize decisions (DefaultCacheSize if
-// <= 0).
+// <= 0) within DefaultCacheBytes.
 func New(views Views, clusterRoles cache.SharedIndexInformer, cacheSize int) (*Authorizer, error) {
 	if cacheSize <= 0 {
 		cacheSize = DefaultCacheSize
 	}
-	c, err := lru.New[string, Decision](cacheSize)
+	c, err := newDecisionCache(cacheSize, DefaultCacheBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -87,16 +83,22 @@ func (a *Authorizer) Authorize(attrs Attributes) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	key := fmt.Sprintf("%s\x00%s\x00%d", attrs.key(), gen, a.clusterRoleGen.Load())
-	if d, ok := a.cache.Get(key); ok {
-		decisionsCached.Inc()
-		return d, nil
+	// A request too long to cache is not even turned into a key.
+	var key string
+	if attrs.keyLen() <= MaxCachedKeyBytes {
+		key = fmt.Sprintf("%s\x00%s\x00%d", attrs.key(), gen, a.clusterRoleGen.Load())
+		if d, ok := a.cache.get(key); ok {
+			decisionsCached.Inc()
+			return d, nil
+		}
 	}
 	var d Decision
 	if _, err := a.views.Read(func(r watchmux.Reader) { d = a.decide(r, attrs) }); err != nil {
 		return Decision{}, err
 	}
-	a.cache.Add(key, d)
+	if key != "" {
+		a.cache.add(key, d)
+	}
 	return d, nil
 }
 

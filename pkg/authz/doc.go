@@ -12,7 +12,14 @@
 // the product must not import k8s.io/kubernetes: see rules.go.
 //
 // Decisions are made in memory from the watch multiplexer's mirror and a
-// ClusterRole cache, and kept in a bounded LRU cache keyed by the request and
-// the generation of every view they read, so a change that could alter an
-// answer makes the cached one unreachable at once.
+// ClusterRole cache, and kept in an LRU cache keyed by the request and the
+// generation of every view they read, so a change that could alter an
+// answer makes the cached one unreachable at once. The cache is bounded in
+// entries and in estimated bytes, and never keeps a request whose key is
+// longer than MaxCachedKeyBytes: whoever may ask can't fill memory with
+// long, unique requests (cache.go).
+//
+// Callers (callers.go) keeps the webhook endpoints, this one and the
+// admission guards', to kube-apiserver: a client certificate signed by the
+// webhook client CA, checked by an HTTP middleware the server wraps them in.
 package authz

@@ -119,16 +119,9 @@ func subjectMatches(a Attributes, subject rbacv1.Subject, namespace string) bool
 // the authenticator says, so no separator can be assumed absent from them
 // (with groups joined by one, ["a\x01b"] and ["a", "b"] shared a key).
 func (a Attributes) key() string {
-	fields := [...]string{a.User, a.Namespace, a.Verb, a.APIGroup, a.Resource, a.Subresource, a.Name}
-	n := 4 * (len(fields) + len(a.Groups))
-	for _, s := range fields {
-		n += len(s)
-	}
-	for _, g := range a.Groups {
-		n += len(g)
-	}
+	fields := a.fields()
 	var b strings.Builder
-	b.Grow(n)
+	b.Grow(a.keyLen())
 	for _, s := range fields {
 		b.WriteString(strconv.Itoa(len(s)))
 		b.WriteByte(':')
@@ -140,4 +133,22 @@ func (a Attributes) key() string {
 		b.WriteString(g)
 	}
 	return b.String()
+}
+
+func (a Attributes) fields() [7]string {
+	return [...]string{a.User, a.Namespace, a.Verb, a.APIGroup, a.Resource, a.Subresource, a.Name}
+}
+
+// keyLen is about the length of key(), without building it: the fields, the
+// groups and room for their length prefixes.
+func (a Attributes) keyLen() int {
+	fields := a.fields()
+	n := 4 * (len(fields) + len(a.Groups))
+	for _, s := range fields {
+		n += len(s)
+	}
+	for _, g := range a.Groups {
+		n += len(g)
+	}
+	return n
 }

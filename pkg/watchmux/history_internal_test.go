@@ -1,9 +1,12 @@
 package watchmux
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
@@ -40,7 +43,7 @@ func TestHistory(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			h := newHistory(tt.size, floor)
+			h := newHistory(tt.size, 0, floor)
 			for i := 1; i <= tt.added; i++ {
 				ns := "b"
 				if i%2 == 1 {
@@ -60,6 +63,112 @@ func TestHistory(t *testing.T) {
 				t.Errorf("since(%d) = %v, %v; want %v, %v", tt.since, got, ok, tt.want, tt.ok)
 			}
 		})
+	}
+}
+
+// bigObject is an unstructured object of about n bytes of content.
+func bigObject(name string, n int) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "policy.example.com/v1", "kind": "Guardrail",
+		"metadata": map[string]any{"name": name, "namespace": global},
+		"spec":     map[string]any{"blob": strings.Repeat("x", n)},
+	}}
+}
+
+// TestHistoryBytes: the history is bounded by the estimated bytes of what
+// its events pin, each shared object charged once; events are dropped
+// oldest first and the floor follows, so a resume from a dropped version
+// answers Gone. With the count bound alone, 100,000 events of large
+// Overlay objects (one merged object per namespace) pinned gigabytes.
+func TestHistoryBytes(t *testing.T) {
+	t.Parallel()
+	const floor, mib = 100, 1 << 20
+	shared := bigObject("shared", mib)
+	tests := []struct {
+		name string
+		// objects returns the event's source object and merged object (nil
+		// for none), i counting from 1.
+		objects  func(i int) (source, merged any)
+		events   int
+		maxBytes int64
+		// wantHeld events are kept (the newest ones).
+		wantHeld int
+	}{
+		{
+			name:    "a merged object of 1 MiB per event",
+			objects: func(i int) (any, any) { return shared, bigObject(fmt.Sprint(i), mib) },
+			events:  100, maxBytes: 10*mib + 10*64<<10, wantHeld: 9,
+		},
+		{
+			// Charged per event, 100 events would be 100 MiB.
+			name:    "one shared source object of 1 MiB, charged once",
+			objects: func(int) (any, any) { return shared, nil },
+			events:  1000, maxBytes: 2 * mib, wantHeld: 100,
+		},
+		{
+			name:    "small objects, the count binds",
+			objects: func(i int) (any, any) { return bigObject(fmt.Sprint(i), 10), nil },
+			events:  300, maxBytes: DefaultHistoryBytes, wantHeld: 100,
+		},
+		{
+			name:    "one event over the bound",
+			objects: func(i int) (any, any) { return bigObject(fmt.Sprint(i), 2*mib), nil },
+			events:  3, maxBytes: mib, wantHeld: 0,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHistory(100, tt.maxBytes, floor)
+			for i := 1; i <= tt.events; i++ {
+				source, merged := tt.objects(i)
+				h.addLocked(&Event{RV: uint64(floor + i), Type: watch.Modified, Resource: "guardrails", Namespace: fmt.Sprint("team-", i), Name: "g",
+					Result: merge.Result{Item: merge.Item{Namespace: global, Name: "g", Object: source}, Scope: merge.ScopeGlobal, Object: merged}})
+				if h.bytesLocked() > tt.maxBytes {
+					t.Fatalf("after event %d: %d bytes held, over the bound of %d", i, h.bytesLocked(), tt.maxBytes)
+				}
+			}
+			if h.lenLocked() != tt.wantHeld {
+				t.Errorf("holds %d events, want %d", h.lenLocked(), tt.wantHeld)
+			}
+			last := uint64(floor + tt.events)
+			oldestKept := last - uint64(tt.wantHeld) // resuming from here gets every kept event
+			if events, ok := h.sinceLocked(oldestKept, func(*Event) bool { return true }); !ok || len(events) != tt.wantHeld {
+				t.Errorf("since(%d) = %d events, %v; want %d, true", oldestKept, len(events), ok, tt.wantHeld)
+			}
+			if tt.wantHeld < tt.events {
+				if _, ok := h.sinceLocked(oldestKept-1, func(*Event) bool { return true }); ok {
+					t.Errorf("since(%d) succeeded, but event %d was dropped", oldestKept-1, oldestKept)
+				}
+			}
+		})
+	}
+}
+
+// TestHistoryBytesAccounting: dropping every event releases every byte and
+// every object reference it charged.
+func TestHistoryBytesAccounting(t *testing.T) {
+	t.Parallel()
+	shared := bigObject("shared", 1000)
+	h := newHistory(4, 0, 0)
+	for i := 1; i <= 4; i++ {
+		old := merge.Result{Item: merge.Item{Name: "a", Object: shared}, Conflicts: []string{"blocked"}}
+		h.addLocked(&Event{RV: uint64(i), Type: watch.Modified, Name: "a", Old: &old,
+			Result: merge.Result{Item: merge.Item{Name: "a", Object: shared}, Object: bigObject("merged", 500),
+				Overlays: []merge.Item{{Name: "a", Object: bigObject("overlay", 100)}, {Name: "b", Object: new(int)}}}})
+	}
+	if len(h.objects) != 1+4*3 {
+		t.Errorf("%d objects referenced, want %d", len(h.objects), 1+4*3)
+	}
+	// Four events of small objects push out the four above.
+	for i := 5; i <= 8; i++ {
+		h.addLocked(&Event{RV: uint64(i), Type: watch.Added, Name: "b"})
+	}
+	if want := 4 * (eventOverhead + int64(len("b"))); h.bytesLocked() != want {
+		t.Errorf("%d bytes held, want %d", h.bytesLocked(), want)
+	}
+	if len(h.objects) != 0 {
+		t.Errorf("%d objects still referenced, want none", len(h.objects))
 	}
 }
 

@@ -28,7 +28,9 @@ type AuthorizationWebhook struct {
 // PrepareAuthorizationWebhook writes, under workDir, a self-signed serving
 // certificate into the certificate directory StartAggregated will give the
 // server called name (it serves with it), a kubeconfig for calling its
-// webhook at path on a free port, and an AuthorizationConfiguration with
+// webhook at path on a free port with the webhook client certificate (the
+// one Start gives kube-apiserver for admission webhooks too), and an
+// AuthorizationConfiguration with
 // Node and RBAC first, then the webhook with failure policy NoOpinion and
 // matchCondition. Pass the same workDir to Start.
 func PrepareAuthorizationWebhook(workDir, name, path, matchCondition string) (*AuthorizationWebhook, error) {
@@ -50,8 +52,13 @@ func PrepareAuthorizationWebhook(workDir, name, path, matchCondition string) (*A
 	if err := os.WriteFile(filepath.Join(certDir, "apiserver.key"), key, 0o600); err != nil {
 		return nil, err
 	}
-	// kube-apiserver calls the webhook with no credentials of its own; the
-	// CA data is the server's self-signed chain.
+	// kube-apiserver calls the webhook with the webhook client certificate
+	// (WebhookServerArgs makes the server require it); the CA data is the
+	// server's self-signed chain.
+	client, err := ensureWebhookClient(workDir)
+	if err != nil {
+		return nil, err
+	}
 	kubeconfig := fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
@@ -61,12 +68,14 @@ clusters:
     certificate-authority-data: %[4]s
 users:
 - name: kube-apiserver
-  user: {}
+  user:
+    client-certificate-data: %[5]s
+    client-key-data: %[6]s
 contexts:
 - name: %[1]s
   context: {cluster: %[1]s, user: kube-apiserver}
 current-context: %[1]s
-`, name, port, path, b64(crt))
+`, name, port, path, b64(crt), b64(client.client.certPEM), b64(client.client.keyPEM))
 	kubeconfigPath := filepath.Join(workDir, name+"-authz-webhook.kubeconfig")
 	if err := os.WriteFile(kubeconfigPath, []byte(kubeconfig), 0o600); err != nil {
 		return nil, err

@@ -86,6 +86,8 @@ func (cp *ControlPlane) kubeAPIServerArgs(port int) []string {
 		// serviceaccount controller) and no pod ever runs (no kubelet), so
 		// the ServiceAccount plugin would only reject pods.
 		"--disable-admission-plugins=ServiceAccount",
+		// Admission webhooks are called with the webhook client certificate.
+		"--admission-control-config-file=" + cp.admissionCfg,
 		// kube-apiserver refuses to start when it would publish the loopback
 		// advertise address as the "kubernetes" Service's endpoints ("may not
 		// be in the loopback range"); nothing in-cluster needs them here.

@@ -47,6 +47,11 @@
 // lines of the process's log; LogTail gives tests the same on their own
 // failures.
 //
+// kube-apiserver calls webhooks with a webhook client certificate of its own
+// CA (webhookclient.go): in the authorization webhook's kubeconfig
+// (PrepareAuthorizationWebhook) and in an --admission-control-config-file.
+// WebhookServerArgs are the flags that make an implicit-apiserver require it.
+//
 // The package builds on the standard library (os/exec, crypto/x509), client-go
 // and the kube-aggregator clientset. It reuses none of k8s.io/kubernetes's
 // test frameworks: the product's module must not require k8s.io/kubernetes,

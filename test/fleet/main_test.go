@@ -77,7 +77,8 @@ func run(m *testing.M) int {
 		}
 		srv, err := cp.StartAggregated(ctx, controlplane.AggregatedServerOptions{
 			Binary: binary, Name: "implicit-apiserver",
-			Args: []string{"-v=2", "--global-kubeconfig=" + hubKubeconfig, "--global-cluster-name=hub", "--webhook-configuration=", "--config=" + config},
+			Args: append([]string{"-v=2", "--global-kubeconfig=" + hubKubeconfig, "--global-cluster-name=hub", "--webhook-configuration=", "--config=" + config},
+				cp.WebhookServerArgs()...),
 		})
 		if err != nil {
 			return cp, nil, fmt.Errorf("starting %s's implicit-apiserver: %w", name, err)

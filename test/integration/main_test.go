@@ -79,7 +79,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	implicit, err = cp.StartAggregated(ctx, controlplane.AggregatedServerOptions{Binary: binary, Name: "implicit-apiserver", Port: webhook.Port, Args: []string{"-v=2", "--webhook-configuration=" + controlplane.GuardsConfiguration, "--config=" + config}})
+	implicit, err = cp.StartAggregated(ctx, controlplane.AggregatedServerOptions{Binary: binary, Name: "implicit-apiserver", Port: webhook.Port, Args: append([]string{"-v=2", "--webhook-configuration=" + controlplane.GuardsConfiguration, "--config=" + config}, cp.WebhookServerArgs()...)})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting implicit-apiserver: %v\n%s\n", err, cp.LogTails(40))
 		return 1
