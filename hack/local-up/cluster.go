@@ -95,7 +95,10 @@ func startCluster(ctx context.Context, o options, spec clusterSpec) (_ *cluster,
 	if o.implicitBinary == "" {
 		c.say("WARNING: no --implicit-binary: implicit.dev is not served, only the control plane runs")
 	} else if spec.implicit {
-		args := append([]string{"--webhook-configuration=" + controlplane.GuardsConfiguration}, spec.implicitArgs...)
+		// The webhooks answer this control plane's kube-apiserver only: it
+		// presents the webhook client certificate (controlplane.Start).
+		args := append([]string{"--webhook-configuration=" + controlplane.GuardsConfiguration}, c.cp.WebhookServerArgs()...)
+		args = append(args, spec.implicitArgs...)
 		if o.config != "" {
 			args = append(args, "--config="+o.config)
 		}
@@ -106,6 +109,14 @@ func startCluster(ctx context.Context, o options, spec clusterSpec) (_ *cluster,
 		}
 		if err := c.cp.RegisterAPIService(ctx, c.implicit.Port()); err != nil {
 			return nil, fmt.Errorf("registering implicit-apiserver with the aggregation layer (log %s): %w", c.implicit.LogPath(), err)
+		}
+	}
+	// The parent-uid webhook comes before the examples, so that their
+	// parent labels record their parents' uids; it refuses nothing.
+	if c.implicit != nil {
+		c.say("registering the parent-uid webhook (MutatingWebhookConfiguration %s)", controlplane.GuardsConfiguration)
+		if err := c.cp.RegisterParentUID(ctx, c.implicit); err != nil {
+			return nil, fmt.Errorf("registering the parent-uid webhook: %w", err)
 		}
 	}
 	if err := c.applyExamples(ctx, spec.examples); err != nil {

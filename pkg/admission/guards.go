@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
+	"slices"
 	"sync"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -14,8 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/clock"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
 // Index is what the guards read of the sources: *watchmux.Mux.
@@ -35,8 +37,14 @@ type Index interface {
 	// and is a tenant.
 	Exists(namespace string) bool
 	IsTenant(namespace string) bool
-	// ParentCycle is the cycle a new parent would close, or nil.
-	ParentCycle(namespace, parent string) []string
+	// ParentCycleAssuming is the cycle a new parent would close, or nil,
+	// with the changes the guards admitted assumed.
+	ParentCycleAssuming(namespace, parent string, assumed watchmux.Assumed) []string
+	// LockedLoss lists the locked items that would leave the views of
+	// namespace and its subtree if its labels and annotations became next.
+	LockedLoss(namespace string, next watchmux.NamespaceMeta, assumed watchmux.Assumed) ([]watchmux.LockedItem, error)
+	// SourceLocked reports whether the source namespace/name is locked.
+	SourceLocked(resource, namespace, name string) (bool, error)
 	// Terminating reports whether namespace is being deleted.
 	Terminating(namespace string) bool
 }
@@ -60,6 +68,15 @@ type Guards struct {
 	// globals are the namespaces of global sources: the policy's, and those
 	// of kinds configured with their own.
 	globals map[string]bool
+
+	// namespaces looks parents up for their uid (parent.go); trusted are
+	// the users whose parent-uid annotations are taken as they are.
+	namespaces NamespaceGetter
+	trusted    map[string]bool
+
+	// hierarchy serializes the parent guard's decisions and holds the
+	// changes it admitted that the index may not show yet (hierarchy.go).
+	hierarchy assumptions
 }
 
 // AddGlobalNamespace records the global namespace of a kind configured with
@@ -85,7 +102,12 @@ func (g *Guards) Serve(gr schema.GroupResource) {
 
 // NewGuards returns the guards of the served source group/resources.
 func NewGuards(index Index, authz Authorizer, served []schema.GroupResource, globalNamespace string) *Guards {
-	g := &Guards{index: index, authz: authz, served: map[schema.GroupResource]string{}, globals: map[string]bool{globalNamespace: true}}
+	g := &Guards{
+		index: index, authz: authz,
+		served: map[schema.GroupResource]string{}, globals: map[string]bool{globalNamespace: true},
+		trusted:   map[string]bool{},
+		hierarchy: assumptions{clock: clock.RealClock{}, ttl: assumeFor, byName: map[string]assumption{}},
+	}
 	for _, gr := range served {
 		g.served[gr] = gr.Resource
 	}
@@ -98,6 +120,8 @@ type decision struct {
 	code     int32
 	message  string
 	warnings []string
+	// patch is a JSON patch of the object, from a mutating guard.
+	patch []byte
 	// unavailable: the guard can't decide yet (answer 503: the webhook's
 	// failure policy applies).
 	unavailable error
@@ -117,18 +141,33 @@ type source struct {
 	resource  string // the view's resource
 	namespace string
 	name      string
-	old, obj  *unstructured.Unstructured // nil when absent
+	// subresource is the request's: for status the objects are the
+	// source's, for scale they are autoscaling Scales.
+	subresource string
+	old, obj    *unstructured.Unstructured // nil when absent
 }
 
-func (g *Guards) source(req *admissionv1.AdmissionRequest) (source, bool, error) {
+// Subresources through which a guarded source changes: status (which the
+// view shows) and scale (which writes spec.replicas).
+const (
+	subresourceStatus = "status"
+	subresourceScale  = "scale"
+)
+
+// GuardedSubresources are the subresources the lock guard sees UPDATEs of.
+var GuardedSubresources = []string{subresourceStatus, subresourceScale}
+
+// source decodes req's source object; false when req is not of a served
+// resource or is of a subresource other than those in subresources.
+func (g *Guards) source(req *admissionv1.AdmissionRequest, subresources ...string) (source, bool, error) {
 	gr := schema.GroupResource{Group: req.Resource.Group, Resource: req.Resource.Resource}
 	g.mu.RLock()
 	resource, ok := g.served[gr]
 	g.mu.RUnlock()
-	if !ok || req.SubResource != "" {
+	if !ok || (req.SubResource != "" && !slices.Contains(subresources, req.SubResource)) {
 		return source{}, false, nil
 	}
-	s := source{gr: gr, resource: resource, namespace: req.Namespace, name: req.Name}
+	s := source{gr: gr, resource: resource, namespace: req.Namespace, name: req.Name, subresource: req.SubResource}
 	var err error
 	if s.old, err = decode(req.OldObject); err != nil {
 		return s, true, fmt.Errorf("decoding the old object: %w", err)
@@ -166,17 +205,40 @@ func (s source) String() string {
 	return fmt.Sprintf("%s %q in namespace %q", s.gr, s.name, s.namespace)
 }
 
+// locked reports whether the request's source was or will be locked. A
+// subresource request is judged by the source as the index has it too: a
+// Scale carries none of the source's annotations, and a status update may
+// drop them from what it sends.
+func (g *Guards) locked(s source) (wasLocked, isLocked bool, err error) {
+	if s.subresource == subresourceScale {
+		wasLocked, err = g.index.SourceLocked(s.resource, s.namespace, s.name)
+		return wasLocked, wasLocked, err
+	}
+	wasLocked, isLocked = locked(s.old), locked(s.obj)
+	if s.subresource != "" && !wasLocked {
+		wasLocked, err = g.index.SourceLocked(s.resource, s.namespace, s.name)
+	}
+	return wasLocked, isLocked, err
+}
+
 // Locks: creating, changing or deleting a locked source, locking or
 // unlocking one, needs the unlock verb on it.
+//
+// An UPDATE through the status or scale subresource changes the source as
+// an update of the object does (the view shows its status; scale writes
+// spec.replicas), so it needs unlock alike.
 func (g *Guards) Locks(ctx context.Context, req *admissionv1.AdmissionRequest) decision {
-	s, ok, err := g.source(req)
-	if !ok {
+	s, ok, err := g.source(req, GuardedSubresources...)
+	if !ok || (s.subresource != "" && req.Operation != admissionv1.Update) {
 		return allow()
 	}
 	if err != nil {
 		return deny("%v", err)
 	}
-	wasLocked, isLocked := locked(s.old), locked(s.obj)
+	wasLocked, isLocked, err := g.locked(s)
+	if err != nil {
+		return unavailable(fmt.Errorf("reading whether %s is locked: %w", s, err))
+	}
 	if !wasLocked && !isLocked {
 		return allow()
 	}
@@ -197,6 +259,8 @@ func (g *Guards) Locks(ctx context.Context, req *admissionv1.AdmissionRequest) d
 	}
 	what := "changing it or removing the lock"
 	switch {
+	case s.subresource != "":
+		what = fmt.Sprintf("updating its %s subresource", s.subresource)
 	case req.Operation == admissionv1.Create:
 		what = "creating it locked"
 	case req.Operation == admissionv1.Delete:
@@ -272,53 +336,4 @@ func (g *Guards) Fanout(_ context.Context, req *admissionv1.AdmissionRequest) de
 // Warning is the fan-out warning kubectl prints.
 func Warning(namespaces int) string {
 	return fmt.Sprintf("implicit.dev: this change reaches %d namespaces", namespaces)
-}
-
-// Parents: setting or changing implicit.dev/parent on a namespace to P needs
-// update on P, P must be a tenant, and no cycle may result.
-func (g *Guards) Parents(ctx context.Context, req *admissionv1.AdmissionRequest) decision {
-	// Labels reach a namespace through its status and finalize
-	// subresources too: all three are guarded alike.
-	if req.Resource.Group != "" || req.Resource.Resource != "namespaces" ||
-		(req.SubResource != "" && req.SubResource != "status" && req.SubResource != "finalize") {
-		return allow()
-	}
-	old, err := decode(req.OldObject)
-	if err != nil {
-		return deny("decoding the old namespace: %v", err)
-	}
-	obj, err := decode(req.Object)
-	if err != nil || obj == nil {
-		return allow()
-	}
-	name := obj.GetName()
-	parent := obj.GetLabels()[merge.LabelParent]
-	if parent == "" || (old != nil && old.GetLabels()[merge.LabelParent] == parent) {
-		return allow()
-	}
-	if parent == name {
-		return deny("namespace %q can't be its own parent (%s)", name, merge.LabelParent)
-	}
-	// As kube-apiserver authorizes PUT /api/v1/namespaces/<parent>: with the
-	// namespace set, so bindings inside the parent count too.
-	allowed, reason, err := g.authz.Allowed(ctx, req.UserInfo, authorizationv1.ResourceAttributes{
-		Verb: "update", Resource: "namespaces", Namespace: parent, Name: parent,
-	})
-	if err != nil {
-		return unavailable(fmt.Errorf("checking update on namespace %s: %w", parent, err))
-	}
-	if !allowed {
-		msg := fmt.Sprintf("setting %s: %s on namespace %q needs permission to update namespace %q: a namespace inherits its parent's objects, so only who controls the parent may adopt it", merge.LabelParent, parent, name, parent)
-		if reason != "" {
-			msg += " (" + reason + ")"
-		}
-		return deny("%s", msg)
-	}
-	if g.isGlobal(parent) || g.index.Exists(parent) && !g.index.IsTenant(parent) {
-		return deny("namespace %q can't be a parent: it is the global namespace, excluded, or labeled %s: \"false\"", parent, merge.LabelInherit)
-	}
-	if cycle := g.index.ParentCycle(name, parent); cycle != nil {
-		return deny("setting %s: %s on namespace %q would close the cycle %s", merge.LabelParent, parent, name, strings.Join(cycle, " -> "))
-	}
-	return allow()
 }

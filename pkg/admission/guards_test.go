@@ -36,6 +36,15 @@ type guardCase struct {
 	wantSAR []authorizationv1.ResourceAttributes
 	// check inspects the index's questions.
 	check func(t *testing.T, idx *fakeIndex)
+
+	// namespaces are the host cluster's (default hostNamespaces); noHost
+	// leaves the guards without a client to read them.
+	namespaces []string
+	noHost     bool
+	// trusted users may write parent-uid as they like.
+	trusted []string
+	// wantPatch is the JSON patch of an allowed answer, "" for none.
+	wantPatch string
 }
 
 // runGuard posts tc's request to the guard at path.
@@ -47,6 +56,14 @@ func runGuard(t *testing.T, path string, tc guardCase) {
 	}
 	authz := &fakeAuthorizer{answers: tc.answers}
 	g := admission.NewGuards(idx, authz, served, global)
+	if !tc.noHost {
+		names := tc.namespaces
+		if names == nil {
+			names = hostNamespaces
+		}
+		g.SetNamespaces(namespaceClient(names...))
+	}
+	g.TrustParentUIDFrom(tc.trusted...)
 
 	resp, status := review(t, g, path, tc.req)
 	want := tc.wantStatus
@@ -87,6 +104,7 @@ func runGuard(t *testing.T, path string, tc guardCase) {
 		if !reflect.DeepEqual(resp.Warnings, tc.wantWarnings) {
 			t.Errorf("warnings = %q, want %q", resp.Warnings, tc.wantWarnings)
 		}
+		checkPatch(t, resp, tc.wantPatch)
 	}
 
 	asked := authz.asked()
@@ -261,13 +279,63 @@ func TestLocks(t *testing.T) {
 				roleBinding(global, "admins", isLocked), roleBinding(global, "admins", isLocked)),
 			wantAllowed: true,
 		},
+		// Subresources: status is shown in the view, scale writes
+		// spec.replicas; both change a locked source.
 		{
-			name: "a subresource is allowed",
-			req: func() *admissionv1.AdmissionRequest {
-				r := request(update, rolebindings, global, "admins", roleBinding(global, "admins", isLocked), roleBinding(global, "admins", isLocked))
-				r.SubResource = "status"
-				return r
-			}(),
+			name:        "a status update of a locked source is denied without unlock",
+			req:         sub(request(update, rolebindings, global, "admins", roleBinding(global, "admins", isLocked), roleBinding(global, "admins", isLocked)), "status"),
+			wantMessage: []string{"is locked", "updating its status subresource", `"unlock"`},
+			wantSAR:     []authorizationv1.ResourceAttributes{unlock(rolebindings, global, "admins")},
+		},
+		{
+			name:        "a status update of a locked source is allowed with unlock",
+			answers:     allowAll(unlock(rolebindings, global, "admins")),
+			req:         sub(request(update, rolebindings, global, "admins", roleBinding(global, "admins", isLocked), roleBinding(global, "admins", isLocked)), "status"),
+			wantAllowed: true,
+			wantSAR:     []authorizationv1.ResourceAttributes{unlock(rolebindings, global, "admins")},
+		},
+		{
+			name:        "a status update whose objects lack the lock is judged by the source",
+			index:       &fakeIndex{locked: map[string]bool{"rolebindings " + global + " admins": true}},
+			req:         sub(request(update, rolebindings, global, "admins", roleBinding(global, "admins"), roleBinding(global, "admins")), "status"),
+			wantMessage: []string{"updating its status subresource"},
+			wantSAR:     []authorizationv1.ResourceAttributes{unlock(rolebindings, global, "admins")},
+		},
+		{
+			name:        "a status update of an unlocked source is allowed",
+			req:         sub(request(update, rolebindings, global, "admins", roleBinding(global, "admins"), roleBinding(global, "admins")), "status"),
+			wantAllowed: true,
+		},
+		{
+			name:        "a scale update of a locked source is denied without unlock",
+			index:       &fakeIndex{locked: map[string]bool{"rolebindings " + global + " admins": true}},
+			req:         sub(request(update, rolebindings, global, "admins", scale(global, "admins", 1), scale(global, "admins", 5)), "scale"),
+			wantMessage: []string{"updating its scale subresource"},
+			wantSAR:     []authorizationv1.ResourceAttributes{unlock(rolebindings, global, "admins")},
+		},
+		{
+			name:        "a scale update of a locked source is allowed with unlock",
+			index:       &fakeIndex{locked: map[string]bool{"rolebindings " + global + " admins": true}},
+			answers:     allowAll(unlock(rolebindings, global, "admins")),
+			req:         sub(request(update, rolebindings, global, "admins", scale(global, "admins", 1), scale(global, "admins", 5)), "scale"),
+			wantAllowed: true,
+			wantSAR:     []authorizationv1.ResourceAttributes{unlock(rolebindings, global, "admins")},
+		},
+		{
+			name:        "a scale update of an unlocked source is allowed",
+			index:       &fakeIndex{locked: map[string]bool{}},
+			req:         sub(request(update, rolebindings, global, "admins", scale(global, "admins", 1), scale(global, "admins", 5)), "scale"),
+			wantAllowed: true,
+		},
+		{
+			name:       "a scale update answers 503 when the index can't tell the lock",
+			index:      &fakeIndex{lockedErr: errBoom},
+			req:        sub(request(update, rolebindings, global, "admins", scale(global, "admins", 1), scale(global, "admins", 5)), "scale"),
+			wantStatus: http.StatusServiceUnavailable,
+		},
+		{
+			name:        "another subresource is allowed",
+			req:         sub(request(update, rolebindings, global, "admins", roleBinding(global, "admins", isLocked), roleBinding(global, "admins", isLocked)), "approval"),
 			wantAllowed: true,
 		},
 	}
@@ -485,11 +553,14 @@ func TestParents(t *testing.T) {
 			wantSAR:     []authorizationv1.ResourceAttributes{updateNamespace("kube-system")},
 		},
 		{
-			name:        "a parent that does not exist yet is allowed with update on it",
+			// A parent is the namespace meant when the label is set: one
+			// that does not exist yet is no one's, and whoever created it
+			// later would adopt the child.
+			name:        "a parent that does not exist yet is denied with update on it",
 			index:       idx(),
 			answers:     allowAll(updateNamespace("future")),
 			req:         request(create, nsGR, "", "team-a", nil, ns("team-a", "future")),
-			wantAllowed: true,
+			wantMessage: []string{`namespace "future" does not exist`, merge.AnnotationParentUID},
 			wantSAR:     []authorizationv1.ResourceAttributes{updateNamespace("future")},
 		},
 		{
@@ -511,7 +582,7 @@ func TestParents(t *testing.T) {
 			name:        "a tenant parent the requester may update is allowed",
 			index:       idx(),
 			answers:     allowAll(updateNamespace("org")),
-			req:         request(update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "org")),
+			req:         request(update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "org", recorded)),
 			wantAllowed: true,
 			wantSAR:     []authorizationv1.ResourceAttributes{updateNamespace("org")},
 		},
@@ -519,7 +590,7 @@ func TestParents(t *testing.T) {
 			name:        "an old namespace without labels is a new parent",
 			index:       idx(),
 			answers:     allowAll(updateNamespace("org")),
-			req:         request(update, nsGR, "", "team-a", &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "team-a"}}}, ns("team-a", "org")),
+			req:         request(update, nsGR, "", "team-a", &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "team-a"}}}, ns("team-a", "org", recorded)),
 			wantAllowed: true,
 			wantSAR:     []authorizationv1.ResourceAttributes{updateNamespace("org")},
 		},

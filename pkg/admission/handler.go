@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 )
 
 // Paths of the guards on implicit-apiserver's secure port.
@@ -21,11 +22,13 @@ const (
 	PathShadows = "/admission/shadows"
 	PathParents = "/admission/parents"
 	PathFanout  = "/admission/fanout"
+	// PathParentUID is the mutating guard's.
+	PathParentUID = "/admission/parent-uid"
 )
 
 // Paths are every guard's path, for the authorization always-allow list:
 // kube-apiserver calls webhooks without credentials.
-var Paths = []string{PathLocks, PathShadows, PathParents, PathFanout}
+var Paths = []string{PathLocks, PathShadows, PathParents, PathFanout, PathParentUID}
 
 // maxReviewBytes bounds a request body, as kube-apiserver bounds objects.
 const maxReviewBytes = 6 << 20
@@ -33,10 +36,11 @@ const maxReviewBytes = 6 << 20
 // Handler returns the http.Handler of the guard at path.
 func (g *Guards) Handler(path string) http.Handler {
 	decide := map[string]func(context.Context, *admissionv1.AdmissionRequest) decision{
-		PathLocks:   g.Locks,
-		PathShadows: g.Shadows,
-		PathParents: g.Parents,
-		PathFanout:  g.Fanout,
+		PathLocks:     g.Locks,
+		PathShadows:   g.Shadows,
+		PathParents:   g.Parents,
+		PathFanout:    g.Fanout,
+		PathParentUID: g.ParentUID,
 	}[path]
 	if decide == nil {
 		return http.NotFoundHandler()
@@ -68,6 +72,9 @@ func (g *Guards) Handler(path string) http.Handler {
 			return
 		}
 		resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: d.allowed, Warnings: d.warnings}
+		if d.allowed && d.patch != nil {
+			resp.Patch, resp.PatchType = d.patch, ptr.To(admissionv1.PatchTypeJSONPatch)
+		}
 		if !d.allowed {
 			resp.Result = &metav1.Status{Status: metav1.StatusFailure, Code: d.code, Reason: metav1.StatusReasonForbidden, Message: d.message}
 			klog.V(2).InfoS("Admission denied", "path", path, "user", review.Request.UserInfo.Username, "resource", review.Request.Resource, "namespace", review.Request.Namespace, "name", review.Request.Name, "reason", d.message)

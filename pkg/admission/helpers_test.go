@@ -14,6 +14,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -21,9 +22,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
 // TestMain fails the package if any test leaves a goroutine behind:
@@ -49,12 +52,18 @@ type fakeIndex struct {
 	inherited    map[string]merge.Result
 	inheritedErr error
 	// descendants, existing (name -> tenant) and cycles ("namespace parent")
-	// answer HasDescendants, Exists, IsTenant and ParentCycle.
+	// answer HasDescendants, Exists, IsTenant and ParentCycleAssuming.
 	descendants map[string]bool
 	existing    map[string]bool
 	cycles      map[string][]string
-	reach       int
-	reachErr    error
+	// lost answers LockedLoss by namespace; lossErr fails it.
+	lost    map[string][]watchmux.LockedItem
+	lossErr error
+	// locked answers SourceLocked by "resource namespace name".
+	locked    map[string]bool
+	lockedErr error
+	reach     int
+	reachErr  error
 	// terminating answers Terminating.
 	terminating map[string]bool
 	// overlays answers Overlays by "resource name".
@@ -63,6 +72,14 @@ type fakeIndex struct {
 	mu             sync.Mutex
 	reachCalls     []reachCall
 	inheritedCalls []string
+	lossCalls      []lossCall
+}
+
+// lossCall is one LockedLoss question.
+type lossCall struct {
+	namespace string
+	next      watchmux.NamespaceMeta
+	assumed   watchmux.Assumed
 }
 
 var _ admission.Index = &fakeIndex{}
@@ -115,9 +132,28 @@ func (f *fakeIndex) Terminating(namespace string) bool { return f.terminating[na
 // IsTenant implements admission.Index.
 func (f *fakeIndex) IsTenant(namespace string) bool { return f.existing[namespace] }
 
-// ParentCycle implements admission.Index.
-func (f *fakeIndex) ParentCycle(namespace, parent string) []string {
+// ParentCycleAssuming implements admission.Index.
+func (f *fakeIndex) ParentCycleAssuming(namespace, parent string, _ watchmux.Assumed) []string {
 	return f.cycles[namespace+" "+parent]
+}
+
+// LockedLoss implements admission.Index.
+func (f *fakeIndex) LockedLoss(namespace string, next watchmux.NamespaceMeta, assumed watchmux.Assumed) ([]watchmux.LockedItem, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lossCalls = append(f.lossCalls, lossCall{namespace, next, assumed})
+	return f.lost[namespace], f.lossErr
+}
+
+func (f *fakeIndex) losses() []lossCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]lossCall(nil), f.lossCalls...)
+}
+
+// SourceLocked implements admission.Index.
+func (f *fakeIndex) SourceLocked(resource, namespace, name string) (bool, error) {
+	return f.locked[resource+" "+namespace+" "+name], f.lockedErr
 }
 
 // answer is the fake authorizer's answer to one question.
@@ -225,15 +261,54 @@ func networkPolicy(namespace, name string, opts ...objOpt) *networkingv1.Network
 }
 
 // ns returns a Namespace, with the parent label when parent is set.
-func ns(name, parent string) *corev1.Namespace {
+func ns(name, parent string, opts ...nsOpt) *corev1.Namespace {
 	n := &corev1.Namespace{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelMetadataName: name}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: nsUID(name), Labels: map[string]string{corev1.LabelMetadataName: name}},
 	}
 	if parent != "" {
 		n.Labels[merge.LabelParent] = parent
 	}
+	for _, o := range opts {
+		o(n)
+	}
 	return n
+}
+
+// nsOpt decorates a test namespace.
+type nsOpt func(*corev1.Namespace)
+
+// nsUID is the uid of the test namespace name.
+func nsUID(name string) types.UID { return types.UID("uid-ns-" + name) }
+
+// parentUID records uid as the namespace's parent-uid.
+func parentUID(uid types.UID) nsOpt {
+	return func(n *corev1.Namespace) {
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Annotations[merge.AnnotationParentUID] = string(uid)
+	}
+}
+
+// recorded records the uid of the namespace's parent label, as the
+// parent-uid webhook does.
+func recorded(n *corev1.Namespace) { parentUID(nsUID(n.Labels[merge.LabelParent]))(n) }
+
+// noInherit labels the namespace implicit.dev/inherit: "false".
+func noInherit(n *corev1.Namespace) { n.Labels[merge.LabelInherit] = "false" }
+
+// hostNamespaces are the namespaces of the host cluster the parent guards
+// read parents from, unless a test says otherwise.
+var hostNamespaces = []string{"org", "org2", "team-a", "kube-system", global}
+
+// namespaceClient serves names as namespaces, with nsUID uids.
+func namespaceClient(names ...string) admission.NamespaceGetter {
+	objs := make([]runtime.Object, 0, len(names))
+	for _, n := range names {
+		objs = append(objs, ns(n, ""))
+	}
+	return fake.NewClientset(objs...).CoreV1().Namespaces()
 }
 
 // request is an admission request for op on an object of gr; old and obj
@@ -250,6 +325,22 @@ func request(op admissionv1.Operation, gr schema.GroupResource, namespace, name 
 		UserInfo:        alice,
 		Object:          raw(obj),
 		OldObject:       raw(old),
+	}
+}
+
+// sub makes req a request of subresource.
+func sub(req *admissionv1.AdmissionRequest, subresource string) *admissionv1.AdmissionRequest {
+	req.SubResource = subresource
+	return req
+}
+
+// scale is the Scale kube-apiserver sends for a scale subresource request:
+// the source's name and namespace, none of its annotations.
+func scale(namespace, name string, replicas int32) *autoscalingv1.Scale {
+	return &autoscalingv1.Scale{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "autoscaling/v1", Kind: "Scale"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: types.UID("uid-" + name)},
+		Spec:       autoscalingv1.ScaleSpec{Replicas: replicas},
 	}
 }
 

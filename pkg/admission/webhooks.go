@@ -34,24 +34,47 @@ const (
 	WebhookShadows = "shadows.implicit.dev"
 	WebhookParents = "parents.implicit.dev"
 	WebhookFanout  = "fanout.implicit.dev"
+	// WebhookParentUID is the one webhook of the MutatingWebhookConfiguration.
+	WebhookParentUID = "parent-uid.implicit.dev"
 )
 
 // Match condition names: the fixed ones, and the one ConditionSync keeps
 // equal to the sources.
 const (
-	lockTouchedCondition   = "lock-touched"
-	parentChangedCondition = "parent-changed"
-	syncedCondition        = "implicit-sources"
+	lockTouchedCondition      = "lock-touched"
+	hierarchyChangedCondition = "hierarchy-changed"
+	parentTouchedCondition    = "parent-touched"
+	syncedCondition           = "implicit-sources"
 )
 
-// lockTouched is true when the old or the new object carries the lock.
-const lockTouched = `(oldObject != null && has(oldObject.metadata.annotations) && '` + merge.AnnotationLocked + `' in oldObject.metadata.annotations && oldObject.metadata.annotations['` + merge.AnnotationLocked + `'] == 'true') || ` +
+// lockTouched is true when the old or the new object carries the lock, and
+// for every scale subresource request: a Scale carries none of its source's
+// annotations, so the guard looks the lock up.
+const lockTouched = `(has(request.subResource) && request.subResource == '` + subresourceScale + `') || ` +
+	`(oldObject != null && has(oldObject.metadata.annotations) && '` + merge.AnnotationLocked + `' in oldObject.metadata.annotations && oldObject.metadata.annotations['` + merge.AnnotationLocked + `'] == 'true') || ` +
 	`(object != null && has(object.metadata.annotations) && '` + merge.AnnotationLocked + `' in object.metadata.annotations && object.metadata.annotations['` + merge.AnnotationLocked + `'] == 'true')`
 
-// parentChanged is true when a namespace gets a parent label or a new value.
-const parentChanged = `object != null && has(object.metadata.labels) && '` + merge.LabelParent + `' in object.metadata.labels && ` +
-	`(oldObject == null || !has(oldObject.metadata.labels) || !('` + merge.LabelParent + `' in oldObject.metadata.labels) || ` +
-	`oldObject.metadata.labels['` + merge.LabelParent + `'] != object.metadata.labels['` + merge.LabelParent + `'])`
+// hierarchyChanged is true when a namespace's parent label, inherit label
+// or parent-uid annotation is set, changed or removed.
+var hierarchyChanged = strings.Join([]string{
+	metadataChanged("labels", merge.LabelParent),
+	metadataChanged("labels", merge.LabelInherit),
+	metadataChanged("annotations", merge.AnnotationParentUID),
+}, " || ")
+
+// parentTouched is true when a namespace's parent label or parent-uid
+// annotation is set, changed or removed.
+var parentTouched = metadataChanged("labels", merge.LabelParent) + " || " + metadataChanged("annotations", merge.AnnotationParentUID)
+
+// metadataChanged is a CEL expression, true when key of the metadata map
+// field (labels, annotations) is added, removed or changed.
+func metadataChanged(field, key string) string {
+	in := func(o string) string {
+		return fmt.Sprintf("(%[1]s != null && has(%[1]s.metadata.%[2]s) && %[3]s in %[1]s.metadata.%[2]s)", o, field, quote(key))
+	}
+	return fmt.Sprintf("(%[1]s != %[2]s || (%[1]s && %[2]s && oldObject.metadata.%[3]s[%[4]s] != object.metadata.%[3]s[%[4]s]))",
+		in("oldObject"), in("object"), field, quote(key))
+}
 
 // Configuration returns the ValidatingWebhookConfiguration of the guards for
 // the served source resources. client gives each guard's client config
@@ -60,11 +83,12 @@ const parentChanged = `object != null && has(object.metadata.labels) && '` + mer
 //
 // Failure policies: locks, shadows and parents Fail (a guard that can't be
 // asked must not be bypassed; only requests that touch a lock, shadow a
-// locked name or set a parent are sent, so an outage blocks only those);
-// fanout Ignore (a warning is never worth failing a write for).
+// locked name, scale a guarded kind or change a namespace's parent,
+// parent-uid or tenancy are sent, so an outage blocks only those); fanout
+// Ignore (a warning is never worth failing a write for).
 func Configuration(name string, served []schema.GroupResource, client func(path string) admissionregistrationv1.WebhookClientConfig) *admissionregistrationv1.ValidatingWebhookConfiguration {
 	sourceRule := func(webhook string) []admissionregistrationv1.RuleWithOperations {
-		return sourceRules(served, sourceWebhookOps[webhook])
+		return webhookRules(webhook, served)
 	}
 	webhook := func(name, path string, fail admissionregistrationv1.FailurePolicyType, timeout int32, rules []admissionregistrationv1.RuleWithOperations, condName, cond string) admissionregistrationv1.ValidatingWebhook {
 		return admissionregistrationv1.ValidatingWebhook{
@@ -86,13 +110,7 @@ func Configuration(name string, served []schema.GroupResource, client func(path 
 			webhook(WebhookShadows, PathShadows, admissionregistrationv1.Fail, 5,
 				sourceRule(WebhookShadows), syncedCondition, "false"),
 			webhook(WebhookParents, PathParents, admissionregistrationv1.Fail, 5,
-				// Labels can also be written through the status and finalize
-				// subresources: the guard must see those too.
-				[]admissionregistrationv1.RuleWithOperations{{
-					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-					Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces", "namespaces/status", "namespaces/finalize"},
-						Scope: ptr.To(admissionregistrationv1.ClusterScope)},
-				}}, parentChangedCondition, parentChanged),
+				namespaceRules(), hierarchyChangedCondition, hierarchyChanged),
 			webhook(WebhookFanout, PathFanout, admissionregistrationv1.Ignore, 2,
 				sourceRule(WebhookFanout), syncedCondition, "false"),
 		},
@@ -100,18 +118,69 @@ func Configuration(name string, served []schema.GroupResource, client func(path 
 	return c
 }
 
+// namespaceRules match namespace writes. Labels and annotations can also be
+// written through the status and finalize subresources: the guards must see
+// those too.
+func namespaceRules() []admissionregistrationv1.RuleWithOperations {
+	return []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+		Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces", "namespaces/status", "namespaces/finalize"},
+			Scope: ptr.To(admissionregistrationv1.ClusterScope)},
+	}}
+}
+
+// MutatingConfiguration returns the MutatingWebhookConfiguration of the
+// parent-uid guard: it records the uid of the parent a namespace's
+// implicit.dev/parent names, on the namespace requests that set, change or
+// remove the label or the annotation. client gives its client config from
+// its path. It fails closed: a label admitted without the uid of the
+// parent it meant would be refused by the parent guard anyway.
+func MutatingConfiguration(name string, client func(path string) admissionregistrationv1.WebhookClientConfig) *admissionregistrationv1.MutatingWebhookConfiguration {
+	return &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app.kubernetes.io/name": "implicit-apiserver"}},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name:                    WebhookParentUID,
+			ClientConfig:            client(PathParentUID),
+			Rules:                   namespaceRules(),
+			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			TimeoutSeconds:          ptr.To(int32(5)),
+			AdmissionReviewVersions: []string{"v1"},
+			// Another mutating webhook that touches the label or the
+			// annotation after this one gets it called again.
+			ReinvocationPolicy: ptr.To(admissionregistrationv1.IfNeededReinvocationPolicy),
+			MatchConditions:    []admissionregistrationv1.MatchCondition{{Name: parentTouchedCondition, Expression: parentTouched}},
+		}},
+	}
+}
+
+// webhookRules returns the rules of a source webhook for the served
+// resources: the lock guard sees updates of the guarded subresources too.
+func webhookRules(webhook string, served []schema.GroupResource) []admissionregistrationv1.RuleWithOperations {
+	rules := sourceRules(served, sourceWebhookOps[webhook], nil)
+	if webhook == WebhookLocks {
+		rules = append(rules, sourceRules(served, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}, GuardedSubresources)...)
+	}
+	return rules
+}
+
 // sourceRules returns the rules matching the served source resources for
-// ops. One rule per group with that group's resources: a cross product of
-// groups and resources could match another group's resource of the same
-// name.
-func sourceRules(served []schema.GroupResource, ops []admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
+// ops, or their subresources when subresources are given. One rule per
+// group with that group's resources: a cross product of groups and
+// resources could match another group's resource of the same name.
+func sourceRules(served []schema.GroupResource, ops []admissionregistrationv1.OperationType, subresources []string) []admissionregistrationv1.RuleWithOperations {
 	var groups []string
 	byGroup := map[string][]string{}
 	for _, gr := range served {
 		if _, ok := byGroup[gr.Group]; !ok {
 			groups = append(groups, gr.Group)
 		}
-		byGroup[gr.Group] = append(byGroup[gr.Group], gr.Resource)
+		if len(subresources) == 0 {
+			byGroup[gr.Group] = append(byGroup[gr.Group], gr.Resource)
+		}
+		for _, sub := range subresources {
+			byGroup[gr.Group] = append(byGroup[gr.Group], gr.Resource+"/"+sub)
+		}
 	}
 	rules := make([]admissionregistrationv1.RuleWithOperations, 0, len(groups))
 	for _, g := range groups {
@@ -139,11 +208,10 @@ func setRules(cfg *admissionregistrationv1.ValidatingWebhookConfiguration, serve
 	changed := false
 	for i := range cfg.Webhooks {
 		w := &cfg.Webhooks[i]
-		ops, ok := sourceWebhookOps[w.Name]
-		if !ok {
+		if _, ok := sourceWebhookOps[w.Name]; !ok {
 			continue
 		}
-		want := sourceRules(served, ops)
+		want := webhookRules(w.Name, served)
 		if !equality.Semantic.DeepEqual(w.Rules, want) {
 			w.Rules = want
 			changed = true
@@ -362,12 +430,24 @@ func InClusterConfiguration() *admissionregistrationv1.ValidatingWebhookConfigur
 	for _, k := range registry.DefaultKinds() {
 		served = append(served, k.Source.GroupResource())
 	}
-	cfg := Configuration("implicit-apiserver", served, func(path string) admissionregistrationv1.WebhookClientConfig {
-		return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
-			Namespace: "implicit-system", Name: "implicit-apiserver", Path: ptr.To(path), Port: ptr.To(int32(443)),
-		}}
-	})
+	cfg := Configuration("implicit-apiserver", served, inClusterClient)
 	cfg.APIVersion, cfg.Kind = "admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"
 	cfg.Annotations = map[string]string{"cert-manager.io/inject-ca-from": "implicit-system/implicit-apiserver-serving-cert"}
 	return cfg
+}
+
+// InClusterMutatingConfiguration is the MutatingWebhookConfiguration of
+// artifacts/base, calling the same Service as InClusterConfiguration.
+func InClusterMutatingConfiguration() *admissionregistrationv1.MutatingWebhookConfiguration {
+	cfg := MutatingConfiguration("implicit-apiserver", inClusterClient)
+	cfg.APIVersion, cfg.Kind = "admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"
+	cfg.Annotations = map[string]string{"cert-manager.io/inject-ca-from": "implicit-system/implicit-apiserver-serving-cert"}
+	return cfg
+}
+
+// inClusterClient calls implicit-apiserver's Service on port 443.
+func inClusterClient(path string) admissionregistrationv1.WebhookClientConfig {
+	return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
+		Namespace: "implicit-system", Name: "implicit-apiserver", Path: ptr.To(path), Port: ptr.To(int32(443)),
+	}}
 }

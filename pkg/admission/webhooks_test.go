@@ -62,6 +62,21 @@ func TestConfiguration(t *testing.T) {
 		}
 	}
 	c, u, d := admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete
+	// The lock guard sees updates through status and scale too.
+	subresourceRule := []admissionregistrationv1.RuleWithOperations{
+		{Operations: []admissionregistrationv1.OperationType{u}, Rule: admissionregistrationv1.Rule{
+			APIGroups:   []string{"rbac.authorization.k8s.io"},
+			APIVersions: []string{"*"},
+			Resources:   []string{"rolebindings/status", "rolebindings/scale", "roles/status", "roles/scale"},
+			Scope:       ptr.To(admissionregistrationv1.NamespacedScope),
+		}},
+		{Operations: []admissionregistrationv1.OperationType{u}, Rule: admissionregistrationv1.Rule{
+			APIGroups:   []string{"networking.k8s.io"},
+			APIVersions: []string{"*"},
+			Resources:   []string{"networkpolicies/status", "networkpolicies/scale"},
+			Scope:       ptr.To(admissionregistrationv1.NamespacedScope),
+		}},
+	}
 	want := []struct {
 		name, path, condition string
 		fail                  admissionregistrationv1.FailurePolicyType
@@ -69,9 +84,9 @@ func TestConfiguration(t *testing.T) {
 		rules                 []admissionregistrationv1.RuleWithOperations
 	}{
 		// Failure policies and timeouts as docs/design.md gives them.
-		{admission.WebhookLocks, admission.PathLocks, "lock-touched", admissionregistrationv1.Fail, 5, sourceRule(c, u, d)},
+		{admission.WebhookLocks, admission.PathLocks, "lock-touched", admissionregistrationv1.Fail, 5, append(sourceRule(c, u, d), subresourceRule...)},
 		{admission.WebhookShadows, admission.PathShadows, "implicit-sources", admissionregistrationv1.Fail, 5, sourceRule(c)},
-		{admission.WebhookParents, admission.PathParents, "parent-changed", admissionregistrationv1.Fail, 5, []admissionregistrationv1.RuleWithOperations{{
+		{admission.WebhookParents, admission.PathParents, "hierarchy-changed", admissionregistrationv1.Fail, 5, []admissionregistrationv1.RuleWithOperations{{
 			Operations: []admissionregistrationv1.OperationType{c, u},
 			Rule: admissionregistrationv1.Rule{
 				APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces", "namespaces/status", "namespaces/finalize"},
@@ -146,6 +161,7 @@ type admissionAttrs struct {
 	gvr       schema.GroupVersionResource
 	namespace string
 	name      string
+	sub       string
 	old, obj  runtime.Object
 }
 
@@ -180,7 +196,7 @@ func match(t *testing.T, w admissionregistrationv1.ValidatingWebhook, a admissio
 			break
 		}
 	}
-	attrs := k8sadmission.NewAttributesRecord(obj, old, gvk, a.namespace, a.name, a.gvr, "", a.op, nil, false, &user.DefaultInfo{Name: "alice"})
+	attrs := k8sadmission.NewAttributesRecord(obj, old, gvk, a.namespace, a.name, a.gvr, a.sub, a.op, nil, false, &user.DefaultInfo{Name: "alice"})
 	va, err := k8sadmission.NewVersionedAttributes(attrs, gvk, nil)
 	if err != nil {
 		t.Fatalf("versioned attributes: %v", err)
@@ -260,36 +276,124 @@ func TestLockTouchedCondition(t *testing.T) {
 		{"delete locked", at(d, rb(isLocked), nil), true},
 		{"delete unlocked", at(d, rb(other), nil), false},
 		{"delete unlocked, no annotations", at(d, rb(), nil), false},
+		// A Scale carries none of the source's annotations: the guard
+		// looks the lock up.
+		{"scale", admissionAttrs{op: u, gvr: rbGVR, namespace: global, name: "admins", sub: "scale", old: scale(global, "admins", 1), obj: scale(global, "admins", 2)}, true},
+		{"status of a locked source", admissionAttrs{op: u, gvr: rbGVR, namespace: global, name: "admins", sub: "status", old: rb(isLocked), obj: rb(isLocked)}, true},
+		{"status of an unlocked source", admissionAttrs{op: u, gvr: rbGVR, namespace: global, name: "admins", sub: "status", old: rb(), obj: rb()}, false},
 	})
 }
 
-func TestParentChangedCondition(t *testing.T) {
+// bare is a namespace without labels.
+func bare(name string) *corev1.Namespace {
+	n := ns(name, "")
+	n.Labels = nil
+	return n
+}
+
+// nsAt is a namespace request's attributes.
+func nsAt(op k8sadmission.Operation, old, obj *corev1.Namespace) admissionAttrs {
+	a := admissionAttrs{op: op, gvr: nsGVR, name: obj.Name, obj: obj}
+	if old != nil {
+		a.old = old
+	}
+	return a
+}
+
+func TestHierarchyChangedCondition(t *testing.T) {
 	t.Parallel()
 	c, u := k8sadmission.Create, k8sadmission.Update
-	bare := func(name string) *corev1.Namespace {
-		n := ns(name, "")
-		n.Labels = nil
-		return n
-	}
-	at := func(op k8sadmission.Operation, old, obj *corev1.Namespace) admissionAttrs {
-		a := admissionAttrs{op: op, gvr: nsGVR, name: obj.Name, obj: obj}
-		if old != nil {
-			a.old = old
-		}
-		return a
-	}
+	inherit := func(v string) nsOpt { return func(n *corev1.Namespace) { n.Labels[merge.LabelInherit] = v } }
+	other := func(n *corev1.Namespace) { n.Labels["team"] = "a" }
 	runMatches(t, webhookOf(t, admission.WebhookParents), []matchCase{
-		{"create with a parent", at(c, nil, ns("team-a", "org")), true},
-		{"create without a parent", at(c, nil, ns("team-a", "")), false},
-		{"create without labels", at(c, nil, bare("team-a")), false},
-		{"update setting a parent", at(u, ns("team-a", ""), ns("team-a", "org")), true},
-		{"update setting a parent on a namespace without labels", at(u, bare("team-a"), ns("team-a", "org")), true},
-		{"update changing the parent", at(u, ns("team-a", "org"), ns("team-a", "org2")), true},
-		{"update keeping the parent", at(u, ns("team-a", "org"), ns("team-a", "org")), false},
-		{"update removing the parent", at(u, ns("team-a", "org"), ns("team-a", "")), false},
-		{"update removing every label", at(u, ns("team-a", "org"), bare("team-a")), false},
-		{"update without a parent", at(u, ns("team-a", ""), ns("team-a", "")), false},
+		{"create with a parent", nsAt(c, nil, ns("team-a", "org")), true},
+		{"create without a parent", nsAt(c, nil, ns("team-a", "")), false},
+		{"create without labels", nsAt(c, nil, bare("team-a")), false},
+		{"create not inheriting", nsAt(c, nil, ns("team-a", "", noInherit)), true},
+		{"create with a parent uid", nsAt(c, nil, ns("team-a", "", parentUID("x"))), true},
+		{"update setting a parent", nsAt(u, ns("team-a", ""), ns("team-a", "org")), true},
+		{"update setting a parent on a namespace without labels", nsAt(u, bare("team-a"), ns("team-a", "org")), true},
+		{"update changing the parent", nsAt(u, ns("team-a", "org"), ns("team-a", "org2")), true},
+		{"update keeping the parent", nsAt(u, ns("team-a", "org", recorded), ns("team-a", "org", recorded, other)), false},
+		// Removing a parent, or opting out, may take locked items away.
+		{"update removing the parent", nsAt(u, ns("team-a", "org"), ns("team-a", "")), true},
+		{"update removing every label", nsAt(u, ns("team-a", "org"), bare("team-a")), true},
+		{"update without a parent", nsAt(u, ns("team-a", ""), ns("team-a", "")), false},
+		{"update opting out", nsAt(u, ns("team-a", "org"), ns("team-a", "org", noInherit)), true},
+		{"update changing inherit", nsAt(u, ns("team-a", "", noInherit), ns("team-a", "", inherit("true"))), true},
+		{"update removing inherit", nsAt(u, ns("team-a", "", noInherit), ns("team-a", "")), true},
+		{"update keeping inherit", nsAt(u, ns("team-a", "", noInherit), ns("team-a", "", noInherit, other)), false},
+		{"update changing the parent uid", nsAt(u, ns("team-a", "org", parentUID("a")), ns("team-a", "org", parentUID("b"))), true},
+		{"update adding a parent uid", nsAt(u, ns("team-a", "org"), ns("team-a", "org", parentUID("b"))), true},
+		{"update removing a parent uid", nsAt(u, ns("team-a", "org", parentUID("a")), ns("team-a", "org")), true},
 	})
+}
+
+func TestParentTouchedCondition(t *testing.T) {
+	t.Parallel()
+	c, u := k8sadmission.Create, k8sadmission.Update
+	cfg := admission.MutatingConfiguration("implicit-apiserver", clientConfig)
+	if len(cfg.Webhooks) != 1 {
+		t.Fatalf("%d webhooks, want 1", len(cfg.Webhooks))
+	}
+	runMatches(t, asValidating(cfg.Webhooks[0]), []matchCase{
+		{"create with a parent", nsAt(c, nil, ns("team-a", "org")), true},
+		{"create without labels", nsAt(c, nil, bare("team-a")), false},
+		{"create with a parent uid only", nsAt(c, nil, ns("team-a", "", parentUID("x"))), true},
+		{"create not inheriting", nsAt(c, nil, ns("team-a", "", noInherit)), false},
+		{"update setting a parent", nsAt(u, bare("team-a"), ns("team-a", "org")), true},
+		{"update changing the parent", nsAt(u, ns("team-a", "org", recorded), ns("team-a", "org2", recorded)), true},
+		{"update removing the parent", nsAt(u, ns("team-a", "org", recorded), ns("team-a", "", recorded)), true},
+		{"update keeping the parent and its uid", nsAt(u, ns("team-a", "org", recorded), ns("team-a", "org", recorded, noInherit)), false},
+		{"update keeping a parent without a uid", nsAt(u, ns("team-a", "org"), ns("team-a", "org")), false},
+		{"update changing the uid", nsAt(u, ns("team-a", "org", recorded), ns("team-a", "org", parentUID("x"))), true},
+		{"update removing the uid", nsAt(u, ns("team-a", "org", recorded), ns("team-a", "org")), true},
+	})
+}
+
+// asValidating is a mutating webhook as the matcher takes it: the fields
+// matching reads are the same.
+func asValidating(w admissionregistrationv1.MutatingWebhook) admissionregistrationv1.ValidatingWebhook {
+	return admissionregistrationv1.ValidatingWebhook{Name: w.Name, FailurePolicy: w.FailurePolicy, MatchConditions: w.MatchConditions}
+}
+
+func TestMutatingConfiguration(t *testing.T) {
+	t.Parallel()
+	cfg := admission.MutatingConfiguration("implicit-apiserver", clientConfig)
+	if cfg.Name != "implicit-apiserver" || len(cfg.Webhooks) != 1 {
+		t.Fatalf("configuration %q with %d webhooks, want implicit-apiserver with 1", cfg.Name, len(cfg.Webhooks))
+	}
+	w := cfg.Webhooks[0]
+	if w.Name != admission.WebhookParentUID {
+		t.Errorf("webhook %q, want %q", w.Name, admission.WebhookParentUID)
+	}
+	if !reflect.DeepEqual(w.ClientConfig, clientConfig(admission.PathParentUID)) {
+		t.Errorf("client config %+v, want the one of %s", w.ClientConfig, admission.PathParentUID)
+	}
+	if ptr.Deref(w.FailurePolicy, "") != admissionregistrationv1.Fail {
+		t.Errorf("failure policy %v, want Fail", ptr.Deref(w.FailurePolicy, ""))
+	}
+	if ptr.Deref(w.SideEffects, "") != admissionregistrationv1.SideEffectClassNone {
+		t.Errorf("side effects %v, want None", ptr.Deref(w.SideEffects, ""))
+	}
+	if ptr.Deref(w.ReinvocationPolicy, "") != admissionregistrationv1.IfNeededReinvocationPolicy {
+		t.Errorf("reinvocation %v, want IfNeeded", ptr.Deref(w.ReinvocationPolicy, ""))
+	}
+	wantRules := []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+		Rule: admissionregistrationv1.Rule{
+			APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces", "namespaces/status", "namespaces/finalize"},
+			Scope: ptr.To(admissionregistrationv1.ClusterScope),
+		},
+	}}
+	if !reflect.DeepEqual(w.Rules, wantRules) {
+		t.Errorf("rules %+v, want %+v", w.Rules, wantRules)
+	}
+	newMatcher(t, asValidating(w))
+	in := admission.InClusterMutatingConfiguration()
+	if in.Kind != "MutatingWebhookConfiguration" || in.Webhooks[0].ClientConfig.Service == nil || ptr.Deref(in.Webhooks[0].ClientConfig.Service.Path, "") != admission.PathParentUID {
+		t.Errorf("in-cluster configuration %+v, want the Service's %s", in, admission.PathParentUID)
+	}
 }
 
 func TestShadowCondition(t *testing.T) {

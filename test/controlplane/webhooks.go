@@ -60,17 +60,21 @@ func (cp *ControlPlane) ApplyValidatingWebhookConfiguration(ctx context.Context,
 	return nil
 }
 
-// GuardsConfiguration is the name of the ValidatingWebhookConfiguration
-// RegisterGuards writes; pass it to implicit-apiserver as
+// GuardsConfiguration is the name of the Validating- and
+// MutatingWebhookConfiguration RegisterGuards writes; pass it to implicit-apiserver as
 // --webhook-configuration. It differs from artifacts/base's, so the
 // artifacts can be applied with --dry-run=server beside it.
 const GuardsConfiguration = "implicit-apiserver-local"
 
 // RegisterGuards registers implicit-apiserver's admission guards for the
-// served source resources, called on the aggregated server's loopback URL.
+// served source resources, called on the aggregated server's loopback URL:
+// the parent-uid webhook (RegisterParentUID) and the validating guards.
 // implicit-apiserver then keeps the source-dependent match conditions
 // current.
 func (cp *ControlPlane) RegisterGuards(ctx context.Context, a *AggregatedServer, served []schema.GroupResource) error {
+	if err := cp.RegisterParentUID(ctx, a); err != nil {
+		return err
+	}
 	var cerr error
 	cfg := admission.Configuration(GuardsConfiguration, served, func(path string) admissionregistrationv1.WebhookClientConfig {
 		cc, err := a.WebhookClientConfig(path)
@@ -83,4 +87,46 @@ func (cp *ControlPlane) RegisterGuards(ctx context.Context, a *AggregatedServer,
 		return cerr
 	}
 	return cp.ApplyValidatingWebhookConfiguration(ctx, cfg)
+}
+
+// RegisterParentUID registers implicit-apiserver's mutating parent-uid
+// webhook alone (MutatingWebhookConfiguration GuardsConfiguration): every
+// parent label admitted from now on records its parent's uid. It refuses
+// nothing, so it can come before objects the validating guards would.
+func (cp *ControlPlane) RegisterParentUID(ctx context.Context, a *AggregatedServer) error {
+	var cerr error
+	cfg := admission.MutatingConfiguration(GuardsConfiguration, func(path string) admissionregistrationv1.WebhookClientConfig {
+		cc, err := a.WebhookClientConfig(path)
+		if err != nil {
+			cerr = err
+		}
+		return cc
+	})
+	if cerr != nil {
+		return cerr
+	}
+	return cp.ApplyMutatingWebhookConfiguration(ctx, cfg)
+}
+
+// ApplyMutatingWebhookConfiguration creates cfg, or replaces the existing
+// one of its name with it.
+func (cp *ControlPlane) ApplyMutatingWebhookConfiguration(ctx context.Context, cfg *admissionregistrationv1.MutatingWebhookConfiguration) error {
+	kube, err := kubernetes.NewForConfig(cp.AdminConfig())
+	if err != nil {
+		return err
+	}
+	client := kube.AdmissionregistrationV1().MutatingWebhookConfigurations()
+	_, err = client.Create(ctx, cfg, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		cur, gerr := client.Get(ctx, cfg.Name, metav1.GetOptions{})
+		if gerr != nil {
+			return gerr
+		}
+		cfg.ResourceVersion = cur.ResourceVersion
+		_, err = client.Update(ctx, cfg, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("applying MutatingWebhookConfiguration %s: %w", cfg.Name, err)
+	}
+	return nil
 }

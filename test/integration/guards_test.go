@@ -669,7 +669,8 @@ func TestGuardsOutage(t *testing.T) {
 	t.Logf("took %s", r.took.Round(time.Millisecond))
 	r = adm.refused([]string{`failed calling webhook "locks.implicit.dev"`}, "label", "rolebinding", "gd-o-locked", "-n", globalNS, "gd-phase=down", "--overwrite")
 	t.Logf("took %s", r.took.Round(time.Millisecond))
-	r = adm.refused([]string{`failed calling webhook "parents.implicit.dev"`}, "label", "namespace", "gd-o-team", "implicit.dev/parent=gd-o-org")
+	// The mutating parent-uid webhook is called before the validating guards.
+	r = adm.refused([]string{`failed calling webhook "parent-uid.implicit.dev"`}, "label", "namespace", "gd-o-team", "implicit.dev/parent=gd-o-org")
 	t.Logf("took %s", r.took.Round(time.Millisecond))
 
 	t.Log("restarting implicit-apiserver")

@@ -30,8 +30,9 @@ func TestMergedViews(t *testing.T) {
 		t.Log("a parent cycle, made while the parent guard is not registered")
 		createNamespace(t, kube, "mv-cyc-a", map[string]string{"implicit.dev/parent": "mv-cyc-b"}, nil)
 		createNamespace(t, kube, "mv-cyc-b", map[string]string{"implicit.dev/parent": "mv-cyc-a"}, nil)
+		t.Log("a missing parent: the parent guard refuses a label naming a namespace that does not exist")
+		createNamespace(t, kube, "mv-orphan", map[string]string{"implicit.dev/parent": "mv-ghost"}, nil)
 	})
-	createNamespace(t, kube, "mv-orphan", map[string]string{"implicit.dev/parent": "mv-ghost"}, nil)
 	createNamespace(t, kube, "mv-sandbox", map[string]string{"implicit.dev/inherit": "false"}, nil)
 
 	t.Log("parent sources: mv-org shadows mv-org-viewers and adds mv-platform-admins; mv-dept adds mv-dept-ops")

@@ -1,0 +1,133 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+)
+
+// NamespaceGetter reads a namespace from the host cluster:
+// corev1client.NamespaceInterface.
+type NamespaceGetter interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Namespace, error)
+}
+
+// SetNamespaces gives the guards the host cluster's namespaces, to record
+// and check a parent's uid. The parent is read from kube-apiserver, not
+// from the informers: a parent created a moment before its first child
+// must be found, and a parent deleted and created again must be told apart.
+// Without it the parent-uid webhook and the parent guard can't decide a
+// new parent (503: the failure policy applies).
+func (g *Guards) SetNamespaces(n NamespaceGetter) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.namespaces = n
+}
+
+// TrustParentUIDFrom takes the implicit.dev/parent-uid annotation as they
+// write it from the users named: the server's own identity, for a
+// controller that records the uid of parents labelled before the webhook
+// existed. The annotation is still removed with the parent label.
+func (g *Guards) TrustParentUIDFrom(usernames ...string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, u := range usernames {
+		g.trusted[u] = true
+	}
+}
+
+func (g *Guards) trustedWithParentUID(username string) bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.trusted[username]
+}
+
+// parentUIDOf returns the uid of namespace parent, and false when it does
+// not exist.
+func (g *Guards) parentUIDOf(ctx context.Context, parent string) (string, bool, error) {
+	g.mu.RLock()
+	n := g.namespaces
+	g.mu.RUnlock()
+	if n == nil {
+		return "", false, fmt.Errorf("no client to read namespace %s from the host cluster", parent)
+	}
+	ns, err := n.Get(ctx, parent, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("reading namespace %s: %w", parent, err)
+	}
+	return string(ns.UID), true, nil
+}
+
+// ParentUID is the mutating guard: it records in implicit.dev/parent-uid
+// the uid of the parent a namespace's implicit.dev/parent names when the
+// label is admitted, keeps it when the label stays, and removes it with the
+// label. A parent that does not exist gets no uid (the parent guard then
+// refuses the label). Whatever a requester writes in the annotation is
+// replaced, except by a user TrustParentUIDFrom names while the label stays.
+func (g *Guards) ParentUID(ctx context.Context, req *admissionv1.AdmissionRequest) decision {
+	if !namespaceRequest(req) {
+		return allow()
+	}
+	old, err := decode(req.OldObject)
+	if err != nil {
+		return deny("decoding the old namespace: %v", err)
+	}
+	obj, err := decode(req.Object)
+	if err != nil {
+		return deny("decoding the namespace: %v", err)
+	}
+	if obj == nil {
+		return allow()
+	}
+	before, after := hierarchyOfNamespace(old), hierarchyOfNamespace(obj)
+	want := hierarchyOf{}
+	switch {
+	case after.parent == "":
+	case old != nil && before.parent == after.parent:
+		if g.trustedWithParentUID(req.UserInfo.Username) {
+			return allow()
+		}
+		want.parentUID, want.hasParentUID = before.parentUID, before.hasParentUID
+	default:
+		uid, found, err := g.parentUIDOf(ctx, after.parent)
+		if err != nil {
+			return unavailable(err)
+		}
+		want.parentUID, want.hasParentUID = uid, found
+	}
+	if want.hasParentUID == after.hasParentUID && want.parentUID == after.parentUID {
+		return allow()
+	}
+	patch, err := parentUIDPatch(obj.GetAnnotations() != nil, want)
+	if err != nil {
+		return deny("writing the patch: %v", err)
+	}
+	return decision{allowed: true, patch: patch}
+}
+
+// parentUIDPatch sets or removes the annotation as want says.
+func parentUIDPatch(hasAnnotations bool, want hierarchyOf) ([]byte, error) {
+	key := "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(merge.AnnotationParentUID)
+	// RFC 6902 operations; add replaces a member that exists (4.1).
+	var op map[string]any
+	switch {
+	case !want.hasParentUID:
+		op = map[string]any{"op": "remove", "path": key}
+	case hasAnnotations:
+		op = map[string]any{"op": "add", "path": key, "value": want.parentUID}
+	default:
+		op = map[string]any{"op": "add", "path": "/metadata/annotations", "value": map[string]string{merge.AnnotationParentUID: want.parentUID}}
+	}
+	return json.Marshal([]map[string]any{op})
+}
