@@ -48,11 +48,8 @@ func (cp *ControlPlane) RegisterAPIService(ctx context.Context, port int) error 
 		return fmt.Errorf("building aggregator client: %w", err)
 	}
 
-	// As in artifacts/base, the server's own namespace is no tenant: nothing
-	// org-wide reaches it through inheritance.
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ServiceNamespace, Labels: map[string]string{"implicit.dev/inherit": "false"}}}
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating namespace %s: %w", ServiceNamespace, err)
+	if err := ensureServiceNamespace(ctx, kube); err != nil {
+		return err
 	}
 
 	// kube-aggregator resolves an ExternalName Service to
@@ -71,61 +68,11 @@ func (cp *ControlPlane) RegisterAPIService(ctx context.Context, port int) error 
 			}},
 		},
 	}
-	services := kube.CoreV1().Services(ServiceNamespace)
-	if _, err := services.Create(ctx, svc, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
-		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cur, err := services.Get(ctx, ServiceName, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			cur.Spec = svc.Spec
-			_, err = services.Update(ctx, cur, metav1.UpdateOptions{})
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("updating service %s/%s: %w", ServiceNamespace, ServiceName, err)
-		}
-	} else if err != nil {
-		return fmt.Errorf("creating service %s/%s: %w", ServiceNamespace, ServiceName, err)
+	if err := applyService(ctx, kube, svc); err != nil {
+		return err
 	}
-
-	svcPort := int32(port)
-	apiService := &apiregistrationv1.APIService{
-		ObjectMeta: metav1.ObjectMeta{Name: APIServiceName},
-		Spec: apiregistrationv1.APIServiceSpec{
-			Service: &apiregistrationv1.ServiceReference{
-				Namespace: ServiceNamespace,
-				Name:      ServiceName,
-				Port:      &svcPort,
-			},
-			Group:   APIGroup,
-			Version: APIVersion,
-			// The aggregated server self-signs its serving certificate at
-			// start-up, so there is no CA to pin. Skipping verification is
-			// acceptable only because the server is a process on this
-			// machine reached over loopback, in a throw-away dev or test
-			// control plane; artifacts/ sets caBundle for real clusters.
-			InsecureSkipTLSVerify: true,
-			GroupPriorityMinimum:  1000,
-			VersionPriority:       15,
-		},
-	}
-	apiServices := agg.ApiregistrationV1().APIServices()
-	if _, err := apiServices.Create(ctx, apiService, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
-		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cur, err := apiServices.Get(ctx, APIServiceName, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			cur.Spec = apiService.Spec
-			_, err = apiServices.Update(ctx, cur, metav1.UpdateOptions{})
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("updating APIService %s: %w", APIServiceName, err)
-		}
-	} else if err != nil {
-		return fmt.Errorf("creating APIService %s: %w", APIServiceName, err)
+	if err := applyAPIService(ctx, agg, ServiceName, int32(port)); err != nil {
+		return err
 	}
 	cp.logf("APIService %s registered for 127.0.0.1:%d", APIServiceName, port)
 	return cp.WaitAPIServiceAvailable(ctx)
@@ -162,5 +109,84 @@ func (cp *ControlPlane) WaitAPIServiceAvailable(ctx context.Context) error {
 		return fmt.Errorf("APIService %s not available after %s: %s (%w)", APIServiceName, timeout, last, err)
 	}
 	cp.logf("APIService %s is Available", APIServiceName)
+	return nil
+}
+
+// ensureServiceNamespace creates the Namespace ServiceNamespace unless it
+// exists. As in artifacts/base, the server's own namespace is no tenant:
+// nothing org-wide reaches it through inheritance.
+func ensureServiceNamespace(ctx context.Context, kube kubernetes.Interface) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ServiceNamespace, Labels: map[string]string{"implicit.dev/inherit": "false"}}}
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", ServiceNamespace, err)
+	}
+	return nil
+}
+
+// applyService creates svc, or sets the spec of the Service that exists.
+func applyService(ctx context.Context, kube kubernetes.Interface, svc *corev1.Service) error {
+	services := kube.CoreV1().Services(svc.Namespace)
+	_, err := services.Create(ctx, svc, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := services.Get(ctx, svc.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			spec := *svc.Spec.DeepCopy()
+			if spec.Type != corev1.ServiceTypeExternalName && spec.ClusterIP == "" {
+				// Allocated by kube-apiserver, and immutable: keep it.
+				spec.ClusterIP, spec.ClusterIPs = cur.Spec.ClusterIP, cur.Spec.ClusterIPs
+			}
+			cur.Spec = spec
+			_, err = services.Update(ctx, cur, metav1.UpdateOptions{})
+			return err
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("applying service %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	return nil
+}
+
+// applyAPIService creates or updates the APIService v1alpha1.implicit.dev
+// so that it routes to port of the Service ServiceNamespace/serviceName.
+func applyAPIService(ctx context.Context, agg aggregator.Interface, serviceName string, port int32) error {
+	apiService := &apiregistrationv1.APIService{
+		ObjectMeta: metav1.ObjectMeta{Name: APIServiceName},
+		Spec: apiregistrationv1.APIServiceSpec{
+			Service: &apiregistrationv1.ServiceReference{
+				Namespace: ServiceNamespace,
+				Name:      serviceName,
+				Port:      &port,
+			},
+			Group:   APIGroup,
+			Version: APIVersion,
+			// The aggregated server self-signs its serving certificate at
+			// start-up, so there is no CA to pin. Skipping verification is
+			// acceptable only because the server runs on this machine, in a
+			// throw-away dev or test control plane; artifacts/ sets caBundle
+			// for real clusters.
+			InsecureSkipTLSVerify: true,
+			GroupPriorityMinimum:  100,
+			VersionPriority:       15,
+		},
+	}
+	apiServices := agg.ApiregistrationV1().APIServices()
+	_, err := apiServices.Create(ctx, apiService, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := apiServices.Get(ctx, APIServiceName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cur.Spec = apiService.Spec
+			_, err = apiServices.Update(ctx, cur, metav1.UpdateOptions{})
+			return err
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("applying APIService %s: %w", APIServiceName, err)
+	}
 	return nil
 }

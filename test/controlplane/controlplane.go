@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -87,6 +88,12 @@ type Options struct {
 	KubeAPIServerArgs     []string
 	ControllerManagerArgs []string
 
+	// ServingIPs are more IP addresses for kube-apiserver's serving
+	// certificate, beside 127.0.0.1: those of other interfaces it is reached
+	// at, such as a veth's address for a server in a network namespace. Pass
+	// "--bind-address=0.0.0.0" in KubeAPIServerArgs so that it listens there.
+	ServingIPs []net.IP
+
 	// ReadyTimeout bounds the wait for each process to become ready
 	// (default DefaultReadyTimeout).
 	ReadyTimeout time.Duration
@@ -114,6 +121,8 @@ type ControlPlane struct {
 	opts           Options
 	workDir        string
 	pki            *pki
+	webhookClient  *webhookClient
+	admissionCfg   string // --admission-control-config-file
 	kubeconfigPath string
 	etcdURL        string
 	apiServerURL   string
@@ -184,7 +193,13 @@ func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
 // start does Start's work once cp is set up; the caller stops cp on error.
 func (cp *ControlPlane) start(ctx context.Context) error {
 	var err error
-	if cp.pki, err = newPKI(filepath.Join(cp.workDir, "pki")); err != nil {
+	if cp.pki, err = newPKI(filepath.Join(cp.workDir, "pki"), cp.opts.ServingIPs...); err != nil {
+		return err
+	}
+	if cp.webhookClient, err = ensureWebhookClient(cp.workDir); err != nil {
+		return err
+	}
+	if cp.admissionCfg, err = writeAdmissionConfig(cp.workDir, cp.webhookClient); err != nil {
 		return err
 	}
 	apiServerPort, err := FreePort()

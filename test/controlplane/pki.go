@@ -49,8 +49,9 @@ type pki struct {
 	serviceAccountPubKeyPath string // public key, --service-account-key-file
 }
 
-// newPKI generates every credential into dir.
-func newPKI(dir string) (*pki, error) {
+// newPKI generates every credential into dir. servingIPs are added to
+// kube-apiserver's serving certificate beside 127.0.0.1 and 10.0.0.1.
+func newPKI(dir string, servingIPs ...net.IP) (*pki, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating PKI directory: %w", err)
 	}
@@ -63,7 +64,7 @@ func newPKI(dir string) (*pki, error) {
 		commonName: "kube-apiserver",
 		usage:      x509.ExtKeyUsageServerAuth,
 		dnsNames:   []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
-		ips:        []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")},
+		ips:        append([]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")}, servingIPs...),
 	}); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,354 @@
+package replicas
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/implicit-dev/implicit-apiserver/test/controlplane"
+)
+
+const (
+	globalNS = "implicit-global"
+	// globalBinding is the global RoleBinding the writer edits.
+	globalBinding = "org-viewers"
+	// replicaPort is each replica's secure port, in its own namespace.
+	replicaPort = 8443
+	// tenants is how many namespaces informer-style clients watch, one
+	// client each; the first kubectlWatchers of them also get a kubectl loop.
+	tenants         = 4
+	kubectlWatchers = 2
+	// minWatch is the shortest watch: clients ask for timeoutSeconds in
+	// [minWatch, 2*minWatch), and kubectl runs as long, so watches renew
+	// every few seconds rather than every 30-60 s (kube-apiserver's
+	// --min-request-timeout=30).
+	minWatch = 5 * time.Second
+	// writeEvery is the writer's period.
+	writeEvery = time.Second
+	// catchUpTimeout bounds the wait, after the last write, for every
+	// client to hold it.
+	catchUpTimeout = 30 * time.Second
+)
+
+// TestTwoReplicas runs two implicit-apiservers behind one APIService with
+// aggregator routing, so that kube-apiserver picks a replica per request,
+// while informer-style clients and `kubectl get -w` renew their watches
+// every few seconds and a writer edits a global RoleBinding every second.
+// It reports relists and failed kubectl runs per 100 watch renewals, and
+// asserts what must hold whatever those figures are: both replicas served,
+// every failed renewal was a 410 Expired (the client relists) rather than
+// another error, and every client ends up holding the last write.
+func TestTwoReplicas(t *testing.T) {
+	setUpHosts(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+
+	work, err := os.MkdirTemp("", "implicit-replicas-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("logs kept in %s", filepath.Join(work, "logs"))
+			return
+		}
+		os.RemoveAll(work)
+	})
+
+	hostIPs := make([]net.IP, len(hosts))
+	replicaIPs := make([]net.IP, len(hosts))
+	for i, h := range hosts {
+		hostIPs[i], replicaIPs[i] = h.hostIP, h.nsIP
+	}
+	cp, err := controlplane.Start(ctx, controlplane.Options{
+		BinDir:  binDir,
+		WorkDir: work,
+		// Every address, so the replicas reach it at their veth's far end;
+		// the serving certificate names those addresses.
+		ServingIPs: hostIPs,
+		KubeAPIServerArgs: []string{
+			"--bind-address=0.0.0.0",
+			"--enable-aggregator-routing=true",
+			"--min-request-timeout=30",
+		},
+		Logf: t.Logf,
+	})
+	if err != nil {
+		t.Fatalf("starting the control plane: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(cp.LogTails(40))
+		}
+		cp.Stop()
+	})
+	startReplicas(ctx, t, cp)
+	if err := cp.RegisterAPIServiceEndpoints(ctx, replicaPort, replicaIPs...); err != nil {
+		t.Fatalf("registering the APIService: %v", err)
+	}
+
+	admin := cp.AdminConfig()
+	kube := kubernetes.NewForConfigOrDie(admin)
+	dyn := dynamic.NewForConfigOrDie(admin)
+	seed(ctx, t, kube)
+	for i, h := range hosts {
+		waitForBinding(ctx, t, replicaClient(t, admin, h.nsIP), "team-1")
+		t.Logf("replica %d serves %s in team-1's view", i+1, globalBinding)
+	}
+
+	t.Logf("clients watch for %s (%s), writer edits %s/%s every %s", runDuration, durationEnv, globalNS, globalBinding, writeEvery)
+	clientCtx, stopClients := context.WithCancel(ctx)
+	runCtx, endRun := context.WithTimeout(clientCtx, runDuration)
+	defer endRun()
+	var wg sync.WaitGroup
+	defer func() { stopClients(); wg.Wait() }()
+	informers := make([]*informer, tenants)
+	for i := range informers {
+		informers[i] = newInformer(dyn.Resource(viewGVR).Namespace(tenant(i)), minWatch)
+		wg.Add(1)
+		go func() { defer wg.Done(); informers[i].run(clientCtx) }()
+	}
+	kubectls := make([]*kubectlWatcher, kubectlWatchers)
+	for i := range kubectls {
+		kubectls[i] = &kubectlWatcher{kubectl: "kubectl", kubeconfig: cp.KubeconfigPath(), namespace: tenant(i), minRun: minWatch}
+		wg.Add(1)
+		go func() { defer wg.Done(); kubectls[i].run(runCtx) }()
+	}
+	lastWrite, writes, writeErr := write(ctx, runCtx, kube)
+	if writeErr != nil {
+		t.Fatalf("writer: %v", writeErr)
+	}
+	inf, kc := informerTotals(informers), kubectlTotals(kubectls)
+	t.Logf("writer: %d edits, last source resourceVersion %s", writes, lastWrite)
+
+	// Every client catches up with the last write, through whatever
+	// relists it took.
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, catchUpTimeout, true, func(context.Context) (bool, error) {
+		for _, in := range informers {
+			if in.sourceRV(globalBinding) != lastWrite {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	for i, in := range informers {
+		if got := in.sourceRV(globalBinding); got != lastWrite {
+			t.Errorf("client of %s holds %s from source resourceVersion %q %s after the last write; want %q", tenant(i), globalBinding, got, catchUpTimeout, lastWrite)
+		}
+	}
+	if err == nil {
+		t.Logf("every client holds the last write")
+	}
+
+	t.Logf("informer-style clients: %d renewals, %d relists (410), %d lists, %d other errors",
+		inf.renewals, inf.relists, inf.lists, len(inf.other))
+	t.Logf("kubectl get -w: %d runs, %d failed", kc.runs, len(kc.failed))
+	for i, f := range kc.failed {
+		if i == 5 {
+			t.Logf("  ... and %d more", len(kc.failed)-i)
+			break
+		}
+		t.Logf("  failed run: %s", f)
+	}
+	t.Logf("FIGURES duration=%s relists_per_100_renewals=%.1f failed_kubectl_runs_per_100_runs=%.1f (renewals=%d relists=%d kubectl_runs=%d kubectl_failed=%d)",
+		runDuration, per100(inf.relists, inf.renewals), per100(len(kc.failed), kc.runs), inf.renewals, inf.relists, kc.runs, len(kc.failed))
+
+	if inf.renewals == 0 || kc.runs == 0 {
+		t.Errorf("measured nothing: %d watch renewals, %d kubectl runs", inf.renewals, kc.runs)
+	}
+	for _, e := range inf.other {
+		t.Errorf("informer-style client: an error other than 410 Expired: %s", e)
+	}
+	// A replica answers another's version with 410 Expired, which kubectl
+	// prints and stops at: anything else is another failure.
+	for _, f := range kc.failed {
+		if !isExpired(f) {
+			t.Errorf("kubectl get -w failed other than with 410 Expired: %s", f)
+		}
+	}
+	// Versions name the replica that issued them: both served.
+	if len(inf.instances) != len(hosts) {
+		t.Errorf("clients received versions of %d server instances; want one per replica (%d): %v", len(inf.instances), len(hosts), inf.instances)
+	}
+}
+
+// startReplicas starts one implicit-apiserver in each host's network
+// namespace and waits until both are ready.
+func startReplicas(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane) {
+	t.Helper()
+	apiServer, err := url.Parse(cp.APIServerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers := make([]*controlplane.AggregatedServer, len(hosts))
+	for i, h := range hosts {
+		kubeconfig := filepath.Join(cp.WorkDir(), fmt.Sprintf("replica-%d.kubeconfig", i+1))
+		server := "https://" + net.JoinHostPort(h.hostIP.String(), apiServer.Port())
+		if err := rewriteServer(cp.KubeconfigPath(), kubeconfig, server); err != nil {
+			t.Fatal(err)
+		}
+		wrapper, err := h.wrapper(cp.WorkDir(), binary)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Views only: no guards webhook to keep current, and kube-apiserver
+		// asks no authorization webhook here.
+		servers[i], err = cp.StartAggregated(ctx, controlplane.AggregatedServerOptions{
+			Binary: wrapper, Name: fmt.Sprintf("implicit-apiserver-%d", i+1), Port: replicaPort, ReadyPath: "-",
+			Args: []string{
+				"-v=1",
+				"--bind-address=" + h.nsIP.String(),
+				"--kubeconfig=" + kubeconfig,
+				"--authentication-kubeconfig=" + kubeconfig,
+				"--authorization-kubeconfig=" + kubeconfig,
+				"--webhook-configuration=",
+			},
+		})
+		if err != nil {
+			t.Fatalf("starting replica %d: %v", i+1, err)
+		}
+	}
+	client := &http.Client{Transport: insecureTransport(), Timeout: 5 * time.Second}
+	for i, h := range hosts {
+		u := "https://" + net.JoinHostPort(h.nsIP.String(), strconv.Itoa(replicaPort)) + "/readyz"
+		if err := readyz(ctx, client, u, controlplane.DefaultAPIServiceTimeout); err != nil {
+			t.Fatalf("replica %d: %v\n%s", i+1, err, servers[i].LogTail(40))
+		}
+		t.Logf("replica %d ready at %s (log %s)", i+1, u, servers[i].LogPath())
+	}
+}
+
+// rewriteServer writes to out the kubeconfig in, with every cluster's
+// server set to server.
+func rewriteServer(in, out, server string) error {
+	cfg, err := clientcmd.LoadFromFile(in)
+	if err != nil {
+		return err
+	}
+	for _, c := range cfg.Clusters {
+		c.Server = server
+	}
+	return clientcmd.WriteToFile(*cfg, out)
+}
+
+// replicaClient talks to one replica directly, as admin (the replica
+// trusts kube-apiserver's client CA and asks it to authorize).
+func replicaClient(t *testing.T, admin *rest.Config, addr net.IP) dynamic.Interface {
+	t.Helper()
+	cfg := rest.CopyConfig(admin)
+	cfg.Host = "https://" + net.JoinHostPort(addr.String(), strconv.Itoa(replicaPort))
+	// The replica's certificate is self-signed at start-up.
+	cfg.CAData = nil
+	cfg.Insecure = true
+	return dynamic.NewForConfigOrDie(cfg)
+}
+
+// seed creates the global namespace, the tenants and the global binding.
+func seed(ctx context.Context, t *testing.T, kube kubernetes.Interface) {
+	t.Helper()
+	names := []string{globalNS}
+	for i := range tenants {
+		names = append(names, tenant(i))
+	}
+	for _, name := range names {
+		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: globalNS, Name: globalBinding},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "org:viewers"}},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
+	}
+	if _, err := kube.RbacV1().RoleBindings(globalNS).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitForBinding waits until the replica serves the global binding in ns.
+func waitForBinding(ctx context.Context, t *testing.T, replica dynamic.Interface, ns string) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, controlplane.DefaultAPIServiceTimeout, true, func(ctx context.Context) (bool, error) {
+		_, last = replica.Resource(viewGVR).Namespace(ns).Get(ctx, globalBinding, metav1.GetOptions{})
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("replica does not serve %s/%s: %v (last: %v)", ns, globalBinding, err, last)
+	}
+}
+
+// write edits the global binding every writeEvery until run ends, and
+// returns the source resourceVersion of its last edit and the number of
+// edits. Each edit is a request under ctx, so that the last one is not cut
+// off half-way, its outcome unknown.
+func write(ctx, run context.Context, kube kubernetes.Interface) (last string, n int, err error) {
+	tick := time.NewTicker(writeEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-run.Done():
+			return last, n, nil
+		case <-tick.C:
+		}
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{"test.implicit.dev/edit":"%d"}}}`, n+1)
+		rb, err := kube.RbacV1().RoleBindings(globalNS).Patch(ctx, globalBinding, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		if err != nil {
+			return last, n, err
+		}
+		last, n = rb.ResourceVersion, n+1
+	}
+}
+
+// insecureTransport skips verification of the replicas' self-signed
+// serving certificates; it is used for /readyz only.
+func insecureTransport() *http.Transport {
+	return &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
+}
+
+func tenant(i int) string { return fmt.Sprintf("team-%d", i+1) }
+
+func informerTotals(ins []*informer) informerStats {
+	total := informerStats{instances: map[uint64]bool{}}
+	for _, in := range ins {
+		s := in.snapshot()
+		total.lists += s.lists
+		total.renewals += s.renewals
+		total.relists += s.relists
+		total.other = append(total.other, s.other...)
+		for k := range s.instances {
+			total.instances[k] = true
+		}
+	}
+	return total
+}
+
+func kubectlTotals(ks []*kubectlWatcher) kubectlStats {
+	var total kubectlStats
+	for _, k := range ks {
+		s := k.snapshot()
+		total.runs += s.runs
+		total.failed = append(total.failed, s.failed...)
+	}
+	return total
+}
