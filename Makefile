@@ -13,15 +13,53 @@ IMPLICIT_BIN := $(BIN)/implicit-apiserver
 GO           ?= go
 GOFLAGS_TEST ?= -race -count=1
 
+# Version stamping: `implicit-apiserver --version`, the implicit_build_info
+# metric, the image tag and the chart's appVersion in dist/.
+VERSION      ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+VERSION_PKG  := github.com/implicit-dev/implicit-apiserver/pkg/version
+LDFLAGS      := -X $(VERSION_PKG).Version=$(VERSION)
+# Timestamps inside the image: the last commit's, so an image rebuilt from the
+# same commit has the same digest.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+IMAGE_NAME   ?= implicit-apiserver
+IMAGE        := $(IMAGE_NAME):$(VERSION)
+IMAGE_ARCH   ?= $(shell $(GO) env GOARCH)
+IMAGE_DIR    := $(OUTPUT)/image
+IMAGE_TAR    := $(IMAGE_DIR)/implicit-apiserver.tar
+CHART        := charts/implicit-apiserver
+DIST         ?= dist
+
 ##@ Build
 
 .PHONY: build
-build: ## Build implicit-apiserver into _output/bin.
-	$(GO) build -o $(IMPLICIT_BIN) ./cmd/implicit-apiserver
+build: ## Build implicit-apiserver into _output/bin, stamped with VERSION (git describe).
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(IMPLICIT_BIN) ./cmd/implicit-apiserver
+
+.PHONY: image
+image: ## Build the image implicit-apiserver:VERSION, without a container daemon, as an OCI archive in _output/image.
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags "$(LDFLAGS)" \
+		-o $(IMAGE_DIR)/linux-$(IMAGE_ARCH)/implicit-apiserver ./cmd/implicit-apiserver
+	cd hack/image && $(GO) run . --binary $(abspath $(IMAGE_DIR))/linux-$(IMAGE_ARCH)/implicit-apiserver \
+		--arch $(IMAGE_ARCH) --tag $(IMAGE) --version $(VERSION) --created $(SOURCE_DATE_EPOCH) \
+		--out $(abspath $(IMAGE_TAR))
 
 .PHONY: tools
 tools: ## Build etcd, kube-apiserver and kube-controller-manager from the Go module proxy (cached in ~/.cache).
 	hack/build-tools.sh etcd kube-apiserver kube-controller-manager >/dev/null
+
+.PHONY: release
+release: image ## dist/: install.yaml rendered from the chart (charts/release-values.yaml) and the image archive.
+	@mkdir -p $(DIST)
+	@helm_bin=$$(hack/build-tools.sh helm)/helm && \
+	$$helm_bin lint --strict $(CHART) --values charts/release-values.yaml >/dev/null && \
+	$$helm_bin template implicit-apiserver $(CHART) --namespace implicit-system \
+		--values charts/release-values.yaml --set image.repository=$(IMAGE_NAME) --set image.tag=$(VERSION) \
+		> $(DIST)/install.yaml.tmp && \
+	{ echo "# implicit-apiserver $(VERSION): helm template of charts/implicit-apiserver with charts/release-values.yaml."; \
+	  echo "# Needs cert-manager (the serving certificate); see docs/install.md."; \
+	  cat $(DIST)/install.yaml.tmp; } > $(DIST)/install.yaml && rm $(DIST)/install.yaml.tmp
+	cp $(IMAGE_TAR) $(DIST)/implicit-apiserver-$(VERSION)-$(IMAGE_ARCH).tar
+	@cd $(DIST) && sha256sum install.yaml implicit-apiserver-$(VERSION)-$(IMAGE_ARCH).tar > SHA256SUMS && cat SHA256SUMS
 
 ##@ Run
 
@@ -50,14 +88,16 @@ verify: ## gofmt and go vet.
 	if [[ -n "$$bad" ]]; then echo "gofmt would change:"; echo "$$bad"; exit 1; fi
 	$(GO) vet ./...
 	cd hack/tools && $(GO) vet ./etcd
+	cd hack/image && $(GO) vet ./...
 
 .PHONY: unit
 unit: ## Unit tests (and fuzz seeds) with -race.
 	$(GO) test $(GOFLAGS_TEST) ./pkg/... ./cmd/...
+	cd hack/image && $(GO) test $(GOFLAGS_TEST) ./...
 
 .PHONY: integration
-integration: build ## Integration tests against real etcd, kube-apiserver and the aggregation layer.
-	@tools_bin=$$(hack/build-tools.sh etcd kube-apiserver kube-controller-manager) && \
+integration: build ## Integration tests against real etcd, kube-apiserver and the aggregation layer; the chart's tests (test/chart) with helm.
+	@tools_bin=$$(hack/build-tools.sh etcd kube-apiserver kube-controller-manager helm) && \
 	IMPLICIT_TOOLS_BIN="$$tools_bin" IMPLICIT_BINARY="$(abspath $(IMPLICIT_BIN))" \
 		$(GO) test $(GOFLAGS_TEST) -timeout 30m ./test/... -v 2>&1 | tee $(OUTPUT)/integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || \
 		{ echo "integration tests failed; full log in $(OUTPUT)/integration.log"; grep -E -B2 -A20 -- '--- FAIL' $(OUTPUT)/integration.log | tail -200; exit 1; }

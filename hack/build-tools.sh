@@ -6,21 +6,24 @@
 # clone (CI's, or a second work tree) reuses them:
 #   ${IMPLICIT_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/implicit-apiserver/tools}/<name>-<version>
 #
-# Usage: hack/build-tools.sh [etcd] [kube-apiserver] [kube-controller-manager]
+# Usage: hack/build-tools.sh [etcd] [kube-apiserver] [kube-controller-manager] [helm]
 # (default: etcd and kube-apiserver). Progress goes to stderr; the bin
-# directory is the only line on stdout.
+# directory is the only line on stdout. helm is pinned by a module of its own,
+# hack/helm, so that its dependencies never meet k8s.io/kubernetes'.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 tools_mod="${here}/tools"
 kube_version=$(cd "${tools_mod}" && go list -m -f "{{.Version}}" k8s.io/kubernetes)
 etcd_version=$(cd "${tools_mod}" && go list -m -f "{{.Version}}" go.etcd.io/etcd/server/v3)
+helm_mod="${here}/helm"
+helm_version=$(cd "${helm_mod}" && go list -m -f "{{.Version}}" helm.sh/helm/v4)
 cache="${IMPLICIT_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/implicit-apiserver/tools}"
 bin="${cache}/bin"
 mkdir -p "${bin}"
 
 build() {
-  local name=$1 version=$2 pkg=$3 expect=$4
+  local name=$1 version=$2 pkg=$3 expect=$4 mod=${5:-${tools_mod}}
   local target="${bin}/${name}-${version}"
   if [[ -x "${target}" ]]; then
     ln -sf "${name}-${version}" "${bin}/${name}"
@@ -30,7 +33,7 @@ build() {
   local start=${SECONDS}
   # Build to a temporary name first: an interrupted build never leaves a
   # half-written binary under the cached name.
-  (cd "${tools_mod}" && CGO_ENABLED=0 go build -trimpath -o "${target}.tmp.$$" "${pkg}")
+  (cd "${mod}" && CGO_ENABLED=0 go build -trimpath -o "${target}.tmp.$$" "${pkg}")
   mv "${target}.tmp.$$" "${target}"
   ln -sf "${name}-${version}" "${bin}/${name}"
   echo ">> built ${name} in $((SECONDS - start))s" >&2
@@ -43,6 +46,7 @@ for tool in "${want[@]}"; do
     etcd) build etcd "${etcd_version}" ./etcd "1 minute" ;;
     kube-apiserver) build kube-apiserver "${kube_version}" k8s.io/kubernetes/cmd/kube-apiserver "8 minutes" ;;
     kube-controller-manager) build kube-controller-manager "${kube_version}" k8s.io/kubernetes/cmd/kube-controller-manager "8 minutes" ;;
+    helm) build helm "${helm_version}" helm.sh/helm/v4/cmd/helm "3 minutes" "${helm_mod}" ;;
     *) echo "unknown tool ${tool}" >&2; exit 2 ;;
   esac
 done

@@ -9,12 +9,15 @@ import (
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/component-base/term"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/version"
 )
 
 // NewCommand returns the implicit-apiserver command, running until ctx is cancelled.
 func NewCommand(ctx context.Context) *cobra.Command {
 	o := NewOptions()
 	logOpts := logs.NewOptions()
+	var printVersion bool
 	cmd := &cobra.Command{
 		Use:   "implicit-apiserver",
 		Short: "Serve implicit views: effective RoleBindings, Roles and NetworkPolicies per namespace",
@@ -23,6 +26,10 @@ func NewCommand(ctx context.Context) *cobra.Command {
 			"ancestors and its own objects. Nothing is copied.",
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if printVersion {
+				_, err := fmt.Fprintln(cmd.OutOrStdout(), version.String())
+				return err
+			}
 			if err := logsapi.ValidateAndApply(logOpts, nil); err != nil {
 				return err
 			}
@@ -37,6 +44,7 @@ func NewCommand(ctx context.Context) *cobra.Command {
 	}
 	fss := o.Flags()
 	logsapi.AddFlags(logOpts, fss.FlagSet("logging"))
+	fss.FlagSet("global").BoolVar(&printVersion, "version", false, "Print the version (implicit-apiserver <version>) and exit.")
 	for _, f := range fss.FlagSets {
 		cmd.Flags().AddFlagSet(f)
 	}

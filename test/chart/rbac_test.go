@@ -1,0 +1,109 @@
+package chart_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// TestClusterRole: the chart grants what artifacts/base grants, including
+// list and watch of the server's webhook configuration (issue 14, item 1).
+func TestClusterRole(t *testing.T) {
+	t.Parallel()
+	objs := mustTemplate(t)
+	var role rbacv1.ClusterRole
+	convert(t, objs.get("ClusterRole", "implicit-apiserver"), &role)
+	var base rbacv1.ClusterRole
+	readYAML(t, "artifacts/base/clusterrole.yaml", &base)
+	if !reflect.DeepEqual(role.Rules, base.Rules) {
+		t.Errorf("chart ClusterRole rules differ from artifacts/base/clusterrole.yaml:\nchart: %+v\nbase:  %+v", role.Rules, base.Rules)
+	}
+	for name, rules := range map[string][]rbacv1.PolicyRule{"chart": role.Rules, "artifacts/base": base.Rules} {
+		for _, verb := range []string{"get", "list", "watch", "update"} {
+			if !allows(rules, "admissionregistration.k8s.io", "validatingwebhookconfigurations", "implicit-apiserver", verb) {
+				t.Errorf("%s ClusterRole: no %s on validatingwebhookconfigurations/implicit-apiserver", name, verb)
+			}
+		}
+	}
+	// The binding names the release's ServiceAccount.
+	var binding rbacv1.ClusterRoleBinding
+	convert(t, objs.get("ClusterRoleBinding", "implicit-apiserver"), &binding)
+	want := []rbacv1.Subject{{Kind: "ServiceAccount", Name: "implicit-apiserver", Namespace: namespace}}
+	if !reflect.DeepEqual(binding.Subjects, want) || binding.RoleRef.Name != "implicit-apiserver" {
+		t.Errorf("ClusterRoleBinding %+v -> %s, want %+v -> implicit-apiserver", binding.Subjects, binding.RoleRef.Name, want)
+	}
+}
+
+func allows(rules []rbacv1.PolicyRule, group, resource, name, verb string) bool {
+	for _, r := range rules {
+		if slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, verb) &&
+			(len(r.ResourceNames) == 0 || slices.Contains(r.ResourceNames, name)) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestAnonymousWebhooks: webhooks.anonymous passes --anonymous-webhooks and
+// always comes with the NetworkPolicy that keeps the port private.
+func TestAnonymousWebhooks(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name          string
+		set           []string
+		wantAnonymous bool
+		wantPolicy    bool
+	}{
+		{name: "default"},
+		{name: "anonymous", set: []string{"webhooks.anonymous=true", "networkPolicy.from[0].ipBlock.cidr=172.16.0.0/12"}, wantAnonymous: true, wantPolicy: true},
+		{name: "NetworkPolicy alone", set: []string{"networkPolicy.enabled=true", "networkPolicy.from[0].ipBlock.cidr=172.16.0.0/12"}, wantPolicy: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			objs := mustTemplate(t, tc.set...)
+			if got := slices.Contains(objs.args(t), "--anonymous-webhooks=true"); got != tc.wantAnonymous {
+				t.Errorf("--anonymous-webhooks=true in args: %v, want %v (args %q)", got, tc.wantAnonymous, objs.args(t))
+			}
+			policies := objs.ofKind("NetworkPolicy")
+			if got := len(policies) == 1; got != tc.wantPolicy {
+				t.Fatalf("%d NetworkPolicies rendered, want one: %v", len(policies), tc.wantPolicy)
+			}
+			if !tc.wantPolicy {
+				return
+			}
+			from, _, _ := unstructured.NestedSlice(policies[0].Object, "spec", "ingress")
+			if len(from) != 1 || !strings.Contains(fmt.Sprint(from), "172.16.0.0/12") {
+				t.Errorf("NetworkPolicy ingress %v, want one rule from 172.16.0.0/12", from)
+			}
+		})
+	}
+}
+
+// TestReleaseValues: dist/install.yaml (the chart with charts/release-values.yaml)
+// carries no private key, makes its namespace as a non-tenant, and gets its
+// certificate from cert-manager.
+func TestReleaseValues(t *testing.T) {
+	t.Parallel()
+	out, err := runHelm(t, "template", "implicit-apiserver", chartDir, "--namespace", namespace,
+		"--values", filepath.Join(repoRoot, "charts", "release-values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "PRIVATE KEY") || strings.Contains(out, "tls.key:") {
+		t.Error("the release manifest carries a private key")
+	}
+	objs := parse(t, out)
+	ns := objs.get("Namespace", namespace)
+	if ns == nil || ns.GetLabels()["implicit.dev/inherit"] != "false" || ns.GetLabels()["pod-security.kubernetes.io/enforce"] != "restricted" {
+		t.Errorf("release manifest namespace %v: want %s labeled implicit.dev/inherit=false and restricted", ns, namespace)
+	}
+	if objs.get("Certificate", "implicit-apiserver-serving-cert") == nil {
+		t.Error("release manifest has no cert-manager Certificate")
+	}
+}
