@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
 	"k8s.io/kube-openapi/pkg/common"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
@@ -66,6 +67,10 @@ type ExtraConfig struct {
 	// Hub, when set, is the cluster the global sources are read from: its
 	// client, informers restricted to the global namespace, and its name.
 	Hub *HubConfig
+	// WebhookCallers may call the webhook endpoints (/authorize and
+	// /admission/*); AnonymousWebhooks opens the admission ones to anyone.
+	WebhookCallers    authz.Callers
+	AnonymousWebhooks bool
 }
 
 // HubConfig reaches the hub cluster of the global sources.
@@ -183,6 +188,10 @@ func (c CompletedConfig) New() (*Server, error) {
 	c.GenericConfig.BuildHandlerChainFunc = func(h http.Handler, gc *genericapiserver.Config) http.Handler {
 		return genericapiserver.DefaultBuildHandlerChain(readOnly(h, group.storage, x.Codecs), gc)
 	}
+	admissionCallers, err := c.webhookCallers()
+	if err != nil {
+		return nil, err
+	}
 	gs, err := c.GenericConfig.New("implicit-apiserver", genericapiserver.NewEmptyDelegate())
 	if err != nil {
 		return nil, err
@@ -201,11 +210,15 @@ func (c CompletedConfig) New() (*Server, error) {
 		sar = admission.SARAuthorizer{Client: x.Client.AuthorizationV1().SubjectAccessReviews()}
 	}
 	guards := admission.NewGuards(mux, sar, served, x.Policy.GlobalNamespace)
+	if x.Client != nil {
+		// The parent-uid webhook reads parents from kube-apiserver.
+		guards.SetNamespaces(x.Client.CoreV1().Namespaces())
+	}
 	for _, ns := range x.Globals {
 		guards.AddGlobalNamespace(ns)
 	}
 	for _, p := range admission.Paths {
-		gs.Handler.NonGoRestfulMux.Handle(p, guards.Handler(p))
+		gs.Handler.NonGoRestfulMux.Handle(p, admissionCallers(guards.Handler(p)))
 	}
 	if x.Client != nil && x.WebhookConfiguration != "" {
 		sync := &admission.ConditionSync{
@@ -229,7 +242,7 @@ func (c CompletedConfig) New() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	gs.Handler.NonGoRestfulMux.Handle(authz.Path, authorizer.Handler())
+	gs.Handler.NonGoRestfulMux.Handle(authz.Path, x.WebhookCallers.Require(authorizer.Handler()))
 
 	kinds := &kindController{
 		resources:  x.Resources,
@@ -344,4 +357,34 @@ func gr(k registry.Kind) schema.GroupResource {
 // Run serves until ctx is cancelled.
 func (s *Server) Run(ctx context.Context) error {
 	return s.GenericAPIServer.PrepareRun().RunWithContext(ctx)
+}
+
+// webhookCallers prepares the webhook endpoints' own authentication, before
+// the handler chain is built: the generic authentication skips their paths
+// (a webhook client certificate need not be one it knows, and one it can't
+// verify would be refused), and the serving TLS configuration requests
+// client certificates advertising the webhook client CA too (a client only
+// sends a certificate signed by an advertised CA). It returns what wraps
+// each admission guard: authz.Callers.Require, or nothing with
+// AnonymousWebhooks; /authorize always requires a certificate.
+func (c CompletedConfig) webhookCallers() (func(http.Handler) http.Handler, error) {
+	x := c.ExtraConfig
+	gc := c.GenericConfig
+	paths := append([]string{authz.Path}, admission.Paths...)
+	if gc.Authentication.Authenticator != nil {
+		gc.Authentication.Authenticator = authz.SkipAuthentication(gc.Authentication.Authenticator, paths)
+	}
+	if x.WebhookCallers.CA != nil {
+		if err := gc.Authentication.ApplyClientCert(x.WebhookCallers.CA, gc.SecureServing); err != nil {
+			return nil, err
+		}
+	} else {
+		klog.Warningf("No --webhook-client-ca-file: the webhook endpoints %v refuse every caller that needs a client certificate", paths)
+	}
+	if x.AnonymousWebhooks {
+		klog.Warningf("--anonymous-webhooks: the admission webhooks %v answer callers without a client certificate; "+
+			"only a network policy keeps anyone else from them (%s still requires one)", admission.Paths, authz.Path)
+		return func(h http.Handler) http.Handler { return h }, nil
+	}
+	return x.WebhookCallers.Require, nil
 }

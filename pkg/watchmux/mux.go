@@ -22,6 +22,10 @@ type Options struct {
 	// HistorySize is how many view events are kept for resuming watches
 	// (default 100,000).
 	HistorySize int
+	// HistoryBytes bounds the estimated bytes of the objects the history's
+	// events pin (default 256 MiB): with large objects, HistorySize events
+	// could pin gigabytes.
+	HistoryBytes int64
 	// BufferSize is a namespace watcher's buffer (default 100). An
 	// all-namespaces watcher gets max(10 × BufferSize, 2 × namespaces).
 	BufferSize int
@@ -112,7 +116,7 @@ func New(policy merge.Policy, resources []string, objects Objects, opts Options)
 		changed:       make(chan struct{}, 1),
 	}
 	m.fanTurn = sync.NewCond(&m.fanMu)
-	m.hist = newHistory(opts.HistorySize, m.v.current())
+	m.hist = newHistory(opts.HistorySize, opts.HistoryBytes, m.v.current())
 	return m
 }
 
@@ -309,7 +313,7 @@ func (m *Mux) MarkSynced() {
 	}
 	m.synced = true
 	m.signalChanged()
-	m.hist = newHistory(m.opts.HistorySize, m.v.current())
+	m.hist = newHistory(m.opts.HistorySize, m.opts.HistoryBytes, m.v.current())
 	m.fanMu.Lock()
 	m.dispatched = m.v.current()
 	m.fanMu.Unlock()
@@ -366,7 +370,7 @@ func (m *Mux) OnNamespace(obj any, deleted bool) {
 	}
 	var next *merge.Namespace
 	if !deleted {
-		next = &merge.Namespace{Name: ns.Name, Labels: ns.Labels, Annotations: ns.Annotations}
+		next = &merge.Namespace{Name: ns.Name, UID: ns.UID, Created: ns.CreationTimestamp.Time, Labels: ns.Labels, Annotations: ns.Annotations}
 	}
 	m.mu.Lock()
 	if deleted || ns.DeletionTimestamp == nil {
@@ -380,7 +384,9 @@ func (m *Mux) OnNamespace(obj any, deleted bool) {
 		// anything else (status, other labels) changes no view.
 		m.st.setNamespaceLocked(ns.Name, next)
 	} else if m.synced {
-		// Every view of the namespace's subtree may change, in every resource.
+		// Every view of the namespace's subtree may change, in every
+		// resource: down to the policy's MaxDepth levels, as no namespace
+		// farther below inherits through it.
 		affected := m.st.subtree(ns.Name)
 		before := m.viewsLocked(affected)
 		m.st.setNamespaceLocked(ns.Name, next)
@@ -397,14 +403,21 @@ func (m *Mux) OnNamespace(obj any, deleted bool) {
 }
 
 // hierarchyChange reports whether replacing namespace name by next (nil:
-// deleted) may change a view: it appears or goes, or its parent label, its
-// inherit label or its exclusions change. Called with mu held.
+// deleted) may change a view: it appears or goes, it is another namespace
+// of the same name (its uid or creation time differ: an informer relist
+// may replace one by the other without a deletion), or its parent label,
+// its recorded parent uid, its inherit label or its exclusions change.
+// Called with mu held.
 func (m *Mux) hierarchyChange(name string, next *merge.Namespace) bool {
 	old, ok := m.st.namespaces[name]
 	if !ok || next == nil {
 		return true
 	}
-	return old.Labels[merge.LabelParent] != next.Labels[merge.LabelParent] ||
+	oldUID, oldHasUID := old.Annotations[merge.AnnotationParentUID]
+	nextUID, nextHasUID := next.Annotations[merge.AnnotationParentUID]
+	return old.UID != next.UID || !old.Created.Equal(next.Created) ||
+		oldUID != nextUID || oldHasUID != nextHasUID ||
+		old.Labels[merge.LabelParent] != next.Labels[merge.LabelParent] ||
 		old.Labels[merge.LabelInherit] != next.Labels[merge.LabelInherit] ||
 		old.Annotations[merge.AnnotationExclude] != next.Annotations[merge.AnnotationExclude]
 }
@@ -494,7 +507,7 @@ func (m *Mux) publishLocked(events []*Event, start time.Time) {
 			// and none reaches a watcher of the old one: it is closed
 			// before the fan-out lock is released.
 			m.v = newVersionsExcept(m.v.instance)
-			m.hist = newHistory(m.opts.HistorySize, m.v.current())
+			m.hist = newHistory(m.opts.HistorySize, m.opts.HistoryBytes, m.v.current())
 			m.fanMu.Lock()
 			// Let the fan-outs already numbered finish first: no event of
 			// the old instance may reach a watcher of the new one.

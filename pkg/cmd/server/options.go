@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/apiserver/pkg/util/compatibility"
 	"k8s.io/client-go/discovery"
@@ -32,6 +33,7 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
+	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
 // Options are implicit-apiserver's command-line options.
@@ -46,6 +48,11 @@ type Options struct {
 	ConfigFile string
 	// HostSchemaTimeout bounds the wait for the host's OpenAPI at start-up.
 	HostSchemaTimeout time.Duration
+	// MaxDepth is how many ancestors a namespace inherits from (0: all).
+	MaxDepth int
+	// PodNamespace is the server's own namespace, never a tenant; Complete
+	// reads it from the pod when no flag sets it.
+	PodNamespace string
 	// WebhookConfiguration names the ValidatingWebhookConfiguration whose
 	// match conditions the server keeps current; "" turns that off.
 	WebhookConfiguration string
@@ -53,6 +60,15 @@ type Options struct {
 	// from; GlobalClusterName names it in provenance.
 	GlobalKubeconfig  string
 	GlobalClusterName string
+	// WebhookClientCAFile verifies the client certificate kube-apiserver
+	// presents to the webhook endpoints; WebhookClientNames, when set, are
+	// the common names allowed. AnonymousWebhooks opens the admission
+	// endpoints to callers without one (managed control planes).
+	WebhookClientCAFile string
+	WebhookClientNames  []string
+	AnonymousWebhooks   bool
+	// HistoryBytes bounds the estimated bytes of the watch history.
+	HistoryBytes int64
 
 	// config is set by Complete from ConfigFile or the defaults.
 	config Configuration
@@ -66,11 +82,10 @@ func NewOptions() *Options {
 	rec.Etcd = nil
 	rec.Admission = nil
 	rec.SecureServing.BindPort = 6443
-	// kube-apiserver calls admission webhooks without credentials; the
-	// guards only read and answer for the request they are given.
+	// The webhook endpoints authenticate their callers themselves (a client
+	// certificate from --webhook-client-ca-file, see authz.Callers): the
+	// generic authentication and authorization leave them alone.
 	rec.Authorization.AlwaysAllowPaths = append(rec.Authorization.AlwaysAllowPaths, admission.Paths...)
-	// The same for the authorization webhook: it answers only the question
-	// it is asked (restrict who reaches the port, see docs/security.md).
 	rec.Authorization.AlwaysAllowPaths = append(rec.Authorization.AlwaysAllowPaths, authz.Path)
 	return &Options{
 		WebhookConfiguration: "implicit-apiserver",
@@ -78,6 +93,8 @@ func NewOptions() *Options {
 		GlobalNamespace:      "implicit-global",
 		ExcludeNamespaces:    []string{"kube-system", "kube-public", "kube-node-lease"},
 		HostSchemaTimeout:    2 * time.Minute,
+		MaxDepth:             32,
+		HistoryBytes:         watchmux.DefaultHistoryBytes,
 	}
 }
 
@@ -94,6 +111,12 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 			"Without it: rolebindings, roles and networkpolicies.")
 	fs.DurationVar(&o.HostSchemaTimeout, "host-schema-timeout", o.HostSchemaTimeout,
 		"How long to wait at start-up for the host cluster's OpenAPI schemas of the source kinds.")
+	fs.IntVar(&o.MaxDepth, "max-depth", o.MaxDepth,
+		"How many ancestors (implicit.dev/parent) a namespace inherits from, nearest first; farther ones are cut off "+
+			"and reported (DepthExceeded). Bounds the cost of a change in a deep hierarchy. 0: no limit.")
+	fs.StringVar(&o.PodNamespace, "pod-namespace", o.PodNamespace,
+		"The server's own namespace, which is never a tenant whatever its labels. Empty: $POD_NAMESPACE, else the "+
+			"service account's namespace file.")
 	fs.StringVar(&o.GlobalKubeconfig, "global-kubeconfig", o.GlobalKubeconfig,
 		"Kubeconfig of the hub cluster whose global namespace holds the global sources. Empty: the global namespace of this cluster.")
 	fs.StringVar(&o.GlobalClusterName, "global-cluster-name", o.GlobalClusterName,
@@ -101,6 +124,16 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	fs.StringVar(&o.WebhookConfiguration, "webhook-configuration", o.WebhookConfiguration,
 		"The ValidatingWebhookConfiguration of the guards whose match conditions (locked names, inherited namespaces) "+
 			"the server keeps current. Empty: don't.")
+	fs.StringVar(&o.WebhookClientCAFile, "webhook-client-ca-file", o.WebhookClientCAFile,
+		"PEM CA bundle that verifies the client certificate kube-apiserver presents when it calls the webhooks "+
+			"(/authorize and /admission/*). Without it, they refuse every caller (unless --anonymous-webhooks).")
+	fs.StringSliceVar(&o.WebhookClientNames, "webhook-client-names", o.WebhookClientNames,
+		"Common names allowed in webhook callers' client certificates. Empty: any certificate the CA signed for client authentication.")
+	fs.BoolVar(&o.AnonymousWebhooks, "anonymous-webhooks", o.AnonymousWebhooks,
+		"Answer the admission webhooks (/admission/*) without a client certificate, for managed control planes whose "+
+			"kube-apiserver can't present one: restrict who reaches the port (NetworkPolicy). /authorize still requires one.")
+	fs.Int64Var(&o.HistoryBytes, "history-bytes", o.HistoryBytes,
+		"Bound on the estimated bytes of the objects the watch history keeps for resuming watches (besides its 100,000 events).")
 
 	o.Recommended.SecureServing.AddFlags(fss.FlagSet("secure serving"))
 	o.Recommended.Authentication.AddFlags(fss.FlagSet("authentication"))
@@ -122,6 +155,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 
 // Complete reads the configuration file and fills in derived values.
 func (o *Options) Complete() error {
+	o.completePodNamespace()
 	o.config = DefaultConfiguration()
 	if o.ConfigFile != "" {
 		cfg, err := LoadConfiguration(o.ConfigFile)
@@ -171,6 +205,20 @@ func (o *Options) Validate() error {
 	if o.HostSchemaTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--host-schema-timeout must be positive"))
 	}
+	if o.MaxDepth < 0 {
+		errs = append(errs, fmt.Errorf("--max-depth must be 0 (no limit) or positive"))
+	}
+	if o.PodNamespace != "" {
+		if msgs := validation.IsDNS1123Label(o.PodNamespace); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--pod-namespace %q: %s", o.PodNamespace, strings.Join(msgs, ", ")))
+		}
+	}
+	if o.HistoryBytes < 1<<20 {
+		errs = append(errs, fmt.Errorf("--history-bytes must be at least 1Mi (1048576)"))
+	}
+	if len(o.WebhookClientNames) > 0 && o.WebhookClientCAFile == "" {
+		errs = append(errs, fmt.Errorf("--webhook-client-names needs --webhook-client-ca-file"))
+	}
 	return utilerrors.NewAggregate(errs)
 }
 
@@ -218,20 +266,18 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 	gc.OpenAPIV3Config.Info.Title = "implicit-apiserver"
 	gc.OpenAPIV3Config.Info.Version = apiserver.SchemeGroupVersion.Version
 
+	callers := authz.Callers{Names: o.WebhookClientNames}
+	if o.WebhookClientCAFile != "" {
+		// Reloaded when the file changes, like --client-ca-file.
+		if callers.CA, err = dynamiccertificates.NewDynamicCAContentFromFile("webhook-client-ca", o.WebhookClientCAFile); err != nil {
+			return nil, fmt.Errorf("--webhook-client-ca-file: %w", err)
+		}
+	}
+
 	var hub *apiserver.HubConfig
 	if o.GlobalKubeconfig != "" {
 		if hub, err = o.hubConfig(); err != nil {
 			return nil, err
-		}
-	}
-	excluded := map[string]bool{}
-	for _, ns := range o.ExcludeNamespaces {
-		excluded[ns] = true
-	}
-	// A kind's own global namespace holds global sources: never a tenant.
-	for _, ns := range o.config.Globals {
-		if ns != o.GlobalNamespace {
-			excluded[ns] = true
 		}
 	}
 	return &apiserver.Config{
@@ -245,13 +291,16 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 			Namer:                namer.GetDefinitionName,
 			Overlayer:            merge.NewOverlayer,
 			Dynamic:              dyn,
-			Policy:               merge.Policy{GlobalNamespace: o.GlobalNamespace, Excluded: excluded},
+			Policy:               o.policy(),
 			Scheme:               scheme,
 			Codecs:               codecs,
 			Client:               client,
 			Informers:            gc.SharedInformerFactory,
 			WebhookConfiguration: o.WebhookConfiguration,
 			Hub:                  hub,
+			WebhookCallers:       callers,
+			AnonymousWebhooks:    o.AnonymousWebhooks,
+			Watch:                watchmux.Options{HistoryBytes: o.HistoryBytes},
 		},
 	}, nil
 }
