@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -85,8 +86,7 @@ func NewOptions() *Options {
 	// The webhook endpoints authenticate their callers themselves (a client
 	// certificate from --webhook-client-ca-file, see authz.Callers): the
 	// generic authentication and authorization leave them alone.
-	rec.Authorization.AlwaysAllowPaths = append(rec.Authorization.AlwaysAllowPaths, admission.Paths...)
-	rec.Authorization.AlwaysAllowPaths = append(rec.Authorization.AlwaysAllowPaths, authz.Path)
+	rec.Authorization.AlwaysAllowPaths = withWebhookPaths(rec.Authorization.AlwaysAllowPaths)
 	return &Options{
 		WebhookConfiguration: "implicit-apiserver",
 		Recommended:          rec,
@@ -156,6 +156,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 // Complete reads the configuration file and fills in derived values.
 func (o *Options) Complete() error {
 	o.completePodNamespace()
+	// --authorization-always-allow-paths replaces the default list: an
+	// operator who adds /metrics must not drop the webhooks, which
+	// kube-apiserver calls with failurePolicy Fail.
+	o.Recommended.Authorization.AlwaysAllowPaths = withWebhookPaths(o.Recommended.Authorization.AlwaysAllowPaths)
 	o.config = DefaultConfiguration()
 	if o.ConfigFile != "" {
 		cfg, err := LoadConfiguration(o.ConfigFile)
@@ -349,4 +353,18 @@ func (o *Options) hubConfig() (*apiserver.HubConfig, error) {
 		Dynamic:   dyn,
 		Informers: informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(o.GlobalNamespace)),
 	}, nil
+}
+
+// withWebhookPaths returns paths with the webhook endpoints (/authorize and
+// every admission guard's) added where missing. They authenticate their
+// callers themselves (authz.Callers), so the generic authorizer must always
+// let them through, whatever --authorization-always-allow-paths says.
+func withWebhookPaths(paths []string) []string {
+	out := slices.Clone(paths)
+	for _, p := range append([]string{authz.Path}, admission.Paths...) {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
