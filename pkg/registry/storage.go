@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
+	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
 	"k8s.io/utils/clock"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
@@ -206,6 +207,12 @@ func (s *Storage) Watch(ctx context.Context, opts *metainternalversion.ListOptio
 		req.AllowBookmarks = opts.AllowWatchBookmarks
 	}
 	w, err := s.viewer.Watch(ctx, ns, req)
+	// The watch is set up (its initial items are taken): API Priority and
+	// Fairness may give its seat back, as kube-apiserver's watch cache
+	// does. Without this signal every open watch would hold a seat of its
+	// priority level for as long as it lasts, and a few dozen watchers of
+	// one level would have the server answer 429 to the rest of it.
+	utilflowcontrol.WatchInitialized(ctx)
 	if err != nil {
 		return errorStream(err)
 	}

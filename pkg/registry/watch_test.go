@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
+	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
 	"k8s.io/utils/ptr"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
@@ -251,5 +252,45 @@ func TestStorageWatchErrorStream(t *testing.T) {
 				t.Error("the stream goes on after its ERROR event")
 			}
 		})
+	}
+}
+
+// initSignal records API Priority and Fairness's watch initialization
+// signal.
+type initSignal struct{ signalled chan struct{} }
+
+func (s *initSignal) Signal() {
+	select {
+	case <-s.signalled:
+	default:
+		close(s.signalled)
+	}
+}
+func (s *initSignal) Wait() { <-s.signalled }
+
+// TestStorageWatchReleasesSeat checks that a watch tells API Priority and
+// Fairness it is initialized once it is set up, as kube-apiserver's watch
+// cache does, so that an open watch does not hold a seat of its priority
+// level for as long as it lasts (the server answered 429 to everyone of a
+// level once a few dozen watches of it were open). It must signal for a
+// watch that fails to start from its version too.
+func TestStorageWatchReleasesSeat(t *testing.T) {
+	t.Parallel()
+	for _, viewerErr := range []error{nil, apierrors.NewResourceExpired("too old")} {
+		viewer := newFakeViewer("rolebindings", viewItems()...)
+		viewer.err = viewerErr
+		s := registry.NewStorage(group, registry.RoleBindings(), viewer)
+		sig := &initSignal{signalled: make(chan struct{})}
+		ctx := utilflowcontrol.WithInitializationSignal(genericapirequest.WithNamespace(context.Background(), "team-a"), sig)
+		w, err := s.Watch(ctx, &metainternalversion.ListOptions{Watch: true})
+		if err != nil {
+			t.Fatalf("viewer error %v: Watch: %v", viewerErr, err)
+		}
+		select {
+		case <-sig.signalled:
+		default:
+			t.Errorf("viewer error %v: the watch is open and API Priority and Fairness was not told it is initialized", viewerErr)
+		}
+		w.Stop()
 	}
 }
