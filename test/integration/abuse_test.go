@@ -2,8 +2,13 @@ package integration
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -11,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,6 +25,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -392,4 +401,144 @@ func TestAbuseWatchChurn(t *testing.T) {
 	if after := bystanderView(t, dyn, "ab-watch-bystander"); after != before {
 		t.Errorf("the bystander's view changed:\nbefore %s\nafter  %s", before, after)
 	}
+}
+
+// TestAbuseSARFlood: a tenant floods SelfSubjectAccessReviews with unique,
+// long names in her namespace. RBAC says no to each, so kube-apiserver asks
+// the authorization webhook every time; the server's decision cache must
+// not keep what the flood sends (issue 13: about 1 MiB retained per review
+// before).
+func TestAbuseSARFlood(t *testing.T) {
+	kube, dyn := admin(t)
+	ctx := t.Context()
+	createNamespace(t, kube, "ab-sar", nil, nil)
+	createNamespace(t, kube, "ab-sar-bystander", nil, nil)
+	createRoleBinding(t, kube, "ab-sar-bystander", "ab-sar-bystander-own", "view", "b")
+	waitForView(t, dyn, viewRoleBindings, "ab-sar-bystander", "ab-sar-", map[string]viewItem{
+		"ab-sar-bystander-own": {Scope: "local", Source: "ab-sar-bystander"},
+	})
+	before := bystanderView(t, dyn, "ab-sar-bystander")
+	mallory := newAttacker(t, kube, "mallory-sar", "ab-sar")
+	heapBefore := serverMetrics(t)["go_memstats_heap_inuse_bytes"]
+
+	const n, nameLen = 1000, 200 << 10
+	t.Logf("mallory sends %d SelfSubjectAccessReviews with unique %d KiB names", n, nameLen>>10)
+	start := time.Now()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	var mu sync.Mutex
+	allowed, failed := 0, 0
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			name := fmt.Sprintf("%06d-%s", i, strings.Repeat("n", nameLen))
+			review, err := mallory.kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+					Namespace: "ab-sar", Verb: "unlock", Group: "rbac.authorization.k8s.io", Resource: "rolebindings", Name: name}},
+			}, metav1.CreateOptions{})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				failed++
+			case review.Status.Allowed:
+				allowed++
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	t.Logf("%d reviews in %s (%.1f ms each, 8 at a time): %d allowed, %d failed", n, elapsed.Round(time.Millisecond),
+		float64(elapsed.Milliseconds())/n, allowed, failed)
+	if failed == n {
+		t.Fatal("every review failed: the flood tested nothing")
+	}
+	if allowed != 0 {
+		t.Errorf("%d reviews allowed mallory to unlock RoleBindings, which admin never grants", allowed)
+	}
+	checkReady(t)
+	heapAfter := serverMetrics(t)["go_memstats_heap_inuse_bytes"]
+	t.Logf("heap in use %.0f MiB -> %.0f MiB after %d MiB of review names", heapBefore/(1<<20), heapAfter/(1<<20), n*nameLen>>20)
+	// The decision cache is bounded at 32 MiB of estimated bytes and never
+	// keeps a key over 16 KiB: these 200 MiB of names must leave next to
+	// nothing behind.
+	if grown := heapAfter - heapBefore; grown > 48<<20 {
+		t.Errorf("heap grew by %.0f MiB, want under 48 MiB", grown/(1<<20))
+	}
+	if after := bystanderView(t, dyn, "ab-sar-bystander"); after != before {
+		t.Errorf("the bystander's view changed:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// TestAbuseMalformedReviews: whoever holds kube-apiserver's webhook client
+// certificate (kube-apiserver itself, or a stolen copy) sends malformed
+// AdmissionReviews and SubjectAccessReviews. Each gets a 4xx, or a 200 that
+// decides nothing (a SubjectAccessReview that allows nothing, an
+// AdmissionReview response); none takes the server down.
+func TestAbuseMalformedReviews(t *testing.T) {
+	ca, err := implicit.CABundle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca)
+	cert, err := cp.WebhookClientCertificate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		RootCAs: roots, Certificates: []tls.Certificate{cert},
+	}}}
+	bodies := []struct {
+		name string
+		body []byte
+	}{
+		{"empty", nil},
+		{"not JSON", []byte("\x00\x01garbage")},
+		{"truncated", []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x",`)},
+		{"wrong kind", []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x"}}`)},
+		{"no request", []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`)},
+		{"request without object", []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","operation":"UPDATE","resource":{"group":"rbac.authorization.k8s.io","version":"v1","resource":"rolebindings"},"namespace":"ab","name":"x"}}`)},
+		{"deeply nested", []byte(strings.Repeat("[", 100000) + strings.Repeat("]", 100000))},
+		{"over the size limit", append([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"`), append(make([]byte, 8<<20), []byte(`"}}`)...)...)},
+	}
+	paths := append([]string{authz.Path}, admission.Paths...)
+	for _, path := range paths {
+		for _, b := range bodies {
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, implicit.URL()+path, bytes.NewReader(b.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			start := time.Now()
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Errorf("%s, %s: %v", path, b.name, err)
+				continue
+			}
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+			resp.Body.Close()
+			switch {
+			case resp.StatusCode == http.StatusOK && path == authz.Path:
+				var review authorizationv1.SubjectAccessReview
+				if err := json.Unmarshal(body, &review); err != nil || review.Status.Allowed {
+					t.Errorf("%s, %s: 200 with %s, want a review that allows nothing", path, b.name, body)
+				}
+			case resp.StatusCode == http.StatusOK:
+				var review admissionv1.AdmissionReview
+				if err := json.Unmarshal(body, &review); err != nil || review.Response == nil {
+					t.Errorf("%s, %s: 200 with %s, want an AdmissionReview response", path, b.name, body)
+				}
+			case resp.StatusCode < 400 || resp.StatusCode >= 500:
+				t.Errorf("%s, %s: %s, want a 4xx", path, b.name, resp.Status)
+			}
+			if d := time.Since(start); d > time.Second {
+				t.Logf("%s, %s: %s in %s", path, b.name, resp.Status, d.Round(time.Millisecond))
+			}
+		}
+	}
+	checkReady(t)
 }

@@ -204,3 +204,55 @@ func TestUnlockIsNeverAggregated(t *testing.T) {
 		return nil
 	})
 }
+
+// TestAuthorizationDocsPaths keeps the docs and artifacts/authorization in
+// agreement on where the files go: every path on the control-plane nodes that
+// a file in artifacts/authorization refers to (kubeconfigs, certificates) is
+// one the docs tell the operator to create, and every kubeconfig path the
+// docs name is one a configuration file uses.
+func TestAuthorizationDocsPaths(t *testing.T) {
+	pathRE := regexp.MustCompile(`/etc/kubernetes/[A-Za-z0-9._/-]*[A-Za-z0-9]`)
+	read := func(rel string) string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(repoRoot, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	files, err := filepath.Glob(filepath.Join(repoRoot, "artifacts/authorization/*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[string]string{} // path -> the artifact that uses it
+	for _, f := range files {
+		if strings.HasSuffix(f, ".md") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pathRE.FindAllString(string(b), -1) {
+			used[p] = filepath.Base(f)
+		}
+	}
+	if len(used) == 0 {
+		t.Fatal("no /etc/kubernetes path in artifacts/authorization: the test checks nothing")
+	}
+	docs := read("docs/install.md") + read("artifacts/authorization/README.md")
+	// The README says where the files it lists go: "(/etc/kubernetes/)".
+	for p, artifact := range used {
+		base := strings.TrimPrefix(p, "/etc/kubernetes/")
+		if !strings.Contains(docs, p) && !strings.Contains(docs, "`"+base+"`") {
+			t.Errorf("%s uses %s, which neither docs/install.md nor artifacts/authorization/README.md tells the operator to create", artifact, p)
+		}
+	}
+	for _, p := range pathRE.FindAllString(docs, -1) {
+		if strings.HasSuffix(p, ".kubeconfig") {
+			if _, ok := used[p]; !ok {
+				t.Errorf("the docs name %s, which no file in artifacts/authorization uses", p)
+			}
+		}
+	}
+}

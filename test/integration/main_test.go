@@ -79,7 +79,15 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	implicit, err = cp.StartAggregated(ctx, controlplane.AggregatedServerOptions{Binary: binary, Name: "implicit-apiserver", Port: webhook.Port, Args: append([]string{"-v=2", "--webhook-configuration=" + controlplane.GuardsConfiguration, "--config=" + config}, cp.WebhookServerArgs()...)})
+	// The server runs as its Deployment does: as its ServiceAccount, with
+	// the shipped RBAC only (identity_test.go).
+	identity, err := deploymentIdentity(ctx, cp)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "setting up the server's identity: %v\n", err)
+		return 1
+	}
+	args := append([]string{"-v=2", "--webhook-configuration=" + controlplane.GuardsConfiguration, "--config=" + config}, cp.WebhookServerArgs()...)
+	implicit, err = cp.StartAggregated(ctx, controlplane.AggregatedServerOptions{Binary: binary, Name: "implicit-apiserver", Port: webhook.Port, Args: append(args, identityArgs(identity)...)})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting implicit-apiserver: %v\n%s\n", err, cp.LogTails(40))
 		return 1
@@ -95,6 +103,12 @@ func run(m *testing.M) int {
 	fmt.Printf("control plane and implicit-apiserver ready in %s (work dir %s)\n", time.Since(start).Round(time.Millisecond), work)
 
 	code := m.Run()
+	if code == 0 {
+		if err := checkNoForbidden(implicit.LogPath()); err != nil {
+			fmt.Println(err)
+			code = 1
+		}
+	}
 	if code != 0 {
 		fmt.Printf("implicit-apiserver log tail:\n%s\nlogs in %s\n", implicit.LogTail(60), filepath.Join(work, "logs"))
 		return code
