@@ -89,6 +89,7 @@ verify: ## gofmt and go vet.
 	$(GO) vet ./...
 	cd hack/tools && $(GO) vet ./etcd
 	cd hack/image && $(GO) vet ./...
+	cd test/bench && $(GO) vet ./...
 
 .PHONY: unit
 unit: ## Unit tests (and fuzz seeds) with -race.
@@ -105,9 +106,9 @@ integration: build ## Integration tests against real etcd, kube-apiserver and th
 .PHONY: bench
 bench: build ## Whole-system scale sweep (test/bench): N in {1000,5000,10000} x G in {10,100}, about 8 min; BENCH_ARGS=-short for a quick look.
 	@mkdir -p $(OUTPUT)/bench
-	@tools_bin=$$(hack/build-tools.sh etcd kube-apiserver) && \
+	@tools_bin=$$(hack/build-tools.sh etcd kube-apiserver) && cd test/bench && \
 	IMPLICIT_TOOLS_BIN="$$tools_bin" IMPLICIT_BINARY="$(abspath $(IMPLICIT_BIN))" \
-		$(GO) run ./test/bench -out $(OUTPUT)/bench -plot $(if $(findstring -short,$(BENCH_ARGS)),$(OUTPUT)/bench/bench-propagation.png,docs/bench-propagation.png) $(BENCH_ARGS) | tee $(OUTPUT)/bench/bench.log
+		$(GO) run . -out $(abspath $(OUTPUT))/bench -plot $(if $(findstring -short,$(BENCH_ARGS)),$(abspath $(OUTPUT))/bench/bench-propagation.png,$(abspath docs)/bench-propagation.png) $(BENCH_ARGS) | tee $(abspath $(OUTPUT))/bench/bench.log
 
 .PHONY: bench-micro
 bench-micro: ## Go benchmarks of views, fan-out and authorization decisions (not part of make test).

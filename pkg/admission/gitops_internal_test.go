@@ -62,7 +62,9 @@ func TestGitOpsIgnoredFieldsAreWhatTheServerWrites(t *testing.T) {
 		// Nothing else of the webhook may change.
 		was.Rules, now.Rules = nil, nil
 		keep := func(cs []admissionregistrationv1.MatchCondition) []admissionregistrationv1.MatchCondition {
-			return slices.DeleteFunc(cs, func(c admissionregistrationv1.MatchCondition) bool { return written.Has(now.Name + " matchConditions " + c.Name) })
+			return slices.DeleteFunc(cs, func(c admissionregistrationv1.MatchCondition) bool {
+				return written.Has(now.Name + " matchConditions " + c.Name)
+			})
 		}
 		was.MatchConditions, now.MatchConditions = keep(was.MatchConditions), keep(now.MatchConditions)
 		if !equality.Semantic.DeepEqual(was, now) {

@@ -127,7 +127,7 @@ func runN(ctx context.Context, o options, n int, prog *progress) (*nResult, erro
 			fmt.Printf("logs kept in %s\n", filepath.Join(work, "logs"))
 		}
 	}()
-	implicit, err := cp.StartAggregated(ctx, controlplane.AggregatedServerOptions{Binary: o.binary, Name: "implicit-apiserver", Port: webhook.Port, Args: append([]string{"-v=1"}, o.implicitArgs...)})
+	implicit, err := cp.StartAggregated(ctx, controlplane.AggregatedServerOptions{Binary: o.binary, Name: "implicit-apiserver", Port: webhook.Port, Args: append(append([]string{"-v=1"}, cp.WebhookServerArgs()...), o.implicitArgs...)})
 	if err != nil {
 		return nil, fmt.Errorf("starting implicit-apiserver: %w\n%s", err, cp.LogTails(40))
 	}
