@@ -42,7 +42,10 @@ const (
 	// maxSnapshots bounds the snapshots kept per view resource, the oldest
 	// dropped first.
 	maxSnapshots = 16
-	// maxSnapshotItems bounds the items of one kept snapshot.
+	// maxSnapshotItems bounds the items of one kept snapshot, and of all the
+	// snapshots of a view resource together: view items are distinct
+	// objects (one per namespace for a global source), so sixteen
+	// snapshots of an -A list could otherwise pin gigabytes.
 	maxSnapshotItems = 100_000
 )
 
@@ -297,6 +300,9 @@ type snapshots struct {
 	clock clock.PassiveClock
 	mu    sync.Mutex
 	kept  map[snapshotKey]snapshot
+	// items counts the items of every kept snapshot, at most
+	// maxSnapshotItems.
+	items int
 }
 
 func newSnapshots(c clock.PassiveClock) *snapshots {
@@ -321,7 +327,7 @@ func (s *snapshots) put(k snapshotKey, items []runtime.Object, keys []string) {
 	if _, ok := s.kept[k]; ok {
 		return
 	}
-	if len(s.kept) >= maxSnapshots {
+	for len(s.kept) >= maxSnapshots || len(s.kept) > 0 && s.items+len(items) > maxSnapshotItems {
 		var oldest snapshotKey
 		var at time.Time
 		for key, snap := range s.kept {
@@ -329,9 +335,16 @@ func (s *snapshots) put(k snapshotKey, items []runtime.Object, keys []string) {
 				oldest, at = key, snap.taken
 			}
 		}
-		delete(s.kept, oldest)
+		s.dropLocked(oldest)
 	}
 	s.kept[k] = snapshot{items: items, keys: keys, taken: s.clock.Now()}
+	s.items += len(items)
+}
+
+// dropLocked forgets the snapshot k. Called with mu held.
+func (s *snapshots) dropLocked(k snapshotKey) {
+	s.items -= len(s.kept[k].items)
+	delete(s.kept, k)
 }
 
 // expireLocked drops the snapshots older than snapshotTTL. Called with mu held.
@@ -339,7 +352,7 @@ func (s *snapshots) expireLocked() {
 	now := s.clock.Now()
 	for k, snap := range s.kept {
 		if now.Sub(snap.taken) >= snapshotTTL {
-			delete(s.kept, k)
+			s.dropLocked(k)
 		}
 	}
 }
@@ -349,4 +362,11 @@ func (s *snapshots) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.kept)
+}
+
+// itemCount is the number of items the kept snapshots hold.
+func (s *snapshots) itemCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.items
 }
