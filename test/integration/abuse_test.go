@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -276,6 +277,20 @@ func TestAbuseFlapping(t *testing.T) {
 	})
 	before := bystanderView(t, dyn, "ab-flap-bystander")
 	mallory := newAttacker(t, kube, "mallory-flap", "ab-flap", "ab-flap-p1", "ab-flap-p2")
+
+	t.Log("one client alone: the latency of a parent change through the guards")
+	var took []time.Duration
+	for i := range 20 {
+		parent := []string{"ab-flap-p1", "ab-flap-p2"}[i%2]
+		begin := time.Now()
+		if _, err := mallory.kube.CoreV1().Namespaces().Patch(ctx, "ab-flap", types.MergePatchType,
+			[]byte(fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, merge.LabelParent, parent)), metav1.PatchOptions{}); err != nil {
+			t.Fatalf("parent change %d: %v", i, err)
+		}
+		took = append(took, time.Since(begin))
+	}
+	slices.Sort(took)
+	t.Logf("parent change latency over %d: median %s, max %s", len(took), took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond))
 
 	const rounds = 40
 	t.Logf("two clients flip ab-flap's parent and inherit labels %d times each", rounds)

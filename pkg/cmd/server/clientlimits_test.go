@@ -1,0 +1,50 @@
+package server_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/cmd/server"
+)
+
+// TestKubeAPIClientLimits checks the host client's rate limit flags: their
+// defaults are far above client-go's 5 per second, which had every guarded
+// write wait behind the others' access reviews, and nonsense is refused.
+func TestKubeAPIClientLimits(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		args      []string
+		wantQPS   float32
+		wantBurst int
+		wantErr   string
+	}{
+		{name: "defaults", wantQPS: 50, wantBurst: 100},
+		{name: "set", args: []string{"--kube-api-qps=20", "--kube-api-burst=40"}, wantQPS: 20, wantBurst: 40},
+		{name: "zero qps", args: []string{"--kube-api-qps=0"}, wantQPS: 0, wantBurst: 100, wantErr: "--kube-api-qps must be positive"},
+		{name: "zero burst", args: []string{"--kube-api-burst=0"}, wantQPS: 50, wantBurst: 0, wantErr: "--kube-api-burst must be at least 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			o := server.NewOptions()
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			if o.KubeAPIQPS != tt.wantQPS || o.KubeAPIBurst != tt.wantBurst {
+				t.Errorf("qps %v burst %d, want %v and %d", o.KubeAPIQPS, o.KubeAPIBurst, tt.wantQPS, tt.wantBurst)
+			}
+			err := o.Validate()
+			switch {
+			case tt.wantErr == "" && err != nil && strings.Contains(err.Error(), "kube-api"):
+				t.Errorf("Validate: %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Errorf("Validate: %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
