@@ -107,3 +107,35 @@ func TestReleaseValues(t *testing.T) {
 		t.Error("release manifest has no cert-manager Certificate")
 	}
 }
+
+// TestViewerRoles: the chart's aggregated view-reading roles are the
+// artifacts': every view for admin, the NetworkPolicy views for view and
+// edit too, and never the RBAC views for view or edit.
+func TestViewerRoles(t *testing.T) {
+	t.Parallel()
+	objs := mustTemplate(t)
+	for _, tc := range []struct{ name, file string }{
+		{"implicit-viewer", "artifacts/base/clusterrole-implicit-viewer.yaml"},
+		{"implicit-viewer-networkpolicies", "artifacts/base/clusterrole-implicit-viewer-networkpolicies.yaml"},
+	} {
+		var chart, base rbacv1.ClusterRole
+		convert(t, objs.get("ClusterRole", tc.name), &chart)
+		readYAML(t, tc.file, &base)
+		if !reflect.DeepEqual(chart.Rules, base.Rules) {
+			t.Errorf("%s: chart rules %+v, artifacts %+v", tc.name, chart.Rules, base.Rules)
+		}
+		for _, l := range []string{"view", "edit", "admin"} {
+			key := "rbac.authorization.k8s.io/aggregate-to-" + l
+			if chart.Labels[key] != base.Labels[key] {
+				t.Errorf("%s: chart %s=%q, artifacts %q", tc.name, key, chart.Labels[key], base.Labels[key])
+			}
+		}
+		if base.Labels["rbac.authorization.k8s.io/aggregate-to-view"] == "true" || base.Labels["rbac.authorization.k8s.io/aggregate-to-edit"] == "true" {
+			for _, res := range []string{"rolebindings", "roles"} {
+				if allows(base.Rules, "implicit.dev", res, "", "list") {
+					t.Errorf("%s is aggregated into view or edit and lets them list %s.implicit.dev", tc.name, res)
+				}
+			}
+		}
+	}
+}
