@@ -2,14 +2,18 @@ package chart_test
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/cmd/server"
 )
 
 // TestClusterRole: the chart grants what artifacts/base grants, including
@@ -137,5 +141,51 @@ func TestViewerRoles(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestConfiguredKindReaders: each configured kind's view gets a ClusterRole
+// aggregated into the roles its aggregateTo names (default admin), the
+// configuration with aggregateTo loads in the server, and the built-in kinds
+// keep their fixed readers (no per-kind role, which would clash by name).
+func TestConfiguredKindReaders(t *testing.T) {
+	t.Parallel()
+	objs := mustTemplate(t,
+		"kinds[0].group=policy.example.com", "kinds[0].version=v1", "kinds[0].resource=guardrails",
+		"kinds[0].aggregateTo={view,edit}",
+		"kinds[1].group=example.com", "kinds[1].version=v1", "kinds[1].resource=things",
+		"kinds[2].group=networking.k8s.io", "kinds[2].version=v1", "kinds[2].resource=networkpolicies")
+	for _, tc := range []struct {
+		resource string
+		want     []string
+	}{
+		{"guardrails", []string{"view", "edit"}},
+		{"things", []string{"admin"}},
+	} {
+		var role rbacv1.ClusterRole
+		convert(t, objs.get("ClusterRole", "implicit-viewer-kind-"+tc.resource), &role)
+		for _, r := range []string{"view", "edit", "admin"} {
+			got := role.Labels["rbac.authorization.k8s.io/aggregate-to-"+r] == "true"
+			if got != slices.Contains(tc.want, r) {
+				t.Errorf("%s: aggregated to %s = %t, want %t (aggregateTo %v)", tc.resource, r, got, !got, tc.want)
+			}
+		}
+		if !allows(role.Rules, "implicit.dev", tc.resource, "", "list") || len(role.Rules) != 1 {
+			t.Errorf("%s: rules %+v, want get, list and watch on %s.implicit.dev only", tc.resource, role.Rules, tc.resource)
+		}
+	}
+	for _, o := range objs {
+		if o.GetKind() == "ClusterRole" && o.GetName() == "implicit-viewer-kind-networkpolicies" {
+			t.Error("a per-kind reader role for the built-in networkpolicies view")
+		}
+	}
+	var cm corev1.ConfigMap
+	convert(t, objs.get("ConfigMap", "implicit-apiserver-config"), &cm)
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(cm.Data["config.yaml"]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := server.LoadConfiguration(path); err != nil {
+		t.Errorf("the server can't load the chart's configuration with aggregateTo: %v\n%s", err, cm.Data["config.yaml"])
 	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -34,7 +35,16 @@ type ResourceSelector struct {
 	// GlobalNamespace, when set, holds this kind's global sources instead
 	// of --global-namespace. It is never a tenant.
 	GlobalNamespace string `json:"globalNamespace,omitempty"`
+	// AggregateTo names the default roles (view, edit, admin) that may read
+	// this kind's view; empty means [admin]. The server never writes
+	// ClusterRoles (that would let it escalate): the chart renders one
+	// aggregated ClusterRole per kind from this field.
+	AggregateTo []string `json:"aggregateTo,omitempty"`
 }
+
+// aggregationRoles are the default roles a view's read access may be
+// aggregated into.
+var aggregationRoles = []string{"view", "edit", "admin"}
 
 // Configuration is what an ImplicitConfiguration serves: the built-in kinds
 // it lists (served from their Go types), their strategies, and every other
@@ -108,6 +118,17 @@ func LoadConfiguration(path string) (Configuration, error) {
 		if r.GlobalNamespace != "" {
 			if msgs := validation.IsDNS1123Label(r.GlobalNamespace); len(msgs) > 0 {
 				problems = append(problems, fmt.Sprintf("globalNamespace %q: %s", r.GlobalNamespace, strings.Join(msgs, ", ")))
+			}
+		}
+		if _, ok := builtIn[gvr]; ok && len(r.AggregateTo) > 0 {
+			problems = append(problems, "aggregateTo is for configured kinds: a built-in view's readers are fixed "+
+				"(RoleBindings and Roles: admin; NetworkPolicies: view, edit and admin)")
+		}
+		for j, role := range r.AggregateTo {
+			if !slices.Contains(aggregationRoles, role) {
+				problems = append(problems, fmt.Sprintf("aggregateTo[%d] %q: want one of %s", j, role, strings.Join(aggregationRoles, ", ")))
+			} else if slices.Contains(r.AggregateTo[:j], role) {
+				problems = append(problems, fmt.Sprintf("aggregateTo[%d] %q: listed twice", j, role))
 			}
 		}
 		strategy := merge.Replace

@@ -179,6 +179,24 @@ func TestLoadConfiguration(t *testing.T) {
 			wantCount: 1,
 		},
 		{
+			name:      "aggregateTo: a role that is not a default one, and one twice",
+			content:   header + "resources:\n- {group: policy.example.com, version: v1, resource: guardrails, aggregateTo: [view, cluster-admin, view]}\n",
+			wantErrs:  []string{`aggregateTo[1] "cluster-admin": want one of view, edit, admin`, `aggregateTo[2] "view": listed twice`},
+			wantCount: 1,
+		},
+		{
+			name:      "aggregateTo on a built-in kind",
+			content:   header + "resources:\n- {group: rbac.authorization.k8s.io, version: v1, resource: rolebindings, aggregateTo: [view]}\n",
+			wantErrs:  []string{"aggregateTo is for configured kinds"},
+			wantCount: 1,
+		},
+		{
+			name:           "aggregateTo: the default roles",
+			content:        header + "resources:\n- {group: policy.example.com, version: v1, resource: guardrails, aggregateTo: [view, edit, admin]}\n",
+			wantStrategies: map[string]merge.Strategy{},
+			wantResources:  []apiserver.Resource{{Source: schema.GroupVersionResource{Group: "policy.example.com", Version: "v1", Resource: "guardrails"}, Strategy: merge.Replace}},
+		},
+		{
 			name:      "resource with a dot",
 			content:   header + "resources:\n- {group: policy.example.com, version: v1, resource: guardrails.policy.example.com}\n",
 			wantErrs:  []string{`resources[0] (policy.example.com/v1, Resource=guardrails.policy.example.com): resource "guardrails.policy.example.com": want a plural resource name`},
