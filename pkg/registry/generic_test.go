@@ -235,7 +235,8 @@ func TestGenericBadColumn(t *testing.T) {
 }
 
 // TestGenericTable checks the table of a generic view as kubectl gets it:
-// NAME, the CRD's columns, SCOPE, SOURCE and AGE.
+// NAME, the CRD's columns, SCOPE, SOURCE and AGE, and with -o wide LOCKED,
+// OVERLAYS and CONFLICT.
 func TestGenericTable(t *testing.T) {
 	t.Parallel()
 	k := guardrailKind(t)
@@ -264,7 +265,7 @@ func TestGenericTable(t *testing.T) {
 	for _, c := range table.ColumnDefinitions {
 		names = append(names, c.Name)
 	}
-	wantNames := []string{"Name", "Action", "Rule", "Limit", "Ratio", "Enforced", "Owner", "Created", "Scope", "Source", "Age"}
+	wantNames := []string{"Name", "Action", "Rule", "Limit", "Ratio", "Enforced", "Owner", "Created", "Scope", "Source", "Age", "Locked", "Overlays", "Conflict"}
 	if !reflect.DeepEqual(names, wantNames) {
 		t.Errorf("columns = %q, want %q", names, wantNames)
 	}
@@ -273,8 +274,8 @@ func TestGenericTable(t *testing.T) {
 	}
 	// Rows in the list's order: by namespace/name, as kube-apiserver lists.
 	want := [][]any{
-		{"local", "audit", nil, nil, 0.25, nil, nil, "5d", "local", "team-a", "5d"},
-		{"org-egress", "deny", "deny-egress", int64(2), nil, true, nil, "5d", "global", "implicit-global", "5d"},
+		{"local", "audit", nil, nil, 0.25, nil, nil, "5d", "local", "team-a", "5d", "false", "<none>", "<none>"},
+		{"org-egress", "deny", "deny-egress", int64(2), nil, true, nil, "5d", "global", "implicit-global", "5d", "false", "<none>", "<none>"},
 	}
 	if len(table.Rows) != len(want) {
 		t.Fatalf("%d rows, want %d: %v", len(table.Rows), len(want), table.Rows)
@@ -334,7 +335,7 @@ func TestGenericRoleBindingTable(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ConvertToTable: %v", err)
 			}
-			want := []any{"rb", "view", "global", "implicit-global", "<unknown>"}
+			want := []any{"rb", "view", "global", "implicit-global", "<unknown>", "false", "<none>", "<none>"}
 			if len(table.Rows) != 1 || !reflect.DeepEqual(table.Rows[0].Cells, want) {
 				t.Errorf("rows = %v, want one row %v", table.Rows, want)
 			}

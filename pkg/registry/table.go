@@ -13,7 +13,8 @@ import (
 )
 
 // tableConvertor prints view items: NAME, the kind's own columns, SCOPE,
-// SOURCE (the winning source's namespace) and AGE.
+// SOURCE (the winning source's namespace) and AGE; with -o wide also
+// LOCKED, OVERLAYS and CONFLICT, what merging did to the item.
 type tableConvertor struct {
 	kind Kind
 }
@@ -26,8 +27,15 @@ func (t tableConvertor) columns() []metav1.TableColumnDefinition {
 		metav1.TableColumnDefinition{Name: "Scope", Type: "string", Description: "Where the item comes from: local, parent or global."},
 		metav1.TableColumnDefinition{Name: "Source", Type: "string", Description: "The namespace of the source object."},
 		metav1.TableColumnDefinition{Name: "Age", Type: "string", Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"]},
+		metav1.TableColumnDefinition{Name: "Locked", Type: "string", Priority: 1, Description: "Whether the winning source is locked (implicit.dev/locked): lower scopes can't shadow, exclude or change what it sets."},
+		metav1.TableColumnDefinition{Name: "Overlays", Type: "string", Priority: 1, Description: "The sources merged on top of the winning one, in order (implicit.dev/overlays)."},
+		metav1.TableColumnDefinition{Name: "Conflict", Type: "string", Priority: 1, Description: "What a lock blocked (implicit.dev/conflict)."},
 	)
 }
+
+// maxConflictCell bounds the CONFLICT cell; the whole text is the item's
+// implicit.dev/conflict annotation.
+const maxConflictCell = 80
 
 // ConvertToTable implements rest.TableConvertor for one item or a list.
 func (t tableConvertor) ConvertToTable(_ context.Context, obj runtime.Object, opts runtime.Object) (*metav1.Table, error) {
@@ -61,6 +69,9 @@ func (t tableConvertor) ConvertToTable(_ context.Context, obj runtime.Object, op
 		cells := []any{m.GetName()}
 		cells = append(cells, t.kind.Cells(it)...)
 		cells = append(cells, m.GetLabels()[merge.LabelScope], m.GetLabels()[merge.LabelSourceNamespace], age(m.GetCreationTimestamp()))
+		annotations := m.GetAnnotations()
+		cells = append(cells, fmt.Sprint(annotations[merge.AnnotationLocked] == "true"),
+			orNone(annotations[merge.AnnotationOverlays]), orNone(truncate(annotations[merge.AnnotationConflict], maxConflictCell)))
 		table.Rows = append(table.Rows, metav1.TableRow{Cells: cells, Object: runtime.RawExtension{Object: it}})
 	}
 	return table, nil
@@ -71,4 +82,21 @@ func age(ts metav1.Time) string {
 		return "<unknown>"
 	}
 	return duration.HumanDuration(metav1.Now().Sub(ts.Time))
+}
+
+// orNone prints an empty cell as kubectl prints a missing value.
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}
+
+// truncate shortens s to at most n runes, marking the cut.
+func truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }

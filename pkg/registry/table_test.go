@@ -3,6 +3,7 @@ package registry_test
 import (
 	"context"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -18,9 +19,9 @@ import (
 func TestTableColumns(t *testing.T) {
 	t.Parallel()
 	want := map[string][]string{
-		"rolebindings":    {"Name", "Role", "Subjects", "Scope", "Source", "Age"},
-		"roles":           {"Name", "Rules", "Scope", "Source", "Age"},
-		"networkpolicies": {"Name", "Pod-Selector", "Policy-Types", "Scope", "Source", "Age"},
+		"rolebindings":    {"Name", "Role", "Subjects", "Scope", "Source", "Age", "Locked", "Overlays", "Conflict"},
+		"roles":           {"Name", "Rules", "Scope", "Source", "Age", "Locked", "Overlays", "Conflict"},
+		"networkpolicies": {"Name", "Pod-Selector", "Policy-Types", "Scope", "Source", "Age", "Locked", "Overlays", "Conflict"},
 	}
 	if len(registry.DefaultKinds()) != len(want) {
 		t.Fatalf("DefaultKinds() has %d kinds, the test knows %d", len(registry.DefaultKinds()), len(want))
@@ -88,12 +89,28 @@ func TestTableRows(t *testing.T) {
 		}
 		return r
 	}
+	merged := rb("ClusterRole", "view", subject(rbacv1.UserKind, "", "alice"))
+	merged.Annotations = map[string]string{
+		merge.AnnotationLocked:   "true",
+		merge.AnnotationOverlays: "org-platform, team-a",
+		merge.AnnotationConflict: "team-a: roleRef is set by the locked implicit-global/rb and was kept; subjects[name=bob] is set by the locked source and was kept",
+	}
 	tests := []struct {
 		name string
 		kind registry.Kind
 		obj  runtime.Object
 		want []any
+		// wide are the -o wide cells (LOCKED, OVERLAYS, CONFLICT); nil:
+		// an item merging left alone.
+		wide []any
 	}{
+		{
+			name: "locked, overlaid and in conflict: the wide columns say so, the conflict cut to 80",
+			kind: registry.RoleBindings(),
+			obj:  merged,
+			want: []any{"rb", "ClusterRole/view", "User/alice", "global", "implicit-global", "5d"},
+			wide: []any{"true", "org-platform, team-a", "team-a: roleRef is set by the locked implicit-global/rb and was kept; subjects[…"},
+		},
 		{
 			name: "rolebinding to a ClusterRole, one user",
 			kind: registry.RoleBindings(),
@@ -185,8 +202,12 @@ func TestTableRows(t *testing.T) {
 				t.Fatalf("rows = %d, want 1", len(table.Rows))
 			}
 			row := table.Rows[0]
-			if !reflect.DeepEqual(row.Cells, tt.want) {
-				t.Errorf("cells = %#v\nwant    %#v", row.Cells, tt.want)
+			wide := tt.wide
+			if wide == nil {
+				wide = []any{"false", "<none>", "<none>"}
+			}
+			if want := append(slices.Clone(tt.want), wide...); !reflect.DeepEqual(row.Cells, want) {
+				t.Errorf("cells = %#v\nwant    %#v", row.Cells, want)
 			}
 			if len(row.Cells) != len(table.ColumnDefinitions) {
 				t.Errorf("%d cells for %d columns", len(row.Cells), len(table.ColumnDefinitions))
@@ -241,8 +262,8 @@ func TestTableShape(t *testing.T) {
 			names := []any{}
 			for _, r := range table.Rows {
 				names = append(names, r.Cells[0])
-				if len(r.Cells) != 6 {
-					t.Errorf("row %v has %d cells, want 6 with or without headers", r.Cells[0], len(r.Cells))
+				if len(r.Cells) != 9 {
+					t.Errorf("row %v has %d cells, want 9 (6, and 3 for -o wide) with or without headers", r.Cells[0], len(r.Cells))
 				}
 			}
 			if !reflect.DeepEqual(names, tt.wantNames) {
@@ -277,7 +298,8 @@ func TestTableAge(t *testing.T) {
 				t.Fatalf("ConvertToTable: %v", err)
 			}
 			cells := table.Rows[0].Cells
-			if got := cells[len(cells)-1]; got != tt.want {
+			age := slices.IndexFunc(table.ColumnDefinitions, func(c metav1.TableColumnDefinition) bool { return c.Name == "Age" })
+			if got := cells[age]; got != tt.want {
 				t.Errorf("age = %v, want %q", got, tt.want)
 			}
 		})

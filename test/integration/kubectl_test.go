@@ -18,6 +18,7 @@ func TestKubectl(t *testing.T) {
 	createRoleBinding(t, kube, globalNS, "kc-org-viewers", "view", "org:viewers")
 	createRoleBinding(t, kube, "kc-org", "kc-platform", "admin", "platform:admins")
 	createRoleBinding(t, kube, "kc-team", "kc-devs", "edit", "team:devs")
+	createRoleBinding(t, kube, globalNS, "kc-locked-auditors", "view", "org:auditors", locked)
 
 	kubectl := func(args ...string) string {
 		t.Helper()
@@ -46,6 +47,26 @@ func TestKubectl(t *testing.T) {
 	} {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("no row matching %q", want)
+		}
+	}
+
+	t.Log("kubectl get -o wide adds LOCKED, OVERLAYS and CONFLICT")
+	eventually(t, "the view shows kc-locked-auditors", func(ctx context.Context) error {
+		_, _, err := cp.Kubectl(ctx, "get", "rolebindings.implicit.dev", "kc-locked-auditors", "-n", "kc-team")
+		return err
+	})
+	out = kubectl("get", "rolebindings.implicit.dev", "-n", "kc-team", "-o", "wide")
+	t.Logf("\n%s", out)
+	header = strings.Fields(strings.SplitN(out, "\n", 2)[0])
+	if strings.Join(header, " ") != "NAME ROLE SUBJECTS SCOPE SOURCE AGE LOCKED OVERLAYS CONFLICT" {
+		t.Errorf("-o wide header %q", header)
+	}
+	for _, want := range []string{
+		`kc-locked-auditors\s+ClusterRole/view\s+Group/org:auditors\s+global\s+implicit-global\s+\S+\s+true\s+<none>\s+<none>`,
+		`kc-devs\s+ClusterRole/edit\s+Group/team:devs\s+local\s+kc-team\s+\S+\s+false\s+<none>\s+<none>`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("-o wide: no row matching %q", want)
 		}
 	}
 
