@@ -20,10 +20,13 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 	"github.com/implicit-dev/implicit-apiserver/test/controlplane"
@@ -94,6 +97,9 @@ func runSingle(signals context.Context, stopSignals func(), o options) (err erro
 		return err
 	}
 	defer func() { err = errors.Join(err, c.stop()) }()
+	if c.implicit != nil {
+		waitForDiscovery(signals, c.cp)
+	}
 	printTour(c.cp, c.implicit != nil)
 	return waitForExit(signals, stopSignals, c)
 }
@@ -178,4 +184,46 @@ func servedSources() []schema.GroupResource {
 		out = append(out, k.Source.GroupResource())
 	}
 	return out
+}
+
+// waitForDiscovery waits until kube-apiserver's aggregated discovery, which
+// kubectl reads, lists the views in the category implicit: the APIService
+// turns Available a moment before, and a `kubectl get implicit` in that
+// moment fails with "the server doesn't have a resource type". It gives up
+// after two minutes, saying so, and the tour is printed all the same.
+func waitForDiscovery(ctx context.Context, cp *controlplane.ControlPlane) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cp.AdminConfig())
+	if err != nil {
+		say("discovery client: %v", err)
+		return
+	}
+	listed := func() bool {
+		_, lists, err := dc.ServerGroupsAndResources()
+		if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
+			return false
+		}
+		for _, l := range lists {
+			if l.GroupVersion != "implicit.dev/v1alpha1" {
+				continue
+			}
+			for _, r := range l.APIResources {
+				if r.Name == "rolebindings" && slices.Contains(r.Categories, "implicit") {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for !listed() {
+		if time.Now().After(deadline) {
+			say("kubectl's discovery does not list implicit.dev yet; kubectl may not know the views for a minute")
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
