@@ -91,6 +91,11 @@ func runFleet(signals context.Context, stopSignals func(), o options) (err error
 			return err
 		}
 	}
+	for _, c := range clusters {
+		if c.implicit != nil {
+			waitForDiscovery(signals, c.cp)
+		}
+	}
 	printFleetTour(workDir, clusters, kubeconfigs)
 	return waitForExit(signals, stopSignals, clusters...)
 }
