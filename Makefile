@@ -103,6 +103,18 @@ integration: build ## Integration tests against real etcd, kube-apiserver and th
 		$(GO) test $(GOFLAGS_TEST) -timeout 30m ./test/... -v 2>&1 | tee $(OUTPUT)/integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || \
 		{ echo "integration tests failed; full log in $(OUTPUT)/integration.log"; grep -E -B2 -A20 -- '--- FAIL' $(OUTPUT)/integration.log | tail -200; exit 1; }
 
+.PHONY: e2e
+e2e: image ## One-node cluster on this machine (kubelet on containerd, runc), helm install of the chart, tenant and webhook checks; needs root; not part of make test. E2E_ARGS=--hold keeps it up.
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -o $(OUTPUT)/e2e/linux-$(IMAGE_ARCH)/pause ./hack/e2e/pause
+	cd hack/image && $(GO) run . --binary $(abspath $(OUTPUT))/e2e/linux-$(IMAGE_ARCH)/pause \
+		--arch $(IMAGE_ARCH) --tag implicit-e2e-pause:1 --version e2e --created $(SOURCE_DATE_EPOCH) \
+		--out $(abspath $(OUTPUT))/e2e/pause.tar
+	$(GO) build -o $(BIN)/e2e ./hack/e2e
+	@tools_bin=$$(hack/build-tools.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubelet helm) && \
+	$(BIN)/e2e --bin-dir="$$tools_bin" --image=$(IMAGE_TAR) --image-tag=$(VERSION) \
+		--pause-image=$(OUTPUT)/e2e/pause.tar --pause-ref=docker.io/library/implicit-e2e-pause:1 \
+		--work-dir=$(OUTPUT)/e2e $(E2E_ARGS)
+
 .PHONY: bench
 bench: build ## Whole-system scale sweep (test/bench): N in {1000,5000,10000} x G in {10,100}, about 8 min; BENCH_ARGS=-short for a quick look.
 	@mkdir -p $(OUTPUT)/bench

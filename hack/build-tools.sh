@@ -6,7 +6,8 @@
 # clone (CI's, or a second work tree) reuses them:
 #   ${IMPLICIT_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/implicit-apiserver/tools}/<name>-<version>
 #
-# Usage: hack/build-tools.sh [etcd] [kube-apiserver] [kube-controller-manager] [helm]
+# Usage: hack/build-tools.sh [etcd] [kube-apiserver] [kube-controller-manager]
+#        [kube-scheduler] [kubelet] [helm]
 # (default: etcd and kube-apiserver). Progress goes to stderr; the bin
 # directory is the only line on stdout. helm is pinned by a module of its own,
 # hack/helm, so that its dependencies never meet k8s.io/kubernetes'.
@@ -46,6 +47,9 @@ for tool in "${want[@]}"; do
     etcd) build etcd "${etcd_version}" ./etcd "1 minute" ;;
     kube-apiserver) build kube-apiserver "${kube_version}" k8s.io/kubernetes/cmd/kube-apiserver "8 minutes" ;;
     kube-controller-manager) build kube-controller-manager "${kube_version}" k8s.io/kubernetes/cmd/kube-controller-manager "8 minutes" ;;
+    kube-scheduler) build kube-scheduler "${kube_version}" k8s.io/kubernetes/cmd/kube-scheduler "6 minutes" ;;
+    # kubelet is for make e2e only (hack/e2e): a real node on containerd.
+    kubelet) build kubelet "${kube_version}" k8s.io/kubernetes/cmd/kubelet "8 minutes" ;;
     helm) build helm "${helm_version}" helm.sh/helm/v4/cmd/helm "3 minutes" "${helm_mod}" ;;
     *) echo "unknown tool ${tool}" >&2; exit 2 ;;
   esac
