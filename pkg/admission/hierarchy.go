@@ -121,19 +121,9 @@ func (g *Guards) SetClock(c clock.PassiveClock) {
 func (g *Guards) Parents(ctx context.Context, req *admissionv1.AdmissionRequest) decision {
 	// Labels reach a namespace through its status and finalize
 	// subresources too: all three are guarded alike.
-	if !namespaceRequest(req) {
-		return allow()
-	}
-	old, err := decode(req.OldObject)
-	if err != nil {
-		return deny("decoding the old namespace: %v", err)
-	}
-	obj, err := decode(req.Object)
-	if err != nil {
-		return deny("decoding the namespace: %v", err)
-	}
-	if obj == nil {
-		return allow()
+	old, obj, d, ok := namespaceChange(req)
+	if !ok {
+		return d
 	}
 	name := obj.GetName()
 	before, after := hierarchyOfNamespace(old), hierarchyOfNamespace(obj)
@@ -166,6 +156,28 @@ func (g *Guards) Parents(ctx context.Context, req *admissionv1.AdmissionRequest)
 		}
 	}
 	return allow()
+}
+
+// namespaceChange decodes the old and new namespace of a CREATE or UPDATE
+// of a namespace (or of its status or finalize subresource). ok is false
+// when there is nothing to guard, or the request can't be decoded: d then
+// is the answer.
+func namespaceChange(req *admissionv1.AdmissionRequest) (old, obj *unstructured.Unstructured, d decision, ok bool) {
+	if !namespaceRequest(req) {
+		return nil, nil, allow(), false
+	}
+	old, err := decode(req.OldObject)
+	if err != nil {
+		return nil, nil, deny("decoding the old namespace: %v", err), false
+	}
+	obj, err = decode(req.Object)
+	if err != nil {
+		return nil, nil, deny("decoding the namespace: %v", err), false
+	}
+	if obj == nil {
+		return nil, nil, allow(), false
+	}
+	return old, obj, decision{}, true
 }
 
 // namespaceRequest reports whether req is a namespace's CREATE or UPDATE,

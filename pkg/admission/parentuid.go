@@ -76,19 +76,9 @@ func (g *Guards) parentUIDOf(ctx context.Context, parent string) (string, bool, 
 // refuses the label). Whatever a requester writes in the annotation is
 // replaced, except by a user TrustParentUIDFrom names while the label stays.
 func (g *Guards) ParentUID(ctx context.Context, req *admissionv1.AdmissionRequest) decision {
-	if !namespaceRequest(req) {
-		return allow()
-	}
-	old, err := decode(req.OldObject)
-	if err != nil {
-		return deny("decoding the old namespace: %v", err)
-	}
-	obj, err := decode(req.Object)
-	if err != nil {
-		return deny("decoding the namespace: %v", err)
-	}
-	if obj == nil {
-		return allow()
+	old, obj, d, ok := namespaceChange(req)
+	if !ok {
+		return d
 	}
 	before, after := hierarchyOfNamespace(old), hierarchyOfNamespace(obj)
 	want := hierarchyOf{}

@@ -44,18 +44,30 @@ func (cp *ControlPlane) ApplyValidatingWebhookConfiguration(ctx context.Context,
 	if err != nil {
 		return err
 	}
-	client := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations()
-	_, err = client.Create(ctx, cfg, metav1.CreateOptions{})
+	return createOrReplace(ctx, kube.AdmissionregistrationV1().ValidatingWebhookConfigurations(), cfg, "ValidatingWebhookConfiguration")
+}
+
+// objectClient is what createOrReplace needs of a typed client.
+type objectClient[T metav1.Object] interface {
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+}
+
+// createOrReplace creates obj, or replaces the existing object of its name
+// with it; kind names it in errors.
+func createOrReplace[T metav1.Object](ctx context.Context, client objectClient[T], obj T, kind string) error {
+	_, err := client.Create(ctx, obj, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
-		cur, gerr := client.Get(ctx, cfg.Name, metav1.GetOptions{})
+		cur, gerr := client.Get(ctx, obj.GetName(), metav1.GetOptions{})
 		if gerr != nil {
 			return gerr
 		}
-		cfg.ResourceVersion = cur.ResourceVersion
-		_, err = client.Update(ctx, cfg, metav1.UpdateOptions{})
+		obj.SetResourceVersion(cur.GetResourceVersion())
+		_, err = client.Update(ctx, obj, metav1.UpdateOptions{})
 	}
 	if err != nil {
-		return fmt.Errorf("applying ValidatingWebhookConfiguration %s: %w", cfg.Name, err)
+		return fmt.Errorf("applying %s %s: %w", kind, obj.GetName(), err)
 	}
 	return nil
 }
@@ -115,18 +127,5 @@ func (cp *ControlPlane) ApplyMutatingWebhookConfiguration(ctx context.Context, c
 	if err != nil {
 		return err
 	}
-	client := kube.AdmissionregistrationV1().MutatingWebhookConfigurations()
-	_, err = client.Create(ctx, cfg, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		cur, gerr := client.Get(ctx, cfg.Name, metav1.GetOptions{})
-		if gerr != nil {
-			return gerr
-		}
-		cfg.ResourceVersion = cur.ResourceVersion
-		_, err = client.Update(ctx, cfg, metav1.UpdateOptions{})
-	}
-	if err != nil {
-		return fmt.Errorf("applying MutatingWebhookConfiguration %s: %w", cfg.Name, err)
-	}
-	return nil
+	return createOrReplace(ctx, kube.AdmissionregistrationV1().MutatingWebhookConfigurations(), cfg, "MutatingWebhookConfiguration")
 }
