@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -140,16 +139,23 @@ func TestExamples(t *testing.T) {
 // TestWebhookArtifact keeps artifacts/base's webhook configuration equal to
 // what the code generates (hack/gen-webhooks).
 func TestWebhookArtifact(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(repoRoot, "artifacts/base/validatingwebhookconfiguration.yaml"))
+	checkGenerated(t, "artifacts/base/validatingwebhookconfiguration.yaml", admission.InClusterConfiguration(), "go run ./hack/gen-webhooks")
+}
+
+// checkGenerated fails the test unless the YAML file at path (from the
+// repository's root) decodes strictly to want, which gen writes.
+func checkGenerated[T any](t *testing.T, path string, want *T, gen string) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, path))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got admissionregistrationv1.ValidatingWebhookConfiguration
+	var got T
 	if err := yaml.UnmarshalStrict(raw, &got); err != nil {
 		t.Fatal(err)
 	}
-	if want := admission.InClusterConfiguration(); !apiequality.Semantic.DeepEqual(&got, want) {
-		t.Errorf("artifacts/base/validatingwebhookconfiguration.yaml is out of date: run go run ./hack/gen-webhooks > artifacts/base/validatingwebhookconfiguration.yaml")
+	if !apiequality.Semantic.DeepEqual(&got, want) {
+		t.Errorf("%s is out of date: run %s > %s", path, gen, path)
 	}
 }
 

@@ -2,20 +2,16 @@ package integration
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/yaml"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
@@ -330,15 +326,5 @@ func hdRulesHave(rules []admissionregistrationv1.RuleWithOperations, resource st
 // MutatingWebhookConfiguration equal to what the code generates
 // (hack/gen-webhooks -mutating).
 func TestMutatingWebhookArtifact(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(repoRoot, "artifacts/base/mutatingwebhookconfiguration.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got admissionregistrationv1.MutatingWebhookConfiguration
-	if err := yaml.UnmarshalStrict(raw, &got); err != nil {
-		t.Fatal(err)
-	}
-	if want := admission.InClusterMutatingConfiguration(); !apiequality.Semantic.DeepEqual(&got, want) {
-		t.Errorf("artifacts/base/mutatingwebhookconfiguration.yaml is out of date: run go run ./hack/gen-webhooks -mutating > artifacts/base/mutatingwebhookconfiguration.yaml")
-	}
+	checkGenerated(t, "artifacts/base/mutatingwebhookconfiguration.yaml", admission.InClusterMutatingConfiguration(), "go run ./hack/gen-webhooks -mutating")
 }
