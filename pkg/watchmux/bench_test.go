@@ -24,8 +24,17 @@ const (
 	benchGlobals  = 100
 )
 
+// benchSize is the shape of a benchmark's mux: orgs × benchChildren tenant
+// namespaces, plus the orgs, and globals global RoleBindings.
+type benchSize struct{ orgs, globals int }
+
+// benchSizes are the fan-out benchmark's shapes: the built-in one (10,100
+// namespaces, 100 globals) and issue 15's target (101,000 namespaces,
+// 1,000 globals).
+var benchSizes = []benchSize{{benchOrgs, benchGlobals}, {1_000, 1_000}}
+
 // benchChild is the name of child c of org o.
-func benchChild(o, c int) string { return fmt.Sprintf("org-%02d-%02d", o, c) }
+func benchChild(o, c int) string { return fmt.Sprintf("org-%03d-%02d", o, c) }
 
 // benchRB returns a new version of the RoleBinding namespace/name.
 func benchRB(namespace, name string, rv int) *rbacv1.RoleBinding {
@@ -39,19 +48,22 @@ func benchRB(namespace, name string, rv int) *rbacv1.RoleBinding {
 // benchMux returns a synced mux of the global namespace, benchOrgs orgs with
 // benchChildren children each (parent label), and benchGlobals global
 // RoleBindings, fed as the informers would before they sync.
-func benchMux() *watchmux.Mux {
+func benchMux() *watchmux.Mux { return benchMuxOf(benchSizes[0]) }
+
+// benchMuxOf returns a synced mux of the given size, as benchMux.
+func benchMuxOf(size benchSize) *watchmux.Mux {
 	m := newMux(watchmux.Options{})
 	m.OnNamespace(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: global}}, false)
-	for o := range benchOrgs {
-		m.OnNamespace(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("org-%02d", o)}}, false)
+	for o := range size.orgs {
+		m.OnNamespace(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("org-%03d", o)}}, false)
 		for c := range benchChildren {
 			m.OnNamespace(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 				Name:   benchChild(o, c),
-				Labels: map[string]string{merge.LabelParent: fmt.Sprintf("org-%02d", o)},
+				Labels: map[string]string{merge.LabelParent: fmt.Sprintf("org-%03d", o)},
 			}}, false)
 		}
 	}
-	for g := range benchGlobals {
+	for g := range size.globals {
 		m.OnSource(rolebindings, benchRB(global, fmt.Sprintf("global-%d", g), 1), false)
 	}
 	m.MarkSynced()
@@ -66,51 +78,59 @@ func benchMux() *watchmux.Mux {
 //
 //	go test -run '^$' -bench GlobalEdit -benchtime 3x ./pkg/watchmux/
 func BenchmarkGlobalEditFanOut(b *testing.B) {
-	for _, watchers := range []int{1_000, 10_000} {
-		b.Run(fmt.Sprintf("watchers=%d", watchers), func(b *testing.B) {
-			m := benchMux()
-			ctx, cancel := context.WithCancel(context.Background())
-			var (
-				pending   sync.WaitGroup // events of the current edit not yet received
-				consumers sync.WaitGroup
-				delivered atomic.Int64
-			)
-			for i := range watchers {
-				// Spread the watchers over every org.
-				w, err := m.Watch(ctx, watchmux.WatchOptions{
-					Resource: rolebindings, Namespace: benchChild(i%benchOrgs, i/benchOrgs%benchChildren), SendInitialEvents: ptr.To(false),
-				})
-				if err != nil {
-					b.Fatal(err)
-				}
-				consumers.Add(1)
-				go func() {
-					defer consumers.Done()
-					for range w.ResultChan() {
-						delivered.Add(1)
-						pending.Done()
-					}
-				}()
-			}
-			defer func() {
-				cancel()
-				consumers.Wait()
-			}()
-			start := currentRV(b, m)
-			rv := 1
-			b.ReportAllocs()
-			for b.Loop() {
-				rv++
-				pending.Add(watchers)
-				m.OnSource(rolebindings, benchRB(global, "global-0", rv), false)
-				pending.Wait()
-			}
-			n := float64(delivered.Load())
-			b.ReportMetric(n/float64(b.N), "events/op")
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/event")
-			b.ReportMetric(float64(currentRV(b, m)-start)/float64(b.N), "view-events/op")
-		})
+	for _, size := range benchSizes {
+		for _, watchers := range []int{1_000, 10_000} {
+			namespaces := size.orgs*(benchChildren+1) + 1
+			b.Run(fmt.Sprintf("namespaces=%d/globals=%d/watchers=%d", namespaces, size.globals, watchers), func(b *testing.B) {
+				benchGlobalEdit(b, size, watchers)
+			})
+		}
 	}
+}
+
+// benchGlobalEdit is one case of BenchmarkGlobalEditFanOut.
+func benchGlobalEdit(b *testing.B, size benchSize, watchers int) {
+	m := benchMuxOf(size)
+	ctx, cancel := context.WithCancel(context.Background())
+	var (
+		pending   sync.WaitGroup // events of the current edit not yet received
+		consumers sync.WaitGroup
+		delivered atomic.Int64
+	)
+	for i := range watchers {
+		// Spread the watchers over every org.
+		w, err := m.Watch(ctx, watchmux.WatchOptions{
+			Resource: rolebindings, Namespace: benchChild(i%size.orgs, i/size.orgs%benchChildren), SendInitialEvents: ptr.To(false),
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		consumers.Add(1)
+		go func() {
+			defer consumers.Done()
+			for range w.ResultChan() {
+				delivered.Add(1)
+				pending.Done()
+			}
+		}()
+	}
+	defer func() {
+		cancel()
+		consumers.Wait()
+	}()
+	start := currentRV(b, m)
+	rv := 1
+	b.ReportAllocs()
+	for b.Loop() {
+		rv++
+		pending.Add(watchers)
+		m.OnSource(rolebindings, benchRB(global, "global-0", rv), false)
+		pending.Wait()
+	}
+	n := float64(delivered.Load())
+	b.ReportMetric(n/float64(b.N), "events/op")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/event")
+	b.ReportMetric(float64(currentRV(b, m)-start)/float64(b.N), "view-events/op")
 }
 
 // BenchmarkMuxHeap measures the time to build a synced mux of 10,000

@@ -23,6 +23,12 @@ type Event struct {
 	// Old is the item before a MODIFIED change, so a watcher whose selector
 	// matched only one side sees ADDED or DELETED instead.
 	Old *merge.Result
+
+	// batch, when set, makes this event stand for the events of a batch's
+	// members after version after (see batch); Namespace is then empty and
+	// RV is the batch's last version.
+	batch *batch
+	after uint64
 }
 
 // Objects turns merge results into view objects. pkg/views implements it;

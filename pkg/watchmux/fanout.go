@@ -19,12 +19,24 @@ import (
 func (m *Mux) fanOutLocked(events []*Event) {
 	// Only the watchers of the namespaces the events are in, and those of
 	// every namespace, are looked at, each at its own events: the cost of a
-	// fan-out is the events plus the deliveries, not watchers × events.
+	// fan-out is the events plus the deliveries, not watchers × events. A
+	// batch goes whole to the watchers of every namespace, and as its
+	// members' events to the watchers of those namespaces: the watched
+	// namespaces are looked up among its members, so a batch costs the
+	// watched namespaces, not its members.
+	m.wmu.Lock()
 	byNamespace := map[string][]*Event{}
 	for _, e := range events {
-		byNamespace[e.Namespace] = append(byNamespace[e.Namespace], e)
+		if e.batch == nil {
+			byNamespace[e.Namespace] = append(byNamespace[e.Namespace], e)
+			continue
+		}
+		for ns := range m.byNamespace {
+			if member, ok := e.batch.member(ns); ok {
+				byNamespace[ns] = append(byNamespace[ns], member)
+			}
+		}
 	}
-	m.wmu.Lock()
 	ws := make([]*watcher, 0, len(m.allNamespaces))
 	for w := range m.allNamespaces {
 		ws = append(ws, w)

@@ -86,6 +86,11 @@ func (h *history) dropOldestLocked() {
 // estimate when its first reference is added or its last is removed.
 func (h *history) chargeLocked(e *Event, delta int) int64 {
 	n := eventOverhead + int64(len(e.Resource)+len(e.Namespace)+len(e.Name))
+	if b := e.batch; b != nil {
+		// The members' names are shared by the batches made from the same
+		// tenant list: charged once.
+		n += int64(b.skip.Len())*stringBytes + h.chargeObjectLocked(b.namespaces, delta)
+	}
 	n += h.chargeResultLocked(e.Result, delta)
 	if e.Old != nil {
 		n += h.chargeResultLocked(*e.Old, delta)
@@ -129,8 +134,11 @@ func (h *history) chargeObjectLocked(o any, delta int) int64 {
 }
 
 // sinceLocked returns the events after rv that keep accepts, and false if
-// events after rv have been dropped.
-func (h *history) sinceLocked(rv uint64, keep func(*Event) bool) ([]*Event, bool) {
+// events after rv have been dropped. For a watcher of one namespace
+// (namespace set), a batch gives that namespace's event, if it is a member;
+// for a watcher of every namespace, it stays one event standing for its
+// members after rv.
+func (h *history) sinceLocked(rv uint64, namespace string, keep func(*Event) bool) ([]*Event, bool) {
 	if rv < h.floor {
 		return nil, false
 	}
@@ -140,7 +148,19 @@ func (h *history) sinceLocked(rv uint64, keep func(*Event) bool) ([]*Event, bool
 	first := sort.Search(h.n, func(i int) bool { return at(i).RV > rv })
 	var out []*Event
 	for i := first; i < h.n; i++ {
-		if e := at(i); keep(e) {
+		e := at(i)
+		switch {
+		case e.batch == nil:
+		case namespace != "":
+			var member bool
+			if e, member = e.batch.member(namespace); !member || e.RV <= rv {
+				continue
+			}
+		case rv >= e.batch.base:
+			// Part of the batch was seen: only the members after rv.
+			e = batchEvent(e.batch, rv)
+		}
+		if keep(e) {
 			out = append(out, e)
 		}
 	}
@@ -177,6 +197,8 @@ const (
 // is an order of magnitude, not an exact limit.
 func objectBytes(o any) int64 {
 	switch o := o.(type) {
+	case *nameList:
+		return o.bytes
 	case *unstructured.Unstructured:
 		return valueBytes + contentBytes(o.Object)
 	case *unstructured.UnstructuredList:

@@ -54,7 +54,7 @@ func TestHistory(t *testing.T) {
 			if want := min(tt.added, tt.size); h.lenLocked() != want {
 				t.Errorf("holds %d events, want %d", h.lenLocked(), want)
 			}
-			events, ok := h.sinceLocked(tt.since, tt.keep)
+			events, ok := h.sinceLocked(tt.since, "", tt.keep)
 			var got []uint64
 			for _, e := range events {
 				got = append(got, e.RV)
@@ -133,11 +133,11 @@ func TestHistoryBytes(t *testing.T) {
 			}
 			last := uint64(floor + tt.events)
 			oldestKept := last - uint64(tt.wantHeld) // resuming from here gets every kept event
-			if events, ok := h.sinceLocked(oldestKept, func(*Event) bool { return true }); !ok || len(events) != tt.wantHeld {
+			if events, ok := h.sinceLocked(oldestKept, "", func(*Event) bool { return true }); !ok || len(events) != tt.wantHeld {
 				t.Errorf("since(%d) = %d events, %v; want %d, true", oldestKept, len(events), ok, tt.wantHeld)
 			}
 			if tt.wantHeld < tt.events {
-				if _, ok := h.sinceLocked(oldestKept-1, func(*Event) bool { return true }); ok {
+				if _, ok := h.sinceLocked(oldestKept-1, "", func(*Event) bool { return true }); ok {
 					t.Errorf("since(%d) succeeded, but event %d was dropped", oldestKept-1, oldestKept)
 				}
 			}

@@ -477,7 +477,9 @@ func (m *Mux) onSource(resource, cluster string, obj any, deleted bool) {
 		return // the hub's global namespace is the global scope, not this one's
 	}
 	var events []*Event
-	if m.synced && !m.st.pending.Has(resource) {
+	if m.synced && !m.st.pending.Has(resource) && namespace == m.st.globalFor(resource) {
+		events = m.globalChangeLocked(resource, namespace, name, next)
+	} else if m.synced && !m.st.pending.Has(resource) {
 		// Only the item of this name can change, in the views of the
 		// namespaces below the source.
 		affected := m.st.affected(resource, namespace)
@@ -500,7 +502,15 @@ func (m *Mux) onSource(resource, cluster string, obj any, deleted bool) {
 // fans them out. It is called with mu held and releases it.
 func (m *Mux) publishLocked(events []*Event, start time.Time) {
 	for _, e := range events {
-		rv, ok := m.v.next()
+		var rv uint64
+		var ok bool
+		if e.batch != nil {
+			// One version per member, as for separate events.
+			e.batch.base, ok = m.v.reserve(uint64(e.batch.members()))
+			rv = e.batch.last()
+		} else {
+			rv, ok = m.v.next()
+		}
 		if !ok {
 			// 2^40 events: start over as a new instance; every watcher
 			// relists. Bookmarks carry the new instance's versions only,
@@ -522,7 +532,12 @@ func (m *Mux) publishLocked(events []*Event, start time.Time) {
 		}
 		e.RV = rv
 		m.hist.addLocked(e)
-		if _, exists := m.st.namespaces[e.Namespace]; exists {
+		if e.batch != nil {
+			// The members' generations are not set one by one: every
+			// lineage's generation holds the global namespace's, which
+			// stands for them (LineageGeneration).
+			m.st.generations[m.st.globalFor(e.Resource)] = rv
+		} else if _, exists := m.st.namespaces[e.Namespace]; exists || m.st.isGlobal(e.Namespace) {
 			m.st.generations[e.Namespace] = rv
 		} else {
 			delete(m.st.generations, e.Namespace)

@@ -56,6 +56,17 @@ func (v *versions) next() (uint64, bool) {
 	return v.current(), true
 }
 
+// reserve issues n versions at once and returns the first; ok is false when
+// the counter space can't hold them, as for next.
+func (v *versions) reserve(n uint64) (first uint64, ok bool) {
+	if n == 0 || n > counterMask-v.counter {
+		return 0, false
+	}
+	first = v.current() + 1
+	v.counter += n
+	return first, true
+}
+
 // current is the latest version issued (the instance's base before any).
 func (v *versions) current() uint64 { return v.instance<<counterBits | v.counter }
 

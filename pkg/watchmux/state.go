@@ -45,6 +45,17 @@ type state struct {
 	// goes with it (namespaces come and go; the map must not only grow).
 	generations map[string]uint64
 
+	// tenants caches the tenants, sorted: the namespaces a batch is made
+	// of. nil when a namespace came, went or changed tenancy since it was
+	// made; it is replaced, never changed, so batches share it.
+	tenants *nameList
+	// holders maps resource -> name -> the namespaces holding a source of
+	// that name: the namespaces that may shadow or overlay an inherited
+	// item of that name.
+	holders map[string]map[string]sets.Set[string]
+	// excluders are the namespaces that carry exclusions.
+	excluders sets.Set[string]
+
 	// lineMu guards lineages, which readers fill under Mux.mu's read lock.
 	lineMu sync.Mutex
 	// lineages caches each existing namespace's resolved lineage. A
@@ -69,9 +80,12 @@ func newState(policy merge.Policy, resources []string) *state {
 		terminating: sets.New[string](),
 		generations: map[string]uint64{},
 		lineages:    map[string]merge.Lineage{},
+		holders:     map[string]map[string]sets.Set[string]{},
+		excluders:   sets.New[string](),
 	}
 	for _, r := range resources {
 		s.sources[r] = map[string]map[string]merge.Item{}
+		s.holders[r] = map[string]sets.Set[string]{}
 	}
 	return s
 }
@@ -115,7 +129,17 @@ func (s *state) setNamespaceLocked(name string, ns *merge.Namespace) {
 		}
 	}
 	s.lineMu.Unlock()
-	if old, ok := s.namespaces[name]; ok {
+	old, had := s.namespaces[name]
+	if !had || ns == nil || s.policy.IsTenant(old) != s.policy.IsTenant(ns) {
+		s.tenants = nil
+	}
+	s.excluders.Delete(name)
+	if ns != nil {
+		if _, ok := ns.Annotations[merge.AnnotationExclude]; ok {
+			s.excluders.Insert(name)
+		}
+	}
+	if had {
 		if p := old.Labels[merge.LabelParent]; p != "" {
 			s.children[p].Delete(name)
 			if s.children[p].Len() == 0 {
@@ -125,7 +149,11 @@ func (s *state) setNamespaceLocked(name string, ns *merge.Namespace) {
 		delete(s.namespaces, name)
 	}
 	if ns == nil {
-		delete(s.generations, name)
+		// A global namespace's generation stands for the batches' members
+		// (LineageGeneration): it must never go back to an earlier value.
+		if !s.isGlobal(name) {
+			delete(s.generations, name)
+		}
 		return
 	}
 	s.namespaces[name] = ns
@@ -141,9 +169,14 @@ func (s *state) setNamespaceLocked(name string, ns *merge.Namespace) {
 func (s *state) setItemLocked(resource, namespace, name string, it *merge.Item) {
 	byNS := s.sources[resource]
 	_, had := byNS[namespace][name]
+	holders := s.holders[resource]
 	if it == nil {
 		if had {
 			s.counts[resource]--
+			holders[name].Delete(namespace)
+			if holders[name].Len() == 0 {
+				delete(holders, name)
+			}
 		}
 		delete(byNS[namespace], name)
 		if len(byNS[namespace]) == 0 {
@@ -156,6 +189,10 @@ func (s *state) setItemLocked(resource, namespace, name string, it *merge.Item) 
 	}
 	if !had {
 		s.counts[resource]++
+		if holders[name] == nil {
+			holders[name] = sets.New[string]()
+		}
+		holders[name].Insert(namespace)
 	}
 	byNS[namespace][name] = *it
 }
@@ -283,6 +320,20 @@ func (s *state) globalFor(resource string) string {
 	return s.policy.GlobalNamespace
 }
 
+// isGlobal reports whether namespace is a global namespace, the policy's or
+// a resource's own.
+func (s *state) isGlobal(namespace string) bool {
+	if namespace == s.policy.GlobalNamespace {
+		return true
+	}
+	for _, g := range s.globals {
+		if g == namespace {
+			return true
+		}
+	}
+	return false
+}
+
 // globalNamespaces returns every global namespace, sorted: the policy's and
 // the resources' own.
 func (s *state) globalNamespaces() []string {
@@ -297,6 +348,7 @@ func (s *state) globalNamespaces() []string {
 func (s *state) addResourceLocked(resource string, o merge.Options) {
 	s.resources = append(s.resources, resource)
 	s.sources[resource] = map[string]map[string]merge.Item{}
+	s.holders[resource] = map[string]sets.Set[string]{}
 	s.options[resource] = o
 	s.pending.Insert(resource)
 }

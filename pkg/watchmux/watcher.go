@@ -88,7 +88,7 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 		w.startRV = m.v.current()
 		w.initial = m.snapshotLocked(opts, w.startRV)
 	case state == rvOurs:
-		events, ok := m.hist.sinceLocked(rv, w.wants)
+		events, ok := m.hist.sinceLocked(rv, opts.Namespace, w.wants)
 		if !ok {
 			m.mu.RUnlock()
 			return nil, apierrors.NewResourceExpired("resourceVersion " + opts.ResourceVersion + " is too old: list again")
@@ -183,6 +183,13 @@ func (w *watcher) run() {
 func (w *watcher) emit(e *Event) bool {
 	if e.Type == watch.Bookmark {
 		return w.send(w.bookmark(e.RV, false))
+	}
+	if e.batch != nil {
+		// A watcher of every namespace expands a batch here, in its own
+		// goroutine, not in the fan-out.
+		return e.batch.expand(e.after, func(member *Event) bool {
+			return !w.wants(member) || w.emit(member)
+		})
 	}
 	obj, err := w.m.object(e, e.Result)
 	if err != nil {
