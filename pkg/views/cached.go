@@ -66,8 +66,13 @@ func (c *cachedObject) DeepCopyObject() runtime.Object { return c.obj.DeepCopyOb
 
 // unwrap returns the view item inside a cachedObject, for reading only.
 func unwrap(obj runtime.Object) runtime.Object {
-	if c, ok := obj.(*cachedObject); ok {
+	switch c := obj.(type) {
+	case *cachedObject:
 		return c.obj
+	case *splicedObject:
+		if o, err := c.object(); err == nil {
+			return o
+		}
 	}
 	return obj
 }
@@ -93,6 +98,13 @@ type itemCache = lru.Cache[itemKey, *cachedObject]
 
 // DefaultItemCacheSize is the number of watch event items kept for sharing.
 const DefaultItemCacheSize = 4096
+
+// templateCache holds the templates of recent batches (see splicedObject).
+type templateCache = lru.Cache[templateKey, *itemTemplate]
+
+// templateCacheSize is the number of templates kept: one per global edit
+// in flight, and per side (before, after) of a MODIFIED.
+const templateCacheSize = 64
 
 func newItemCache(size int) *itemCache {
 	c, err := lru.New[itemKey, *cachedObject](size)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	lru "github.com/hashicorp/golang-lru/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -171,6 +172,7 @@ type Objects struct {
 	newObject map[string]func() runtime.Object
 	kinds     map[string]schema.GroupVersionKind
 	cache     *itemCache
+	templates *templateCache
 	stale     Staleness
 }
 
@@ -188,7 +190,11 @@ func NewObjects(newObject map[string]func() runtime.Object, cacheSize int) *Obje
 	if cacheSize <= 0 {
 		cacheSize = DefaultItemCacheSize
 	}
-	return &Objects{newObject: newObject, kinds: map[string]schema.GroupVersionKind{}, cache: newItemCache(cacheSize)}
+	templates, err := lru.New[templateKey, *itemTemplate](templateCacheSize)
+	if err != nil {
+		panic(err) // only for a size <= 0
+	}
+	return &Objects{newObject: newObject, kinds: map[string]schema.GroupVersionKind{}, cache: newItemCache(cacheSize), templates: templates}
 }
 
 // Item implements watchmux.Objects.

@@ -90,6 +90,7 @@ func (b *batch) event(i, rank int) *Event {
 	e := b.template
 	e.Namespace = b.namespaces.names[i]
 	e.RV = b.base + uint64(rank)
+	e.member = true
 	return &e
 }
 

@@ -29,6 +29,9 @@ type Event struct {
 	// RV is the batch's last version.
 	batch *batch
 	after uint64
+	// member says the event is a batch member's: many namespaces have
+	// the same item but for its namespace, uid and resourceVersion.
+	member bool
 }
 
 // Objects turns merge results into view objects. pkg/views implements it;
@@ -38,6 +41,15 @@ type Objects interface {
 	Item(resource, namespace string, r merge.Result, rv uint64) (runtime.Object, error)
 	// Empty returns an empty object of resource, for bookmarks.
 	Empty(resource string) runtime.Object
+}
+
+// BatchObjects is implemented by Objects that share work between the
+// namespaces of one change that all see the same item but for its
+// namespace, uid and resourceVersion (a global edit, as most tenants see
+// it): BatchItem is Item for such a namespace, and may return an object
+// that encodes itself from an encoding shared by all of them.
+type BatchObjects interface {
+	BatchItem(resource, namespace string, r merge.Result, rv uint64) (runtime.Object, error)
 }
 
 // sameResult reports whether two results show the same view item: the same

@@ -249,6 +249,9 @@ func (w *watcher) bookmark(rv uint64, initialEnd bool) watch.Event {
 
 // object builds the view object of r for e, stamped with e's version.
 func (m *Mux) object(e *Event, r merge.Result) (runtime.Object, error) {
+	if b, ok := m.objects.(BatchObjects); ok && e.member {
+		return b.BatchItem(e.Resource, e.Namespace, r, e.RV)
+	}
 	return m.objects.Item(e.Resource, e.Namespace, r, e.RV)
 }
 
