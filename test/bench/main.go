@@ -6,7 +6,11 @@
 // on that one cluster
 //
 //   - propagation of one global edit to N namespace-scoped view watchers and
-//     one -A view watcher, against the copy way (N RoleBinding writes,
+//     one -A view watcher; the same edits timed, round by round, on N native
+//     watchers of the source RoleBinding served by kube-apiserver's watch
+//     cache (fieldSelector metadata.name, as many client connections), both
+//     fleets opened informer-style and decoding the same minimal fields, with
+//     views/native ratios of the medians and of the p99s; and against the copy way (N RoleBinding writes,
 //     unthrottled and at a copy controller's QPS 50, until N native watchers
 //     and a native -A watcher have them);
 //   - lists of one namespace's view against a native list of as many real
@@ -25,6 +29,7 @@
 //	make bench                     # the whole sweep, N in {1000,5000,10000} x G in {10,100}
 //	IMPLICIT_TOOLS_BIN=$(hack/build-tools.sh) IMPLICIT_BINARY=$PWD/_output/bin/implicit-apiserver \
 //	  go run ./test/bench -short   # a quick look: N=200
+//	make bench BENCH_ARGS='-namespaces 2000,10000 -globals 100 -qps50-runs 0'   # only the fan-out sizes of issue 15
 //
 // Everything runs on loopback, under one deadline (-timeout); the processes
 // are stopped on the way out.

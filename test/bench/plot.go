@@ -11,8 +11,9 @@ import (
 )
 
 // plot draws the median propagation time against N, log y: implicit (the
-// slower of the last namespace watcher and the -A watcher) for each G, and
-// the copy way unthrottled and at QPS 50.
+// slower of the last namespace watcher and the -A watcher) for each G, the
+// native watch cache's fan-out of the same edits for each G, and the copy
+// way unthrottled and at QPS 50.
 func (r *results) plot(path string) error {
 	p := plot.New()
 	p.Title.Text = "One global RoleBinding edit until every watcher has it"
@@ -49,6 +50,15 @@ func (r *results) plot(path string) error {
 			}
 			lines = append(lines, l)
 		}
+		for gi, g := range r.Ns[0].G {
+			l := &line{name: fmt.Sprintf("native watch cache, same edit, G=%d", g.G), color: colors[gi%len(colors)], dash: []vg.Length{vg.Points(1), vg.Points(3)}, shape: draw.PyramidGlyph{}}
+			for _, n := range r.Ns {
+				if gi < len(n.G) && len(n.G[gi].Native) > 0 {
+					l.pts = append(l.pts, plotter.XY{X: float64(n.N), Y: n.G[gi].Native.median().Seconds()})
+				}
+			}
+			lines = append(lines, l)
+		}
 	}
 	unthrottled := &line{name: fmt.Sprintf("copies, unthrottled (%d workers)", copyWorkers), color: color.RGBA{230, 159, 0, 255}, dash: []vg.Length{vg.Points(4), vg.Points(2)}, shape: draw.SquareGlyph{}}
 	qps50 := &line{name: "copies at QPS 50 (HNC default)", color: color.RGBA{213, 94, 0, 255}, dash: []vg.Length{vg.Points(2), vg.Points(2)}, shape: draw.TriangleGlyph{}}
@@ -61,6 +71,13 @@ func (r *results) plot(path string) error {
 		}
 	}
 	lines = append(lines, unthrottled, qps50)
+	for _, l := range lines {
+		for _, pt := range l.pts {
+			if pt.Y > 0 && pt.Y < p.Y.Min {
+				p.Y.Min = 0.001 // a native fan-out at small N
+			}
+		}
+	}
 	for _, l := range lines {
 		if len(l.pts) == 0 {
 			continue

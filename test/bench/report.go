@@ -44,6 +44,12 @@ type gResult struct {
 	CPUImplicit, CPUKube                       time.Duration `json:",omitempty"`
 	EventsDelivered                            float64       `json:"eventsDelivered"`
 	Reconnects                                 int64         `json:"reconnects"`
+	// Native is, round by round with Implicit (the same edits), the time to
+	// the last of NativeWatchers native watchers of the source RoleBinding
+	// in kube-apiserver's watch cache.
+	Native           samples `json:"native,omitempty"`
+	NativeWatchers   int     `json:"nativeWatchers,omitempty"`
+	NativeReconnects int64   `json:"nativeReconnects,omitempty"`
 }
 
 type slowResult struct {
@@ -109,6 +115,22 @@ func (r *results) markdown(w io.Writer) {
 	}
 	p("")
 	p("Ratios compare the copy's median (every native watcher, -A included) with the implicit median of the slower of the last namespace watcher and the -A watcher.")
+	p("")
+	p("### Fan-out of one edit: views against kube-apiserver's watch cache")
+	p("")
+	p("| N | G | view watchers | views: last watcher, median | p99 | native watchers | native watch cache: last watcher, median | p99 | views / native, median | p99 | rounds |")
+	p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, n := range r.Ns {
+		for _, g := range n.G {
+			if len(g.Native) == 0 {
+				continue
+			}
+			p("| %d | %d | %d | %s | %d | %s | %s | %s | %d |", n.N, g.G, n.N, mp(g.Implicit), g.NativeWatchers, mp(g.Native),
+				ratio(g.Implicit.median(), g.Native.median()), ratio(g.Implicit.p99(), g.Native.p99()), len(g.Native))
+		}
+	}
+	p("")
+	p("Each round is one label edit of the source RoleBinding (global-0), timed on both fleets: one view watch per tenant namespace on rolebindings.implicit.dev through the aggregator, and as many watches of that RoleBinding in the global namespace (fieldSelector metadata.name) served by kube-apiserver's watch cache, over as many client connections. Both opened informer-style (one list, then every watch from its resourceVersion), both decoded the same minimal way (type, name, namespace, resourceVersion, the bench label, subjects), after one unrecorded warm-up edit. The -A view watcher is not in this table.")
 	p("")
 	p("### Reads")
 	p("")

@@ -2,17 +2,18 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 )
 
@@ -40,11 +41,48 @@ func newRound(name, value string, watchers, namespaces int, withAll bool) *round
 	return r
 }
 
-// fleet is one watcher per namespace (plus optionally one for all
-// namespaces) on one resource, started from a list's resourceVersion and
-// spread over a few rest clients, each with its own HTTP/2 connection.
+// fleetSpec says what a fleet watches. Every watcher starts from the
+// resourceVersion of one list of list (informer-style: list, then watch
+// from the list's version), without each listing its own path first (an -A
+// list at N = 10,000 and G = 100 would be a million items).
+type fleetSpec struct {
+	what          string   // for messages
+	list          string   // the path listed once for the resourceVersion
+	fieldSelector string   // of the list and of every watch ("" none)
+	paths         []string // one watcher each
+	allPath       string   // an -A watcher counting each tenant namespace once ("" none)
+}
+
+// viewFleet is one view watcher per namespace, and one -A, on
+// rolebindings.implicit.dev or (native) on rolebindings.rbac.authorization.k8s.io.
+func viewFleet(gvr schema.GroupVersionResource, namespaces []string, withAll bool) fleetSpec {
+	base := "/apis/" + gvr.Group + "/" + gvr.Version
+	s := fleetSpec{what: gvr.GroupResource().String(), list: base + "/namespaces/" + namespaces[0] + "/" + gvr.Resource}
+	for _, ns := range namespaces {
+		s.paths = append(s.paths, base+"/namespaces/"+ns+"/"+gvr.Resource)
+	}
+	if withAll {
+		s.allPath = base + "/" + gvr.Resource
+	}
+	return s
+}
+
+// sourceFleet is n native watchers of the one source RoleBinding name in
+// the global namespace (a fieldSelector on metadata.name), served by
+// kube-apiserver's watch cache: the native fan-out of the same edit.
+func sourceFleet(name string, n int) fleetSpec {
+	path := "/apis/rbac.authorization.k8s.io/v1/namespaces/" + globalNS + "/rolebindings"
+	s := fleetSpec{what: fmt.Sprintf("rolebindings.rbac.authorization.k8s.io %s/%s (watch cache)", globalNS, name), list: path, fieldSelector: "metadata.name=" + name}
+	for range n {
+		s.paths = append(s.paths, path)
+	}
+	return s
+}
+
+// fleet is the watchers of one fleetSpec, spread over a few clients, each
+// with its own HTTP/2 connection, started from one list's resourceVersion.
 type fleet struct {
-	gvr     schema.GroupVersionResource
+	spec    fleetSpec
 	current atomic.Pointer[round]
 	tenants map[string]bool
 
@@ -57,47 +95,109 @@ type fleet struct {
 	cancel     context.CancelFunc
 }
 
-// clients returns n dynamic clients that do not share a transport (a custom
-// Dial makes client-go skip its transport cache).
-func (b *bench) clients(n int) ([]dynamic.Interface, error) {
-	out := make([]dynamic.Interface, n)
+// watchClient is one HTTP/2 connection to kube-apiserver, as admin.
+type watchClient struct {
+	host string
+	http *http.Client
+}
+
+// clients returns n clients that do not share a transport (a custom Dial
+// makes client-go skip its transport cache).
+func (b *bench) clients(n int) ([]*watchClient, error) {
+	out := make([]*watchClient, n)
 	for i := range out {
 		cfg := rest.CopyConfig(b.cfg)
 		d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 		cfg.Dial = d.DialContext
-		c, err := dynamic.NewForConfig(cfg)
+		hc, err := rest.HTTPClientFor(cfg)
 		if err != nil {
 			return nil, err
 		}
-		out[i] = c
+		out[i] = &watchClient{host: strings.TrimSuffix(cfg.Host, "/"), http: hc}
 	}
 	return out, nil
 }
 
-// startFleet watches gvr in every namespace of namespaces (and across all
-// namespaces when withAll), with bounded concurrency, from the
-// resourceVersion of one list of the first namespace: the watches start
-// from now, without each listing its own namespace first (an -A list at
-// N = 10,000 and G = 100 would be a million items).
-func (b *bench) startFleet(ctx context.Context, gvr schema.GroupVersionResource, namespaces []string, withAll bool) (*fleet, error) {
-	start := time.Now()
-	l, err := b.dyn.Resource(gvr).Namespace(namespaces[0]).List(ctx, metav1.ListOptions{})
+// get sends GET path?query as JSON and returns the body of a 200.
+func (c *watchClient) get(ctx context.Context, path string, query url.Values) (io.ReadCloser, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.host+path+"?"+query.Encode(), nil)
 	if err != nil {
-		return nil, fmt.Errorf("list %s in %q: %w", gvr.Resource, namespaces[0], err)
+		return nil, err
 	}
-	rv := l.GetResourceVersion()
-	nClients := (len(namespaces) + b.o.watchersPerConn - 1) / b.o.watchersPerConn
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		resp.Body.Close()
+		return nil, fmt.Errorf("GET %s: %s: %s", path, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return resp.Body, nil
+}
+
+// minimalEvent is all a watcher decodes of a watch event, the same on every
+// fleet: the type, the object's name, namespace (for the -A watcher),
+// resourceVersion (to resume), the bench label and the subjects (the first
+// is checked). encoding/json skips the rest without building it.
+type minimalEvent struct {
+	Type   string `json:"type"`
+	Object struct {
+		Metadata struct {
+			Name            string `json:"name"`
+			Namespace       string `json:"namespace"`
+			ResourceVersion string `json:"resourceVersion"`
+			Labels          struct {
+				Run string `json:"bench.implicit.dev/run"`
+			} `json:"labels"`
+		} `json:"metadata"`
+		Subjects []struct {
+			Name string `json:"name"`
+		} `json:"subjects"`
+	} `json:"object"`
+}
+
+// benchSubject is the first subject of the bench RoleBinding name.
+func benchSubject(name string) string { return "bench-user-" + name }
+
+// startFleet lists spec.list once and starts every watcher of spec from
+// the list's resourceVersion, with bounded concurrency, over
+// ceil(watchers / -watchers-per-client) connections (plus one for -A).
+func (b *bench) startFleet(ctx context.Context, spec fleetSpec, namespaces []string) (*fleet, error) {
+	start := time.Now()
+	nClients := (len(spec.paths) + b.o.watchersPerConn - 1) / b.o.watchersPerConn
 	cs, err := b.clients(nClients + 1)
 	if err != nil {
 		return nil, err
 	}
+	q := url.Values{}
+	if spec.fieldSelector != "" {
+		q.Set("fieldSelector", spec.fieldSelector)
+	}
+	body, err := cs[0].get(ctx, spec.list, q)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", spec.what, err)
+	}
+	var l struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	err = json.NewDecoder(body).Decode(&l)
+	body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", spec.what, err)
+	}
+	rv := l.Metadata.ResourceVersion
 	ctx, cancel := context.WithCancel(ctx)
-	f := &fleet{gvr: gvr, cancel: cancel, tenants: map[string]bool{}}
+	f := &fleet{spec: spec, cancel: cancel, tenants: map[string]bool{}}
 	for _, ns := range namespaces {
 		f.tenants[ns] = true
 	}
+	withAll := spec.allPath != ""
 	if withAll {
-		if err := f.watch(ctx, cs[nClients], "", true, rv); err != nil {
+		if err := f.watch(ctx, cs[nClients], spec.allPath, true, rv); err != nil {
 			f.stop()
 			return nil, err
 		}
@@ -105,15 +205,15 @@ func (b *bench) startFleet(ctx context.Context, gvr schema.GroupVersionResource,
 	// The watches live on the fleet's context, not on parallel's, which
 	// ends when every watch is started.
 	fleetCtx := ctx
-	err = parallel(ctx, len(namespaces), workers, func(_ context.Context, i int) error {
-		return f.watch(fleetCtx, cs[i%nClients], namespaces[i], false, rv)
+	err = parallel(ctx, len(spec.paths), workers, func(_ context.Context, i int) error {
+		return f.watch(fleetCtx, cs[i%nClients], spec.paths[i], false, rv)
 	})
 	if err != nil {
 		f.stop()
 		return nil, err
 	}
-	f.open = len(namespaces) + btoi(withAll)
-	fmt.Printf("  %d watchers on %s (+%d -A) over %d clients started in %s\n", len(namespaces), gvr.GroupResource(), btoi(withAll), nClients, time.Since(start).Round(time.Millisecond))
+	f.open = len(spec.paths) + btoi(withAll)
+	fmt.Printf("  %d watchers on %s (+%d -A) over %d clients started in %s\n", len(spec.paths), spec.what, btoi(withAll), nClients, time.Since(start).Round(time.Millisecond))
 	return f, nil
 }
 
@@ -124,67 +224,41 @@ func btoi(b bool) int {
 	return 0
 }
 
-// watch follows namespace ("" for all) from resourceVersion rv,
-// reconnecting from the last version seen if the server closes the watch.
-func (f *fleet) watch(ctx context.Context, c dynamic.Interface, namespace string, all bool, rv string) error {
-	res := c.Resource(f.gvr).Namespace(namespace)
-	w, err := res.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+// watch follows path from resourceVersion rv, reconnecting from the last
+// version seen if the server closes the watch. all: an -A watcher.
+func (f *fleet) watch(ctx context.Context, c *watchClient, path string, all bool, rv string) error {
+	query := func() url.Values {
+		q := url.Values{"watch": {"1"}, "resourceVersion": {rv}, "allowWatchBookmarks": {"true"}}
+		if f.spec.fieldSelector != "" {
+			q.Set("fieldSelector", f.spec.fieldSelector)
+		}
+		return q
+	}
+	body, err := c.get(ctx, path, query())
 	if err != nil {
-		return fmt.Errorf("watch %s in %q: %w", f.gvr.Resource, namespace, err)
+		return fmt.Errorf("watch %s: %w", path, err)
 	}
 	f.wg.Go(func() {
 		counted := ""               // the last round value this namespace watcher counted
 		seen := map[string]string{} // -A: namespace -> last round value counted
 		for {
-			for ev := range w.ResultChan() {
-				obj, ok := ev.Object.(*unstructured.Unstructured)
-				if !ok || ev.Type == watch.Error {
-					f.errors.Add(1)
-					continue // the watch closes next
+			dec := json.NewDecoder(body)
+			for {
+				var ev minimalEvent
+				if err := dec.Decode(&ev); err != nil {
+					break // the watch closed (or the fleet stopped)
 				}
-				rv = obj.GetResourceVersion()
-				if ev.Type == watch.Bookmark {
-					continue
-				}
-				f.events.Add(1)
-				if ev.Type != watch.Modified {
-					continue
-				}
-				r := f.current.Load()
-				if r == nil || obj.GetName() != r.name || obj.GetLabels()[labelBench] != r.value {
-					desc := fmt.Sprintf("%s/%s labels %v (watching %q)", obj.GetNamespace(), obj.GetName(), obj.GetLabels(), namespace)
-					f.unmatched.Store(&desc)
-					continue
-				}
-				now := time.Now().UnixNano()
-				if all {
-					ns := obj.GetNamespace()
-					if !f.tenants[ns] || seen[ns] == r.value {
-						continue
-					}
-					seen[ns] = r.value
-					if r.allLeft.Add(-1) == 0 {
-						r.allAt.Store(now)
-						close(r.allDone)
-					}
-					continue
-				}
-				if counted == r.value {
-					continue
-				}
-				counted = r.value
-				if r.left.Add(-1) == 0 {
-					r.lastAt.Store(now)
-					close(r.done)
+				if f.event(&ev, all, &counted, seen) {
+					rv = ev.Object.Metadata.ResourceVersion
 				}
 			}
-			w.Stop()
+			body.Close()
 			if ctx.Err() != nil {
 				return
 			}
 			f.reconnects.Add(1)
 			for {
-				if w, err = res.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}); err == nil {
+				if body, err = c.get(ctx, path, query()); err == nil {
 					break
 				}
 				select {
@@ -198,33 +272,103 @@ func (f *fleet) watch(ctx context.Context, c dynamic.Interface, namespace string
 	return nil
 }
 
-// measure installs r, calls change and waits for every watcher of r. It
-// returns the time to the last namespace watcher and to the -A watcher.
-func (f *fleet) measure(ctx context.Context, r *round, timeout time.Duration, change func(ctx context.Context) error) (last, all time.Duration, err error) {
-	f.current.Store(r)
+// event counts one decoded event for the current round. It returns whether
+// the event carries a resourceVersion to resume from.
+func (f *fleet) event(ev *minimalEvent, all bool, counted *string, seen map[string]string) bool {
+	switch ev.Type {
+	case "ERROR":
+		f.errors.Add(1)
+		return false // the watch closes next
+	case "BOOKMARK":
+		return true
+	}
+	f.events.Add(1)
+	if ev.Type != "MODIFIED" {
+		return true
+	}
+	meta := &ev.Object.Metadata
+	r := f.current.Load()
+	if r == nil || meta.Name != r.name || meta.Labels.Run != r.value || len(ev.Object.Subjects) == 0 || ev.Object.Subjects[0].Name != benchSubject(r.name) {
+		desc := fmt.Sprintf("%s/%s label %q subjects %v", meta.Namespace, meta.Name, meta.Labels.Run, ev.Object.Subjects)
+		f.unmatched.Store(&desc)
+		return true
+	}
+	now := time.Now().UnixNano()
+	if all {
+		ns := meta.Namespace
+		if !f.tenants[ns] || seen[ns] == r.value {
+			return true
+		}
+		seen[ns] = r.value
+		if r.allLeft.Add(-1) == 0 {
+			r.allAt.Store(now)
+			close(r.allDone)
+		}
+		return true
+	}
+	if *counted == r.value {
+		return true
+	}
+	*counted = r.value
+	if r.left.Add(-1) == 0 {
+		r.lastAt.Store(now)
+		close(r.done)
+	}
+	return true
+}
+
+// armed is a round installed on a fleet.
+type armed struct {
+	f *fleet
+	r *round
+}
+
+// measureAll installs each round on its fleet, calls change once and waits
+// until every fleet has its round. It returns when change was called.
+func measureAll(ctx context.Context, timeout time.Duration, change func(ctx context.Context) error, rounds ...armed) (time.Time, error) {
+	for _, a := range rounds {
+		a.f.current.Store(a.r)
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
 	if err := change(ctx); err != nil {
-		return 0, 0, err
+		return start, err
 	}
-	for _, ch := range []chan struct{}{r.done, r.allDone} {
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			unmatched := "none"
-			if u := f.unmatched.Load(); u != nil {
-				unmatched = *u
+	for _, a := range rounds {
+		f, r := a.f, a.r
+		for _, ch := range []chan struct{}{r.done, r.allDone} {
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				unmatched := "none"
+				if u := f.unmatched.Load(); u != nil {
+					unmatched = *u
+				}
+				return start, fmt.Errorf("%s: %d watchers and %d namespaces of the -A watcher still without %s=%s after %s (events %d, reconnects %d, errors %d, last unmatched MODIFIED %s): %w",
+					f.spec.what, r.left.Load(), max(0, r.allLeft.Load()), labelBench, r.value, timeout, f.events.Load(), f.reconnects.Load(), f.errors.Load(), unmatched, ctx.Err())
 			}
-			return 0, 0, fmt.Errorf("%d namespace watchers and %d namespaces of the -A watcher still without %s=%s after %s (events %d, reconnects %d, last unmatched MODIFIED %s): %w",
-				r.left.Load(), max(0, r.allLeft.Load()), labelBench, r.value, timeout, f.events.Load(), f.reconnects.Load(), unmatched, ctx.Err())
 		}
 	}
-	last = time.Duration(r.lastAt.Load() - start.UnixNano())
-	if at := r.allAt.Load(); at != 0 {
-		all = time.Duration(at - start.UnixNano())
+	return start, nil
+}
+
+// since is the time from start to the unix nanos at (0 when unset).
+func since(start time.Time, at int64) time.Duration {
+	if at == 0 {
+		return 0
 	}
-	return last, all, nil
+	return time.Duration(at - start.UnixNano())
+}
+
+// measure installs r, calls change and waits for every watcher of r. It
+// returns the time to the last namespace watcher and to the -A watcher.
+func (f *fleet) measure(ctx context.Context, r *round, timeout time.Duration, change func(ctx context.Context) error) (last, all time.Duration, err error) {
+	start, err := measureAll(ctx, timeout, change, armed{f, r})
+	if err != nil {
+		return 0, 0, err
+	}
+	return since(start, r.lastAt.Load()), since(start, r.allAt.Load()), nil
 }
 
 func (f *fleet) stop() {
