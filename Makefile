@@ -32,8 +32,9 @@ DIST         ?= dist
 ##@ Build
 
 .PHONY: build
-build: ## Build implicit-apiserver into _output/bin, stamped with VERSION (git describe).
+build: ## Build implicit-apiserver and the kubectl plugin kubectl-implicit into _output/bin, stamped with VERSION (git describe).
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(IMPLICIT_BIN) ./cmd/implicit-apiserver
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-implicit ./cmd/kubectl-implicit
 
 .PHONY: image
 image: ## Build the image implicit-apiserver:VERSION, without a container daemon, as an OCI archive in _output/image.
@@ -48,7 +49,7 @@ tools: ## Build etcd, kube-apiserver and kube-controller-manager from the Go mod
 	hack/build-tools.sh etcd kube-apiserver kube-controller-manager >/dev/null
 
 .PHONY: release
-release: image ## dist/: install.yaml rendered from the chart (charts/release-values.yaml) and the image archive.
+release: image release-plugin ## dist/: install.yaml rendered from the chart (charts/release-values.yaml), the image archive, the plugin's archives and krew manifest.
 	@mkdir -p $(DIST)
 	@helm_bin=$$(hack/build-tools.sh helm)/helm && \
 	$$helm_bin lint --strict $(CHART) --values charts/release-values.yaml >/dev/null && \
@@ -59,7 +60,11 @@ release: image ## dist/: install.yaml rendered from the chart (charts/release-va
 	  echo "# Needs cert-manager (the serving certificate); see docs/install.md."; \
 	  cat $(DIST)/install.yaml.tmp; } > $(DIST)/install.yaml && rm $(DIST)/install.yaml.tmp
 	cp $(IMAGE_TAR) $(DIST)/implicit-apiserver-$(VERSION)-$(IMAGE_ARCH).tar
-	@cd $(DIST) && sha256sum install.yaml implicit-apiserver-$(VERSION)-$(IMAGE_ARCH).tar > SHA256SUMS && cat SHA256SUMS
+	@cd $(DIST) && sha256sum install.yaml implicit-apiserver-$(VERSION)-$(IMAGE_ARCH).tar kubectl-implicit-$(VERSION)-*.tar.gz > SHA256SUMS && cat SHA256SUMS
+
+.PHONY: release-plugin
+release-plugin: ## dist/: kubectl-implicit cross-compiled per krew platform (linux, darwin; amd64, arm64) and dist/krew/implicit.yaml; KREW_URL_BASE sets the download URL.
+	GO=$(GO) hack/krew/release.sh $(VERSION) $(DIST) "$(LDFLAGS)"
 
 ##@ Run
 

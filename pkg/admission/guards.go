@@ -77,6 +77,12 @@ type Guards struct {
 	// hierarchy serializes the parent guard's decisions and holds the
 	// changes it admitted that the index may not show yet (hierarchy.go).
 	hierarchy assumptions
+
+	// identity is the server's own user, the writer of materialized
+	// copies; materialized the view resources delivered as copies
+	// (materialized.go). mu guards both.
+	identity     string
+	materialized map[string]bool
 }
 
 // AddGlobalNamespace records the global namespace of a kind configured with
@@ -105,8 +111,9 @@ func NewGuards(index Index, authz Authorizer, served []schema.GroupResource, glo
 	g := &Guards{
 		index: index, authz: authz,
 		served: map[schema.GroupResource]string{}, globals: map[string]bool{globalNamespace: true},
-		trusted:   map[string]bool{},
-		hierarchy: assumptions{clock: clock.RealClock{}, ttl: assumeFor, byName: map[string]assumption{}},
+		trusted:      map[string]bool{},
+		materialized: map[string]bool{},
+		hierarchy:    assumptions{clock: clock.RealClock{}, ttl: assumeFor, byName: map[string]assumption{}},
 	}
 	for _, gr := range served {
 		g.served[gr] = gr.Resource
@@ -235,6 +242,9 @@ func (g *Guards) Locks(ctx context.Context, req *admissionv1.AdmissionRequest) d
 	if err != nil {
 		return deny("%v", err)
 	}
+	if copyTouched(s) {
+		return allow() // a copy is no source: Materialized guards it
+	}
 	wasLocked, isLocked, err := g.locked(s)
 	if err != nil {
 		return unavailable(fmt.Errorf("reading whether %s is locked: %w", s, err))
@@ -290,6 +300,9 @@ func (g *Guards) Shadows(_ context.Context, req *admissionv1.AdmissionRequest) d
 	if err != nil {
 		return deny("%v", err)
 	}
+	if copyTouched(s) {
+		return allow() // a copy is no source: Materialized guards it
+	}
 	inh, found, err := g.index.Inherited(s.resource, s.namespace, s.name)
 	if err != nil {
 		return unavailable(err)
@@ -315,7 +328,7 @@ func (g *Guards) Shadows(_ context.Context, req *admissionv1.AdmissionRequest) d
 // namespaces' views it changes.
 func (g *Guards) Fanout(_ context.Context, req *admissionv1.AdmissionRequest) decision {
 	s, ok, err := g.source(req)
-	if !ok || err != nil || (req.Operation != admissionv1.Update && req.Operation != admissionv1.Delete) {
+	if !ok || err != nil || (req.Operation != admissionv1.Update && req.Operation != admissionv1.Delete) || copyTouched(s) {
 		return allow()
 	}
 	if !g.isGlobal(s.namespace) && !g.index.HasDescendants(s.namespace) {
@@ -330,10 +343,20 @@ func (g *Guards) Fanout(_ context.Context, req *admissionv1.AdmissionRequest) de
 		// A warning is never worth failing a write for.
 		return allow()
 	}
+	if g.isMaterialized(s.resource) {
+		return allow(MaterializedWarning(n))
+	}
 	return allow(Warning(n))
 }
 
 // Warning is the fan-out warning kubectl prints.
 func Warning(namespaces int) string {
 	return fmt.Sprintf("implicit.dev: this change reaches %d namespaces", namespaces)
+}
+
+// MaterializedWarning is the fan-out warning of a materialized kind's
+// source: each namespace whose view changes gets its copy written (applied
+// or deleted), one real write each.
+func MaterializedWarning(namespaces int) string {
+	return fmt.Sprintf("%s and makes %d real writes (materialized copies, delivery: Materialize)", Warning(namespaces), namespaces)
 }

@@ -45,6 +45,10 @@ type guardCase struct {
 	trusted []string
 	// wantPatch is the JSON patch of an allowed answer, "" for none.
 	wantPatch string
+	// identity is the server's own user (none: not known yet);
+	// materialize the view resources delivered as copies.
+	identity    string
+	materialize []string
 }
 
 // runGuard posts tc's request to the guard at path.
@@ -64,6 +68,10 @@ func runGuard(t *testing.T, path string, tc guardCase) {
 		g.SetNamespaces(namespaceClient(names...))
 	}
 	g.TrustParentUIDFrom(tc.trusted...)
+	if tc.identity != "" {
+		g.SetServerIdentity(tc.identity)
+	}
+	g.Materialize(tc.materialize...)
 
 	resp, status := review(t, g, path, tc.req)
 	want := tc.wantStatus

@@ -22,13 +22,15 @@ const (
 	PathShadows = "/admission/shadows"
 	PathParents = "/admission/parents"
 	PathFanout  = "/admission/fanout"
+	// PathMaterialized guards materialized copies (materialized.go).
+	PathMaterialized = "/admission/materialized"
 	// PathParentUID is the mutating guard's.
 	PathParentUID = "/admission/parent-uid"
 )
 
 // Paths are every guard's path, for the authorization always-allow list:
 // kube-apiserver calls webhooks without credentials.
-var Paths = []string{PathLocks, PathShadows, PathParents, PathFanout, PathParentUID}
+var Paths = []string{PathLocks, PathShadows, PathParents, PathFanout, PathMaterialized, PathParentUID}
 
 // maxReviewBytes bounds a request body, as kube-apiserver bounds objects.
 const maxReviewBytes = 6 << 20
@@ -36,11 +38,12 @@ const maxReviewBytes = 6 << 20
 // Handler returns the http.Handler of the guard at path.
 func (g *Guards) Handler(path string) http.Handler {
 	decide := map[string]func(context.Context, *admissionv1.AdmissionRequest) decision{
-		PathLocks:     g.Locks,
-		PathShadows:   g.Shadows,
-		PathParents:   g.Parents,
-		PathFanout:    g.Fanout,
-		PathParentUID: g.ParentUID,
+		PathLocks:        g.Locks,
+		PathShadows:      g.Shadows,
+		PathParents:      g.Parents,
+		PathFanout:       g.Fanout,
+		PathMaterialized: g.Materialized,
+		PathParentUID:    g.ParentUID,
 	}[path]
 	if decide == nil {
 		return http.NotFoundHandler()

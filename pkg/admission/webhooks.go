@@ -34,6 +34,8 @@ const (
 	WebhookShadows = "shadows.implicit.dev"
 	WebhookParents = "parents.implicit.dev"
 	WebhookFanout  = "fanout.implicit.dev"
+	// WebhookMaterialized guards materialized copies and their label.
+	WebhookMaterialized = "materialized.implicit.dev"
 	// WebhookParentUID is the one webhook of the MutatingWebhookConfiguration.
 	WebhookParentUID = "parent-uid.implicit.dev"
 )
@@ -44,6 +46,7 @@ const (
 	lockTouchedCondition      = "lock-touched"
 	hierarchyChangedCondition = "hierarchy-changed"
 	parentTouchedCondition    = "parent-touched"
+	copyTouchedCondition      = "materialized-touched"
 	syncedCondition           = "implicit-sources"
 )
 
@@ -53,6 +56,12 @@ const (
 const lockTouched = `(has(request.subResource) && request.subResource == '` + subresourceScale + `') || ` +
 	`(oldObject != null && has(oldObject.metadata.annotations) && '` + merge.AnnotationLocked + `' in oldObject.metadata.annotations && oldObject.metadata.annotations['` + merge.AnnotationLocked + `'] == 'true') || ` +
 	`(object != null && has(object.metadata.annotations) && '` + merge.AnnotationLocked + `' in object.metadata.annotations && object.metadata.annotations['` + merge.AnnotationLocked + `'] == 'true')`
+
+// copyTouchedExpr is true when the old or the new object carries the
+// materialized label, whatever its value: copies, forged labels and
+// removed ones.
+const copyTouchedExpr = `(oldObject != null && has(oldObject.metadata.labels) && '` + merge.LabelMaterialized + `' in oldObject.metadata.labels) || ` +
+	`(object != null && has(object.metadata.labels) && '` + merge.LabelMaterialized + `' in object.metadata.labels)`
 
 // hierarchyChanged is true when a namespace's parent label, inherit label
 // or parent-uid annotation is set, changed or removed.
@@ -81,7 +90,7 @@ func metadataChanged(field, key string) string {
 // from its path. The shadows and fanout webhooks start matching nothing;
 // ConditionSync fills in their conditions from the sources.
 //
-// Failure policies: locks, shadows and parents Fail (a guard that can't be
+// Failure policies: locks, shadows, parents and materialized Fail (a guard that can't be
 // asked must not be bypassed; only requests that touch a lock, shadow a
 // locked name, scale a guarded kind or change a namespace's parent,
 // parent-uid or tenancy are sent, so an outage blocks only those); fanout
@@ -113,6 +122,8 @@ func Configuration(name string, served []schema.GroupResource, client func(path 
 				namespaceRules(), hierarchyChangedCondition, hierarchyChanged),
 			webhook(WebhookFanout, PathFanout, admissionregistrationv1.Ignore, 2,
 				sourceRule(WebhookFanout), syncedCondition, "false"),
+			webhook(WebhookMaterialized, PathMaterialized, admissionregistrationv1.Fail, 5,
+				sourceRule(WebhookMaterialized), copyTouchedCondition, copyTouchedExpr),
 		},
 	}
 	return c
@@ -158,8 +169,12 @@ func MutatingConfiguration(name string, client func(path string) admissionregist
 // resources: the lock guard sees updates of the guarded subresources too.
 func webhookRules(webhook string, served []schema.GroupResource) []admissionregistrationv1.RuleWithOperations {
 	rules := sourceRules(served, sourceWebhookOps[webhook], nil)
-	if webhook == WebhookLocks {
+	switch webhook {
+	case WebhookLocks:
 		rules = append(rules, sourceRules(served, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}, GuardedSubresources)...)
+	case WebhookMaterialized:
+		// A status update writes a copy's labels too.
+		rules = append(rules, sourceRules(served, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}, []string{subresourceStatus})...)
 	}
 	return rules
 }
@@ -197,9 +212,10 @@ func sourceRules(served []schema.GroupResource, ops []admissionregistrationv1.Op
 
 // sourceWebhookOps are the operations of each webhook on source objects.
 var sourceWebhookOps = map[string][]admissionregistrationv1.OperationType{
-	WebhookLocks:   {admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete},
-	WebhookShadows: {admissionregistrationv1.Create},
-	WebhookFanout:  {admissionregistrationv1.Update, admissionregistrationv1.Delete},
+	WebhookLocks:        {admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete},
+	WebhookShadows:      {admissionregistrationv1.Create},
+	WebhookFanout:       {admissionregistrationv1.Update, admissionregistrationv1.Delete},
+	WebhookMaterialized: {admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete},
 }
 
 // setRules sets the source rules of the locks, shadows and fanout webhooks

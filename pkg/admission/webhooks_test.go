@@ -39,7 +39,7 @@ func TestConfiguration(t *testing.T) {
 	if cfg.Name != "implicit-apiserver" {
 		t.Errorf("name %q, want implicit-apiserver", cfg.Name)
 	}
-	if want := []string{admission.PathLocks, admission.PathShadows, admission.PathParents, admission.PathFanout}; !reflect.DeepEqual(paths, want) {
+	if want := []string{admission.PathLocks, admission.PathShadows, admission.PathParents, admission.PathFanout, admission.PathMaterialized}; !reflect.DeepEqual(paths, want) {
 		t.Errorf("client configs asked for %q, want %q", paths, want)
 	}
 
@@ -77,6 +77,20 @@ func TestConfiguration(t *testing.T) {
 			Scope:       ptr.To(admissionregistrationv1.NamespacedScope),
 		}},
 	}
+	statusRule := []admissionregistrationv1.RuleWithOperations{
+		{Operations: []admissionregistrationv1.OperationType{u}, Rule: admissionregistrationv1.Rule{
+			APIGroups:   []string{"rbac.authorization.k8s.io"},
+			APIVersions: []string{"*"},
+			Resources:   []string{"rolebindings/status", "roles/status"},
+			Scope:       ptr.To(admissionregistrationv1.NamespacedScope),
+		}},
+		{Operations: []admissionregistrationv1.OperationType{u}, Rule: admissionregistrationv1.Rule{
+			APIGroups:   []string{"networking.k8s.io"},
+			APIVersions: []string{"*"},
+			Resources:   []string{"networkpolicies/status"},
+			Scope:       ptr.To(admissionregistrationv1.NamespacedScope),
+		}},
+	}
 	want := []struct {
 		name, path, condition string
 		fail                  admissionregistrationv1.FailurePolicyType
@@ -94,6 +108,9 @@ func TestConfiguration(t *testing.T) {
 			},
 		}}},
 		{admission.WebhookFanout, admission.PathFanout, "implicit-sources", admissionregistrationv1.Ignore, 2, sourceRule(u, d)},
+		// The materialized guard sees status updates too: they write a
+		// copy's labels.
+		{admission.WebhookMaterialized, admission.PathMaterialized, "materialized-touched", admissionregistrationv1.Fail, 5, append(sourceRule(c, u, d), statusRule...)},
 	}
 	if len(cfg.Webhooks) != len(want) {
 		t.Fatalf("%d webhooks, want %d", len(cfg.Webhooks), len(want))

@@ -71,6 +71,20 @@ type ExtraConfig struct {
 	// /admission/*); AnonymousWebhooks opens the admission ones to anyone.
 	WebhookCallers    authz.Callers
 	AnonymousWebhooks bool
+	// Materialize writes the views of kinds configured with delivery:
+	// Materialize as real objects (pkg/materialize); no Kinds: none.
+	Materialize MaterializeConfig
+}
+
+// MaterializeConfig configures the materializer.
+type MaterializeConfig struct {
+	// Kinds are the source kinds materialized.
+	Kinds []schema.GroupVersionResource
+	// Dynamic writes the copies, with its own rate limit.
+	Dynamic dynamic.Interface
+	// LeaseNamespace and LeaseName name the leader election's Lease; no
+	// namespace: no election.
+	LeaseNamespace, LeaseName string
 }
 
 // HubConfig reaches the hub cluster of the global sources.
@@ -197,6 +211,8 @@ func (c CompletedConfig) New() (*Server, error) {
 		return nil, err
 	}
 	group.gs = gs
+	// The answers beside the views, authorized like them (pkg/registry).
+	group.questions = questions(mux, gs.Authorizer, group.kinds)
 	gs.Handler.NonGoRestfulMux.Handle(genericapiserver.APIGroupPrefix+"/"+GroupName, group.groupHandler())
 	gs.Handler.NonGoRestfulMux.HandlePrefix(genericapiserver.APIGroupPrefix+"/"+GroupName+"/", group)
 
@@ -216,6 +232,9 @@ func (c CompletedConfig) New() (*Server, error) {
 	}
 	for _, ns := range x.Globals {
 		guards.AddGlobalNamespace(ns)
+	}
+	if err := c.startMaterializer(gs, mux, guards); err != nil {
+		return nil, err
 	}
 	for _, p := range admission.Paths {
 		gs.Handler.NonGoRestfulMux.Handle(p, admissionCallers(guards.Handler(p)))

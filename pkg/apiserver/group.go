@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	genericapi "k8s.io/apiserver/pkg/endpoints"
 	"k8s.io/apiserver/pkg/endpoints/discovery"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
@@ -29,7 +30,9 @@ import (
 	"k8s.io/kube-openapi/pkg/common"
 	"k8s.io/kube-openapi/pkg/common/restfuladapter"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
+	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
 // servedGroup serves implicit.dev/v1alpha1 with the kinds served at the
@@ -57,6 +60,9 @@ type servedGroup struct {
 	current atomic.Pointer[groupVersion]
 	// groupAdded records that /apis lists the group.
 	groupAdded bool
+	// questions are the resources beside the views (hierarchies,
+	// explanations, previews), installed into every generation.
+	questions map[string]rest.Storage
 }
 
 // groupVersion is one generation of the served group version.
@@ -125,6 +131,14 @@ func (g *servedGroup) set(kinds []registry.Kind, viewers map[string]registry.Vie
 		storage[k.Resource()] = s
 		restStorage[k.Resource()] = s
 		served[k.Resource()] = []string{SchemeGroupVersion.String()}
+	}
+	for resource, q := range g.questions {
+		if _, taken := restStorage[resource]; taken {
+			klog.ErrorS(nil, "A configured kind takes the name of one of the group's own resources; serving the view", "resource", resource)
+			continue
+		}
+		restStorage[resource] = q
+		served[resource] = []string{SchemeGroupVersion.String()}
 	}
 	apiGV := &genericapi.APIGroupVersion{
 		Root:                        genericapiserver.APIGroupPrefix,
@@ -253,3 +267,13 @@ type modelSample struct {
 
 // OpenAPIModelName implements kube-openapi's model namer.
 func (m modelSample) OpenAPIModelName() string { return m.model }
+
+// questions returns the storage of the resources that answer questions about
+// the views: hierarchies, explanations and previews.
+func questions(mux *watchmux.Mux, authz authorizer.UnconditionalAuthorizer, kinds func() []registry.Kind) map[string]rest.Storage {
+	return map[string]rest.Storage{
+		v1alpha1.ResourceHierarchies:  registry.NewHierarchyStorage(mux),
+		v1alpha1.ResourceExplanations: registry.NewExplanationStorage(mux, authz),
+		v1alpha1.ResourcePreviews:     registry.NewPreviewStorage(mux, authz, kinds),
+	}
+}

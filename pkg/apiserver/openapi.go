@@ -17,6 +17,8 @@ import (
 	"k8s.io/kube-openapi/pkg/common"
 	"k8s.io/kube-openapi/pkg/spec3"
 	"k8s.io/kube-openapi/pkg/validation/spec"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // HostSchemas holds the OpenAPI schemas of the source kinds, as the host
@@ -131,6 +133,9 @@ func (h HostSchemas) Definitions(namer DefinitionNamer) common.GetOpenAPIDefinit
 
 func (h HostSchemas) definitions(namer DefinitionNamer, ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	defs := aggregatoropenapi.GetOpenAPIDefinitions(ref)
+	for name, def := range v1alpha1.GetOpenAPIDefinitions(ref) {
+		defs[name] = def
+	}
 	names := make([]string, 0, len(h))
 	for n := range h {
 		names = append(names, n)

@@ -5,7 +5,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 )
 
@@ -25,6 +27,8 @@ func NewScheme(kinds []registry.Kind) *runtime.Scheme {
 		s.AddKnownTypeWithName(SchemeGroupVersion.WithKind(k.Kind), k.New())
 		s.AddKnownTypeWithName(SchemeGroupVersion.WithKind(k.Kind+"List"), k.NewList())
 	}
+	// The answers beside the views: hierarchies, explanations, previews.
+	utilruntime.Must(v1alpha1.AddKnownTypes(s))
 	metav1.AddToGroupVersion(s, SchemeGroupVersion)
 	// List and get options arrive as meta v1; register them as
 	// k8s.io/sample-apiserver does.

@@ -23,6 +23,11 @@ const (
 	AnnotationLocked = "implicit.dev/locked"
 	// AnnotationMerge "overlay" on a source object asks for the Overlay strategy.
 	AnnotationMerge = "implicit.dev/merge"
+	// LabelMaterialized "true" marks a real object the server wrote as the
+	// copy of an inherited view item (delivery: Materialize). Copies are
+	// never sources: the multiplexer ignores objects that carry it, and
+	// only the server's own identity may set or remove it.
+	LabelMaterialized = "implicit.dev/materialized"
 
 	// LabelScope on a view item: local, parent or global.
 	LabelScope = "implicit.dev/scope"
@@ -50,4 +55,9 @@ var ProvenanceLabels = []string{LabelScope, LabelSourceNamespace}
 var ProvenanceAnnotations = []string{
 	AnnotationSourceUID, AnnotationSourceResourceVersion, AnnotationSourceCluster,
 	AnnotationSourceStaleSince, AnnotationOverlays, AnnotationConflict,
+}
+
+// IsMaterialized reports whether labels mark a materialized copy.
+func IsMaterialized(labels map[string]string) bool {
+	return labels[LabelMaterialized] == "true"
 }

@@ -224,14 +224,26 @@ func (m *Mux) WatchSources(resource, cluster string, informer cache.SharedIndexI
 	if !ok {
 		return nil, fmt.Errorf("watchmux: resource %q is not served", resource)
 	}
-	return informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { m.onSource(resource, cluster, obj, false) },
-		UpdateFunc: func(old, obj any) {
-			if !resynced(old, obj) {
-				m.onSource(resource, cluster, obj, false)
+	// Materialized copies are never sources: an object that gains the
+	// label leaves the mirror as a deletion, one that loses it enters it as
+	// an addition.
+	return informer.AddEventHandler(cache.FilteringResourceEventHandler{
+		FilterFunc: func(obj any) bool {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
 			}
+			acc, err := meta.Accessor(obj)
+			return err != nil || !merge.IsMaterialized(acc.GetLabels())
 		},
-		DeleteFunc: func(obj any) { m.onSource(resource, cluster, obj, true) },
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc: func(obj any) { m.onSource(resource, cluster, obj, false) },
+			UpdateFunc: func(old, obj any) {
+				if !resynced(old, obj) {
+					m.onSource(resource, cluster, obj, false)
+				}
+			},
+			DeleteFunc: func(obj any) { m.onSource(resource, cluster, obj, true) },
+		},
 	})
 }
 

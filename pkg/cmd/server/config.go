@@ -40,7 +40,18 @@ type ResourceSelector struct {
 	// ClusterRoles (that would let it escalate): the chart renders one
 	// aggregated ClusterRole per kind from this field.
 	AggregateTo []string `json:"aggregateTo,omitempty"`
+	// Delivery is View (the default: the view only) or Materialize: the
+	// view's inherited items are also written as real objects of the
+	// source kind into each tenant namespace (pkg/materialize), for
+	// engines that read only real objects.
+	Delivery string `json:"delivery,omitempty"`
 }
+
+// The deliveries of a configured kind.
+const (
+	DeliveryView        = "View"
+	DeliveryMaterialize = "Materialize"
+)
 
 // aggregationRoles are the default roles a view's read access may be
 // aggregated into.
@@ -56,6 +67,8 @@ type Configuration struct {
 	// Globals are the global namespaces of kinds configured with their own,
 	// by resource.
 	Globals map[string]string
+	// Materialize are the kinds configured with delivery: Materialize.
+	Materialize []schema.GroupVersionResource
 }
 
 // DefaultConfiguration serves the three default kinds with Replace.
@@ -139,6 +152,12 @@ func LoadConfiguration(path string) (Configuration, error) {
 		default:
 			problems = append(problems, fmt.Sprintf("strategy %q: want Replace or Overlay", r.Strategy))
 		}
+		switch r.Delivery {
+		case "", DeliveryView, DeliveryMaterialize:
+		default:
+			problems = append(problems, fmt.Sprintf("delivery %q: want %s (the default: views only) or %s (views, and their inherited items written as real objects into each tenant namespace)",
+				r.Delivery, DeliveryView, DeliveryMaterialize))
+		}
 		if j, ok := seen[r.Resource]; ok && r.Resource != "" {
 			problems = append(problems, fmt.Sprintf("resource %s is listed twice (resources[%d]): views are named by resource, so one source kind per plural name", r.Resource, j))
 		}
@@ -149,6 +168,9 @@ func LoadConfiguration(path string) (Configuration, error) {
 		seen[r.Resource] = i
 		if r.GlobalNamespace != "" {
 			out.Globals[r.Resource] = r.GlobalNamespace
+		}
+		if r.Delivery == DeliveryMaterialize {
+			out.Materialize = append(out.Materialize, gvr)
 		}
 		if k, ok := builtIn[gvr]; ok {
 			out.Kinds = append(out.Kinds, k)

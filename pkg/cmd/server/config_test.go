@@ -522,3 +522,55 @@ func TestLoadConfigurationGlobals(t *testing.T) {
 		t.Errorf("Globals = %v, want %v", cfg.Globals, want)
 	}
 }
+
+// TestLoadConfigurationDelivery: delivery is View (the default) or
+// Materialize; the materialized kinds are listed, built-in or generic, and
+// anything else is an error naming both values.
+func TestLoadConfigurationDelivery(t *testing.T) {
+	t.Parallel()
+	netpol := schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "networkpolicies"}
+	tests := []struct {
+		name      string
+		resources string
+		want      []schema.GroupVersionResource
+		wantErr   string
+	}{{
+		name:      "default is View",
+		resources: "- {group: networking.k8s.io, version: v1, resource: networkpolicies}\n",
+	}, {
+		name:      "explicit View",
+		resources: "- {group: networking.k8s.io, version: v1, resource: networkpolicies, delivery: View}\n",
+	}, {
+		name: "built-in and generic kinds materialized",
+		resources: "- {group: rbac.authorization.k8s.io, version: v1, resource: rolebindings}\n" +
+			"- {group: networking.k8s.io, version: v1, resource: networkpolicies, delivery: Materialize}\n" +
+			"- {group: policy.example.com, version: v1, resource: guardrails, delivery: Materialize}\n",
+		want: []schema.GroupVersionResource{netpol, guardrails},
+	}, {
+		name:      "unknown delivery",
+		resources: "- {group: networking.k8s.io, version: v1, resource: networkpolicies, delivery: Copy}\n",
+		wantErr:   `delivery "Copy": want View`,
+	}, {
+		name:      "case matters",
+		resources: "- {group: networking.k8s.io, version: v1, resource: networkpolicies, delivery: materialize}\n",
+		wantErr:   `delivery "materialize"`,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := server.LoadConfiguration(writeConfig(t, header+"resources:\n"+tt.resources))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "Materialize") {
+					t.Fatalf("err = %v, want one containing %q and naming Materialize", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(cfg.Materialize, tt.want) {
+				t.Errorf("Materialize = %v, want %v", cfg.Materialize, tt.want)
+			}
+		})
+	}
+}

@@ -33,6 +33,7 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apiserver"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
+	"github.com/implicit-dev/implicit-apiserver/pkg/materialize"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
@@ -76,6 +77,14 @@ type Options struct {
 	// webhook configuration sync, Events, the configured kinds' polling.
 	KubeAPIQPS   float32
 	KubeAPIBurst int
+	// MaterializeQPS and MaterializeBurst limit the writes of materialized
+	// copies; MaterializeLeaseName and MaterializeLeaseNamespace name the
+	// Lease of the materializer's leader election (namespace default: the
+	// server's own).
+	MaterializeQPS            float32
+	MaterializeBurst          int
+	MaterializeLeaseName      string
+	MaterializeLeaseNamespace string
 
 	// config is set by Complete from ConfigFile or the defaults.
 	config Configuration
@@ -103,6 +112,9 @@ func NewOptions() *Options {
 		HistoryBytes:         watchmux.DefaultHistoryBytes,
 		KubeAPIQPS:           50,
 		KubeAPIBurst:         100,
+		MaterializeQPS:       50,
+		MaterializeBurst:     100,
+		MaterializeLeaseName: materialize.DefaultLeaseName,
 	}
 }
 
@@ -152,6 +164,15 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		"Requests per second to the host (and hub) kube-apiserver: every guarded write asks it access reviews, so keep it well above the rate of guarded writes.")
 	hostFS.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst,
 		"Burst of requests to the host (and hub) kube-apiserver above --kube-api-qps.")
+	mfs := fss.FlagSet("materialize")
+	mfs.Float32Var(&o.MaterializeQPS, "materialize-qps", o.MaterializeQPS,
+		"Writes per second of materialized copies (kinds configured with delivery: Materialize), across all namespaces.")
+	mfs.IntVar(&o.MaterializeBurst, "materialize-burst", o.MaterializeBurst,
+		"Burst of writes of materialized copies above --materialize-qps.")
+	mfs.StringVar(&o.MaterializeLeaseName, "materialize-lease-name", o.MaterializeLeaseName,
+		"The Lease the replicas campaign for: only its holder writes materialized copies.")
+	mfs.StringVar(&o.MaterializeLeaseNamespace, "materialize-lease-namespace", o.MaterializeLeaseNamespace,
+		"The namespace of the materializer's Lease. Empty: the server's own (--pod-namespace); without one, no leader election (one replica only).")
 	o.Recommended.Audit.AddFlags(fss.FlagSet("auditing"))
 	o.Recommended.Features.AddFlags(fss.FlagSet("features"))
 	o.Recommended.EgressSelector.AddFlags(fss.FlagSet("egress selector"))
@@ -236,6 +257,12 @@ func (o *Options) Validate() error {
 	if o.KubeAPIBurst < 1 {
 		errs = append(errs, fmt.Errorf("--kube-api-burst must be at least 1"))
 	}
+	if o.MaterializeQPS <= 0 {
+		errs = append(errs, fmt.Errorf("--materialize-qps must be positive"))
+	}
+	if o.MaterializeBurst < 1 {
+		errs = append(errs, fmt.Errorf("--materialize-burst must be at least 1"))
+	}
 	if o.HistoryBytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("--history-bytes must be at least 1Mi (1048576)"))
 	}
@@ -298,6 +325,21 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 		}
 	}
 
+	var mat apiserver.MaterializeConfig
+	if len(o.config.Materialize) > 0 {
+		// The copies' writes have their own rate limit.
+		mc := rest.CopyConfig(gc.ClientConfig)
+		mc.QPS, mc.Burst = o.MaterializeQPS, o.MaterializeBurst
+		if mat.Dynamic, err = dynamic.NewForConfig(mc); err != nil {
+			return nil, fmt.Errorf("host cluster client: %w", err)
+		}
+		mat.Kinds = o.config.Materialize
+		mat.LeaseName, mat.LeaseNamespace = o.MaterializeLeaseName, o.MaterializeLeaseNamespace
+		if mat.LeaseNamespace == "" {
+			mat.LeaseNamespace = o.PodNamespace
+		}
+	}
+
 	var hub *apiserver.HubConfig
 	if o.GlobalKubeconfig != "" {
 		if hub, err = o.hubConfig(); err != nil {
@@ -325,6 +367,7 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 			WebhookCallers:       callers,
 			AnonymousWebhooks:    o.AnonymousWebhooks,
 			Watch:                watchmux.Options{HistoryBytes: o.HistoryBytes},
+			Materialize:          mat,
 		},
 	}, nil
 }

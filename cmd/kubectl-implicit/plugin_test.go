@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
+)
+
+func hierarchyOf(name string, st v1alpha1.HierarchyStatus) v1alpha1.Hierarchy {
+	h := v1alpha1.Hierarchy{Status: st}
+	h.Name = name
+	return h
+}
+
+func TestPrintForest(t *testing.T) {
+	t.Parallel()
+	list := &v1alpha1.HierarchyList{Items: []v1alpha1.Hierarchy{
+		hierarchyOf("org", v1alpha1.HierarchyStatus{Tenant: true, Children: []string{"team-a", "team-b"}}),
+		hierarchyOf("team-a", v1alpha1.HierarchyStatus{Tenant: true, Ancestors: []string{"org"}, Children: []string{"team-a-1"}}),
+		hierarchyOf("team-a-1", v1alpha1.HierarchyStatus{Tenant: true, Ancestors: []string{"team-a", "org"}}),
+		hierarchyOf("team-b", v1alpha1.HierarchyStatus{Tenant: true, Ancestors: []string{"org"}}),
+		hierarchyOf("c1", v1alpha1.HierarchyStatus{Tenant: true, Parent: "c2", Problems: []v1alpha1.HierarchyProblem{{Reason: "Cycle", Message: "namespaces c1 -> c2 form a parent cycle"}}}),
+		hierarchyOf("kube-system", v1alpha1.HierarchyStatus{}),
+	}}
+	var out bytes.Buffer
+	if err := (&options{}).printForest(&out, list); err != nil {
+		t.Fatal(err)
+	}
+	want := `c1  [Cycle: namespaces c1 -> c2 form a parent cycle]
+kube-system  [not a tenant]
+org
+├── team-a
+│   └── team-a-1
+└── team-b
+`
+	if out.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
+	}
+}
+
+func TestReadObjects(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, content string
+		want          []string
+		wantErr       bool
+	}{
+		{name: "two documents", content: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n", want: []string{"a", "b"}},
+		{name: "a list", content: `{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}]}`, want: []string{"c"}},
+		{name: "no name", content: "apiVersion: v1\nkind: ConfigMap\n", wantErr: true},
+		{name: "empty", content: "", wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-"))
+			if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			objs, err := readObjects(path, nil)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err %v", err)
+			}
+			var names []string
+			for _, o := range objs {
+				names = append(names, o.GetName())
+			}
+			if strings.Join(names, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("names %v, want %v", names, tc.want)
+			}
+		})
+	}
+}
+
+func TestPrintPreviews(t *testing.T) {
+	t.Parallel()
+	p := &v1alpha1.Preview{Spec: v1alpha1.PreviewSpec{Resource: "rolebindings"}, Status: v1alpha1.PreviewStatus{
+		Operation: "Update", Name: "x", Reached: 3,
+		Changed: []v1alpha1.NamespaceChange{{Namespace: "team-a", Type: "Modified",
+			Before: &v1alpha1.ItemSummary{Source: v1alpha1.ItemReference{Namespace: "implicit-global", Name: "x", Scope: "global"}},
+			After:  &v1alpha1.ItemSummary{Source: v1alpha1.ItemReference{Namespace: "org", Name: "x", Scope: "parent"}, Overlays: []string{"team-a/x"}}}},
+		Unchanged: []v1alpha1.NamespaceUnchanged{{Namespace: "team-b", Reason: "Shadowed", By: "team-b"}},
+	}}
+	p.Namespace = "org"
+	var out bytes.Buffer
+	if err := (&options{}).printPreviews(&out, []*v1alpha1.Preview{p}); err != nil {
+		t.Fatal(err)
+	}
+	want := `rolebindings org/x (Update): reaches 3 namespace(s), changes 1, kept unchanged 1.
+NAMESPACE   CHANGE      BEFORE                       AFTER                          WHY
+team-a      Modified    implicit-global/x (global)   org/x (parent) +1 overlay(s)   -
+team-b      Unchanged   -                            -                              Shadowed by team-b
+`
+	if out.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"--help"}, exitOK},
+		{[]string{"why", "only-one-arg"}, exitError},
+		{[]string{"tree", "-o", "xml", "ns"}, exitError},
+		{[]string{"diff"}, exitError},
+	} {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), tc.args, genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+		if code != tc.code {
+			t.Errorf("%v: exit %d, want %d (%s)", tc.args, code, tc.code, errOut.String())
+		}
+	}
+}

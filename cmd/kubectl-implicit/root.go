@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
+	"github.com/implicit-dev/implicit-apiserver/pkg/version"
+)
+
+// Exit codes: diff exits exitChanged when something would change, as
+// kubectl diff does; every command exits exitError on an error.
+const (
+	exitOK      = 0
+	exitChanged = 1
+	exitError   = 2
+)
+
+// errChanged tells run that diff found changes: not an error.
+var errChanged = errors.New("changes found")
+
+// options are what every subcommand shares: the kubeconfig flags and -o.
+type options struct {
+	config  *genericclioptions.ConfigFlags
+	streams genericiooptions.IOStreams
+	output  string
+}
+
+// run executes the plugin with args and returns its exit code.
+func run(ctx context.Context, args []string, streams genericiooptions.IOStreams) int {
+	o := &options{config: genericclioptions.NewConfigFlags(true), streams: streams}
+	root := &cobra.Command{
+		Use:   "kubectl implicit",
+		Short: "Ask implicit-apiserver why a view holds what it holds, where a namespace stands, and what an edit would change",
+		Long: `kubectl implicit answers the questions views leave open, from implicit.dev's
+hierarchies, explanations and previews and its views:
+
+  tree [NAMESPACE]            the hierarchy, problems marked (a namespace's lineage and subtree, or every namespace's)
+  why KIND NAME -n NS         why NAME is, or is not, in NS's view of KIND: every scope, global down to NS
+  reach KIND NAME -n NS       the namespaces whose view shows the source NS/NAME (reads the views of every namespace)
+  diff -f FILE                what applying (or, with --delete, deleting) FILE's sources would change, namespace by namespace;
+                              exits 1 when something would change, 0 when nothing would, 2 on error`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version.Version,
+	}
+	root.SetArgs(args)
+	root.SetOut(streams.Out)
+	root.SetErr(streams.ErrOut)
+	o.config.AddFlags(root.PersistentFlags())
+	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: yaml or json (default: a table).")
+	root.AddCommand(o.treeCommand(), o.whyCommand(), o.reachCommand(), o.diffCommand())
+	err := root.ExecuteContext(ctx)
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, errChanged):
+		return exitChanged
+	default:
+		fmt.Fprintln(streams.ErrOut, "error:", err)
+		return exitError
+	}
+}
+
+// validateOutput checks -o.
+func (o *options) validateOutput() error {
+	switch o.output {
+	case "", "yaml", "json":
+		return nil
+	}
+	return fmt.Errorf("--output %q: want yaml or json", o.output)
+}
+
+// dynamicClient returns a client of the current context.
+func (o *options) dynamicClient() (dynamic.Interface, error) {
+	cfg, err := o.config.ToRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	return dynamic.NewForConfig(cfg)
+}
+
+// namespace is -n, or the current context's namespace.
+func (o *options) namespace() (string, error) {
+	ns, _, err := o.config.ToRawKubeConfigLoader().Namespace()
+	return ns, err
+}
+
+// explicitNamespace reports whether -n was given.
+func (o *options) explicitNamespace() bool {
+	return o.config.Namespace != nil && *o.config.Namespace != ""
+}
+
+// gvr is the group-version-resource of implicit.dev/v1alpha1's resource.
+func gvr(resource string) schema.GroupVersionResource {
+	return v1alpha1.SchemeGroupVersion.WithResource(resource)
+}
+
+// viewResource resolves KIND (rolebinding, RoleBindings,
+// rolebindings.implicit.dev, netpol, ...) to a view resource of implicit.dev.
+func (o *options) viewResource(kind string) (string, error) {
+	mapper, err := o.config.ToRESTMapper()
+	if err != nil {
+		return "", err
+	}
+	name := strings.ToLower(kind)
+	if i := strings.Index(name, "."); i > 0 {
+		name = name[:i] // a group suffix: the view is named by the resource
+	}
+	r, err := mapper.ResourceFor(schema.GroupVersionResource{Group: v1alpha1.GroupName, Resource: name})
+	if err != nil {
+		// Short names (netpol, rb) are the source kinds': resolve them there.
+		if src, serr := mapper.ResourceFor(schema.GroupVersionResource{Resource: name}); serr == nil {
+			if r, err = mapper.ResourceFor(schema.GroupVersionResource{Group: v1alpha1.GroupName, Resource: src.Resource}); err == nil {
+				return r.Resource, nil
+			}
+		}
+		return "", fmt.Errorf("implicit.dev serves no view of %q: %w", kind, err)
+	}
+	return r.Resource, nil
+}
+
+// fromUnstructured converts a server answer into its typed object.
+func fromUnstructured(content map[string]any, into any) error {
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(content, into)
+}

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
+)
+
+func (o *options) treeCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "tree [NAMESPACE]",
+		Short: "Print the hierarchy: a namespace's ancestors and subtree, or every namespace, problems marked",
+		Long: `Print the hierarchy from hierarchies.implicit.dev.
+
+With NAMESPACE (or -n), its ancestors down to it and the subtree that inherits
+from it. Without either, every namespace's tree, when you may list
+hierarchies in all namespaces, else the current namespace's. Problems are
+marked: a parent cycle, a missing or invalid parent, a parent uid mismatch,
+a lineage deeper than --max-depth, a namespace that opted out.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.validateOutput(); err != nil {
+				return err
+			}
+			dyn, err := o.dynamicClient()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			var ns string
+			switch {
+			case len(args) == 1:
+				ns = args[0]
+			case o.explicitNamespace():
+				ns = *o.config.Namespace
+			default:
+				all, err := listHierarchies(ctx, dyn)
+				if err == nil {
+					return o.printForest(cmd.OutOrStdout(), all)
+				}
+				if !apierrors.IsForbidden(err) {
+					return err
+				}
+				if ns, err = o.namespace(); err != nil {
+					return err
+				}
+			}
+			return o.printSubtree(ctx, cmd.OutOrStdout(), dyn, ns)
+		},
+	}
+}
+
+func getHierarchy(ctx context.Context, dyn dynamic.Interface, ns string) (*v1alpha1.Hierarchy, error) {
+	u, err := dyn.Resource(gvr(v1alpha1.ResourceHierarchies)).Namespace(ns).Get(ctx, ns, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	h := &v1alpha1.Hierarchy{}
+	return h, fromUnstructured(u.Object, h)
+}
+
+func listHierarchies(ctx context.Context, dyn dynamic.Interface) (*v1alpha1.HierarchyList, error) {
+	u, err := dyn.Resource(gvr(v1alpha1.ResourceHierarchies)).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	l := &v1alpha1.HierarchyList{}
+	return l, fromUnstructured(u.UnstructuredContent(), l)
+}
+
+// printForest prints every namespace's tree: roots are the namespaces that
+// inherit from no parent.
+func (o *options) printForest(w io.Writer, all *v1alpha1.HierarchyList) error {
+	if o.output != "" {
+		all.APIVersion, all.Kind = v1alpha1.SchemeGroupVersion.String(), "HierarchyList"
+		return printObject(w, o.output, all)
+	}
+	byName := map[string]*v1alpha1.Hierarchy{}
+	var roots []string
+	for i := range all.Items {
+		h := &all.Items[i]
+		byName[h.Name] = h
+		if len(h.Status.Ancestors) == 0 {
+			roots = append(roots, h.Name)
+		}
+	}
+	sort.Strings(roots)
+	for _, r := range roots {
+		printNode(w, byName, r, "", "", map[string]bool{})
+	}
+	return nil
+}
+
+// printSubtree prints ns's ancestors down to it, then the subtree that
+// inherits from it, reading each child's Hierarchy; a child the caller may
+// not read is printed without its own children.
+func (o *options) printSubtree(ctx context.Context, w io.Writer, dyn dynamic.Interface, ns string) error {
+	h, err := getHierarchy(ctx, dyn, ns)
+	if err != nil {
+		return err
+	}
+	byName := map[string]*v1alpha1.Hierarchy{ns: h}
+	// Breadth first: the subtree a tenant may read.
+	queue := append([]string(nil), h.Status.Children...)
+	for len(queue) > 0 {
+		child := queue[0]
+		queue = queue[1:]
+		if _, seen := byName[child]; seen {
+			continue
+		}
+		ch, err := getHierarchy(ctx, dyn, child)
+		switch {
+		case apierrors.IsForbidden(err) || apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return err
+		}
+		byName[child] = ch
+		queue = append(queue, ch.Status.Children...)
+	}
+	if o.output != "" {
+		list := &v1alpha1.HierarchyList{}
+		list.APIVersion, list.Kind = v1alpha1.SchemeGroupVersion.String(), "HierarchyList"
+		names := make([]string, 0, len(byName))
+		for n := range byName {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			list.Items = append(list.Items, *byName[n])
+		}
+		return printObject(w, o.output, list)
+	}
+	// The ancestors, farthest first, each one level deeper.
+	indent := ""
+	for i := len(h.Status.Ancestors) - 1; i >= 0; i-- {
+		prefix := ""
+		if indent != "" {
+			prefix = indent[:len(indent)-4] + "└── "
+		}
+		fmt.Fprintln(w, prefix+h.Status.Ancestors[i])
+		indent += "    "
+	}
+	first := ""
+	if indent != "" {
+		first = indent[:len(indent)-4] + "└── "
+	}
+	printNode(w, byName, ns, first, indent, map[string]bool{})
+	return nil
+}
+
+// printNode prints name (after first) and its children below it (after rest).
+func printNode(w io.Writer, byName map[string]*v1alpha1.Hierarchy, name, first, rest string, seen map[string]bool) {
+	h, ok := byName[name]
+	fmt.Fprintln(w, first+name+marks(h, ok))
+	if !ok || seen[name] {
+		return
+	}
+	seen[name] = true
+	kids := h.Status.Children
+	for i, c := range kids {
+		if i == len(kids)-1 {
+			printNode(w, byName, c, rest+"└── ", rest+"    ", seen)
+		} else {
+			printNode(w, byName, c, rest+"├── ", rest+"│   ", seen)
+		}
+	}
+}
+
+// marks are a namespace's annotations in the tree.
+func marks(h *v1alpha1.Hierarchy, ok bool) string {
+	if !ok {
+		return ""
+	}
+	var m []string
+	if !h.Status.Tenant {
+		m = append(m, "not a tenant")
+	}
+	for _, p := range h.Status.Problems {
+		m = append(m, p.Reason+": "+p.Message)
+	}
+	if len(m) == 0 {
+		return ""
+	}
+	return "  [" + strings.Join(m, "; ") + "]"
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
+)
+
+func (o *options) whyCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "why KIND NAME [-n NAMESPACE]",
+		Short: "Explain why NAME is, or is not, in the namespace's view of KIND",
+		Long: `Explain one item of a view with an Explanation (explanations.implicit.dev):
+every scope from global down to the namespace, the item each holds, and what
+became of it: Won, Shadowed, Overlaid, BlockedByLock, Excluded, and by which
+namespace. NAME need not be in the view. Needs get on the view in the namespace.`,
+		Example: `  kubectl implicit why rolebinding org-viewers -n team-a
+  kubectl implicit why networkpolicies default-deny -n team-a -o yaml`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.validateOutput(); err != nil {
+				return err
+			}
+			resource, err := o.viewResource(args[0])
+			if err != nil {
+				return err
+			}
+			ns, err := o.namespace()
+			if err != nil {
+				return err
+			}
+			dyn, err := o.dynamicClient()
+			if err != nil {
+				return err
+			}
+			req := &v1alpha1.Explanation{
+				TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "Explanation"},
+				Spec:     v1alpha1.ExplanationSpec{Resource: resource, Name: args[1]},
+			}
+			content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(req)
+			if err != nil {
+				return err
+			}
+			u, err := dyn.Resource(gvr(v1alpha1.ResourceExplanations)).Namespace(ns).Create(cmd.Context(), &unstructured.Unstructured{Object: content}, metav1.CreateOptions{})
+			if err != nil {
+				return err
+			}
+			e := &v1alpha1.Explanation{}
+			if err := fromUnstructured(u.Object, e); err != nil {
+				return err
+			}
+			if o.output != "" {
+				return printObject(cmd.OutOrStdout(), o.output, e)
+			}
+			return printExplanation(cmd.OutOrStdout(), e)
+		},
+	}
+}
+
+func printExplanation(w io.Writer, e *v1alpha1.Explanation) error {
+	st := e.Status
+	fmt.Fprintln(w, st.Summary+".")
+	if st.HierarchyProblem != "" {
+		fmt.Fprintln(w, "Hierarchy problem: "+st.HierarchyProblem+".")
+	}
+	fmt.Fprintln(w)
+	t := newTable(w, "SCOPE", "NAMESPACE", "ITEM", "LOCKED", "OUTCOME", "BY", "EXCLUSIONS")
+	for _, s := range st.Scopes {
+		item, locked := "-", "-"
+		if s.Item != nil {
+			item, locked = s.Item.Name, fmt.Sprint(s.Item.Locked)
+		}
+		var ex []string
+		for _, x := range s.Exclusions {
+			ex = append(ex, x.Exclusion+" "+x.Effect)
+		}
+		by := s.By
+		if by == "" {
+			by = "-"
+		}
+		exclusions := strings.Join(ex, ", ")
+		if exclusions == "" {
+			exclusions = "-"
+		}
+		t.row(s.Scope, s.Namespace, item, locked, s.Outcome, by, exclusions)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	for _, c := range st.Conflicts {
+		fmt.Fprintln(w, "Conflict: "+c)
+	}
+	return nil
+}

@@ -1,0 +1,260 @@
+package admission_test
+
+import (
+	"net/http"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8sadmission "k8s.io/apiserver/pkg/admission"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+)
+
+// server is the server's own identity in these tests.
+const server = "system:serviceaccount:implicit-system:implicit-apiserver"
+
+func labelled(k, v string) objOpt {
+	return func(m *metav1.ObjectMeta) {
+		if m.Labels == nil {
+			m.Labels = map[string]string{}
+		}
+		m.Labels[k] = v
+	}
+}
+
+// copyOf marks a NetworkPolicy as the copy of the global source of its name.
+var copyOf = []objOpt{
+	labelled(merge.LabelMaterialized, "true"),
+	labelled(merge.LabelScope, "global"),
+	labelled(merge.LabelSourceNamespace, global),
+}
+
+func sourceAttrs(verb string, gr schema.GroupResource, namespace, name string) authorizationv1.ResourceAttributes {
+	return authorizationv1.ResourceAttributes{Verb: verb, Group: gr.Group, Resource: gr.Resource, Namespace: namespace, Name: name}
+}
+
+func TestMaterialized(t *testing.T) {
+	t.Parallel()
+	const team = "team-a"
+	create, update, del := admissionv1.Create, admissionv1.Update, admissionv1.Delete
+	cp := func(opts ...objOpt) []objOpt { return append(append([]objOpt{}, copyOf...), opts...) }
+	np := func(opts ...objOpt) *networkingv1.NetworkPolicy { return networkPolicy(team, "deny", opts...) }
+	updateSource := sourceAttrs("update", networkpolicies, global, "deny")
+	deleteSource := sourceAttrs("delete", networkpolicies, global, "deny")
+	unlockSource := unlock(networkpolicies, global, "deny")
+	asServer := func(r *admissionv1.AdmissionRequest) *admissionv1.AdmissionRequest {
+		r.UserInfo.Username = server
+		return r
+	}
+	tests := []guardCase{
+		{
+			name:        "an object without the label is none of its business",
+			identity:    server,
+			req:         request(update, networkpolicies, team, "deny", np(), np(annotated("x", "y"))),
+			wantAllowed: true,
+		},
+		{
+			name:        "a kind that is not served is none of its business",
+			identity:    server,
+			req:         request(create, schema.GroupResource{Resource: "configmaps"}, team, "deny", nil, np(cp()...)),
+			wantAllowed: true,
+		},
+		{
+			name:        "the server creates a copy",
+			identity:    server,
+			req:         asServer(request(create, networkpolicies, team, "deny", nil, np(cp()...))),
+			wantAllowed: true,
+		},
+		{
+			name:        "the server deletes a copy",
+			identity:    server,
+			req:         asServer(request(del, networkpolicies, team, "deny", np(cp()...), nil)),
+			wantAllowed: true,
+		},
+		{
+			name:       "before the server knows its identity it can't decide",
+			req:        asServer(request(create, networkpolicies, team, "deny", nil, np(cp()...))),
+			wantStatus: http.StatusServiceUnavailable,
+		},
+		{
+			name:        "a tenant creating an object with the label is denied: it would hide it from views",
+			identity:    server,
+			req:         request(create, networkpolicies, team, "deny", nil, np(cp()...)),
+			wantMessage: []string{"only implicit-apiserver", server, merge.LabelMaterialized, "hide this object"},
+		},
+		{
+			name:        "a tenant adding the label to its own object is denied",
+			identity:    server,
+			req:         request(update, networkpolicies, team, "deny", np(), np(cp()...)),
+			wantMessage: []string{"only implicit-apiserver", merge.LabelMaterialized},
+		},
+		{
+			name:        "a tenant removing the label from a copy is denied",
+			identity:    server,
+			req:         request(update, networkpolicies, team, "deny", np(cp()...), np()),
+			wantMessage: []string{"materialized copy", "remove its label"},
+		},
+		{
+			name:        "a tenant editing a copy is denied, naming the source",
+			identity:    server,
+			req:         request(update, networkpolicies, team, "deny", np(cp()...), np(cp(annotated("x", "y"))...)),
+			wantMessage: []string{"materialized copy", global + "/deny", "change the source instead", `"update" permission on the source`},
+			wantSAR:     []authorizationv1.ResourceAttributes{updateSource},
+		},
+		{
+			name:        "a tenant deleting a copy is denied",
+			identity:    server,
+			req:         request(del, networkpolicies, team, "deny", np(cp()...), nil),
+			wantMessage: []string{"materialized copy", `"delete" permission on the source`},
+			wantSAR:     []authorizationv1.ResourceAttributes{deleteSource},
+		},
+		{
+			name:         "whoever may change the source may change the copy, warned that it is written back",
+			identity:     server,
+			answers:      allowAll(updateSource),
+			req:          request(update, networkpolicies, team, "deny", np(cp()...), np(cp(annotated("x", "y"))...)),
+			wantAllowed:  true,
+			wantSAR:      []authorizationv1.ResourceAttributes{updateSource},
+			wantWarnings: []string{`implicit.dev: networkpolicies.networking.k8s.io "deny" in namespace "team-a" is a materialized copy of implicit-global/deny: implicit-apiserver writes it back as the view says`},
+		},
+		{
+			name:        "a locked source's copy needs unlock too",
+			identity:    server,
+			index:       &fakeIndex{locked: map[string]bool{"networkpolicies " + global + " deny": true}},
+			answers:     allowAll(deleteSource),
+			req:         request(del, networkpolicies, team, "deny", np(cp()...), nil),
+			wantMessage: []string{`"unlock" permission on the source`},
+			wantSAR:     []authorizationv1.ResourceAttributes{deleteSource, unlockSource},
+		},
+		{
+			name:         "a locked source's copy with delete and unlock",
+			identity:     server,
+			index:        &fakeIndex{locked: map[string]bool{"networkpolicies " + global + " deny": true}},
+			answers:      allowAll(deleteSource, unlockSource),
+			req:          request(del, networkpolicies, team, "deny", np(cp()...), nil),
+			wantAllowed:  true,
+			wantSAR:      []authorizationv1.ResourceAttributes{deleteSource, unlockSource},
+			wantWarnings: []string{`implicit.dev: networkpolicies.networking.k8s.io "deny" in namespace "team-a" is a materialized copy of implicit-global/deny: implicit-apiserver writes it back as the view says`},
+		},
+		{
+			name:        "a copy goes with its namespace",
+			identity:    server,
+			index:       &fakeIndex{terminating: map[string]bool{team: true}},
+			req:         request(del, networkpolicies, team, "deny", np(cp()...), nil),
+			wantAllowed: true,
+		},
+		{
+			name:        "a copy whose source namespace is unknown is refused",
+			identity:    server,
+			req:         request(update, networkpolicies, team, "deny", np(labelled(merge.LabelMaterialized, "true")), np(labelled(merge.LabelMaterialized, "true"))),
+			wantMessage: []string{"materialized copy"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			runGuard(t, admission.PathMaterialized, tc)
+		})
+	}
+}
+
+// TestSourceGuardsLeaveCopiesAlone: a copy is never a source, so the lock,
+// shadow and fanout guards let the server write a locked item's copy (which
+// carries the lock annotation and shadows the locked item's name) and ask
+// nothing.
+func TestSourceGuardsLeaveCopiesAlone(t *testing.T) {
+	t.Parallel()
+	const team = "team-a"
+	lockedCopy := append(append([]objOpt{}, copyOf...), isLocked)
+	idx := func() *fakeIndex {
+		return &fakeIndex{
+			inherited:   map[string]merge.Result{"networkpolicies " + team + " deny": {Item: merge.Item{Namespace: global, Name: "deny", Locked: true}, Scope: merge.ScopeGlobal}},
+			descendants: map[string]bool{team: true},
+			reach:       3,
+		}
+	}
+	for _, tc := range []struct {
+		path string
+		op   admissionv1.Operation
+	}{
+		{admission.PathLocks, admissionv1.Create},
+		{admission.PathLocks, admissionv1.Update},
+		{admission.PathShadows, admissionv1.Create},
+		{admission.PathFanout, admissionv1.Update},
+	} {
+		t.Run(tc.path+" "+string(tc.op), func(t *testing.T) {
+			t.Parallel()
+			var old runtime.Object
+			if tc.op != admissionv1.Create {
+				old = networkPolicy(team, "deny", lockedCopy...)
+			}
+			req := request(tc.op, networkpolicies, team, "deny", old, networkPolicy(team, "deny", lockedCopy...))
+			req.UserInfo.Username = server
+			runGuard(t, tc.path, guardCase{identity: server, index: idx(), req: req, wantAllowed: true, check: func(t *testing.T, f *fakeIndex) {
+				if len(f.reachCalls) != 0 || len(f.inheritedCalls) != 0 {
+					t.Errorf("the guard asked about a copy: reach %v, inherited %v", f.reachCalls, f.inheritedCalls)
+				}
+			}})
+		})
+	}
+}
+
+// TestMaterializedFanoutWarning: the fan-out warning of a materialized
+// kind's source counts its real writes.
+func TestMaterializedFanoutWarning(t *testing.T) {
+	t.Parallel()
+	req := request(admissionv1.Update, networkpolicies, global, "deny", networkPolicy(global, "deny"), networkPolicy(global, "deny", annotated("x", "y")))
+	runGuard(t, admission.PathFanout, guardCase{
+		index:        &fakeIndex{reach: 12},
+		materialize:  []string{"networkpolicies"},
+		req:          req,
+		wantAllowed:  true,
+		wantWarnings: []string{"implicit.dev: this change reaches 12 namespaces and makes 12 real writes (materialized copies, delivery: Materialize)"},
+	})
+	reqRB := request(admissionv1.Update, rolebindings, global, "admins", roleBinding(global, "admins"), roleBinding(global, "admins", annotated("x", "y")))
+	runGuard(t, admission.PathFanout, guardCase{
+		index:        &fakeIndex{reach: 12},
+		materialize:  []string{"networkpolicies"},
+		req:          reqRB,
+		wantAllowed:  true,
+		wantWarnings: []string{admission.Warning(12)},
+	})
+}
+
+func TestMaterializedTouchedCondition(t *testing.T) {
+	t.Parallel()
+	c, u, d := k8sadmission.Create, k8sadmission.Update, k8sadmission.Delete
+	gvr := schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "networkpolicies"}
+	np := func(opts ...objOpt) *networkingv1.NetworkPolicy { return networkPolicy("team-a", "deny", opts...) }
+	mat := labelled(merge.LabelMaterialized, "true")
+	other := labelled("team", "a")
+	at := func(op k8sadmission.Operation, old, obj *networkingv1.NetworkPolicy) admissionAttrs {
+		a := admissionAttrs{op: op, gvr: gvr, namespace: "team-a", name: "deny"}
+		if old != nil {
+			a.old = old
+		}
+		if obj != nil {
+			a.obj = obj
+		}
+		return a
+	}
+	runMatches(t, webhookOf(t, admission.WebhookMaterialized), []matchCase{
+		{"create with the label", at(c, nil, np(mat)), true},
+		{"create with the label false (forged all the same)", at(c, nil, np(labelled(merge.LabelMaterialized, "false"))), true},
+		{"create without labels", at(c, nil, np()), false},
+		{"create with other labels", at(c, nil, np(other)), false},
+		{"update of a copy", at(u, np(mat), np(mat)), true},
+		{"update adding the label", at(u, np(other), np(mat)), true},
+		{"update removing the label", at(u, np(mat), np(other)), true},
+		{"update of an object of its own", at(u, np(other), np(other)), false},
+		{"delete of a copy", at(d, np(mat), nil), true},
+		{"delete of an object of its own", at(d, np(), nil), false},
+		{"status of a copy", admissionAttrs{op: u, gvr: gvr, namespace: "team-a", name: "deny", sub: "status", old: np(mat), obj: np(mat)}, true},
+	})
+}

@@ -1,0 +1,35 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// GroupName is the API group of the views and of these answers.
+const GroupName = "implicit.dev"
+
+// SchemeGroupVersion is implicit.dev/v1alpha1.
+var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1alpha1"}
+
+// The resources of these kinds.
+const (
+	ResourceHierarchies  = "hierarchies"
+	ResourceExplanations = "explanations"
+	ResourcePreviews     = "previews"
+)
+
+// Resources are the plural names of the answers: a view can't take them.
+var Resources = []string{ResourceHierarchies, ResourceExplanations, ResourcePreviews}
+
+// AddKnownTypes registers the kinds in s under implicit.dev/v1alpha1.
+func AddKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(SchemeGroupVersion,
+		&Hierarchy{}, &HierarchyList{},
+		&Explanation{},
+		&Preview{},
+	)
+	return nil
+}
+
+// modelPrefix prefixes the OpenAPI model names of these kinds.
+const modelPrefix = "dev.implicit.v1alpha1."

@@ -1,0 +1,253 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Hierarchy is where one namespace stands in the hierarchy: its ancestors,
+// its children and the problems found on the way up. Each namespace has one,
+// named like it. It is read-only, computed on read.
+type Hierarchy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Status HierarchyStatus `json:"status"`
+}
+
+// HierarchyStatus is a namespace's place in the hierarchy.
+type HierarchyStatus struct {
+	// Tenant is false for namespaces that inherit nothing: the global
+	// namespace, excluded ones and those labeled implicit.dev/inherit: "false".
+	Tenant bool `json:"tenant"`
+	// Parent is the namespace's implicit.dev/parent label, whether or not it
+	// is inherited from.
+	Parent string `json:"parent,omitempty"`
+	// Ancestors are the namespaces inherited from, nearest first.
+	Ancestors []string `json:"ancestors,omitempty"`
+	// Children are the namespaces that name this one as parent and inherit
+	// from it, sorted.
+	Children []string `json:"children,omitempty"`
+	// Problems found walking up from the namespace: at most one, where the
+	// walk stopped.
+	Problems []HierarchyProblem `json:"problems,omitempty"`
+}
+
+// HierarchyProblem is a cycle, a missing or invalid parent, a parent that is
+// not the namespace the label meant, or a lineage deeper than the limit.
+type HierarchyProblem struct {
+	// Reason: Cycle, MissingParent, InvalidParent, ParentUIDMismatch or DepthExceeded.
+	Reason string `json:"reason"`
+	// Namespace carries the offending parent label.
+	Namespace string `json:"namespace"`
+	// Parent is the label's value (for DepthExceeded: the nearest ancestor cut off).
+	Parent string `json:"parent,omitempty"`
+	// Cycle lists the namespaces of a cycle, in parent order.
+	Cycle []string `json:"cycle,omitempty"`
+	// Message says it in words.
+	Message string `json:"message"`
+}
+
+// HierarchyList is a list of Hierarchies.
+type HierarchyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []Hierarchy `json:"items"`
+}
+
+// Explanation asks why an item is, or is not, in the view of a namespace (the
+// Explanation's): create it, and the answer comes back in its status. Like a
+// SelfSubjectAccessReview it is never stored. Creating one needs get on the
+// view resource in the namespace.
+type Explanation struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ExplanationSpec   `json:"spec"`
+	Status ExplanationStatus `json:"status,omitempty"`
+}
+
+// ExplanationSpec names the view item asked about.
+type ExplanationSpec struct {
+	// Resource is the view resource: rolebindings, networkpolicies, ...
+	Resource string `json:"resource"`
+	// Name is the item's name; it need not be in the view.
+	Name string `json:"name"`
+}
+
+// Outcomes of a scope's item in an explanation.
+const (
+	// OutcomeWon: the item is the view's (the base, with overlays on top).
+	OutcomeWon = "Won"
+	// OutcomeShadowed: a lower scope's item of the same name replaced it.
+	OutcomeShadowed = "Shadowed"
+	// OutcomeOverlaid: the item is merged onto the inherited one.
+	OutcomeOverlaid = "Overlaid"
+	// OutcomeBlockedByLock: the item could not shadow a locked inherited one.
+	OutcomeBlockedByLock = "BlockedByLock"
+	// OutcomeExcluded: a lower scope's exclusion removed it.
+	OutcomeExcluded = "Excluded"
+	// OutcomeNoItem: the scope holds no item of that name.
+	OutcomeNoItem = "NoItem"
+)
+
+// ExplanationStatus is the answer.
+type ExplanationStatus struct {
+	// InView says whether the view holds the item.
+	InView bool `json:"inView"`
+	// Tenant is false when the namespace inherits nothing: its view holds
+	// its local objects only, and Scopes has the local one only.
+	Tenant bool `json:"tenant"`
+	// Winner is the source the view item comes from, if any.
+	Winner *ItemReference `json:"winner,omitempty"`
+	// Overlays are the sources merged onto the winner, top down.
+	Overlays []ItemReference `json:"overlays,omitempty"`
+	// Conflicts are what a lock blocked (the item's implicit.dev/conflict).
+	Conflicts []string `json:"conflicts,omitempty"`
+	// Scopes are every scope of the view, from global down to the
+	// namespace itself, with what each held and what became of it.
+	Scopes []ScopeExplanation `json:"scopes,omitempty"`
+	// HierarchyProblem is the problem that cut the namespace's lineage short, if any.
+	HierarchyProblem string `json:"hierarchyProblem,omitempty"`
+	// Summary says in one sentence why the item is or is not in the view.
+	Summary string `json:"summary"`
+}
+
+// ItemReference names a source object.
+type ItemReference struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Scope is the source's scope from the viewing namespace.
+	Scope string `json:"scope,omitempty"`
+	// Locked: annotated implicit.dev/locked: "true".
+	Locked bool `json:"locked,omitempty"`
+}
+
+// ScopeExplanation is one scope of the view.
+type ScopeExplanation struct {
+	// Scope: global, parent or local.
+	Scope string `json:"scope"`
+	// Namespace is the scope's namespace.
+	Namespace string `json:"namespace"`
+	// Item is the scope's item of that name, if any.
+	Item *ItemReference `json:"item,omitempty"`
+	// Outcome is what became of Item (see the Outcome constants).
+	Outcome string `json:"outcome"`
+	// By is the namespace whose item or exclusion decided the outcome:
+	// the shadowing item's, the lock's, the exclusion's.
+	By string `json:"by,omitempty"`
+	// Exclusions are the exclusions this scope's namespace declares that
+	// match the name, and what each did.
+	Exclusions []ExclusionEffect `json:"exclusions,omitempty"`
+	// Message says it in words.
+	Message string `json:"message,omitempty"`
+}
+
+// ExclusionEffect is what one exclusion did.
+type ExclusionEffect struct {
+	// Exclusion as declared: resource/name or resource/*.
+	Exclusion string `json:"exclusion"`
+	// Effect: Removed (an inherited item), BlockedByLock, or NothingInherited.
+	Effect string `json:"effect"`
+	// Item is the inherited item it removed or could not remove.
+	Item *ItemReference `json:"item,omitempty"`
+}
+
+// Effects of an exclusion.
+const (
+	EffectRemoved          = "Removed"
+	EffectBlockedByLock    = "BlockedByLock"
+	EffectNothingInherited = "NothingInherited"
+)
+
+// Preview asks what an edit of one source object would change in the views:
+// create it in the source's namespace, and the answer comes back in its
+// status. It is never stored. Creating one needs the permission the edit
+// itself needs (create, update or delete of the source).
+type Preview struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   PreviewSpec   `json:"spec"`
+	Status PreviewStatus `json:"status,omitempty"`
+}
+
+// PreviewSpec is the edit: a proposed object (create or update) or the name
+// of a source to delete.
+type PreviewSpec struct {
+	// Resource is the view resource of the source kind: rolebindings, ...
+	Resource string `json:"resource"`
+	// Object is the proposed source object, as JSON of the source kind.
+	// Its namespace, if set, must be the Preview's.
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Object *runtime.RawExtension `json:"object,omitempty"`
+	// Delete names the source object to delete.
+	Delete string `json:"delete,omitempty"`
+}
+
+// Operations of a preview.
+const (
+	OperationCreate = "Create"
+	OperationUpdate = "Update"
+	OperationDelete = "Delete"
+)
+
+// Change types of a namespace's view item.
+const (
+	ChangeAdded    = "Added"
+	ChangeModified = "Modified"
+	ChangeDeleted  = "Deleted"
+)
+
+// Reasons a namespace's view stays unchanged.
+const (
+	UnchangedLocked   = "Locked"
+	UnchangedShadowed = "Shadowed"
+	UnchangedExcluded = "Excluded"
+)
+
+// PreviewStatus is the answer.
+type PreviewStatus struct {
+	// Operation is Create, Update or Delete.
+	Operation string `json:"operation"`
+	// Name is the source's name.
+	Name string `json:"name"`
+	// Reached is how many namespaces' views could change: the source's
+	// namespace and every namespace inheriting from it.
+	Reached int `json:"reached"`
+	// Changed are the namespaces whose view item would change, sorted.
+	Changed []NamespaceChange `json:"changed,omitempty"`
+	// Unchanged are the namespaces a lock, a shadow or an exclusion keeps
+	// unchanged, sorted.
+	Unchanged []NamespaceUnchanged `json:"unchanged,omitempty"`
+}
+
+// NamespaceChange is how one namespace's view item would change.
+type NamespaceChange struct {
+	Namespace string `json:"namespace"`
+	// Type: Added, Modified or Deleted.
+	Type string `json:"type"`
+	// Before and After summarize the view item (nil: not in the view).
+	Before *ItemSummary `json:"before,omitempty"`
+	After  *ItemSummary `json:"after,omitempty"`
+}
+
+// ItemSummary is where a view item comes from.
+type ItemSummary struct {
+	// Source is the winning source.
+	Source ItemReference `json:"source"`
+	// Overlays are the sources merged on top, namespace/name.
+	Overlays []string `json:"overlays,omitempty"`
+	// Conflict is what a lock blocked.
+	Conflict string `json:"conflict,omitempty"`
+}
+
+// NamespaceUnchanged is a namespace the edit reaches whose view stays as it is.
+type NamespaceUnchanged struct {
+	Namespace string `json:"namespace"`
+	// Reason: Locked, Shadowed or Excluded.
+	Reason string `json:"reason"`
+	// By is the namespace of the lock, the shadowing item or the exclusion.
+	By string `json:"by"`
+}

@@ -1,0 +1,45 @@
+package materialize
+
+import (
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+var (
+	lag = metrics.NewHistogram(&metrics.HistogramOpts{
+		Namespace: "implicit",
+		Name:      "materialize_lag_seconds",
+		Help: "Time from a change of a namespace's materialized view (as the materializer learns of it) " +
+			"to the last copy written in that namespace.",
+		Buckets:        metrics.ExponentialBuckets(0.01, 2, 16),
+		StabilityLevel: metrics.ALPHA,
+	})
+	pending = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace:      "implicit",
+		Name:           "materialize_pending_namespaces",
+		Help:           "Namespaces whose copies are not yet compared with their changed views.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	writes = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      "implicit",
+		Name:           "materialize_writes_total",
+		Help:           "Writes of materialized copies, by resource and operation (apply, replace, delete).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"resource", "operation"})
+	driftRepaired = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      "implicit",
+		Name:           "materialize_drift_repaired_total",
+		Help:           "Copies changed or deleted behind the guards and written again, by resource.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"resource"})
+	conflicts = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      "implicit",
+		Name:           "materialize_conflicts_total",
+		Help:           "Inherited items not materialized because a tenant object holds their name, by resource.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"resource"})
+)
+
+func init() {
+	legacyregistry.MustRegister(lag, pending, writes, driftRepaired, conflicts)
+}

@@ -1,0 +1,270 @@
+package materialize
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/views"
+)
+
+// lister returns the copies of k in namespace (objects carrying the label).
+type lister func(k Kind, namespace string) ([]*unstructured.Unstructured, error)
+
+// reconcile makes namespace's copies of every kind its views serve equal to
+// the inherited items of its views. It returns how many writes it made.
+func (m *Materializer) reconcile(ctx context.Context, namespace string, list lister) (int, error) {
+	if !m.views.Exists(namespace) || m.views.Terminating(namespace) {
+		// Copies go with their namespace; nothing is written into one
+		// being deleted.
+		return 0, nil
+	}
+	total := 0
+	var errs []error
+	for _, k := range m.kinds {
+		if !m.views.Serving(k.Resource) {
+			continue // fail-static: follow queues every namespace once it is
+		}
+		n, err := m.reconcileKind(ctx, k, namespace, list)
+		total += n
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", k.Resource, err))
+		}
+	}
+	return total, utilerrors.NewAggregate(errs)
+}
+
+func (m *Materializer) reconcileKind(ctx context.Context, k Kind, namespace string, list lister) (int, error) {
+	items, _, err := views.New(schema.GroupResource{Group: viewGroup, Resource: k.Resource}, m.views).List(ctx, namespace)
+	if err != nil {
+		return 0, err
+	}
+	want := map[string]*unstructured.Unstructured{}
+	for _, item := range items {
+		c, ok, err := desiredCopy(k, namespace, item)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			want[c.GetName()] = c
+		}
+	}
+	have, err := list(k, namespace)
+	if errors.Is(err, errNotReady) {
+		return 0, nil // follow queues every namespace once they are read
+	}
+	if err != nil {
+		return 0, err
+	}
+	copies := make(map[string]*unstructured.Unstructured, len(have))
+	for _, c := range have {
+		copies[c.GetName()] = c
+	}
+	client := m.dyn.Resource(k.Source).Namespace(namespace)
+	n := 0
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		w, cur := want[name], copies[name]
+		key := copyKey{k.Resource, namespace, name}
+		if cur == nil {
+			// The informer may lag: read the name itself before writing,
+			// so that a tenant object holding it is never overwritten.
+			live, err := client.Get(ctx, name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+			case err != nil:
+				errs = append(errs, err)
+				continue
+			case !merge.IsMaterialized(live.GetLabels()):
+				m.conflict(k, namespace, live, w)
+				continue
+			default:
+				cur = live
+			}
+		}
+		if cur != nil && upToDate(cur, w) {
+			continue
+		}
+		m.mu.Lock()
+		drift := (cur != nil && sourceVersion(cur) == sourceVersion(w)) ||
+			(cur == nil && m.seen[key] == sourceVersion(w))
+		delete(m.reported, key)
+		m.mu.Unlock()
+		written, err := m.write(ctx, k, client, cur, w)
+		n += written
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if drift {
+			driftRepaired.WithLabelValues(k.Resource).Inc()
+			klog.InfoS("Repaired a materialized copy changed or deleted behind the guards", "resource", k.Resource, "copy", klog.KRef(namespace, name))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(copies)) {
+		if _, ok := want[name]; ok {
+			continue
+		}
+		c := copies[name]
+		err := client.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(c.GetUID())}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+		writes.WithLabelValues(k.Resource, "delete").Inc()
+		m.mu.Lock()
+		delete(m.seen, copyKey{k.Resource, namespace, name})
+		m.mu.Unlock()
+		klog.V(2).InfoS("Deleted a materialized copy whose item left the view", "resource", k.Resource, "copy", klog.KRef(namespace, name))
+	}
+	return n, utilerrors.NewAggregate(errs)
+}
+
+// write applies w over cur (nil: a new copy). An existing copy is applied
+// with its resourceVersion as precondition: only the copy that was read is
+// overwritten. Fields another manager owns survive an apply: when the
+// result still differs from w, it is replaced whole.
+func (m *Materializer) write(ctx context.Context, k Kind, client resourceClient, cur, w *unstructured.Unstructured) (int, error) {
+	apply := w.DeepCopy()
+	if cur != nil {
+		apply.SetResourceVersion(cur.GetResourceVersion())
+	}
+	got, err := client.Apply(ctx, w.GetName(), apply, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	if err != nil {
+		return 0, err
+	}
+	writes.WithLabelValues(k.Resource, "apply").Inc()
+	if upToDate(got, w) {
+		return 1, nil
+	}
+	replace := w.DeepCopy()
+	replace.SetResourceVersion(got.GetResourceVersion())
+	if _, err := client.Update(ctx, replace, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+		return 1, err
+	}
+	writes.WithLabelValues(k.Resource, "replace").Inc()
+	return 2, nil
+}
+
+// resourceClient is the part of dynamic.ResourceInterface write uses.
+type resourceClient interface {
+	Apply(ctx context.Context, name string, obj *unstructured.Unstructured, options metav1.ApplyOptions, subresources ...string) (*unstructured.Unstructured, error)
+	Update(ctx context.Context, obj *unstructured.Unstructured, options metav1.UpdateOptions, subresources ...string) (*unstructured.Unstructured, error)
+}
+
+// conflict reports, once per tenant object, an inherited item that is not
+// materialized because the tenant's own object holds its name.
+func (m *Materializer) conflict(k Kind, namespace string, tenant, w *unstructured.Unstructured) {
+	key := copyKey{k.Resource, namespace, tenant.GetName()}
+	m.mu.Lock()
+	if m.reported[key] == string(tenant.GetUID()) {
+		m.mu.Unlock()
+		return
+	}
+	m.reported[key] = string(tenant.GetUID())
+	m.mu.Unlock()
+	conflicts.WithLabelValues(k.Resource).Inc()
+	source := w.GetLabels()[merge.LabelSourceNamespace] + "/" + w.GetName()
+	klog.InfoS("Inherited item not materialized: an object of the namespace's own holds its name", "resource", k.Resource,
+		"object", klog.KRef(namespace, tenant.GetName()), "source", source, "scope", w.GetLabels()[merge.LabelScope])
+	if m.recorder != nil {
+		m.recorder.Eventf(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, corev1.EventTypeWarning, "MaterializeConflict",
+			"%s %s: the inherited item from %s is not materialized: an object of this namespace's own (without %s) holds its name",
+			k.Resource, tenant.GetName(), source, merge.LabelMaterialized)
+	}
+}
+
+// desiredCopy returns the copy item should be in namespace; false for a
+// local item (the tenant's own). The copy is the view item without what
+// describes a stored object (uid, resourceVersion, managed fields, creation
+// time, status), with the source kind, the view item's labels and
+// provenance annotations, and the materialized label.
+func desiredCopy(k Kind, namespace string, item runtime.Object) (*unstructured.Unstructured, bool, error) {
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(item)
+	if err != nil {
+		return nil, false, err
+	}
+	in := &unstructured.Unstructured{Object: content}
+	if in.GetLabels()[merge.LabelScope] == string(merge.ScopeLocal) {
+		return nil, false, nil
+	}
+	out := &unstructured.Unstructured{Object: map[string]any{}}
+	for key, v := range content {
+		if key != "metadata" && key != "status" {
+			out.Object[key] = v
+		}
+	}
+	if k.Kind != "" {
+		out.SetGroupVersionKind(k.Source.GroupVersion().WithKind(k.Kind))
+	}
+	out.SetName(in.GetName())
+	out.SetNamespace(namespace)
+	lbls := in.GetLabels()
+	if lbls == nil {
+		lbls = map[string]string{}
+	}
+	lbls[merge.LabelMaterialized] = "true"
+	out.SetLabels(lbls)
+	ann := in.GetAnnotations()
+	delete(ann, corev1.LastAppliedConfigAnnotation)
+	if len(ann) > 0 {
+		out.SetAnnotations(ann)
+	}
+	// One representation for comparing with what the host returns (JSON
+	// numbers are int64 or float64 there).
+	raw, err := json.Marshal(out.Object)
+	if err != nil {
+		return nil, false, err
+	}
+	norm := map[string]any{}
+	if err := utiljson.Unmarshal(raw, &norm); err != nil {
+		return nil, false, err
+	}
+	return &unstructured.Unstructured{Object: norm}, true, nil
+}
+
+// upToDate reports whether the copy have says what want says: the same
+// labels and annotations, and the same content outside metadata and status.
+func upToDate(have, want *unstructured.Unstructured) bool {
+	if !equalMaps(have.GetLabels(), want.GetLabels()) || !equalMaps(have.GetAnnotations(), want.GetAnnotations()) {
+		return false
+	}
+	keys := map[string]bool{}
+	for key := range have.Object {
+		keys[key] = true
+	}
+	for key := range want.Object {
+		keys[key] = true
+	}
+	for key := range keys {
+		switch key {
+		case "metadata", "status", "apiVersion", "kind":
+			continue
+		}
+		if !equality.Semantic.DeepEqual(have.Object[key], want.Object[key]) {
+			return false
+		}
+	}
+	return true
+}
+
+func equalMaps(a, b map[string]string) bool {
+	return len(a) == len(b) && maps.Equal(a, b)
+}

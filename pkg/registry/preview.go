@@ -1,0 +1,184 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
+)
+
+// Previewer previews edits of sources: *watchmux.Mux.
+type Previewer interface {
+	// SourceExists reports whether the source namespace/name of resource exists.
+	SourceExists(resource, namespace, name string) (bool, error)
+	// Preview tells what the views would show if the source became obj (nil: deleted).
+	Preview(resource, namespace, name string, obj runtime.Object) (v1alpha1.PreviewStatus, error)
+	// EmptyObject returns an empty source object of resource.
+	EmptyObject(resource string) runtime.Object
+}
+
+// PreviewStorage serves previews.implicit.dev, a create-only review in the
+// namespace of a source: what an edit of it (create, update or delete) would
+// change in the views, namespace by namespace. The requester must be allowed
+// the edit itself (create, update or delete of the source, checked as a
+// SubjectAccessReview of the host would), so a preview reveals nothing the
+// edit wouldn't: it names the namespaces the source reaches, which inherit
+// from the source's namespace.
+type PreviewStorage struct {
+	src   Previewer
+	authz authorizer.UnconditionalAuthorizer
+	kinds func() []Kind
+}
+
+var (
+	_ rest.Storage              = &PreviewStorage{}
+	_ rest.Creater              = &PreviewStorage{}
+	_ rest.Scoper               = &PreviewStorage{}
+	_ rest.KindProvider         = &PreviewStorage{}
+	_ rest.SingularNameProvider = &PreviewStorage{}
+)
+
+// NewPreviewStorage returns the storage of previews; kinds returns the view
+// kinds served now.
+func NewPreviewStorage(src Previewer, authz authorizer.UnconditionalAuthorizer, kinds func() []Kind) *PreviewStorage {
+	return &PreviewStorage{src: src, authz: authz, kinds: kinds}
+}
+
+// New implements rest.Storage.
+func (s *PreviewStorage) New() runtime.Object { return &v1alpha1.Preview{} }
+
+// Destroy implements rest.Storage.
+func (s *PreviewStorage) Destroy() {}
+
+// NamespaceScoped implements rest.Scoper.
+func (s *PreviewStorage) NamespaceScoped() bool { return true }
+
+// Kind implements rest.KindProvider.
+func (s *PreviewStorage) Kind() string { return "Preview" }
+
+// GetSingularName implements rest.SingularNameProvider.
+func (s *PreviewStorage) GetSingularName() string { return "preview" }
+
+// Create implements rest.Creater: it answers the review in the status.
+func (s *PreviewStorage) Create(ctx context.Context, obj runtime.Object, validate rest.ValidateObjectFunc, _ *metav1.CreateOptions) (runtime.Object, error) {
+	in, ok := obj.(*v1alpha1.Preview)
+	if !ok {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("not a Preview: %T", obj))
+	}
+	ns, ok := genericapirequest.NamespaceFrom(ctx)
+	if !ok || ns == "" {
+		return nil, apierrors.NewBadRequest("a namespace is required")
+	}
+	resource := strings.ToLower(in.Spec.Resource)
+	if resource == "" {
+		return nil, apierrors.NewBadRequest("spec.resource is required")
+	}
+	if (in.Spec.Object == nil) == (in.Spec.Delete == "") {
+		return nil, apierrors.NewBadRequest("set exactly one of spec.object (create or update) and spec.delete (the name of a source to delete)")
+	}
+	var kind *Kind
+	for _, k := range s.kinds() {
+		if k.Resource() == resource {
+			kind = &k
+			break
+		}
+	}
+	if kind == nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("spec.resource: implicit.dev serves no view %q", resource))
+	}
+	source := kind.Source.GroupResource()
+
+	var next runtime.Object
+	name := in.Spec.Delete
+	if in.Spec.Object != nil {
+		var err error
+		if next, name, err = s.proposed(*kind, ns, in.Spec.Object); err != nil {
+			return nil, err
+		}
+	}
+	if err := validateNamed(resource, name, "spec"); err != nil {
+		return nil, err
+	}
+	exists, err := s.src.SourceExists(resource, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	// The access review of the edit, as kube-apiserver would authorize it: a
+	// create names no object.
+	verb, reviewName := "create", ""
+	switch {
+	case next == nil && !exists:
+		// Deleting what does not exist reveals nothing either way, once
+		// the requester may delete it.
+		if err := allowed(ctx, s.authz, source, "delete", ns, name); err != nil {
+			return nil, err
+		}
+		return nil, apierrors.NewNotFound(source, name)
+	case next == nil:
+		verb, reviewName = "delete", name
+	case exists:
+		verb, reviewName = "update", name
+	}
+	if err := allowed(ctx, s.authz, source, verb, ns, reviewName); err != nil {
+		return nil, err
+	}
+	if validate != nil {
+		if err := validate(ctx, obj); err != nil {
+			return nil, err
+		}
+	}
+	st, err := s.src.Preview(resource, ns, name, next)
+	if err != nil {
+		return nil, err
+	}
+	out := in.DeepCopy()
+	out.Namespace = ns
+	// Nothing is stored: no fields are managed.
+	out.ManagedFields = nil
+	out.Spec.Resource = resource
+	out.Status = st
+	return out, nil
+}
+
+// proposed reads the proposed object: JSON of the source kind, in namespace
+// (or none), returned as the Go type of the kind's sources.
+func (s *PreviewStorage) proposed(k Kind, namespace string, raw *runtime.RawExtension) (runtime.Object, string, error) {
+	var content map[string]any
+	data := raw.Raw
+	if len(data) == 0 && raw.Object != nil {
+		var err error
+		if data, err = json.Marshal(raw.Object); err != nil {
+			return nil, "", apierrors.NewBadRequest(fmt.Sprintf("spec.object: %v", err))
+		}
+	}
+	if err := json.Unmarshal(data, &content); err != nil || content == nil {
+		return nil, "", apierrors.NewBadRequest(fmt.Sprintf("spec.object must be a JSON object of kind %s: %v", k.Kind, err))
+	}
+	u := &unstructured.Unstructured{Object: content}
+	if gv := k.Source.GroupVersion().String(); u.GetAPIVersion() != gv || u.GetKind() != k.Kind {
+		return nil, "", apierrors.NewBadRequest(fmt.Sprintf("spec.object is %s %s; %s.implicit.dev previews %s %s",
+			u.GetAPIVersion(), u.GetKind(), k.Resource(), gv, k.Kind))
+	}
+	if n := u.GetNamespace(); n != "" && n != namespace {
+		return nil, "", apierrors.NewBadRequest(fmt.Sprintf("spec.object is in namespace %q; a preview is made in the source's namespace (%q)", n, namespace))
+	}
+	u.SetNamespace(namespace)
+	empty := s.src.EmptyObject(k.Resource())
+	if _, ok := empty.(*unstructured.Unstructured); ok || empty == nil {
+		return u, u.GetName(), nil
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, empty); err != nil {
+		return nil, "", apierrors.NewBadRequest(fmt.Sprintf("spec.object is not a valid %s: %v", k.Kind, err))
+	}
+	return empty, u.GetName(), nil
+}

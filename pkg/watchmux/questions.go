@@ -1,0 +1,346 @@
+package watchmux
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"sort"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+)
+
+// notSynced is the API error of a question asked before the sources are read.
+func notSynced() error {
+	return apierrors.NewServiceUnavailable("implicit-apiserver is starting and has not read its sources yet")
+}
+
+// The answers of implicit.dev's hierarchies, explanations and previews
+// (pkg/registry): where a namespace stands, why a name is or is not in a
+// view, and what an edit of a source would change. Each query takes the read
+// lock once, changes nothing, and merges with the same code the views use.
+// Before the sources are read each answers 503 ServiceUnavailable.
+
+// Hierarchy returns where namespace stands in the hierarchy, and false if it
+// does not exist. Its children are the namespaces that name it as parent and
+// inherit from it: only those its sources reach.
+func (m *Mux) Hierarchy(namespace string) (v1alpha1.HierarchyStatus, bool, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if !m.synced {
+		return v1alpha1.HierarchyStatus{}, false, notSynced()
+	}
+	if _, ok := m.st.namespaces[namespace]; !ok {
+		return v1alpha1.HierarchyStatus{}, false, nil
+	}
+	return m.st.hierarchy(namespace), true, nil
+}
+
+// Hierarchies returns every namespace's hierarchy, by namespace.
+func (m *Mux) Hierarchies() (map[string]v1alpha1.HierarchyStatus, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if !m.synced {
+		return nil, notSynced()
+	}
+	out := make(map[string]v1alpha1.HierarchyStatus, len(m.st.namespaces))
+	for name := range m.st.namespaces {
+		out[name] = m.st.hierarchy(name)
+	}
+	return out, nil
+}
+
+func (s *state) hierarchy(namespace string) v1alpha1.HierarchyStatus {
+	l := s.lineage(namespace)
+	h := v1alpha1.HierarchyStatus{Tenant: l.Tenant}
+	if l.Namespace != nil {
+		h.Parent = l.Namespace.Labels[merge.LabelParent]
+	}
+	for _, a := range l.Ancestors {
+		h.Ancestors = append(h.Ancestors, a.Name)
+	}
+	if p := l.Problem; p != nil {
+		h.Problems = []v1alpha1.HierarchyProblem{{
+			Reason: string(p.Reason), Namespace: p.Namespace, Parent: p.Parent,
+			Cycle: slices.Clone(p.Cycle), Message: p.String(),
+		}}
+	}
+	for child := range s.children[namespace] {
+		if cl := s.lineage(child); len(cl.Ancestors) > 0 && cl.Ancestors[0].Name == namespace {
+			h.Children = append(h.Children, child)
+		}
+	}
+	sort.Strings(h.Children)
+	return h
+}
+
+// Serves reports whether resource is a view served now.
+func (m *Mux) Serves(resource string) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	_, ok := m.st.sources[resource]
+	return ok && !m.st.pending.Has(resource)
+}
+
+// SourceExists reports whether the source namespace/name of resource exists.
+func (m *Mux) SourceExists(resource, namespace, name string) (bool, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if !m.synced {
+		return false, notSynced()
+	}
+	_, ok := m.st.sources[resource][namespace][name]
+	return ok, nil
+}
+
+// Explain tells why namespace's view of resource holds, or does not hold,
+// the item name: every scope from global down to namespace, what it held and
+// what became of it. It names only the namespace's lineage, which its views
+// reveal already.
+func (m *Mux) Explain(resource, namespace, name string) (v1alpha1.ExplanationStatus, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if !m.synced {
+		return v1alpha1.ExplanationStatus{}, notSynced()
+	}
+	l := m.st.lineage(namespace)
+	e := m.st.explainLocked(resource, name, l, nil)
+	return explanationStatus(resource, name, namespace, l, e), nil
+}
+
+// explainLocked explains name in the view of lineage l, as if the override
+// were applied when it is set.
+func (s *state) explainLocked(resource, name string, l merge.Lineage, o *override) merge.Explanation {
+	byNS := s.sources[resource]
+	levels := merge.Levels(l, s.globalFor(resource), func(ns string) []merge.Item {
+		if o != nil && o.namespace == ns {
+			if o.item == nil {
+				return nil
+			}
+			return []merge.Item{*o.item}
+		}
+		if it, ok := byNS[ns][name]; ok {
+			return []merge.Item{it}
+		}
+		return nil
+	})
+	return merge.Explain(resource, name, levels, s.options[resource])
+}
+
+func explanationStatus(resource, name, namespace string, l merge.Lineage, e merge.Explanation) v1alpha1.ExplanationStatus {
+	st := v1alpha1.ExplanationStatus{Tenant: l.Tenant}
+	if l.Problem != nil {
+		st.HierarchyProblem = l.Problem.String()
+	}
+	scopeOf := map[string]string{}
+	for _, lv := range e.Levels {
+		scopeOf[lv.Namespace] = string(lv.Scope)
+		se := v1alpha1.ScopeExplanation{Scope: string(lv.Scope), Namespace: lv.Namespace, Outcome: string(lv.Outcome), By: lv.By, Message: lv.Message()}
+		if lv.Item != nil {
+			se.Item = &v1alpha1.ItemReference{Namespace: lv.Item.Namespace, Name: lv.Item.Name, Scope: string(lv.Scope), Locked: lv.Item.Locked}
+		}
+		for _, ex := range lv.Exclusions {
+			eff := v1alpha1.ExclusionEffect{Exclusion: ex.Exclusion.String(), Effect: string(ex.Effect)}
+			if ex.Item != nil {
+				eff.Item = &v1alpha1.ItemReference{Namespace: ex.Item.Namespace, Name: ex.Item.Name, Scope: scopeOf[ex.Item.Namespace], Locked: ex.Item.Locked}
+			}
+			se.Exclusions = append(se.Exclusions, eff)
+		}
+		st.Scopes = append(st.Scopes, se)
+	}
+	if r := e.Result; r != nil {
+		st.InView = true
+		st.Winner = &v1alpha1.ItemReference{Namespace: r.Item.Namespace, Name: r.Item.Name, Scope: string(r.Scope), Locked: r.Item.Locked}
+		for _, o := range r.Overlays {
+			st.Overlays = append(st.Overlays, v1alpha1.ItemReference{Namespace: o.Namespace, Name: o.Name, Scope: scopeOf[o.Namespace], Locked: o.Locked})
+		}
+		st.Conflicts = slices.Clone(r.Conflicts)
+	}
+	st.Summary = summary(resource, name, namespace, l, e)
+	return st
+}
+
+// summary says in one sentence why name is or is not in the view.
+func summary(resource, name, namespace string, l merge.Lineage, e merge.Explanation) string {
+	item := resource + "/" + name
+	if l.Namespace == nil {
+		return fmt.Sprintf("namespace %s does not exist", namespace)
+	}
+	if r := e.Result; r != nil {
+		s := fmt.Sprintf("%s is in the view of %s from the %s source %s/%s", item, namespace, r.Scope, r.Item.Namespace, r.Item.Name)
+		if len(r.Overlays) > 0 {
+			s += fmt.Sprintf(", with %d overlay(s) merged on top", len(r.Overlays))
+		}
+		if len(r.Conflicts) > 0 {
+			s += "; a lock blocked " + r.Conflict()
+		}
+		return s
+	}
+	// Not in the view: the last scope whose item was removed says why.
+	for i := len(e.Levels) - 1; i >= 0; i-- {
+		if lv := e.Levels[i]; lv.Outcome == merge.Excluded {
+			return fmt.Sprintf("%s is not in the view of %s: the exclusion of namespace %s removed the %s source %s/%s", item, namespace, lv.By, lv.Scope, lv.Item.Namespace, lv.Item.Name)
+		}
+	}
+	if !l.Tenant {
+		return fmt.Sprintf("%s is not in the view of %s: %s is not a tenant, so its view holds its own objects only, and it has none of that name", item, namespace, namespace)
+	}
+	return fmt.Sprintf("%s is not in the view of %s: no scope of its lineage holds an item of that name", item, namespace)
+}
+
+// Preview tells what the views would show if the source namespace/name of
+// resource became obj (nil: deleted): each namespace the change reaches
+// whose view item would change, and each one a lock, a shadow or an
+// exclusion keeps as it is. obj must be of the type the resource's sources
+// have (the view's empty object's).
+func (m *Mux) Preview(resource, namespace, name string, obj runtime.Object) (v1alpha1.PreviewStatus, error) {
+	o := &override{namespace: namespace, name: name}
+	if obj != nil {
+		acc, err := meta.Accessor(obj)
+		if err != nil {
+			return v1alpha1.PreviewStatus{}, fmt.Errorf("preview of %s %s/%s: %w", resource, namespace, name, err)
+		}
+		ann := acc.GetAnnotations()
+		o.item = &merge.Item{Namespace: namespace, Name: name, Locked: merge.IsLocked(ann), Overlay: merge.WantsOverlay(ann), Object: obj}
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if !m.synced {
+		return v1alpha1.PreviewStatus{}, notSynced()
+	}
+	_, exists := m.st.sources[resource][namespace][name]
+	st := v1alpha1.PreviewStatus{Name: name, Operation: v1alpha1.OperationCreate}
+	switch {
+	case obj == nil:
+		st.Operation = v1alpha1.OperationDelete
+	case exists:
+		st.Operation = v1alpha1.OperationUpdate
+	}
+	reached := m.st.affected(resource, namespace)
+	sort.Strings(reached)
+	st.Reached = len(reached)
+	for _, ns := range reached {
+		before := first(m.st.results(resource, ns, name))
+		after := first(m.st.resultsWith(resource, ns, name, o))
+		change := v1alpha1.NamespaceChange{Namespace: ns, Before: itemSummary(before), After: itemSummary(after)}
+		switch {
+		case before == nil && after != nil:
+			change.Type = v1alpha1.ChangeAdded
+		case before != nil && after == nil:
+			change.Type = v1alpha1.ChangeDeleted
+		case before != nil && !sameItem(*before, *after):
+			change.Type = v1alpha1.ChangeModified
+		}
+		if change.Type != "" {
+			st.Changed = append(st.Changed, change)
+			continue
+		}
+		// Unchanged: why did the source not show? Ask the state in which
+		// it exists: after a create or update, before a delete.
+		var with *override
+		if obj != nil {
+			with = o
+		}
+		e := m.st.explainLocked(resource, name, m.st.lineage(ns), with)
+		for _, lv := range e.Levels {
+			if lv.Namespace != namespace || lv.Item == nil {
+				continue
+			}
+			reason := map[merge.Outcome]string{
+				merge.Shadowed: v1alpha1.UnchangedShadowed, merge.BlockedByLock: v1alpha1.UnchangedLocked, merge.Excluded: v1alpha1.UnchangedExcluded,
+			}[lv.Outcome]
+			if reason != "" {
+				st.Unchanged = append(st.Unchanged, v1alpha1.NamespaceUnchanged{Namespace: ns, Reason: reason, By: lv.By})
+			}
+		}
+	}
+	return st, nil
+}
+
+func first(rs []merge.Result) *merge.Result {
+	if len(rs) == 0 {
+		return nil
+	}
+	return &rs[0]
+}
+
+func itemSummary(r *merge.Result) *v1alpha1.ItemSummary {
+	if r == nil {
+		return nil
+	}
+	s := &v1alpha1.ItemSummary{
+		Source:   v1alpha1.ItemReference{Namespace: r.Item.Namespace, Name: r.Item.Name, Scope: string(r.Scope), Locked: r.Locked()},
+		Conflict: r.Conflict(),
+	}
+	for _, o := range r.Overlays {
+		s.Overlays = append(s.Overlays, o.Namespace+"/"+o.Name)
+	}
+	return s
+}
+
+// sameItem reports whether two results show the same view item to a reader:
+// the same source, scope and overlays, and the same content (labels,
+// annotations and everything but metadata), whatever the objects'
+// resourceVersions, uids and timestamps. Conflicts are left out: an edit a
+// lock blocks adds one to the locked item, which stays what it was (the
+// preview reports that namespace as kept unchanged by the lock).
+func sameItem(a, b merge.Result) bool {
+	if a.Item.Namespace != b.Item.Namespace || a.Scope != b.Scope || a.OverlaySources() != b.OverlaySources() {
+		return false
+	}
+	objA, objB := a.Item.Object, b.Item.Object
+	if a.Object != nil || b.Object != nil {
+		objA, objB = a.Object, b.Object
+	}
+	if objA == objB {
+		return true
+	}
+	ca, errA := content(objA)
+	cb, errB := content(objB)
+	return errA == nil && errB == nil && reflect.DeepEqual(ca, cb)
+}
+
+// lastApplied is kubectl's annotation, which changes with any apply.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// content is what a reader of a view item sees change: every field but
+// apiVersion, kind and the metadata the server sets.
+func content(obj any) (map[string]any, error) {
+	var u map[string]any
+	switch o := obj.(type) {
+	case runtime.Unstructured:
+		u = runtime.DeepCopyJSON(o.UnstructuredContent())
+	case nil:
+		return nil, fmt.Errorf("no object")
+	default:
+		var err error
+		if u, err = runtime.DefaultUnstructuredConverter.ToUnstructured(obj); err != nil {
+			return nil, err
+		}
+	}
+	delete(u, "apiVersion")
+	delete(u, "kind")
+	md, _ := u["metadata"].(map[string]any)
+	kept := map[string]any{}
+	if l, ok := md["labels"].(map[string]any); ok && len(l) > 0 {
+		kept["labels"] = l
+	}
+	if a, ok := md["annotations"].(map[string]any); ok {
+		delete(a, lastApplied)
+		if len(a) > 0 {
+			kept["annotations"] = a
+		}
+	}
+	u["metadata"] = kept
+	return u, nil
+}
+
+// EmptyObject returns an empty source object of resource: the Go type a
+// previewed object must have.
+func (m *Mux) EmptyObject(resource string) runtime.Object {
+	return m.objects.Empty(resource)
+}

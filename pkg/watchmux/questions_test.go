@@ -1,0 +1,197 @@
+package watchmux_test
+
+import (
+	"reflect"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
+)
+
+// questionsWorld is the hierarchy (delta_test.go) with:
+//
+//	implicit-global  g-lock (locked), g-open
+//	org              g-open (shadows the global one), o-x
+//	team-a           excludes rolebindings/o-x
+//	team-a-1         g-lock (blocked by the lock)
+//	c1 <-> c2        a parent cycle
+func questionsWorld() []step {
+	return append(hierarchy(),
+		addNS(namespace("team-a", parent("org"), exclude("rolebindings/o-x"))),
+		addNS(namespace("c1", parent("c2"))),
+		addNS(namespace("c2", parent("c1"))),
+		putRB(global, "g-lock", locked),
+		putRB(global, "g-open"),
+		putRB("org", "g-open"),
+		putRB("org", "o-x"),
+		putRB("team-a-1", "g-lock"),
+	)
+}
+
+func TestQuestionHierarchy(t *testing.T) {
+	t.Parallel()
+	m := muxOf(t, true, questionsWorld())
+	for _, tc := range []struct {
+		namespace string
+		want      v1alpha1.HierarchyStatus
+		exists    bool
+	}{
+		{"org", v1alpha1.HierarchyStatus{Tenant: true, Children: []string{"team-a", "team-b"}}, true},
+		{"team-a", v1alpha1.HierarchyStatus{Tenant: true, Parent: "org", Ancestors: []string{"org"}, Children: []string{"team-a-1"}}, true},
+		{"team-a-1", v1alpha1.HierarchyStatus{Tenant: true, Parent: "team-a", Ancestors: []string{"team-a", "org"}}, true},
+		{"kube-system", v1alpha1.HierarchyStatus{}, true},
+		{"c1", v1alpha1.HierarchyStatus{Tenant: true, Parent: "c2", Problems: []v1alpha1.HierarchyProblem{{
+			Reason: "Cycle", Namespace: "c2", Parent: "c1", Cycle: []string{"c1", "c2"},
+			Message: "namespaces c1 -> c2 form a parent cycle and inherit from no parent",
+		}}}, true},
+		{"nowhere", v1alpha1.HierarchyStatus{}, false},
+	} {
+		t.Run(tc.namespace, func(t *testing.T) {
+			got, ok, err := m.Hierarchy(tc.namespace)
+			if err != nil || ok != tc.exists {
+				t.Fatalf("Hierarchy(%s): exists %v, %v; want %v", tc.namespace, ok, err, tc.exists)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("Hierarchy(%s)\n got  %+v\n want %+v", tc.namespace, got, tc.want)
+			}
+		})
+	}
+	all, err := m.Hierarchies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 10 || !reflect.DeepEqual(all["team-a"].Children, []string{"team-a-1"}) {
+		t.Errorf("Hierarchies: %d namespaces, team-a %+v", len(all), all["team-a"])
+	}
+	if _, _, err := muxOf(t, false, questionsWorld()).Hierarchy("org"); !apierrors.IsServiceUnavailable(err) {
+		t.Errorf("before sync: %v, want not synced", err)
+	}
+}
+
+func TestQuestionExplain(t *testing.T) {
+	t.Parallel()
+	m := muxOf(t, true, questionsWorld())
+	type scope struct{ namespace, outcome, by string }
+	for _, tc := range []struct {
+		name, namespace, item string
+		inView                bool
+		winner                string
+		scopes                []scope
+	}{
+		{
+			name: "a lock blocks the local shadow", namespace: "team-a-1", item: "g-lock", inView: true, winner: global,
+			scopes: []scope{{global, "Won", ""}, {"org", "NoItem", ""}, {"team-a", "NoItem", ""}, {"team-a-1", "BlockedByLock", global}},
+		},
+		{
+			name: "the parent shadows the global item", namespace: "team-b", item: "g-open", inView: true, winner: "org",
+			scopes: []scope{{global, "Shadowed", "org"}, {"org", "Won", ""}, {"team-b", "NoItem", ""}},
+		},
+		{
+			name: "an exclusion removes the parent's item, below too", namespace: "team-a-1", item: "o-x",
+			scopes: []scope{{global, "NoItem", ""}, {"org", "Excluded", "team-a"}, {"team-a", "NoItem", ""}, {"team-a-1", "NoItem", ""}},
+		},
+		{
+			name: "a name no scope holds", namespace: "team-b", item: "absent",
+			scopes: []scope{{global, "NoItem", ""}, {"org", "NoItem", ""}, {"team-b", "NoItem", ""}},
+		},
+		{
+			name: "a non-tenant has its local scope only", namespace: "kube-system", item: "g-open",
+			scopes: []scope{{"kube-system", "NoItem", ""}},
+		},
+		{
+			name: "a namespace in a cycle inherits the global scope only", namespace: "c1", item: "g-open", inView: true, winner: global,
+			scopes: []scope{{global, "Won", ""}, {"c1", "NoItem", ""}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := m.Explain(rolebindings, tc.namespace, tc.item)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var scopes []scope
+			for _, s := range got.Scopes {
+				scopes = append(scopes, scope{s.Namespace, s.Outcome, s.By})
+			}
+			if got.InView != tc.inView || !reflect.DeepEqual(scopes, tc.scopes) {
+				t.Errorf("in view %v, scopes %v; want %v, %v", got.InView, scopes, tc.inView, tc.scopes)
+			}
+			if tc.inView && (got.Winner == nil || got.Winner.Namespace != tc.winner) {
+				t.Errorf("winner %+v, want %s", got.Winner, tc.winner)
+			}
+			if got.Summary == "" {
+				t.Error("no summary")
+			}
+			t.Log(got.Summary)
+		})
+	}
+}
+
+func TestQuestionPreview(t *testing.T) {
+	t.Parallel()
+	type change struct{ namespace, typ string }
+	type unchanged struct{ namespace, reason, by string }
+	for _, tc := range []struct {
+		name            string
+		namespace, item string
+		obj             runtime.Object // nil: delete
+		operation       string
+		changed         []change
+		unchanged       []unchanged
+		reached         int
+	}{
+		{
+			name: "updating a global item the parent shadows", namespace: global, item: "g-open",
+			obj: roleBinding(global, "g-open", func(m *metav1.ObjectMeta) { m.Labels["team"] = "new" }), operation: "Update", reached: 8,
+			changed: []change{{"c1", "Modified"}, {"c2", "Modified"}, {global, "Modified"}, {"solo", "Modified"}},
+			unchanged: []unchanged{{"org", "Shadowed", "org"}, {"team-a", "Shadowed", "org"}, {"team-a-1", "Shadowed", "org"},
+				{"team-b", "Shadowed", "org"}},
+		},
+		{
+			name: "the same content again changes nothing", namespace: "org", item: "g-open",
+			obj: roleBinding("org", "g-open"), operation: "Update", reached: 4,
+		},
+		{
+			name: "deleting a parent's item an exclusion hides", namespace: "org", item: "o-x", operation: "Delete", reached: 4,
+			changed:   []change{{"org", "Deleted"}, {"team-b", "Deleted"}},
+			unchanged: []unchanged{{"team-a", "Excluded", "team-a"}, {"team-a-1", "Excluded", "team-a"}},
+		},
+		{
+			name: "creating a shadow of a locked item", namespace: "team-a", item: "g-lock",
+			obj: roleBinding("team-a", "g-lock"), operation: "Create", reached: 2,
+			unchanged: []unchanged{{"team-a", "Locked", global}, {"team-a-1", "Locked", global}},
+		},
+		{
+			name: "creating a new item in a parent", namespace: "team-a", item: "new",
+			obj: roleBinding("team-a", "new"), operation: "Create", reached: 2,
+			changed: []change{{"team-a", "Added"}, {"team-a-1", "Added"}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := muxOf(t, true, questionsWorld())
+			before, _ := readViews(t, m, rolebindings)
+			got, err := m.Preview(rolebindings, tc.namespace, tc.item, tc.obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var changed []change
+			for _, c := range got.Changed {
+				changed = append(changed, change{c.Namespace, c.Type})
+			}
+			var kept []unchanged
+			for _, u := range got.Unchanged {
+				kept = append(kept, unchanged{u.Namespace, u.Reason, u.By})
+			}
+			if got.Operation != tc.operation || got.Reached != tc.reached || !reflect.DeepEqual(changed, tc.changed) || !reflect.DeepEqual(kept, tc.unchanged) {
+				t.Errorf("got %s reaching %d, changed %v, unchanged %v\nwant %s reaching %d, changed %v, unchanged %v",
+					got.Operation, got.Reached, changed, kept, tc.operation, tc.reached, tc.changed, tc.unchanged)
+			}
+			if after, _ := readViews(t, m, rolebindings); !reflect.DeepEqual(before, after) {
+				t.Error("a preview changed the views")
+			}
+		})
+	}
+}
