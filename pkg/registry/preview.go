@@ -130,6 +130,12 @@ func (s *PreviewStorage) Create(ctx context.Context, obj runtime.Object, validat
 		verb, reviewName = "update", name
 	}
 	if err := allowed(ctx, s.authz, source, verb, ns, reviewName); err != nil {
+		if next != nil && !apierrors.IsUnauthorized(err) {
+			// Create or update was asked by whether the source exists;
+			// one who may do neither must not learn which from the
+			// refusal's words (kube-apiserver authorizes before it reads).
+			return nil, apierrors.NewForbidden(source, name, fmt.Errorf("previewing this edit needs the permission to make it: create or update of %s %q in the namespace %q", source, name, ns))
+		}
 		return nil, err
 	}
 	if validate != nil {

@@ -76,3 +76,27 @@ func TestPreviewStorage(t *testing.T) {
 		})
 	}
 }
+
+// TestPreviewRefusalHidesExistence: one who may neither create nor update a
+// source gets the same refusal whether it exists or not, as kube-apiserver
+// authorizes an edit before it reads the object.
+func TestPreviewRefusalHidesExistence(t *testing.T) {
+	t.Parallel()
+	kinds := func() []registry.Kind { return registry.DefaultKinds() }
+	spec := v1alpha1.PreviewSpec{Resource: "rolebindings", Object: &runtime.RawExtension{Raw: []byte(
+		`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"ci-bot"},` +
+			`"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"view"}}`)}}
+	var msgs []string
+	for _, exists := range []bool{false, true} {
+		src := &fakeQuestions{sources: map[string]bool{"rolebindings/team/ci-bot": exists}}
+		s := registry.NewPreviewStorage(src, &fakeAuthorizer{allow: map[string]bool{}}, kinds)
+		_, err := s.Create(asUser("mallory", "team"), &v1alpha1.Preview{Spec: spec}, nil, &metav1.CreateOptions{})
+		if !apierrors.IsForbidden(err) {
+			t.Fatalf("exists=%v: err %v, want Forbidden", exists, err)
+		}
+		msgs = append(msgs, err.Error())
+	}
+	if msgs[0] != msgs[1] {
+		t.Fatalf("the refusal tells whether the source exists:\n  absent: %s\n  present: %s", msgs[0], msgs[1])
+	}
+}
