@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -100,7 +101,7 @@ func runSingle(signals context.Context, stopSignals func(), o options) (err erro
 	if c.implicit != nil {
 		waitForDiscovery(signals, c.cp)
 	}
-	printTour(c.cp, c.implicit != nil)
+	printTour(c.cp, c.implicit != nil, pluginDir(o.implicitBinary))
 	return waitForExit(signals, stopSignals, c)
 }
 
@@ -138,8 +139,9 @@ func waitForExit(signals context.Context, stopSignals func(), clusters ...*clust
 	return nil
 }
 
-// printTour prints how to reach the cluster and a few commands to try.
-func printTour(cp *controlplane.ControlPlane, served bool) {
+// printTour prints how to reach the cluster and a few commands to try;
+// plugins is the directory holding kubectl-implicit.
+func printTour(cp *controlplane.ControlPlane, served bool, plugins string) {
 	fmt.Printf(`
 Everything runs. In another terminal:
 
@@ -147,7 +149,7 @@ Everything runs. In another terminal:
 
 `, cp.KubeconfigPath())
 	if served {
-		fmt.Print(`Try:
+		fmt.Printf(`Try:
 
   kubectl api-resources --api-group=implicit.dev
   kubectl get rolebindings.implicit.dev -n team-a
@@ -159,9 +161,27 @@ Everything runs. In another terminal:
   kubectl auth can-i list pods -n team-a --as=someone --as-group=platform:viewers # granted by org-platform's binding
   kubectl create rolebinding org-security-auditors -n team-b --clusterrole=view --group=x  # refused: shadows a lock
 
-`)
+The kubectl plugin (built by make build) answers the questions labels only hint at:
+
+  export PATH=%s:$PATH
+  kubectl implicit why rolebinding org-security-auditors -n team-a   # which scopes, what the lock blocked
+  kubectl implicit why rolebinding ci-bot -n team-b                  # why it is not there: an exclusion
+  kubectl implicit tree                                              # the hierarchy, problems marked
+  kubectl implicit reach rolebinding ci-bot -n implicit-global       # which namespaces see it
+
+`, plugins)
 	}
 	fmt.Printf("Logs: %s/logs. Press Ctrl-C to stop everything.\n", cp.WorkDir())
+}
+
+// pluginDir is the directory make build writes kubectl-implicit to: the
+// implicit-apiserver binary's, as an absolute path.
+func pluginDir(implicitBinary string) string {
+	dir, err := filepath.Abs(filepath.Dir(implicitBinary))
+	if err != nil {
+		return filepath.Dir(implicitBinary)
+	}
+	return dir
 }
 
 func indent(s string) string {

@@ -114,13 +114,15 @@ func TestReleaseValues(t *testing.T) {
 
 // TestViewerRoles: the chart's aggregated view-reading roles are the
 // artifacts': every view for admin, the NetworkPolicy views for view and
-// edit too, and never the RBAC views for view or edit.
+// edit too, and never the RBAC views for view or edit; the questions'
+// role (hierarchies, explanations, previews) likewise.
 func TestViewerRoles(t *testing.T) {
 	t.Parallel()
 	objs := mustTemplate(t)
 	for _, tc := range []struct{ name, file string }{
 		{"implicit-viewer", "artifacts/base/clusterrole-implicit-viewer.yaml"},
 		{"implicit-viewer-networkpolicies", "artifacts/base/clusterrole-implicit-viewer-networkpolicies.yaml"},
+		{"implicit-questions", "artifacts/base/clusterrole-implicit-questions.yaml"},
 	} {
 		var chart, base rbacv1.ClusterRole
 		convert(t, objs.get("ClusterRole", tc.name), &chart)
