@@ -94,8 +94,13 @@ func (b *bench) implicitRounds(ctx context.Context, f, nf *fleet, gr *gResult) e
 		return err
 	}
 	if gr.G == b.o.globals[0] {
-		// A CPU profile of implicit-apiserver over the first rounds.
-		defer b.implicitSrv.cpuProfile(ctx, b.o.outDir, fmt.Sprintf("N%d-G%d-rounds", b.n, gr.G), 10)()
+		// CPU profiles of implicit-apiserver and kube-apiserver over the
+		// first rounds: where each server's share of a fan-out goes (the
+		// views' events cross kube-apiserver's proxy, the native ones its
+		// watch cache).
+		tag := fmt.Sprintf("N%d-G%d-rounds", b.n, gr.G)
+		defer b.implicitSrv.cpuProfile(ctx, b.o.outDir, tag, 10)()
+		defer b.kubeSrv.cpuProfile(ctx, b.o.outDir, tag, 10)()
 	}
 	cpuI, cpuK := b.implicitSrv.cpu(), b.kubeSrv.cpu()
 	reconnects, nativeReconnects := f.reconnects.Load(), nf.reconnects.Load()
