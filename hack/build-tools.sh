@@ -30,6 +30,22 @@ build() {
     ln -sf "${name}-${version}" "${bin}/${name}"
     return
   fi
+  # One build per tool and version at a time: a second make (another work
+  # tree, a test run beside make run) waits for the first one's binary
+  # instead of building it again on the same cores.
+  if command -v flock >/dev/null; then
+    local lock
+    exec {lock}>"${bin}/.${name}-${version}.lock"
+    if ! flock -n "${lock}"; then
+      echo ">> waiting for another build of ${name} ${version}" >&2
+      flock "${lock}"
+    fi
+    if [[ -x "${target}" ]]; then
+      exec {lock}>&-
+      ln -sf "${name}-${version}" "${bin}/${name}"
+      return
+    fi
+  fi
   echo ">> building ${name} ${version} from the Go module proxy (first build takes about ${expect} on 2 cores; cached in ${bin})" >&2
   local start=${SECONDS}
   # Build to a temporary name first: an interrupted build never leaves a
@@ -37,6 +53,7 @@ build() {
   (cd "${mod}" && CGO_ENABLED=0 go build -trimpath -o "${target}.tmp.$$" "${pkg}")
   mv "${target}.tmp.$$" "${target}"
   ln -sf "${name}-${version}" "${bin}/${name}"
+  [[ -z "${lock:-}" ]] || exec {lock}>&-
   echo ">> built ${name} in $((SECONDS - start))s" >&2
 }
 
