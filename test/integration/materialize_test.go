@@ -48,6 +48,8 @@ const matConverge = 90 * time.Second
 //   - a parent's item wins over the global one, and a local item is untouched;
 //   - copies are never sources: the suite's server's views ignore them;
 //   - a tenant's edit or deletion of a copy, or a forged label, is refused;
+//   - a tenant's own object holding a locked inherited name is never
+//     overwritten, and the conflict is reported (an Event on the namespace);
 //   - a copy deleted or changed while the guards were down comes back;
 //   - killing the leader mid-way converges, nothing lost, nothing left behind;
 //   - deleting the sources removes every copy.
@@ -175,6 +177,44 @@ func TestMaterialize(t *testing.T) {
 		t.Errorf("the tenant's create with the label: %v, want Forbidden", err)
 	}
 
+	t.Log("mat-team-b holds a policy of its own named mat-locked; then mat-global adds a locked mat-locked: " +
+		"the lock keeps it in mat-team-b's view (the view item's conflict names the blocked shadow), but the tenant's object is never overwritten")
+	createPolicy(t, kube, "mat-team-b", "mat-locked", "team-b-own")
+	locked := policy(matGlobal, "mat-locked", "global-locked")
+	locked.Annotations = map[string]string{merge.AnnotationLocked: "true"}
+	if _, err := kube.NetworkingV1().NetworkPolicies(matGlobal).Create(ctx, locked, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		err := kube.NetworkingV1().NetworkPolicies(matGlobal).Delete(context.Background(), "mat-locked", metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting networkpolicy %s/mat-locked: %v", matGlobal, err)
+		}
+	})
+	want["mat-org"]["mat-locked"] = matGlobal + ":global-locked"
+	want["mat-team-a"]["mat-locked"] = matGlobal + ":global-locked"
+	waitForCopies(t, kube, "the locked policy is copied where no object of the tenant's holds its name, and not into mat-team-b", want)
+	eventually(t, "a MaterializeConflict Event on mat-team-b names the object and the source", func(ctx context.Context) error {
+		events, err := kube.CoreV1().Events("mat-team-b").List(ctx, metav1.ListOptions{FieldSelector: "reason=MaterializeConflict"})
+		if err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if strings.Contains(e.Message, "mat-locked") && strings.Contains(e.Message, matGlobal+"/mat-locked") {
+				t.Logf("event: %s", e.Message)
+				return nil
+			}
+		}
+		return errorf("%d MaterializeConflict events, none names mat-locked from %s", len(events.Items), matGlobal)
+	})
+	own, err = kube.NetworkingV1().NetworkPolicies("mat-team-b").Get(ctx, "mat-locked", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if merge.IsMaterialized(own.Labels) || own.Spec.PodSelector.MatchLabels["app"] != "team-b-own" {
+		t.Errorf("mat-team-b's own mat-locked was overwritten: labels %v, selector %v", own.Labels, own.Spec.PodSelector.MatchLabels)
+	}
+
 	t.Log("with the guards down, one copy is deleted and another changed: both are repaired")
 	withoutGuards(t, func() {
 		if err := kube.NetworkingV1().NetworkPolicies("mat-team-b").Delete(ctx, "mat-deny", metav1.DeleteOptions{}); err != nil {
@@ -221,7 +261,7 @@ func TestMaterialize(t *testing.T) {
 	}
 
 	t.Log("deleting every source removes every copy")
-	for _, name := range append([]string{"mat-deny"}, extra...) {
+	for _, name := range append([]string{"mat-deny", "mat-locked"}, extra...) {
 		if err := kube.NetworkingV1().NetworkPolicies(matGlobal).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
