@@ -12,6 +12,11 @@ BIN          := $(OUTPUT)/bin
 IMPLICIT_BIN := $(BIN)/implicit-apiserver
 GO           ?= go
 GOFLAGS_TEST ?= -race -count=1
+MODULE       := github.com/implicit-dev/implicit-apiserver
+# goimports from the Go module proxy, at the golang.org/x/tools version
+# hack/tools already requires (one version of x/tools in the repository).
+GOIMPORTS_VERSION ?= v0.47.0
+GOIMPORTS    := $(GO) run golang.org/x/tools/cmd/goimports@$(GOIMPORTS_VERSION)
 
 # Version stamping: `implicit-apiserver --version`, the implicit_build_info
 # metric, the image tag and the chart's appVersion in dist/.
@@ -88,9 +93,13 @@ run-fleet: build ## Like run, for a fleet: a hub with the global sources, two me
 test: verify unit integration ## Everything CI runs.
 
 .PHONY: verify
-verify: ## gofmt and go vet.
-	@bad=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './_output/*')); \
-	if [[ -n "$$bad" ]]; then echo "gofmt would change:"; echo "$$bad"; exit 1; fi
+verify: ## gofmt, goimports (import grouping: standard library, others, this module) and go vet.
+	@files=$$(git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null || find . -name '*.go' -not -path './_output/*'); \
+	files=$$(for f in $$files; do [[ -f $$f ]] && echo "$$f"; done); \
+	bad=$$(gofmt -l $$files) || exit 1; \
+	if [[ -n "$$bad" ]]; then echo "gofmt would change:"; echo "$$bad"; exit 1; fi; \
+	bad=$$($(GOIMPORTS) -l -local $(MODULE) $$files) || exit 1; \
+	if [[ -n "$$bad" ]]; then echo "goimports -local $(MODULE) would change:"; echo "$$bad"; exit 1; fi
 	$(GO) vet ./...
 	cd hack/tools && $(GO) vet ./etcd
 	cd hack/image && $(GO) vet ./...
@@ -98,14 +107,14 @@ verify: ## gofmt and go vet.
 
 .PHONY: unit
 unit: ## Unit tests (and fuzz seeds) with -race.
-	$(GO) test $(GOFLAGS_TEST) ./pkg/... ./cmd/...
+	$(GO) test $(GOFLAGS_TEST) ./pkg/... ./internal/... ./cmd/...
 	cd hack/image && $(GO) test $(GOFLAGS_TEST) ./...
 
 .PHONY: integration
 integration: build ## Integration tests against real etcd, kube-apiserver and the aggregation layer; the chart's tests (test/chart) with helm.
 	@tools_bin=$$(hack/build-tools.sh etcd kube-apiserver kube-controller-manager helm) && \
 	IMPLICIT_TOOLS_BIN="$$tools_bin" IMPLICIT_BINARY="$(abspath $(IMPLICIT_BIN))" \
-		$(GO) test $(GOFLAGS_TEST) -timeout 30m ./test/... -v 2>&1 | tee $(OUTPUT)/integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || \
+		$(GO) test $(GOFLAGS_TEST) -timeout 30m ./internal/controlplane/... ./test/... -v 2>&1 | tee $(OUTPUT)/integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || \
 		{ echo "integration tests failed; full log in $(OUTPUT)/integration.log"; grep -E -B2 -A20 -- '--- FAIL' $(OUTPUT)/integration.log | tail -200; exit 1; }
 
 .PHONY: e2e

@@ -130,7 +130,7 @@ func readObjects(file string, stdin io.Reader) ([]*unstructured.Unstructured, er
 	var out []*unstructured.Unstructured
 	for {
 		var content map[string]any
-		if err := dec.Decode(&content); err == io.EOF {
+		if err := dec.Decode(&content); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
 			return nil, fmt.Errorf("%s: %w", file, err)

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/implicit-dev/implicit-apiserver/test/controlplane"
+	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
 )
 
 const (
@@ -24,7 +24,7 @@ const (
 	podSubnet  = "10.244.0.0/24"
 	bridgeName = "implicit-e2e0"
 	// kubernetesServiceIP is the "kubernetes" Service's ClusterIP
-	// (test/controlplane's --service-cluster-ip-range 10.0.0.0/24): what
+	// (internal/controlplane's --service-cluster-ip-range 10.0.0.0/24): what
 	// in-cluster clients dial. There is no kube-proxy; one DNAT rule sends
 	// it to kube-apiserver on 127.0.0.1.
 	kubernetesServiceIP = "10.0.0.1"

@@ -1,6 +1,6 @@
 // Command e2e is `make e2e`: a one-node cluster on this machine (etcd,
 // kube-apiserver, kube-controller-manager and kube-scheduler from
-// test/controlplane and hack/build-tools.sh, a kubelet on Debian's containerd
+// internal/controlplane and hack/build-tools.sh, a kubelet on Debian's containerd
 // and runc), the locally built image imported into containerd, `helm install`
 // of charts/implicit-apiserver, and then the checks a cluster operator makes:
 // the pods Ready, the APIService Available, a tenant reading a view through

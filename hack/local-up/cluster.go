@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
-	"github.com/implicit-dev/implicit-apiserver/test/controlplane"
 )
 
 // clusterSpec is one cluster for startCluster: make run's only one, or a

@@ -1,8 +1,10 @@
 // Package testfixture holds the test builders shared across packages: the
-// Namespace objects the unit tests of pkg/watchmux, pkg/views and pkg/authz
-// feed their multiplexers, the RoleBinding overlayer of the real rbac/v1
-// schema (pkg/merge, pkg/authz), and the Guardrail kind of the integration
-// and fleet suites: one set of builders instead of a copy per package.
+// Namespace objects the unit tests of pkg/watchmux, pkg/views, pkg/authz,
+// pkg/hierarchy, pkg/admission and pkg/materialize build, the RoleBindings
+// and Roles of pkg/watchmux, pkg/views and pkg/admission (rbac.go), the
+// RoleBinding overlayer of the real rbac/v1 schema (pkg/merge, pkg/authz),
+// and the Guardrail kind of the integration and fleet suites: one set of
+// builders instead of a copy per package.
 package testfixture
 
 import (
@@ -26,6 +28,20 @@ func Exclude(v string) NamespaceOpt {
 	return func(ns *corev1.Namespace) { ns.Annotations[merge.AnnotationExclude] = v }
 }
 
+// ParentUID annotates the namespace with the parent uid it recorded.
+func ParentUID(uid string) NamespaceOpt {
+	return func(ns *corev1.Namespace) { ns.Annotations[merge.AnnotationParentUID] = uid }
+}
+
+// Recorded annotates the namespace with the uid of the namespace its parent
+// label names, as the parent-uid webhook records it.
+func Recorded(ns *corev1.Namespace) {
+	ns.Annotations[merge.AnnotationParentUID] = string(NamespaceUID(ns.Labels[merge.LabelParent]))
+}
+
+// NamespaceUID is the uid of the test namespace name.
+func NamespaceUID(name string) types.UID { return types.UID("ns-" + name) }
+
 // NoInherit labels the namespace implicit.dev/inherit: "false".
 func NoInherit(ns *corev1.Namespace) { ns.Labels[merge.LabelInherit] = "false" }
 
@@ -34,7 +50,7 @@ func NoInherit(ns *corev1.Namespace) { ns.Labels[merge.LabelInherit] = "false" }
 func Namespace(name string, opts ...NamespaceOpt) *corev1.Namespace {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name:        name,
-		UID:         types.UID("ns-" + name),
+		UID:         NamespaceUID(name),
 		Labels:      map[string]string{corev1.LabelMetadataName: name},
 		Annotations: map[string]string{},
 	}}

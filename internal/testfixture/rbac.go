@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/applyconfigurations"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -11,6 +13,32 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
+
+// RoleBinding is the test RoleBinding of meta: it binds the ClusterRole view
+// to the group "<namespace>:<name>", so that every binding has subjects of
+// its own. Each package's tests build meta their own way (uids,
+// resourceVersions, options).
+func RoleBinding(meta metav1.ObjectMeta) *rbacv1.RoleBinding {
+	return GroupBinding(meta, "view", meta.Namespace+":"+meta.Name)
+}
+
+// GroupBinding is a RoleBinding of meta that binds the ClusterRole
+// clusterRole to group.
+func GroupBinding(meta metav1.ObjectMeta, clusterRole, group string) *rbacv1.RoleBinding {
+	return &rbacv1.RoleBinding{
+		ObjectMeta: meta,
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: group}},
+	}
+}
+
+// Role is the test Role of meta: it may get pods.
+func Role(meta metav1.ObjectMeta) *rbacv1.Role {
+	return &rbacv1.Role{
+		ObjectMeta: meta,
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}}},
+	}
+}
 
 // RoleBindingOverlayer overlays RoleBindings with the real rbac/v1 schema,
 // where subjects and roleRef are atomic (see BuiltinOverlayer).

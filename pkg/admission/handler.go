@@ -2,9 +2,7 @@ package admission
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -14,6 +12,8 @@ import (
 	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	"github.com/implicit-dev/implicit-apiserver/internal/review"
 )
 
 // Paths of the guards on implicit-apiserver's secure port.
@@ -32,8 +32,9 @@ const (
 // kube-apiserver calls webhooks without credentials.
 var Paths = []string{PathLocks, PathShadows, PathParents, PathFanout, PathMaterialized, PathParentUID}
 
-// maxReviewBytes bounds a request body, as kube-apiserver bounds objects.
-const maxReviewBytes = 6 << 20
+// admissionReview is what the guards are sent; a request body is bounded
+// as kube-apiserver bounds objects.
+var admissionReview = review.Type{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview", MaxBytes: 6 << 20}
 
 // Handler returns the http.Handler of the guard at path.
 func (g *Guards) Handler(path string) http.Handler {
@@ -49,45 +50,31 @@ func (g *Guards) Handler(path string) http.Handler {
 		return http.NotFoundHandler()
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			http.Error(w, "POST an admission.k8s.io/v1 AdmissionReview", http.StatusMethodNotAllowed)
+		var in admissionv1.AdmissionReview
+		if !admissionReview.Decode(w, r, &in) {
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxReviewBytes+1))
-		if err != nil || len(body) > maxReviewBytes {
-			http.Error(w, "reading the AdmissionReview failed or it is too large", http.StatusBadRequest)
-			return
-		}
-		var review admissionv1.AdmissionReview
-		if err := json.Unmarshal(body, &review); err != nil {
-			http.Error(w, fmt.Sprintf("not an admission.k8s.io/v1 AdmissionReview: %v", err), http.StatusBadRequest)
-			return
-		}
-		if review.Request == nil {
+		if in.Request == nil {
 			http.Error(w, "an AdmissionReview without a request", http.StatusBadRequest)
 			return
 		}
-		d := decide(r.Context(), review.Request)
+		d := decide(r.Context(), in.Request)
 		if d.unavailable != nil {
 			// Let the webhook's failure policy decide.
-			klog.ErrorS(d.unavailable, "Admission guard cannot decide", "path", path, "resource", review.Request.Resource, "namespace", review.Request.Namespace, "name", review.Request.Name)
+			klog.ErrorS(d.unavailable, "Admission guard cannot decide", "path", path, "resource", in.Request.Resource, "namespace", in.Request.Namespace, "name", in.Request.Name)
 			http.Error(w, d.unavailable.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: d.allowed, Warnings: d.warnings}
+		resp := &admissionv1.AdmissionResponse{UID: in.Request.UID, Allowed: d.allowed, Warnings: d.warnings}
 		if d.allowed && d.patch != nil {
 			resp.Patch, resp.PatchType = d.patch, ptr.To(admissionv1.PatchTypeJSONPatch)
 		}
 		if !d.allowed {
 			resp.Result = &metav1.Status{Status: metav1.StatusFailure, Code: d.code, Reason: metav1.StatusReasonForbidden, Message: d.message}
-			klog.V(2).InfoS("Admission denied", "path", path, "user", review.Request.UserInfo.Username, "resource", review.Request.Resource, "namespace", review.Request.Namespace, "name", review.Request.Name, "reason", d.message)
+			klog.V(2).InfoS("Admission denied", "path", path, "user", in.Request.UserInfo.Username, "resource", in.Request.Resource, "namespace", in.Request.Namespace, "name", in.Request.Name, "reason", d.message)
 		}
-		out := admissionv1.AdmissionReview{TypeMeta: review.TypeMeta, Response: resp}
-		if out.APIVersion == "" {
-			out.APIVersion, out.Kind = "admission.k8s.io/v1", "AdmissionReview"
-		}
-		w.Header().Set("Content-Type", "application/json")
-		if err := json.NewEncoder(w).Encode(&out); err != nil {
+		out := admissionv1.AdmissionReview{TypeMeta: in.TypeMeta, Response: resp}
+		if err := admissionReview.Write(w, &out); err != nil {
 			klog.ErrorS(err, "Writing an AdmissionReview response", "path", path)
 		}
 	})

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
@@ -235,13 +236,12 @@ func objectMeta(namespace, name string, opts ...objOpt) metav1.ObjectMeta {
 	return m
 }
 
-// roleBinding returns a RoleBinding as kube-apiserver sends it to a webhook.
+// roleBinding returns the test RoleBinding as kube-apiserver sends it to a
+// webhook.
 func roleBinding(namespace, name string, opts ...objOpt) *rbacv1.RoleBinding {
-	return &rbacv1.RoleBinding{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
-		ObjectMeta: objectMeta(namespace, name, opts...),
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
-	}
+	rb := testfixture.RoleBinding(objectMeta(namespace, name, opts...))
+	rb.TypeMeta = metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"}
+	return rb
 }
 
 // role returns a Role as kube-apiserver sends it.
@@ -260,43 +260,33 @@ func networkPolicy(namespace, name string, opts ...objOpt) *networkingv1.Network
 	}
 }
 
-// ns returns a Namespace, with the parent label when parent is set.
+// ns returns the test Namespace as kube-apiserver sends it to a webhook,
+// with the parent label when parent is set.
 func ns(name, parent string, opts ...nsOpt) *corev1.Namespace {
-	n := &corev1.Namespace{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, UID: nsUID(name), Labels: map[string]string{corev1.LabelMetadataName: name}},
-	}
 	if parent != "" {
-		n.Labels[merge.LabelParent] = parent
+		opts = append([]nsOpt{testfixture.Parent(parent)}, opts...)
 	}
-	for _, o := range opts {
-		o(n)
+	n := testfixture.Namespace(name, opts...)
+	n.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}
+	if len(n.Annotations) == 0 {
+		// A namespace without annotations has none in a review: a patch
+		// adds the map, not a key.
+		n.Annotations = nil
 	}
 	return n
 }
 
-// nsOpt decorates a test namespace.
-type nsOpt func(*corev1.Namespace)
+// Namespace builders, shared with the other packages' tests.
+type nsOpt = testfixture.NamespaceOpt
 
-// nsUID is the uid of the test namespace name.
-func nsUID(name string) types.UID { return types.UID("uid-ns-" + name) }
+var (
+	nsUID     = testfixture.NamespaceUID
+	recorded  = testfixture.Recorded
+	noInherit = testfixture.NoInherit
+)
 
 // parentUID records uid as the namespace's parent-uid.
-func parentUID(uid types.UID) nsOpt {
-	return func(n *corev1.Namespace) {
-		if n.Annotations == nil {
-			n.Annotations = map[string]string{}
-		}
-		n.Annotations[merge.AnnotationParentUID] = string(uid)
-	}
-}
-
-// recorded records the uid of the namespace's parent label, as the
-// parent-uid webhook does.
-func recorded(n *corev1.Namespace) { parentUID(nsUID(n.Labels[merge.LabelParent]))(n) }
-
-// noInherit labels the namespace implicit.dev/inherit: "false".
-func noInherit(n *corev1.Namespace) { n.Labels[merge.LabelInherit] = "false" }
+func parentUID(uid types.UID) nsOpt { return testfixture.ParentUID(string(uid)) }
 
 // hostNamespaces are the namespaces of the host cluster the parent guards
 // read parents from, unless a test says otherwise.

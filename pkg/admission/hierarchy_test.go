@@ -71,7 +71,7 @@ func TestParentUID(t *testing.T) {
 			name:        "a parent label on create records the parent's uid",
 			req:         request(create, nsGR, "", "team-a", nil, ns("team-a", "org")),
 			wantAllowed: true,
-			wantPatch:   `[{"op":"add","path":"/metadata/annotations","value":{"implicit.dev/parent-uid":"uid-ns-org"}}]`,
+			wantPatch:   `[{"op":"add","path":"/metadata/annotations","value":{"implicit.dev/parent-uid":"ns-org"}}]`,
 		},
 		{
 			name:        "a parent label set on update records the parent's uid beside other annotations",
@@ -87,7 +87,7 @@ func TestParentUID(t *testing.T) {
 		},
 		{
 			name:        "a uid written with a new label is replaced by the parent's",
-			req:         request(create, nsGR, "", "team-a", nil, ns("team-a", "org", parentUID("uid-ns-squatter"))),
+			req:         request(create, nsGR, "", "team-a", nil, ns("team-a", "org", parentUID("ns-squatter"))),
 			wantAllowed: true,
 			wantPatch:   set(string(nsUID("org"))),
 		},
@@ -115,7 +115,7 @@ func TestParentUID(t *testing.T) {
 			name:        "a uid removed while the label stays is restored",
 			req:         request(update, nsGR, "", "team-a", ns("team-a", "org", recorded), ns("team-a", "org")),
 			wantAllowed: true,
-			wantPatch:   `[{"op":"add","path":"/metadata/annotations","value":{"implicit.dev/parent-uid":"uid-ns-org"}}]`,
+			wantPatch:   `[{"op":"add","path":"/metadata/annotations","value":{"implicit.dev/parent-uid":"ns-org"}}]`,
 		},
 		{
 			name:        "a trusted user's uid is kept while the label stays",
@@ -138,13 +138,13 @@ func TestParentUID(t *testing.T) {
 		},
 		{
 			name:        "a uid without a label is removed",
-			req:         request(create, nsGR, "", "team-a", nil, ns("team-a", "", parentUID("uid-ns-org"))),
+			req:         request(create, nsGR, "", "team-a", nil, ns("team-a", "", parentUID("ns-org"))),
 			wantAllowed: true,
 			wantPatch:   remove,
 		},
 		{
 			name:        "a parent that does not exist gets no uid (the parent guard refuses it)",
-			req:         request(create, nsGR, "", "team-a", nil, ns("team-a", "ghost", parentUID("uid-ns-ghost"))),
+			req:         request(create, nsGR, "", "team-a", nil, ns("team-a", "ghost", parentUID("ns-ghost"))),
 			wantAllowed: true,
 			wantPatch:   remove,
 		},
@@ -152,7 +152,7 @@ func TestParentUID(t *testing.T) {
 			name:        "a parent set through namespaces/status is recorded too",
 			req:         subresource(request(update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "org")), "status"),
 			wantAllowed: true,
-			wantPatch:   `[{"op":"add","path":"/metadata/annotations","value":{"implicit.dev/parent-uid":"uid-ns-org"}}]`,
+			wantPatch:   `[{"op":"add","path":"/metadata/annotations","value":{"implicit.dev/parent-uid":"ns-org"}}]`,
 		},
 		{
 			name:        "another namespace subresource is left alone",
@@ -205,14 +205,14 @@ func TestParentsHierarchy(t *testing.T) {
 			name:        "a new parent without its uid is denied",
 			answers:     allowAll(updateNamespace("org")),
 			req:         request(update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "org")),
-			wantMessage: []string{merge.AnnotationParentUID, `"uid-ns-org"`, admission.WebhookParentUID},
+			wantMessage: []string{merge.AnnotationParentUID, `"ns-org"`, admission.WebhookParentUID},
 			wantSAR:     []authorizationv1.ResourceAttributes{updateNamespace("org")},
 		},
 		{
 			name:        "a new parent with another namespace's uid is denied",
 			answers:     allowAll(updateNamespace("org")),
-			req:         request(create, nsGR, "", "team-a", nil, ns("team-a", "org", parentUID("uid-ns-org2"))),
-			wantMessage: []string{merge.AnnotationParentUID, `"uid-ns-org"`},
+			req:         request(create, nsGR, "", "team-a", nil, ns("team-a", "org", parentUID("ns-org2"))),
+			wantMessage: []string{merge.AnnotationParentUID, `"ns-org"`},
 			wantSAR:     []authorizationv1.ResourceAttributes{updateNamespace("org")},
 		},
 		{
@@ -240,7 +240,7 @@ func TestParentsHierarchy(t *testing.T) {
 		},
 		{
 			name:        "a uid without a parent label is denied",
-			req:         request(update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "", parentUID("uid-ns-org"))),
+			req:         request(update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "", parentUID("ns-org"))),
 			wantMessage: []string{merge.AnnotationParentUID, "only with " + merge.LabelParent},
 		},
 		{

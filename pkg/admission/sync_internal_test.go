@@ -10,10 +10,12 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -382,6 +384,121 @@ func TestConditionSyncRunStopsOnCancel(t *testing.T) {
 					t.Errorf("Run without a change made %q, want nothing", got)
 				}
 			}
+		})
+	}
+}
+
+// waitForWaiters waits until Run waits on n timers of the fake clock.
+func waitForWaiters(t *testing.T, clk *testingclock.FakeClock, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for clk.Waiters() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the clock has %d waiters, want %d", clk.Waiters(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// conditions are the shadows and fanout webhooks' synced conditions stored.
+func conditions(t *testing.T, client *fake.Clientset) []string {
+	t.Helper()
+	cfg, err := stored(client)
+	if err != nil {
+		t.Fatalf("reading the configuration: %v", err)
+	}
+	var got []string
+	for _, w := range cfg.Webhooks {
+		if w.Name == WebhookShadows || w.Name == WebhookFanout {
+			got = append(got, w.MatchConditions[0].Expression)
+		}
+	}
+	return got
+}
+
+func TestConditionSyncRunClock(t *testing.T) {
+	t.Parallel()
+	const interval, resync = time.Minute, time.Hour
+	tests := []struct {
+		name string
+		// after the first sync, while Run waits out the interval; it
+		// returns the conditions Run writes once the clock moves by step.
+		change func(t *testing.T, src *fakeGuarded, client *fake.Clientset) []string
+		step   time.Duration
+		// idle lets the interval pass first, so that Run waits for a
+		// change or the resync.
+		idle bool
+	}{
+		{
+			name: "writes a change made within the interval once it has passed",
+			change: func(t *testing.T, src *fakeGuarded, _ *fake.Clientset) []string {
+				g := watchmux.Guarded{Inherited: []string{syncTestGlobal, "org"}}
+				src.set(g)
+				return []string{"false", FanoutCondition(g)}
+			},
+			step: interval,
+		},
+		{
+			name: "restores a replaced configuration at the resync",
+			change: func(t *testing.T, _ *fakeGuarded, client *fake.Clientset) []string {
+				want := conditions(t, client)
+				if _, err := client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Update(context.Background(), testConfiguration(), metav1.UpdateOptions{}); err != nil {
+					t.Fatalf("replacing the configuration: %v", err)
+				}
+				return want
+			},
+			step: resync,
+			idle: true,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			clk := testingclock.NewFakeClock(time.Now())
+			client := fake.NewClientset(testConfiguration())
+			src := newFakeGuarded(watchmux.Guarded{}, false)
+			s := &ConditionSync{
+				Client:          client.AdmissionregistrationV1().ValidatingWebhookConfigurations(),
+				Name:            syncTestName,
+				GlobalNamespace: syncTestGlobal,
+				Source:          src,
+				MinInterval:     interval,
+				Resync:          resync,
+				Clock:           clk,
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				s.Run(ctx)
+			}()
+			t.Cleanup(func() {
+				cancel()
+				<-done
+			})
+
+			// Run waits for a change or the resync; the change is written
+			// at once, then Run waits out the interval.
+			waitForWaiters(t, clk, 1)
+			first := watchmux.Guarded{LockedNames: map[string][]string{"rolebindings": {"admins"}}, Inherited: []string{syncTestGlobal}}
+			src.set(first)
+			waitForConditions(t, client, ShadowCondition(first, syncTestGlobal), FanoutCondition(first))
+			waitForWaiters(t, clk, 2)
+			if tc.idle {
+				// The interval's timer fires and goes; Run waits on a new
+				// resync timer beside the one of its first wait.
+				clk.Step(interval)
+				waitForWaiters(t, clk, 2)
+			}
+
+			want := tc.change(t, src, client)
+			before := conditions(t, client)
+			clk.Step(tc.step - time.Nanosecond)
+			if got := conditions(t, client); !reflect.DeepEqual(got, before) {
+				t.Fatalf("conditions %q before %v had passed, want %q", got, tc.step, before)
+			}
+			clk.Step(time.Nanosecond)
+			waitForConditions(t, client, want[0], want[1])
 		})
 	}
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
+	"github.com/implicit-dev/implicit-apiserver/pkg/hierarchy"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
@@ -343,7 +344,7 @@ func (c CompletedConfig) New() (*Server, error) {
 		return nil, err
 	}
 
-	reporter, err := views.NewHierarchyReporter(x.Policy, nsInformer)
+	reporter, err := hierarchy.NewReporter(x.Policy, nsInformer)
 	if err != nil {
 		return nil, err
 	}

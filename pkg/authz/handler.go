@@ -1,21 +1,21 @@
 package authz
 
 import (
-	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/implicit-dev/implicit-apiserver/internal/review"
 )
 
 // Path is the authorization webhook's path on implicit-apiserver's secure port.
 const Path = "/authorize"
 
-const maxReviewBytes = 1 << 20
+// subjectAccessReview is what the webhook is sent.
+var subjectAccessReview = review.Type{APIVersion: "authorization.k8s.io/v1", Kind: "SubjectAccessReview", MaxBytes: 1 << 20}
 
 // Handler answers SubjectAccessReviews (authorization.k8s.io/v1) from a.
 // Namespaced resource requests an inherited binding grants are allowed;
@@ -23,26 +23,12 @@ const maxReviewBytes = 1 << 20
 // both false), never a denial.
 func (a *Authorizer) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			http.Error(w, "POST an authorization.k8s.io/v1 SubjectAccessReview", http.StatusMethodNotAllowed)
-			return
-		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxReviewBytes+1))
-		if err != nil || len(body) > maxReviewBytes {
-			http.Error(w, "reading the SubjectAccessReview failed or it is too large", http.StatusBadRequest)
-			return
-		}
 		var sar authorizationv1.SubjectAccessReview
-		if err := json.Unmarshal(body, &sar); err != nil {
-			http.Error(w, fmt.Sprintf("not an authorization.k8s.io/v1 SubjectAccessReview: %v", err), http.StatusBadRequest)
+		if !subjectAccessReview.Decode(w, r, &sar) {
 			return
 		}
 		sar.Status = a.review(sar.Spec)
-		if sar.APIVersion == "" {
-			sar.APIVersion, sar.Kind = "authorization.k8s.io/v1", "SubjectAccessReview"
-		}
-		w.Header().Set("Content-Type", "application/json")
-		if err := json.NewEncoder(w).Encode(&sar); err != nil {
+		if err := subjectAccessReview.Write(w, &sar); err != nil {
 			klog.ErrorS(err, "Writing a SubjectAccessReview response")
 		}
 	})

@@ -19,6 +19,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clienttesting "k8s.io/client-go/testing"
 
+	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
@@ -39,13 +40,13 @@ func policy() merge.Policy {
 	return merge.Policy{GlobalNamespace: global, Excluded: map[string]bool{"kube-system": true}}
 }
 
+// namespace returns the test Namespace name, a child of parent (whose uid
+// it recorded) when parent is set.
 func namespace(name, parent string) *corev1.Namespace {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-ns-" + name), Labels: map[string]string{}}}
-	if parent != "" {
-		ns.Labels[merge.LabelParent] = parent
-		ns.Annotations = map[string]string{merge.AnnotationParentUID: "uid-ns-" + parent}
+	if parent == "" {
+		return testfixture.Namespace(name)
 	}
-	return ns
+	return testfixture.Namespace(name, testfixture.Parent(parent), testfixture.Recorded)
 }
 
 // netpol is a source NetworkPolicy selecting pods with app=<app>.

@@ -6,9 +6,6 @@
 // built once and shared by every watcher that sends them (cached.go).
 //
 // Serving one namespace costs work proportional to its depth and to the
-// items of its scopes, never to the number of namespaces.
-//
-// It also reports hierarchy problems (cycles, missing or invalid parents,
-// parent uid mismatches, namespaces deeper than the cap) as a metric,
-// log lines and Events on the namespaces concerned.
+// items of its scopes, never to the number of namespaces. Hierarchy problems
+// are reported by pkg/hierarchy.
 package views

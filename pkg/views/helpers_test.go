@@ -148,19 +148,14 @@ func sourceUID(namespace, name string) types.UID {
 	return types.UID("uid-" + namespace + "-" + name)
 }
 
+// roleBinding returns the test RoleBinding namespace/name.
 func roleBinding(namespace, name string, opts ...objOpt) *rbacv1.RoleBinding {
-	return &rbacv1.RoleBinding{
-		ObjectMeta: sourceMeta(namespace, name, opts...),
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: namespace + ":" + name}},
-	}
+	return testfixture.RoleBinding(sourceMeta(namespace, name, opts...))
 }
 
+// role returns the test Role namespace/name.
 func role(namespace, name string, opts ...objOpt) *rbacv1.Role {
-	return &rbacv1.Role{
-		ObjectMeta: sourceMeta(namespace, name, opts...),
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}}},
-	}
+	return testfixture.Role(sourceMeta(namespace, name, opts...))
 }
 
 func networkPolicy(namespace, name string, opts ...objOpt) *networkingv1.NetworkPolicy {

@@ -29,11 +29,6 @@ func uid(u string) nsOpt {
 	return func(ns *corev1.Namespace) { ns.UID = types.UID(u) }
 }
 
-// parentUID records u as the namespace's implicit.dev/parent-uid.
-func parentUID(u string) nsOpt {
-	return func(ns *corev1.Namespace) { ns.Annotations[merge.AnnotationParentUID] = u }
-}
-
 // runChange feeds setup to a new mux of policy p, syncs it, applies change
 // and returns the view events change made, sorted.
 func runChange(t *testing.T, p merge.Policy, setup, change []step) []string {

@@ -115,6 +115,7 @@ var (
 	exclude   = testfixture.Exclude
 	noInherit = testfixture.NoInherit
 	namespace = testfixture.Namespace
+	parentUID = testfixture.ParentUID
 )
 
 // sourceRV numbers the test source objects' versions, as etcd would.
@@ -140,21 +141,15 @@ func sourceMeta(namespace, name string, opts ...objOpt) metav1.ObjectMeta {
 	return m
 }
 
-// roleBinding returns a new RoleBinding object, with a new resourceVersion.
+// roleBinding returns the test RoleBinding namespace/name, with a new
+// resourceVersion.
 func roleBinding(namespace, name string, opts ...objOpt) *rbacv1.RoleBinding {
-	return &rbacv1.RoleBinding{
-		ObjectMeta: sourceMeta(namespace, name, opts...),
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: namespace + ":" + name}},
-	}
+	return testfixture.RoleBinding(sourceMeta(namespace, name, opts...))
 }
 
-// role returns a new Role object, with a new resourceVersion.
+// role returns the test Role namespace/name, with a new resourceVersion.
 func role(namespace, name string, opts ...objOpt) *rbacv1.Role {
-	return &rbacv1.Role{
-		ObjectMeta: sourceMeta(namespace, name, opts...),
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}}},
-	}
+	return testfixture.Role(sourceMeta(namespace, name, opts...))
 }
 
 // step is one change fed to a mux, as an informer handler would.

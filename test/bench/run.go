@@ -13,8 +13,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
-	"github.com/implicit-dev/implicit-apiserver/test/controlplane"
 )
 
 const globalNS = "implicit-global"

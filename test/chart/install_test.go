@@ -15,7 +15,7 @@ import (
 	aggregator "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 	"k8s.io/utils/ptr"
 
-	"github.com/implicit-dev/implicit-apiserver/test/controlplane"
+	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
 )
 
 // TestInstallUpgradeUninstall installs the chart with helm on a real

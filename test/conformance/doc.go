@@ -13,5 +13,5 @@
 // docs/design.md, "Where views differ from kube-apiserver".
 //
 // It runs against the real thing: etcd, kube-apiserver and implicit-apiserver
-// behind the aggregation layer, started by TestMain with test/controlplane.
+// behind the aggregation layer, started by TestMain with internal/controlplane.
 package conformance

@@ -21,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 )
 
 // converge bounds how long a source change may take to show in a view.
@@ -79,12 +81,9 @@ func newWorld(t *testing.T, names []string, labels map[string]map[string]string)
 	return w
 }
 
+// roleBinding binds the ClusterRole view to the group "conformance:<name>".
 func roleBinding(namespace, name string, labels map[string]string) *rbacv1.RoleBinding {
-	return &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "conformance:" + name}},
-	}
+	return testfixture.GroupBinding(metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels}, "view", "conformance:"+name)
 }
 
 // create creates RoleBinding name: the change both sides see.

@@ -23,7 +23,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/implicit-dev/implicit-apiserver/test/controlplane"
+	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
+	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 )
 
 var viewRoleBindings = schema.GroupVersionResource{Group: "implicit.dev", Version: "v1alpha1", Resource: "rolebindings"}
@@ -56,11 +57,7 @@ func createNamespace(t *testing.T, kube kubernetes.Interface, name, parent strin
 
 func putRoleBinding(t *testing.T, kube kubernetes.Interface, namespace, name, group string, labels map[string]string) *rbacv1.RoleBinding {
 	t.Helper()
-	rb := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: group}},
-	}
+	rb := testfixture.GroupBinding(metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels}, "view", group)
 	cur, err := kube.RbacV1().RoleBindings(namespace).Get(t.Context(), name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		out, err := kube.RbacV1().RoleBindings(namespace).Create(t.Context(), rb, metav1.CreateOptions{})

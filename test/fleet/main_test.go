@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/implicit-dev/implicit-apiserver/test/controlplane"
+	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
 )
 
 const globalNS = "implicit-global"

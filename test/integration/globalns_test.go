@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/implicit-dev/implicit-apiserver/test/controlplane"
+	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
 )
 
 // gnsConfigFile gives networkpolicies the global namespace gnsNetGlobal.

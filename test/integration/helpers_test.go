@@ -18,7 +18,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/implicit-dev/implicit-apiserver/test/controlplane"
+	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
+	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 )
 
 var (
@@ -95,11 +96,7 @@ func withLabel(k, v string) rbOpt {
 // global one in particular).
 func createRoleBinding(t *testing.T, kube kubernetes.Interface, namespace, name, role, group string, opts ...rbOpt) *rbacv1.RoleBinding {
 	t.Helper()
-	rb := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: group}},
-	}
+	rb := testfixture.GroupBinding(metav1.ObjectMeta{Name: name, Namespace: namespace}, role, group)
 	for _, o := range opts {
 		o(rb)
 	}

@@ -10,9 +10,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
-	"github.com/implicit-dev/implicit-apiserver/test/controlplane"
 )
 
 const (

@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
-	"github.com/implicit-dev/implicit-apiserver/test/controlplane"
 )
 
 // matGlobal is the global namespace of networkpolicies for the

@@ -19,9 +19,9 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 
+	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
-	"github.com/implicit-dev/implicit-apiserver/test/controlplane"
 )
 
 // TestWebhookCallers: implicit-apiserver's webhook endpoints answer only

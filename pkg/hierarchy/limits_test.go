@@ -1,4 +1,4 @@
-package views_test
+package hierarchy_test
 
 import (
 	"context"
@@ -16,20 +16,15 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/hierarchy"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
-	"github.com/implicit-dev/implicit-apiserver/pkg/views"
 )
 
-// parentUID records uid as the namespace's implicit.dev/parent-uid.
-func parentUID(uid string) nsOpt {
-	return func(ns *corev1.Namespace) { ns.Annotations[merge.AnnotationParentUID] = uid }
-}
-
-// TestHierarchyReporterLimits checks that DepthExceeded and
+// TestReporterLimits checks that DepthExceeded and
 // ParentUIDMismatch are reported like the other reasons: in the gauge and as
 // a Warning Event on the namespace concerned. It is not parallel: it reads
 // the process-wide implicit_hierarchy_errors gauge.
-func TestHierarchyReporterLimits(t *testing.T) {
+func TestReporterLimits(t *testing.T) {
 	defer goleak.VerifyNone(t)
 
 	p := policy()
@@ -44,9 +39,9 @@ func TestHierarchyReporterLimits(t *testing.T) {
 		namespace("fine", parent("org"), parentUID("ns-org")),
 	)
 	factory := informers.NewSharedInformerFactory(client, 0)
-	reporter, err := views.NewHierarchyReporter(p, factory.Core().V1().Namespaces())
+	reporter, err := hierarchy.NewReporter(p, factory.Core().V1().Namespaces())
 	if err != nil {
-		t.Fatalf("NewHierarchyReporter: %v", err)
+		t.Fatalf("NewReporter: %v", err)
 	}
 	recorder := record.NewFakeRecorder(100)
 	ctx, cancel := context.WithCancel(context.Background())

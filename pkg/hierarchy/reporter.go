@@ -1,4 +1,4 @@
-package views
+package hierarchy
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/views"
 )
 
 var hierarchyErrors = metrics.NewGaugeVec(&metrics.GaugeOpts{
@@ -32,7 +33,7 @@ func init() {
 	legacyregistry.MustRegister(hierarchyErrors)
 }
 
-// HierarchyReporter reports parent cycles, missing or invalid parents,
+// Reporter reports parent cycles, missing or invalid parents,
 // parents that are not the namespace the label meant (ParentUIDMismatch) and
 // namespaces with more ancestors than the policy's MaxDepth.
 //
@@ -42,8 +43,8 @@ func init() {
 // implicit_hierarchy_errors gauge, logs each problem when it appears, and
 // records a Warning Event on the namespace that carries the offending label.
 // The reporter only reads: inheritance itself is computed on each read by
-// View, which never follows a cycle.
-type HierarchyReporter struct {
+// the views (pkg/views, pkg/watchmux), which never follow a cycle.
+type Reporter struct {
 	policy     merge.Policy
 	namespaces corelisters.NamespaceLister
 	synced     cache.InformerSynced
@@ -55,9 +56,9 @@ type HierarchyReporter struct {
 
 const resyncKey = "namespaces"
 
-// NewHierarchyReporter returns a reporter fed by informer.
-func NewHierarchyReporter(policy merge.Policy, informer coreinformers.NamespaceInformer) (*HierarchyReporter, error) {
-	r := &HierarchyReporter{
+// NewReporter returns a reporter fed by informer.
+func NewReporter(policy merge.Policy, informer coreinformers.NamespaceInformer) (*Reporter, error) {
+	r := &Reporter{
 		policy:     policy,
 		namespaces: informer.Lister(),
 		synced:     informer.Informer().HasSynced,
@@ -76,7 +77,7 @@ func NewHierarchyReporter(policy merge.Policy, informer coreinformers.NamespaceI
 }
 
 // Run reports until ctx is cancelled, recording Events with recorder when it is not nil.
-func (r *HierarchyReporter) Run(ctx context.Context, recorder record.EventRecorder) {
+func (r *Reporter) Run(ctx context.Context, recorder record.EventRecorder) {
 	defer utilruntime.HandleCrash()
 	r.recorder = recorder
 	defer r.queue.ShutDown()
@@ -99,7 +100,7 @@ func (r *HierarchyReporter) Run(ctx context.Context, recorder record.EventRecord
 	wg.Wait()
 }
 
-func (r *HierarchyReporter) processNext() bool {
+func (r *Reporter) processNext() bool {
 	key, quit := r.queue.Get()
 	if quit {
 		return false
@@ -115,7 +116,7 @@ func (r *HierarchyReporter) processNext() bool {
 }
 
 // report resolves every namespace and publishes the problems found.
-func (r *HierarchyReporter) report() error {
+func (r *Reporter) report() error {
 	all, err := r.namespaces.List(labels.Everything())
 	if err != nil {
 		return err
@@ -129,7 +130,7 @@ func (r *HierarchyReporter) report() error {
 		if !ok {
 			return nil, false
 		}
-		return Namespace(ns), true
+		return views.Namespace(ns), true
 	}
 	// A problem is counted once, on the namespace that carries the label
 	// (for DepthExceeded, on each namespace too deep).

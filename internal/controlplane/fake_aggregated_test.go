@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"math/big"
@@ -21,7 +22,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/implicit-dev/implicit-apiserver/test/controlplane"
+	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
 )
 
 // fakeAggregatedFlag, as the first argument, makes the test binary act as a
@@ -102,7 +103,7 @@ func runFakeAggregated() error {
 		<-stop
 		_ = server.Close()
 	}()
-	if err := server.ListenAndServeTLS("", ""); err != http.ErrServerClosed {
+	if err := server.ListenAndServeTLS("", ""); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/implicit-dev/implicit-apiserver/test/controlplane"
+	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
 )
 
 // toolsBinEnv names the directory of etcd, kube-apiserver and

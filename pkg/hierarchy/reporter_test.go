@@ -1,4 +1,4 @@
-package views_test
+package hierarchy_test
 
 import (
 	"context"
@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/component-base/metrics/legacyregistry"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/hierarchy"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
-	"github.com/implicit-dev/implicit-apiserver/pkg/views"
 )
 
 // namingRecorder is a record.FakeRecorder whose events also name the
@@ -63,10 +63,10 @@ func hierarchyGauge(t *testing.T) map[string]float64 {
 	return out
 }
 
-// TestHierarchyReporter drives the reporter through a fake clientset. It is
+// TestReporter drives the reporter through a fake clientset. It is
 // not parallel: it reads the process-wide implicit_hierarchy_errors gauge and
 // checks for goroutine leaks while no other test runs.
-func TestHierarchyReporter(t *testing.T) {
+func TestReporter(t *testing.T) {
 	defer goleak.VerifyNone(t)
 
 	client := fake.NewClientset(
@@ -82,9 +82,9 @@ func TestHierarchyReporter(t *testing.T) {
 		namespace("g", parent("kube-system")),
 	)
 	factory := informers.NewSharedInformerFactory(client, 0)
-	reporter, err := views.NewHierarchyReporter(policy(), factory.Core().V1().Namespaces())
+	reporter, err := hierarchy.NewReporter(policy(), factory.Core().V1().Namespaces())
 	if err != nil {
-		t.Fatalf("NewHierarchyReporter: %v", err)
+		t.Fatalf("NewReporter: %v", err)
 	}
 	recorder := record.NewFakeRecorder(100)
 
@@ -190,16 +190,16 @@ func TestHierarchyReporter(t *testing.T) {
 	}
 }
 
-// TestHierarchyReporterWithoutRecorder checks that a nil recorder is allowed:
+// TestReporterWithoutRecorder checks that a nil recorder is allowed:
 // problems are still counted.
-func TestHierarchyReporterWithoutRecorder(t *testing.T) {
+func TestReporterWithoutRecorder(t *testing.T) {
 	defer goleak.VerifyNone(t)
 
 	client := fake.NewClientset(namespace("a", parent("missing")))
 	factory := informers.NewSharedInformerFactory(client, 0)
-	reporter, err := views.NewHierarchyReporter(policy(), factory.Core().V1().Namespaces())
+	reporter, err := hierarchy.NewReporter(policy(), factory.Core().V1().Namespaces())
 	if err != nil {
-		t.Fatalf("NewHierarchyReporter: %v", err)
+		t.Fatalf("NewReporter: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
