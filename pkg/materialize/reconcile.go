@@ -185,9 +185,11 @@ func (m *Materializer) conflict(k Kind, namespace string, tenant, w *unstructure
 	klog.InfoS("Inherited item not materialized: an object of the namespace's own holds its name", "resource", k.Resource,
 		"object", klog.KRef(namespace, tenant.GetName()), "source", source, "scope", w.GetLabels()[merge.LabelScope])
 	if m.recorder != nil {
-		m.recorder.Eventf(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, corev1.EventTypeWarning, "MaterializeConflict",
-			"%s %s: the inherited item from %s is not materialized: an object of this namespace's own (without %s) holds its name",
-			k.Resource, tenant.GetName(), source, merge.LabelMaterialized)
+		// On the tenant's object, in its namespace: `kubectl describe` of
+		// it and the namespace's `kubectl get events` show it to its owners.
+		m.recorder.Eventf(tenant, corev1.EventTypeWarning, "MaterializeConflict",
+			"the inherited %s %s from %s is not materialized in %s: this object (without %s) holds its name",
+			k.Resource, tenant.GetName(), source, namespace, merge.LabelMaterialized)
 	}
 }
 

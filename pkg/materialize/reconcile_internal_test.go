@@ -3,11 +3,13 @@ package materialize
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/testutil"
 
@@ -138,7 +140,9 @@ func TestReconcile(t *testing.T) {
 				objs = append(objs, o)
 			}
 			host := newFakeHost(t, objs...)
-			m := New(newMux(tt.unsynced, sources()...), host, []Kind{npKind}, nil, Options{})
+			rec := record.NewFakeRecorder(10)
+			rec.IncludeObject = true
+			m := New(newMux(tt.unsynced, sources()...), host, []Kind{npKind}, rec, Options{})
 			drift0 := counter(t, driftRepaired.WithLabelValues("networkpolicies"))
 			conflicts0 := counter(t, conflicts.WithLabelValues("networkpolicies"))
 
@@ -176,6 +180,19 @@ func TestReconcile(t *testing.T) {
 			}
 			if d := counter(t, conflicts.WithLabelValues("networkpolicies")) - conflicts0; d != tt.wantConflicts {
 				t.Errorf("conflicts +%v, want +%v", d, tt.wantConflicts)
+			}
+			// Each conflict is an Event on the tenant's own object.
+			var events []string
+			for len(rec.Events) > 0 {
+				events = append(events, <-rec.Events)
+			}
+			if len(events) != int(tt.wantConflicts) {
+				t.Errorf("events %q, want %v", events, tt.wantConflicts)
+			}
+			for _, e := range events {
+				if !strings.HasPrefix(e, "Warning MaterializeConflict ") || !strings.Contains(e, "kind=NetworkPolicy,apiVersion=networking.k8s.io/v1") {
+					t.Errorf("event %q: want a Warning MaterializeConflict on the NetworkPolicy", e)
+				}
 			}
 
 			// A second pass over the same state writes nothing: the
