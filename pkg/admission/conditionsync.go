@@ -16,13 +16,11 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
-
-	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
-// Guarded is what ConditionSync reads: *watchmux.Mux.
+// Guarded is what ConditionSync reads: *MuxIndex.
 type Guarded interface {
-	Guarded() (watchmux.Guarded, bool)
+	Guarded() (MatchInputs, bool)
 	Changed() <-chan struct{}
 }
 

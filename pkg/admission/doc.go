@@ -15,6 +15,7 @@
 // match conditions fit it (webhooks.go). The match conditions send only the
 // requests a guard may act on; those that depend on the sources (the names
 // of locked items, the namespaces others inherit from) are kept current by
-// ConditionSync. Decisions read the watch multiplexer's mirror (Index) and
-// never change anything.
+// ConditionSync. Decisions read the watch multiplexer's mirror through the
+// Index, whose MuxIndex answers each question inside one Mux.Read
+// (index.go), and never change anything.
 package admission

@@ -17,10 +17,9 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
-	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
-// Index is what the guards read of the sources: *watchmux.Mux.
+// Index is what the guards read of the sources: *MuxIndex.
 type Index interface {
 	// Reach counts the namespaces whose view of resource changes if the
 	// source namespace/name becomes obj (nil: deleted).
@@ -39,10 +38,10 @@ type Index interface {
 	IsTenant(namespace string) bool
 	// ParentCycleAssuming is the cycle a new parent would close, or nil,
 	// with the changes the guards admitted assumed.
-	ParentCycleAssuming(namespace, parent string, assumed watchmux.Assumed) []string
+	ParentCycleAssuming(namespace, parent string, assumed Assumed) []string
 	// LockedLoss lists the locked items that would leave the views of
 	// namespace and its subtree if its labels and annotations became next.
-	LockedLoss(namespace string, next watchmux.NamespaceMeta, assumed watchmux.Assumed) ([]watchmux.LockedItem, error)
+	LockedLoss(namespace string, next NamespaceMeta, assumed Assumed) ([]LockedItem, error)
 	// SourceLocked reports whether the source namespace/name is locked.
 	SourceLocked(resource, namespace, name string) (bool, error)
 	// Terminating reports whether namespace is being deleted.

@@ -471,7 +471,7 @@ func TestShadows(t *testing.T) {
 func notSynced(t *testing.T) error {
 	t.Helper()
 	m := watchmux.New(merge.Policy{GlobalNamespace: global}, []string{"rolebindings"}, nil, watchmux.Options{})
-	_, _, err := m.Inherited("rolebindings", "team-a", "admins")
+	_, _, err := admission.NewIndex(m).Inherited("rolebindings", "team-a", "admins")
 	if !watchmux.IsNotSynced(err) {
 		t.Fatalf("an unsynced mux answered %v, want the not-synced error", err)
 	}

@@ -27,7 +27,6 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
-	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
 // TestMain fails the package if any test leaves a goroutine behind:
@@ -58,7 +57,7 @@ type fakeIndex struct {
 	existing    map[string]bool
 	cycles      map[string][]string
 	// lost answers LockedLoss by namespace; lossErr fails it.
-	lost    map[string][]watchmux.LockedItem
+	lost    map[string][]admission.LockedItem
 	lossErr error
 	// locked answers SourceLocked by "resource namespace name".
 	locked    map[string]bool
@@ -79,8 +78,8 @@ type fakeIndex struct {
 // lossCall is one LockedLoss question.
 type lossCall struct {
 	namespace string
-	next      watchmux.NamespaceMeta
-	assumed   watchmux.Assumed
+	next      admission.NamespaceMeta
+	assumed   admission.Assumed
 }
 
 var _ admission.Index = &fakeIndex{}
@@ -134,12 +133,12 @@ func (f *fakeIndex) Terminating(namespace string) bool { return f.terminating[na
 func (f *fakeIndex) IsTenant(namespace string) bool { return f.existing[namespace] }
 
 // ParentCycleAssuming implements admission.Index.
-func (f *fakeIndex) ParentCycleAssuming(namespace, parent string, _ watchmux.Assumed) []string {
+func (f *fakeIndex) ParentCycleAssuming(namespace, parent string, _ admission.Assumed) []string {
 	return f.cycles[namespace+" "+parent]
 }
 
 // LockedLoss implements admission.Index.
-func (f *fakeIndex) LockedLoss(namespace string, next watchmux.NamespaceMeta, assumed watchmux.Assumed) ([]watchmux.LockedItem, error) {
+func (f *fakeIndex) LockedLoss(namespace string, next admission.NamespaceMeta, assumed admission.Assumed) ([]admission.LockedItem, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lossCalls = append(f.lossCalls, lossCall{namespace, next, assumed})

@@ -15,7 +15,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
-	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
 // assumeFor is how long the parent guard assumes a namespace change it
@@ -67,7 +66,7 @@ func (h hierarchyOf) describe(next hierarchyOf) string {
 
 // assumption is a namespace change the parent guard admitted.
 type assumption struct {
-	meta  watchmux.NamespaceMeta
+	meta  NamespaceMeta
 	until time.Time
 }
 
@@ -86,9 +85,9 @@ type assumptions struct {
 
 // currentLocked returns the assumptions that have not expired. Called with
 // mu held.
-func (a *assumptions) currentLocked() watchmux.Assumed {
+func (a *assumptions) currentLocked() Assumed {
 	now := a.clock.Now()
-	out := watchmux.Assumed{}
+	out := Assumed{}
 	for name, as := range a.byName {
 		if now.After(as.until) {
 			delete(a.byName, name)
@@ -151,7 +150,7 @@ func (g *Guards) Parents(ctx context.Context, req *admissionv1.AdmissionRequest)
 	}
 	if req.DryRun == nil || !*req.DryRun {
 		g.hierarchy.byName[name] = assumption{
-			meta:  watchmux.NamespaceMeta{Labels: maps.Clone(obj.GetLabels()), Annotations: maps.Clone(obj.GetAnnotations())},
+			meta:  NamespaceMeta{Labels: maps.Clone(obj.GetLabels()), Annotations: maps.Clone(obj.GetAnnotations())},
 			until: g.hierarchy.clock.Now().Add(g.hierarchy.ttl),
 		}
 	}
@@ -189,7 +188,7 @@ func namespaceRequest(req *admissionv1.AdmissionRequest) bool {
 }
 
 // newParent checks setting namespace name's parent label to parent.
-func (g *Guards) newParent(ctx context.Context, req *admissionv1.AdmissionRequest, name, parent string, assumed watchmux.Assumed) decision {
+func (g *Guards) newParent(ctx context.Context, req *admissionv1.AdmissionRequest, name, parent string, assumed Assumed) decision {
 	if parent == name {
 		return deny("namespace %q can't be its own parent (%s)", name, merge.LabelParent)
 	}
@@ -250,8 +249,8 @@ func (g *Guards) parentUID(ctx context.Context, req *admissionv1.AdmissionReques
 
 // lockedLoss checks that whoever changes namespace's tenancy or parent so
 // that locked items leave its view, or its subtree's, may unlock each.
-func (g *Guards) lockedLoss(ctx context.Context, req *admissionv1.AdmissionRequest, name string, obj *unstructured.Unstructured, before, after hierarchyOf, assumed watchmux.Assumed) decision {
-	lost, err := g.index.LockedLoss(name, watchmux.NamespaceMeta{Labels: obj.GetLabels(), Annotations: obj.GetAnnotations()}, assumed)
+func (g *Guards) lockedLoss(ctx context.Context, req *admissionv1.AdmissionRequest, name string, obj *unstructured.Unstructured, before, after hierarchyOf, assumed Assumed) decision {
+	lost, err := g.index.LockedLoss(name, NamespaceMeta{Labels: obj.GetLabels(), Annotations: obj.GetAnnotations()}, assumed)
 	if err != nil {
 		return unavailable(fmt.Errorf("computing the locked items namespace %s would lose: %w", name, err))
 	}

@@ -182,17 +182,17 @@ func TestParentUID(t *testing.T) {
 func TestParentsHierarchy(t *testing.T) {
 	t.Parallel()
 	create, update := admissionv1.Create, admissionv1.Update
-	sec := watchmux.LockedItem{Resource: "rolebindings", Namespace: global, Name: "sec", Viewers: []string{"team-a", "team-a-1"}}
-	deny := watchmux.LockedItem{Resource: "networkpolicies", Namespace: "org", Name: "deny-all", Viewers: []string{"team-a"}}
-	losing := func(items ...watchmux.LockedItem) *fakeIndex {
+	sec := admission.LockedItem{Resource: "rolebindings", Namespace: global, Name: "sec", Viewers: []string{"team-a", "team-a-1"}}
+	deny := admission.LockedItem{Resource: "networkpolicies", Namespace: "org", Name: "deny-all", Viewers: []string{"team-a"}}
+	losing := func(items ...admission.LockedItem) *fakeIndex {
 		return &fakeIndex{
 			existing: map[string]bool{"org": true, "org2": true, "team-a": true},
-			lost:     map[string][]watchmux.LockedItem{"team-a": items},
+			lost:     map[string][]admission.LockedItem{"team-a": items},
 		}
 	}
-	many := make([]watchmux.LockedItem, 12)
+	many := make([]admission.LockedItem, 12)
 	for i := range many {
-		many[i] = watchmux.LockedItem{Resource: "rolebindings", Namespace: global, Name: fmt.Sprintf("rb-%02d", i), Viewers: []string{"team-a"}}
+		many[i] = admission.LockedItem{Resource: "rolebindings", Namespace: global, Name: fmt.Sprintf("rb-%02d", i), Viewers: []string{"team-a"}}
 	}
 	var manySAR []authorizationv1.ResourceAttributes
 	manySAR = append(manySAR, unlockAll(rolebindings, global))
@@ -445,7 +445,7 @@ func TestParentsAssumeAdmittedChanges(t *testing.T) {
 			t.Parallel()
 			m := hierarchyMux(t, []*corev1.Namespace{ns(global, ""), ns("a", ""), ns("b", "")}, roleBinding("a", "a-sec", isLocked))
 			clock := clocktesting.NewFakePassiveClock(time.Now())
-			g := admission.NewGuards(m, &fakeAuthorizer{answers: tc.answers}, served, global)
+			g := admission.NewGuards(admission.NewIndex(m), &fakeAuthorizer{answers: tc.answers}, served, global)
 			g.SetNamespaces(namespaceClient("a", "b"))
 			g.SetClock(clock)
 

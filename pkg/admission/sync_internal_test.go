@@ -16,8 +16,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	testingclock "k8s.io/utils/clock/testing"
-
-	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
 const (
@@ -33,17 +31,17 @@ var syncTestServed = []schema.GroupResource{
 // fakeGuarded is a Guarded source whose state the test sets.
 type fakeGuarded struct {
 	mu      sync.Mutex
-	g       watchmux.Guarded
+	g       MatchInputs
 	synced  bool
 	changed chan struct{}
 }
 
-func newFakeGuarded(g watchmux.Guarded, synced bool) *fakeGuarded {
+func newFakeGuarded(g MatchInputs, synced bool) *fakeGuarded {
 	return &fakeGuarded{g: g, synced: synced, changed: make(chan struct{}, 1)}
 }
 
 // Guarded implements Guarded.
-func (f *fakeGuarded) Guarded() (watchmux.Guarded, bool) {
+func (f *fakeGuarded) Guarded() (MatchInputs, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.g, f.synced
@@ -53,7 +51,7 @@ func (f *fakeGuarded) Guarded() (watchmux.Guarded, bool) {
 func (f *fakeGuarded) Changed() <-chan struct{} { return f.changed }
 
 // set changes the source and signals it, as the mux does.
-func (f *fakeGuarded) set(g watchmux.Guarded) {
+func (f *fakeGuarded) set(g MatchInputs) {
 	f.mu.Lock()
 	f.g, f.synced = g, true
 	f.mu.Unlock()
@@ -103,7 +101,7 @@ func verbs(client *fake.Clientset) []string {
 
 func TestConditionSyncSync(t *testing.T) {
 	t.Parallel()
-	sources := watchmux.Guarded{
+	sources := MatchInputs{
 		LockedNames: map[string][]string{"rolebindings": {"admins"}, "roles": {"reader"}},
 		Inherited:   []string{syncTestGlobal, "org"},
 	}
@@ -306,7 +304,7 @@ func TestConditionSyncRun(t *testing.T) {
 			if tc.reactor != nil {
 				tc.reactor(client)
 			}
-			src := newFakeGuarded(watchmux.Guarded{}, false)
+			src := newFakeGuarded(MatchInputs{}, false)
 			s := &ConditionSync{
 				Client:          client.AdmissionregistrationV1().ValidatingWebhookConfigurations(),
 				Name:            syncTestName,
@@ -329,11 +327,11 @@ func TestConditionSyncRun(t *testing.T) {
 				}
 			})
 
-			first := watchmux.Guarded{LockedNames: map[string][]string{"rolebindings": {"admins"}}, Inherited: []string{syncTestGlobal}}
+			first := MatchInputs{LockedNames: map[string][]string{"rolebindings": {"admins"}}, Inherited: []string{syncTestGlobal}}
 			src.set(first)
 			waitForConditions(t, client, ShadowCondition(first, syncTestGlobal), FanoutCondition(first))
 
-			second := watchmux.Guarded{Inherited: []string{syncTestGlobal, "org"}}
+			second := MatchInputs{Inherited: []string{syncTestGlobal, "org"}}
 			src.set(second)
 			waitForConditions(t, client, "false", FanoutCondition(second))
 		})
@@ -354,7 +352,7 @@ func TestConditionSyncRunStopsOnCancel(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			client := fake.NewClientset(testConfiguration())
-			src := newFakeGuarded(watchmux.Guarded{}, false)
+			src := newFakeGuarded(MatchInputs{}, false)
 			s := &ConditionSync{
 				Client: client.AdmissionregistrationV1().ValidatingWebhookConfigurations(),
 				Name:   syncTestName,
@@ -369,7 +367,7 @@ func TestConditionSyncRunStopsOnCancel(t *testing.T) {
 				s.Run(ctx)
 			}()
 			if tc.change {
-				g := watchmux.Guarded{Inherited: []string{syncTestGlobal}}
+				g := MatchInputs{Inherited: []string{syncTestGlobal}}
 				src.set(g)
 				waitForConditions(t, client, "false", FanoutCondition(g))
 			}
@@ -432,7 +430,7 @@ func TestConditionSyncRunClock(t *testing.T) {
 		{
 			name: "writes a change made within the interval once it has passed",
 			change: func(t *testing.T, src *fakeGuarded, _ *fake.Clientset) []string {
-				g := watchmux.Guarded{Inherited: []string{syncTestGlobal, "org"}}
+				g := MatchInputs{Inherited: []string{syncTestGlobal, "org"}}
 				src.set(g)
 				return []string{"false", FanoutCondition(g)}
 			},
@@ -456,7 +454,7 @@ func TestConditionSyncRunClock(t *testing.T) {
 			t.Parallel()
 			clk := testingclock.NewFakeClock(time.Now())
 			client := fake.NewClientset(testConfiguration())
-			src := newFakeGuarded(watchmux.Guarded{}, false)
+			src := newFakeGuarded(MatchInputs{}, false)
 			s := &ConditionSync{
 				Client:          client.AdmissionregistrationV1().ValidatingWebhookConfigurations(),
 				Name:            syncTestName,
@@ -480,7 +478,7 @@ func TestConditionSyncRunClock(t *testing.T) {
 			// Run waits for a change or the resync; the change is written
 			// at once, then Run waits out the interval.
 			waitForWaiters(t, clk, 1)
-			first := watchmux.Guarded{LockedNames: map[string][]string{"rolebindings": {"admins"}}, Inherited: []string{syncTestGlobal}}
+			first := MatchInputs{LockedNames: map[string][]string{"rolebindings": {"admins"}}, Inherited: []string{syncTestGlobal}}
 			src.set(first)
 			waitForConditions(t, client, ShadowCondition(first, syncTestGlobal), FanoutCondition(first))
 			waitForWaiters(t, clk, 2)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
-	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
 // The webhooks of the ValidatingWebhookConfiguration, one per guard.
@@ -228,7 +227,7 @@ func setRules(cfg *admissionregistrationv1.ValidatingWebhookConfiguration, serve
 
 // ShadowCondition matches a CREATE whose name is the name of a locked source
 // of its resource (it may shadow it), outside the global namespace.
-func ShadowCondition(g watchmux.Guarded, globalNamespace string) string {
+func ShadowCondition(g MatchInputs, globalNamespace string) string {
 	var parts []string
 	for _, r := range slices.Sorted(maps.Keys(g.LockedNames)) {
 		names := g.LockedNames[r]
@@ -244,7 +243,7 @@ func ShadowCondition(g watchmux.Guarded, globalNamespace string) string {
 }
 
 // FanoutCondition matches requests in the namespaces others inherit from.
-func FanoutCondition(g watchmux.Guarded) string {
+func FanoutCondition(g MatchInputs) string {
 	if len(g.Inherited) == 0 {
 		return "false"
 	}

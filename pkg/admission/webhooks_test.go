@@ -20,7 +20,6 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
-	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
 // clientConfig is the test's client config of the guard at path.
@@ -415,7 +414,7 @@ func TestMutatingConfiguration(t *testing.T) {
 
 func TestShadowCondition(t *testing.T) {
 	t.Parallel()
-	for _, g := range []watchmux.Guarded{
+	for _, g := range []admission.MatchInputs{
 		{},
 		{LockedNames: map[string][]string{}},
 		{LockedNames: map[string][]string{"rolebindings": nil, "roles": {}}, Inherited: []string{global}},
@@ -425,7 +424,7 @@ func TestShadowCondition(t *testing.T) {
 		}
 	}
 
-	g := watchmux.Guarded{LockedNames: map[string][]string{"roles": {"r"}, "rolebindings": {"a", "b"}}}
+	g := admission.MatchInputs{LockedNames: map[string][]string{"roles": {"r"}, "rolebindings": {"a", "b"}}}
 	want := `request.namespace != "implicit-global" && ((request.resource.resource == "rolebindings" && object.metadata.name in ["a", "b"]) || (request.resource.resource == "roles" && object.metadata.name in ["r"]))`
 	if got := admission.ShadowCondition(g, global); got != want {
 		t.Errorf("ShadowCondition = %s\nwant %s", got, want)
@@ -433,7 +432,7 @@ func TestShadowCondition(t *testing.T) {
 
 	// Names are not DNS names here: the quoting must hold for any string.
 	const inject = `x' || true || '`
-	g = watchmux.Guarded{LockedNames: map[string][]string{
+	g = admission.MatchInputs{LockedNames: map[string][]string{
 		"rolebindings":    {"admins", "o'brien", `back\slash`, `trail\`, inject},
 		"roles":           {"reader"},
 		"networkpolicies": nil,
@@ -468,10 +467,10 @@ func TestShadowCondition(t *testing.T) {
 
 func TestFanoutCondition(t *testing.T) {
 	t.Parallel()
-	if got := admission.FanoutCondition(watchmux.Guarded{LockedNames: map[string][]string{"rolebindings": {"a"}}}); got != "false" {
+	if got := admission.FanoutCondition(admission.MatchInputs{LockedNames: map[string][]string{"rolebindings": {"a"}}}); got != "false" {
 		t.Errorf("FanoutCondition without inherited namespaces = %q, want false", got)
 	}
-	g := watchmux.Guarded{Inherited: []string{global, "org", `o'dd\`}}
+	g := admission.MatchInputs{Inherited: []string{global, "org", `o'dd\`}}
 	cond := admission.FanoutCondition(g)
 	if want := `request.namespace in ["implicit-global", "org", "o'dd\\"]`; cond != want {
 		t.Errorf("FanoutCondition = %s, want %s", cond, want)

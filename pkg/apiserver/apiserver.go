@@ -166,7 +166,7 @@ func (c CompletedConfig) New() (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("no informer for %s: %w", k.Source, err)
 		}
-		if err := mux.AddSourceInformer(k.Resource(), gi.Informer()); err != nil {
+		if _, err := mux.AddSource(k.Resource(), watchmux.Source{Informer: gi.Informer()}); err != nil {
 			return nil, err
 		}
 		view := views.New(gr(k), mux)
@@ -175,7 +175,7 @@ func (c CompletedConfig) New() (*Server, error) {
 			if err != nil {
 				return nil, fmt.Errorf("no informer for %s on the hub: %w", k.Source, err)
 			}
-			if err := mux.AddGlobalSourceInformer(k.Resource(), x.Hub.Name, hi.Informer()); err != nil {
+			if _, err := mux.AddSource(k.Resource(), watchmux.Source{Informer: hi.Informer(), Cluster: x.Hub.Name}); err != nil {
 				return nil, err
 			}
 			view.WithStaleness(hub.stale)
@@ -226,7 +226,8 @@ func (c CompletedConfig) New() (*Server, error) {
 	if x.Client != nil {
 		sar = admission.SARAuthorizer{Client: x.Client.AuthorizationV1().SubjectAccessReviews()}
 	}
-	guards := admission.NewGuards(mux, sar, served, x.Policy.GlobalNamespace)
+	index := admission.NewIndex(mux)
+	guards := admission.NewGuards(index, sar, served, x.Policy.GlobalNamespace)
 	if x.Client != nil {
 		// The parent-uid webhook reads parents from kube-apiserver.
 		guards.SetNamespaces(x.Client.CoreV1().Namespaces())
@@ -246,7 +247,7 @@ func (c CompletedConfig) New() (*Server, error) {
 			Kube:            x.Client,
 			Name:            x.WebhookConfiguration,
 			GlobalNamespace: x.Policy.GlobalNamespace,
-			Source:          mux,
+			Source:          index,
 			Served:          group.sources,
 		}
 		if err := gs.AddPostStartHook("implicit-webhook-conditions", func(ctx genericapiserver.PostStartHookContext) error {

@@ -32,6 +32,7 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
+	"github.com/implicit-dev/implicit-apiserver/pkg/registry/answers"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
@@ -271,9 +272,10 @@ func (m modelSample) OpenAPIModelName() string { return m.model }
 // questions returns the storage of the resources that answer questions about
 // the views: hierarchies, explanations and previews.
 func questions(mux *watchmux.Mux, authz authorizer.UnconditionalAuthorizer, kinds func() []registry.Kind) map[string]rest.Storage {
+	a := answers.New(mux)
 	return map[string]rest.Storage{
-		v1alpha1.ResourceHierarchies:  registry.NewHierarchyStorage(mux),
-		v1alpha1.ResourceExplanations: registry.NewExplanationStorage(mux, authz),
-		v1alpha1.ResourcePreviews:     registry.NewPreviewStorage(mux, authz, kinds),
+		v1alpha1.ResourceHierarchies:  registry.NewHierarchyStorage(a),
+		v1alpha1.ResourceExplanations: registry.NewExplanationStorage(a, authz),
+		v1alpha1.ResourcePreviews:     registry.NewPreviewStorage(a, authz, kinds),
 	}
 }

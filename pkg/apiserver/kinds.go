@@ -228,13 +228,13 @@ func (c *kindController) add(ctx context.Context, r Resource, res resolved) (<-c
 	c.schemas.set(resource, res.models, res.source.Model, kind.Kind)
 	view := views.New(SchemeGroupVersion.WithResource(resource).GroupResource(), c.mux).WithKind(SchemeGroupVersion.WithKind(kind.Kind))
 	var regs []cache.ResourceEventHandlerRegistration
-	reg, err := c.mux.WatchSources(resource, "", c.factory.ForResource(r.Source).Informer())
+	reg, err := c.mux.AddSource(resource, watchmux.Source{Informer: c.factory.ForResource(r.Source).Informer()})
 	if err != nil {
 		return nil, err
 	}
 	regs = append(regs, reg)
 	if c.hub != nil {
-		reg, err := c.mux.WatchSources(resource, c.hub.Name, c.hubFactory.ForResource(r.Source).Informer())
+		reg, err := c.mux.AddSource(resource, watchmux.Source{Informer: c.hubFactory.ForResource(r.Source).Informer(), Cluster: c.hub.Name})
 		if err != nil {
 			return nil, err
 		}

@@ -49,9 +49,6 @@ type Views interface {
 	Watch(ctx context.Context, opts watchmux.WatchOptions) (watch.Interface, error)
 	// Serving reports whether resource's views are complete (synced).
 	Serving(resource string) bool
-	// Exists and Terminating say whether a namespace exists and is being deleted.
-	Exists(namespace string) bool
-	Terminating(namespace string) bool
 }
 
 // Options tune a Materializer. Zero values take the defaults.

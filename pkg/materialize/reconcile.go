@@ -22,6 +22,7 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
+	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
 // lister returns the copies of k in namespace (objects carrying the label).
@@ -30,9 +31,14 @@ type lister func(k Kind, namespace string) ([]*unstructured.Unstructured, error)
 // reconcile makes namespace's copies of every kind its views serve equal to
 // the inherited items of its views. It returns how many writes it made.
 func (m *Materializer) reconcile(ctx context.Context, namespace string, list lister) (int, error) {
-	if !m.views.Exists(namespace) || m.views.Terminating(namespace) {
+	live := false
+	if _, err := m.views.Read(func(r watchmux.Reader) {
+		_, exists := r.Namespace(namespace)
+		live = exists && !r.Terminating(namespace)
+	}); err != nil || !live {
 		// Copies go with their namespace; nothing is written into one
-		// being deleted.
+		// being deleted. Before the sources are read no kind is served:
+		// nothing would be written either.
 		return 0, nil
 	}
 	total := 0

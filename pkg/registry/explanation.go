@@ -17,7 +17,7 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
-// Explainer explains view items: *watchmux.Mux.
+// Explainer explains view items: *answers.Answers.
 type Explainer interface {
 	// Serves reports whether resource is a view served now.
 	Serves(resource string) bool

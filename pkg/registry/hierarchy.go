@@ -17,7 +17,7 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
-// Hierarchies answers where namespaces stand in the hierarchy: *watchmux.Mux.
+// Hierarchies answers where namespaces stand in the hierarchy: *answers.Answers.
 type Hierarchies interface {
 	// Hierarchy returns namespace's, and false if it does not exist.
 	Hierarchy(namespace string) (v1alpha1.HierarchyStatus, bool, error)

@@ -17,7 +17,7 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
-// Previewer previews edits of sources: *watchmux.Mux.
+// Previewer previews edits of sources: *answers.Answers.
 type Previewer interface {
 	// SourceExists reports whether the source namespace/name of resource exists.
 	SourceExists(resource, namespace, name string) (bool, error)

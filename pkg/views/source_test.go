@@ -138,7 +138,7 @@ func (f fakeSource) Read(fn func(watchmux.Reader)) (string, error) {
 	if f.err != nil {
 		return "", f.err
 	}
-	fn(fakeReader(f.results))
+	fn(fakeReader{results: f.results})
 	return "1", nil
 }
 
@@ -149,12 +149,16 @@ func (f fakeSource) Watch(context.Context, watchmux.WatchOptions) (watch.Interfa
 	return watch.NewEmptyWatch(), nil
 }
 
-// fakeReader holds the results of namespace "team".
-type fakeReader []merge.Result
+// fakeReader holds the results of namespace "team". The reads the views
+// make are its own; any other would panic on the nil Reader.
+type fakeReader struct {
+	watchmux.Reader
+	results []merge.Result
+}
 
 func (r fakeReader) Results(_, namespace, name string) []merge.Result {
 	var out []merge.Result
-	for _, res := range r {
+	for _, res := range r.results {
 		if namespace == "team" && (name == "" || res.Item.Name == name) {
 			out = append(out, res)
 		}

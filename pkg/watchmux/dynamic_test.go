@@ -9,6 +9,7 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -72,7 +73,7 @@ func TestAddResourceErrors(t *testing.T) {
 		{name: "watching the sources of an unknown resource", call: func(m *watchmux.Mux) error {
 			client := fake.NewClientset()
 			factory := informers.NewSharedInformerFactory(client, 0)
-			_, err := m.WatchSources("configmaps", "", factory.Core().V1().ConfigMaps().Informer())
+			_, err := m.AddSource("configmaps", watchmux.Source{Informer: factory.Core().V1().ConfigMaps().Informer()})
 			return err
 		}},
 	}
@@ -148,9 +149,9 @@ func TestAddResourcePending(t *testing.T) {
 	}
 }
 
-// TestAddResourceWatchSources feeds a resource added at run time from a
+// TestAddResourceAddSource feeds a resource added at run time from a
 // shared informer of a fake clientset.
-func TestAddResourceWatchSources(t *testing.T) {
+func TestAddResourceAddSource(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(t.Context())
 	client := fake.NewClientset(role("org", "r0"))
@@ -160,9 +161,9 @@ func TestAddResourceWatchSources(t *testing.T) {
 		factory.Shutdown()
 	})
 	m := runtimeMux(t)
-	reg, err := m.WatchSources(roles, "", factory.Rbac().V1().Roles().Informer())
+	reg, err := m.AddSource(roles, watchmux.Source{Informer: factory.Rbac().V1().Roles().Informer()})
 	if err != nil {
-		t.Fatalf("WatchSources(%s): %v", roles, err)
+		t.Fatalf("AddSource(%s): %v", roles, err)
 	}
 	before := currentRV(t, m)
 	factory.Start(ctx.Done())
@@ -241,17 +242,17 @@ func TestSetGlobalNamespace(t *testing.T) {
 			t.Fatal(err)
 		}
 		legacyBefore, _ := m.LineageGeneration("legacy")
-		n, err := m.Reach(roles, rolesGlobal, "r1", role(rolesGlobal, "r1"))
+		n, err := reach(t, m, roles, rolesGlobal, "r1", role(rolesGlobal, "r1"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if want := len(tenants) + 1; n != want { // and its own view
 			t.Errorf("Reach of an edit in %s = %d, want %d", rolesGlobal, n, want)
 		}
-		if n, _ := m.Reach(roles, global, "old", role(global, "old")); n != 1 {
+		if n, _ := reach(t, m, roles, global, "old", role(global, "old")); n != 1 {
 			t.Errorf("Reach of a roles edit in %s = %d, want 1 (its own view)", global, n)
 		}
-		if n, _ := m.Reach(rolebindings, rolesGlobal, "not-global", roleBinding(rolesGlobal, "not-global")); n != 1 {
+		if n, _ := reach(t, m, rolebindings, rolesGlobal, "not-global", roleBinding(rolesGlobal, "not-global")); n != 1 {
 			t.Errorf("Reach of a rolebindings edit in %s = %d, want 1 (its own view)", rolesGlobal, n)
 		}
 
@@ -275,22 +276,43 @@ func TestSetGlobalNamespace(t *testing.T) {
 		expectEvents(t, rls, len(want)+1, []string{"ADDED solo/sentinel local@solo"})
 	})
 
-	t.Run("Guarded lists the resource's global namespace", func(t *testing.T) {
+	t.Run("the reads list the resource's global namespace", func(t *testing.T) {
 		t.Parallel()
 		m := globalsMux(t)
-		g, ok := m.Guarded()
-		if !ok {
-			t.Fatal("Guarded not ready after sync")
+		var globals, parents []string
+		if _, err := m.Read(func(r watchmux.Reader) { globals, parents = r.GlobalNamespaces(), r.Parents() }); err != nil {
+			t.Fatal(err)
 		}
-		for _, ns := range []string{global, rolesGlobal, "org", "team-a"} {
-			if !slices.Contains(g.Inherited, ns) {
-				t.Errorf("Guarded().Inherited = %q, want %s in it", g.Inherited, ns)
+		for _, ns := range []string{global, rolesGlobal} {
+			if !slices.Contains(globals, ns) {
+				t.Errorf("GlobalNamespaces() = %q, want %s in it", globals, ns)
 			}
 		}
-		if !slices.IsSorted(g.Inherited) {
-			t.Errorf("Guarded().Inherited = %q, not sorted", g.Inherited)
+		for _, ns := range []string{"org", "team-a"} {
+			if !slices.Contains(parents, ns) {
+				t.Errorf("Parents() = %q, want %s in it", parents, ns)
+			}
+		}
+		if !slices.IsSorted(globals) || !slices.IsSorted(parents) {
+			t.Errorf("GlobalNamespaces() = %q, Parents() = %q: not sorted", globals, parents)
 		}
 	})
+}
+
+// reach counts the namespaces whose view of resource the edit of the source
+// namespace/name into obj changes, from the reads the guards count with.
+func reach(t *testing.T, m *watchmux.Mux, resource, namespace, name string, obj runtime.Object) (int, error) {
+	t.Helper()
+	e := watchmux.Edit{Namespace: namespace, Name: name, Item: &merge.Item{Namespace: namespace, Name: name, Object: obj}}
+	n := 0
+	_, err := m.Read(func(r watchmux.Reader) {
+		for _, ns := range r.Reached(resource, namespace) {
+			if !watchmux.SameView(r.Results(resource, ns, name), r.ResultsAfter(resource, ns, e)) {
+				n++
+			}
+		}
+	})
+	return n, err
 }
 
 // describeOf is the describe part of a describeFull rendering.

@@ -88,3 +88,10 @@ func diff(resource, namespace string, before, after []merge.Result) []*Event {
 	}
 	return out
 }
+
+// SameView reports whether two merges of a view, or of one item of it, each
+// sorted by name, make no view event between them: a watcher would see no
+// change.
+func SameView(before, after []merge.Result) bool {
+	return len(diff("", "", before, after)) == 0
+}

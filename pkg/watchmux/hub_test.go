@@ -33,8 +33,8 @@ func TestHubGlobalSources(t *testing.T) {
 	m := newMux(watchmux.Options{})
 	for _, err := range []error{
 		m.AddNamespaceInformer(memberFactory.Core().V1().Namespaces().Informer()),
-		m.AddSourceInformer(rolebindings, memberFactory.Rbac().V1().RoleBindings().Informer()),
-		m.AddGlobalSourceInformer(rolebindings, "hub", hubFactory.Rbac().V1().RoleBindings().Informer()),
+		addSource(m, rolebindings, watchmux.Source{Informer: memberFactory.Rbac().V1().RoleBindings().Informer()}),
+		addSource(m, rolebindings, watchmux.Source{Informer: hubFactory.Rbac().V1().RoleBindings().Informer(), Cluster: "hub"}),
 	} {
 		if err != nil {
 			t.Fatal(err)

@@ -31,10 +31,10 @@ func TestInformers(t *testing.T) {
 	if err := m.AddNamespaceInformer(factory.Core().V1().Namespaces().Informer()); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.AddSourceInformer(rolebindings, factory.Rbac().V1().RoleBindings().Informer()); err != nil {
+	if err := addSource(m, rolebindings, watchmux.Source{Informer: factory.Rbac().V1().RoleBindings().Informer()}); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.AddSourceInformer(roles, factory.Rbac().V1().Roles().Informer()); err == nil {
+	if err := addSource(m, roles, watchmux.Source{Informer: factory.Rbac().V1().Roles().Informer()}); err == nil {
 		t.Error("an informer of a resource that is not served was accepted")
 	}
 
@@ -106,4 +106,10 @@ func TestInformers(t *testing.T) {
 	cancel()
 	<-done
 	f.waitClosed(t)
+}
+
+// addSource is AddSource for callers that let Run wait for the source.
+func addSource(m *watchmux.Mux, resource string, s watchmux.Source) error {
+	_, err := m.AddSource(resource, s)
+	return err
 }

@@ -17,7 +17,7 @@ import (
 
 // TestMaterializedCopiesAreNoSources: an object labelled
 // implicit.dev/materialized: "true" never reaches the mirror through
-// WatchSources; gaining the label removes it from the views, losing it
+// AddSource; gaining the label removes it from the views, losing it
 // adds it; Serving says when the views are complete.
 func TestMaterializedCopiesAreNoSources(t *testing.T) {
 	t.Parallel()
@@ -32,7 +32,7 @@ func TestMaterializedCopiesAreNoSources(t *testing.T) {
 	if err := m.AddNamespaceInformer(factory.Core().V1().Namespaces().Informer()); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.AddSourceInformer(rolebindings, factory.Rbac().V1().RoleBindings().Informer()); err != nil {
+	if err := addSource(m, rolebindings, watchmux.Source{Informer: factory.Rbac().V1().RoleBindings().Informer()}); err != nil {
 		t.Fatal(err)
 	}
 	if m.Serving(rolebindings) {

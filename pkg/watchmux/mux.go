@@ -4,11 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -57,12 +56,59 @@ func (o *Options) defaults() {
 	}
 }
 
-// Mux holds the mirror of the sources, computes view events and fans them out.
+// Mux holds the mirror of the sources, computes view events and fans them
+// out. Its code is in three parts: the type and its reads (mux.go,
+// reader.go), the feed from the informers (feed.go), and publishing
+// (publish.go, fanout.go, watcher.go).
+//
+// Locks are taken in the order mu -> fanMu -> wmu, never the other way
+// round: no path takes mu while holding fanMu or wmu, nor fanMu while
+// holding wmu.
+//
+//   - mu (RWMutex) guards the mirror (st), the versions (v), synced, the
+//     history (hist), nextTicket, regs and hub. The feed holds it for
+//     writing while it computes a change's events, stamps them and takes a
+//     ticket; reads (Read, Watch, LineageGeneration, Serving, HasSynced)
+//     hold it for reading. state.lineMu is a leaf under it, for the lineage
+//     cache readers fill.
+//   - fanMu guards the fan-out: serving, dispatched and the fanTurn
+//     condition. A fan-out holds it, without mu, while it delivers one
+//     change's events; bookmarks hold it to read dispatched. Only two paths
+//     take it under mu: MarkSynced, and a change that runs out of versions
+//     (publish.go), which waits for the fan-outs already numbered and
+//     closes every watcher.
+//   - wmu guards the watcher indexes (watchers, allNamespaces,
+//     byNamespace). Watch takes it under mu's read lock to add a watcher;
+//     a fan-out and bookmarks under fanMu; Stop alone, or under fanMu when
+//     a fan-out closes a slow watcher.
+//
+// Goroutines:
+//
+//   - the informers' handler goroutines call OnNamespace and OnSource (the
+//     feed): each computes its change under mu, releases it, then waits for
+//     its ticket's turn on fanTurn and fans out. One change at a time holds
+//     mu; fan-outs run one at a time in version order, while the next
+//     changes are computed and reads go on.
+//   - Run, on its caller's goroutine: waits for the informers' initial
+//     objects, marks the mux synced, sends bookmarks every
+//     BookmarkInterval, and closes every watcher when its context ends.
+//   - one goroutine per watcher (watcher.run), started by Watch: it sends
+//     the initial events, then what the fan-out put in its buffer, and is
+//     the only writer and closer of its result channel; Stop or its context
+//     ends it.
+//   - readers (pkg/views, pkg/authz, pkg/admission, pkg/registry) call Read
+//     and Watch on their own goroutines.
+//
+// Memory holds the sources, the namespaces, each namespace's resolved
+// lineage (at most --max-depth ancestors, dropped for a namespace's subtree
+// when it changes), the history and the watchers: never a namespace ×
+// inherited item product. View objects are built on demand (see
+// pkg/views).
 type Mux struct {
 	opts    Options
 	objects Objects
 
-	// mu guards st, v, synced and hist.
+	// mu guards st, v, synced, hist, nextTicket, regs and hub.
 	mu     sync.RWMutex
 	st     *state
 	v      versions
@@ -87,7 +133,8 @@ type Mux struct {
 	allNamespaces map[*watcher]struct{}
 	byNamespace   map[string]map[*watcher]struct{}
 
-	// registrations of the informer handlers, for sync.
+	// regs are the registrations of the informer handlers Run waits for:
+	// the namespaces' and those of the resources New was given; mu.
 	regs []cache.ResourceEventHandlerRegistration
 
 	// changed gets a value, without blocking, after every applied change
@@ -95,8 +142,8 @@ type Mux struct {
 	changed chan struct{}
 
 	// hub names the cluster the global sources come from when they are read
-	// from another cluster (AddGlobalSourceInformer); then the local
-	// informers' objects in the global namespace are ignored.
+	// from another cluster (AddSource with Source.Cluster); then the local
+	// informers' objects in the global namespace are ignored; mu.
 	hub string
 }
 
@@ -120,154 +167,6 @@ func New(policy merge.Policy, resources []string, objects Objects, opts Options)
 	return m
 }
 
-// AddNamespaceInformer feeds namespaces from informer.
-func (m *Mux) AddNamespaceInformer(informer cache.SharedIndexInformer) error {
-	reg, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { m.OnNamespace(obj, false) },
-		UpdateFunc: func(old, obj any) {
-			if !resynced(old, obj) {
-				m.OnNamespace(obj, false)
-			}
-		},
-		DeleteFunc: func(obj any) { m.OnNamespace(obj, true) },
-	})
-	if err != nil {
-		return err
-	}
-	m.regs = append(m.regs, reg)
-	return nil
-}
-
-// AddResource serves resource from now on, merged with o. It stays pending
-// (its changes make no events) until MarkResourceSynced: feed it with
-// WatchSources first.
-func (m *Mux) AddResource(resource string, o merge.Options) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.st.sources[resource]; ok {
-		return fmt.Errorf("watchmux: resource %q is already served", resource)
-	}
-	m.st.addResourceLocked(resource, o)
-	return nil
-}
-
-// SetGlobalNamespace makes namespace the global namespace of resource,
-// instead of the policy's. Call it before the resource's sources are fed.
-// The namespace must not be a tenant (the configuration excludes it).
-func (m *Mux) SetGlobalNamespace(resource, namespace string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.st.globals[resource] = namespace
-}
-
-// MarkResourceSynced ends the pending state of a resource added with
-// AddResource: its informers have delivered their initial objects, and from
-// now on its changes make view events.
-func (m *Mux) MarkResourceSynced(resource string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.st.pending.Delete(resource)
-	m.signalChanged()
-}
-
-// SetMergeOptions changes how resource merges: its strategy, and the
-// overlayer built from its schema. Once the resource is served, every view
-// item the change merges differently gets its event (a new schema may merge
-// an overlay differently).
-func (m *Mux) SetMergeOptions(resource string, o merge.Options) {
-	start := m.opts.Clock.Now()
-	m.mu.Lock()
-	if _, ok := m.st.sources[resource]; !ok {
-		m.mu.Unlock()
-		return
-	}
-	if !m.synced || m.st.pending.Has(resource) {
-		m.st.options[resource] = o
-		m.mu.Unlock()
-		return
-	}
-	names := m.st.namespaceNames()
-	before := make([][]merge.Result, len(names))
-	for i, ns := range names {
-		before[i] = m.st.results(resource, ns, "")
-	}
-	m.st.options[resource] = o
-	var events []*Event
-	for i, ns := range names {
-		events = append(events, diff(resource, ns, before[i], m.st.results(resource, ns, ""))...)
-	}
-	m.publishLocked(events, start)
-}
-
-// AddSourceInformer feeds the source objects of resource from informer. The
-// mux's Run waits for it before serving.
-func (m *Mux) AddSourceInformer(resource string, informer cache.SharedIndexInformer) error {
-	reg, err := m.WatchSources(resource, "", informer)
-	if err != nil {
-		return err
-	}
-	m.regs = append(m.regs, reg)
-	return nil
-}
-
-// WatchSources feeds the source objects of resource from informer, of the
-// hub cluster named cluster ("" for the local one: see
-// AddGlobalSourceInformer for hubs). It returns the handler's registration,
-// whose HasSynced says when its initial objects are in.
-func (m *Mux) WatchSources(resource, cluster string, informer cache.SharedIndexInformer) (cache.ResourceEventHandlerRegistration, error) {
-	m.mu.Lock()
-	_, ok := m.st.sources[resource]
-	if ok && cluster != "" {
-		m.hub = cluster
-	}
-	m.mu.Unlock()
-	if !ok {
-		return nil, fmt.Errorf("watchmux: resource %q is not served", resource)
-	}
-	// Materialized copies are never sources: an object that gains the
-	// label leaves the mirror as a deletion, one that loses it enters it as
-	// an addition.
-	return informer.AddEventHandler(cache.FilteringResourceEventHandler{
-		FilterFunc: func(obj any) bool {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			acc, err := meta.Accessor(obj)
-			return err != nil || !merge.IsMaterialized(acc.GetLabels())
-		},
-		Handler: cache.ResourceEventHandlerFuncs{
-			AddFunc: func(obj any) { m.onSource(resource, cluster, obj, false) },
-			UpdateFunc: func(old, obj any) {
-				if !resynced(old, obj) {
-					m.onSource(resource, cluster, obj, false)
-				}
-			},
-			DeleteFunc: func(obj any) { m.onSource(resource, cluster, obj, true) },
-		},
-	})
-}
-
-// AddGlobalSourceInformer feeds the global sources of resource from
-// informer, a watch of the global namespace on the hub cluster named
-// cluster. From then on the global namespace's objects of the local cluster
-// are not sources: the global scope is the hub's.
-func (m *Mux) AddGlobalSourceInformer(resource, cluster string, informer cache.SharedIndexInformer) error {
-	reg, err := m.WatchSources(resource, cluster, informer)
-	if err != nil {
-		return err
-	}
-	m.regs = append(m.regs, reg)
-	return nil
-}
-
-// resynced reports whether an update is an informer resync of an unchanged
-// object: nothing to do.
-func resynced(old, obj any) bool {
-	a, errA := meta.Accessor(old)
-	b, errB := meta.Accessor(obj)
-	return errA == nil && errB == nil && a.GetResourceVersion() == b.GetResourceVersion()
-}
-
 // HasSynced reports whether every informer's initial objects are in the mirror.
 func (m *Mux) HasSynced() bool {
 	m.mu.RLock()
@@ -278,10 +177,12 @@ func (m *Mux) HasSynced() bool {
 // Run marks the mux synced once every informer handler has seen its initial
 // objects, sends bookmarks, and, when ctx is cancelled, closes every watcher.
 func (m *Mux) Run(ctx context.Context) {
+	m.mu.RLock()
 	syncs := make([]cache.InformerSynced, 0, len(m.regs))
 	for _, r := range m.regs {
 		syncs = append(syncs, r.HasSynced)
 	}
+	m.mu.RUnlock()
 	if cache.WaitForCacheSync(ctx.Done(), syncs...) {
 		m.MarkSynced()
 		m.mu.RLock()
@@ -302,283 +203,51 @@ func (m *Mux) Run(ctx context.Context) {
 	}
 }
 
+// Serving reports whether resource's views are complete: the mux has synced
+// and resource is served and no longer pending. A follower of the views
+// (the materializer) acts on them only then: before, a view may lack items
+// whose sources have not been read, and acting on it would delete what
+// still exists. Changes of a serving resource are followed with Watch on
+// all namespaces: each event names the namespace whose view changed.
+func (m *Mux) Serving(resource string) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	_, served := m.st.sources[resource]
+	return m.synced && served && !m.st.pending.Has(resource)
+}
+
 // Changed signals, coalesced, that the mirror changed (or synced): a
 // reader that wants to follow it re-reads what it needs after each signal.
 // It has one reader: the admission webhook's ConditionSync.
 func (m *Mux) Changed() <-chan struct{} { return m.changed }
 
-func (m *Mux) signalChanged() {
-	select {
-	case m.changed <- struct{}{}:
-	default:
-	}
-}
-
-// MarkSynced starts serving: from now on every change makes view events.
-// Run calls it once the informers have synced; callers that feed the mux
-// with OnNamespace and OnSource themselves call it when they are done.
-func (m *Mux) MarkSynced() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.synced {
-		return
-	}
-	m.synced = true
-	m.signalChanged()
-	m.hist = newHistory(m.opts.HistorySize, m.opts.HistoryBytes, m.v.current())
-	m.fanMu.Lock()
-	m.dispatched = m.v.current()
-	m.fanMu.Unlock()
-}
-
-// Read calls f with the state as of the returned resourceVersion, under the
-// read lock: f must be quick and must not keep the Reader.
-func (m *Mux) Read(f func(r Reader)) (rv string, err error) {
+// LineageGeneration returns a key that changes whenever a view of
+// namespace, of one of its ancestors or of the global namespace changes, or
+// its ancestors change: a decision computed from those views (pkg/authz)
+// stays valid while the key is the same.
+func (m *Mux) LineageGeneration(namespace string) (string, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if !m.synced {
 		return "", errNotSynced
 	}
-	f(reader{m.st})
-	return format(m.v.current()), nil
+	l := m.st.lineage(namespace)
+	var b strings.Builder
+	// The instance id keeps keys of different instances apart.
+	fmt.Fprintf(&b, "%d/%s=%d", m.v.instance, namespace, m.st.generations[namespace])
+	for _, g := range m.st.globalNamespaces() {
+		fmt.Fprintf(&b, "/%s=%d", g, m.st.generations[g])
+	}
+	for _, a := range l.Ancestors {
+		fmt.Fprintf(&b, "/%s=%d", a.Name, m.st.generations[a.Name])
+	}
+	return b.String(), nil
 }
 
-// Reader reads views from the mirror.
-type Reader interface {
-	// Results merges namespace's view of resource, or only item name when set.
-	Results(resource, namespace, name string) []merge.Result
-	// Namespaces lists every namespace, sorted.
-	Namespaces() []string
-	// Inherited is item name of namespace's view of resource as it would be
-	// if namespace had no object of that name itself.
-	Inherited(resource, namespace, name string) (merge.Result, bool)
-}
-
-type reader struct{ st *state }
-
-func (r reader) Results(resource, namespace, name string) []merge.Result {
-	return r.st.results(resource, namespace, name)
-}
-func (r reader) Namespaces() []string { return r.st.namespaceNames() }
-func (r reader) Inherited(resource, namespace, name string) (merge.Result, bool) {
-	res := r.st.resultsWith(resource, namespace, name, &override{namespace: namespace, name: name})
-	if len(res) == 0 {
-		return merge.Result{}, false
-	}
-	return res[0], true
-}
-
-// OnNamespace applies a namespace event: obj is a *corev1.Namespace or a
-// cache.DeletedFinalStateUnknown holding one. The informer handler calls it.
-func (m *Mux) OnNamespace(obj any, deleted bool) {
-	start := m.opts.Clock.Now()
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj, deleted = d.Obj, true
-	}
-	ns, ok := obj.(*corev1.Namespace)
-	if !ok {
-		klog.ErrorS(nil, "Unexpected object in the namespace informer", "type", fmt.Sprintf("%T", obj))
-		return
-	}
-	var next *merge.Namespace
-	if !deleted {
-		next = &merge.Namespace{Name: ns.Name, UID: ns.UID, Created: ns.CreationTimestamp.Time, Labels: ns.Labels, Annotations: ns.Annotations}
-	}
-	m.mu.Lock()
-	if deleted || ns.DeletionTimestamp == nil {
-		m.st.terminating.Delete(ns.Name)
-	} else {
-		m.st.terminating.Insert(ns.Name)
-	}
-	var events []*Event
-	if m.synced && !m.hierarchyChange(ns.Name, next) {
-		// Only what merging reads of a namespace matters: an update of
-		// anything else (status, other labels) changes no view.
-		m.st.setNamespaceLocked(ns.Name, next)
-	} else if m.synced {
-		// Every view of the namespace's subtree may change, in every
-		// resource: down to the policy's MaxDepth levels, as no namespace
-		// farther below inherits through it.
-		affected := m.st.subtree(ns.Name)
-		before := m.viewsLocked(affected)
-		m.st.setNamespaceLocked(ns.Name, next)
-		after := m.viewsLocked(affected)
-		for i, name := range affected {
-			for ri, resource := range m.st.resources {
-				events = append(events, diff(resource, name, before[i][ri], after[i][ri])...)
-			}
-		}
-	} else {
-		m.st.setNamespaceLocked(ns.Name, next)
-	}
-	m.publishLocked(events, start)
-}
-
-// hierarchyChange reports whether replacing namespace name by next (nil:
-// deleted) may change a view: it appears or goes, it is another namespace
-// of the same name (its uid or creation time differ: an informer relist
-// may replace one by the other without a deletion), or its parent label,
-// its recorded parent uid, its inherit label or its exclusions change.
-// Called with mu held.
-func (m *Mux) hierarchyChange(name string, next *merge.Namespace) bool {
-	old, ok := m.st.namespaces[name]
-	if !ok || next == nil {
-		return true
-	}
-	oldUID, oldHasUID := old.Annotations[merge.AnnotationParentUID]
-	nextUID, nextHasUID := next.Annotations[merge.AnnotationParentUID]
-	return old.UID != next.UID || !old.Created.Equal(next.Created) ||
-		oldUID != nextUID || oldHasUID != nextHasUID ||
-		old.Labels[merge.LabelParent] != next.Labels[merge.LabelParent] ||
-		old.Labels[merge.LabelInherit] != next.Labels[merge.LabelInherit] ||
-		old.Annotations[merge.AnnotationExclude] != next.Annotations[merge.AnnotationExclude]
-}
-
-// viewsLocked returns every resource's view of each namespace.
-func (m *Mux) viewsLocked(namespaces []string) [][][]merge.Result {
-	out := make([][][]merge.Result, len(namespaces))
-	for i, ns := range namespaces {
-		out[i] = make([][]merge.Result, len(m.st.resources))
-		for ri, r := range m.st.resources {
-			if m.st.pending.Has(r) {
-				continue // no events before its sources are read
-			}
-			out[i][ri] = m.st.results(r, ns, "")
-		}
-	}
-	return out
-}
-
-// OnSource applies an event of a source object of resource: obj is the
-// object or a cache.DeletedFinalStateUnknown holding one. The informer
-// handler calls it.
-func (m *Mux) OnSource(resource string, obj any, deleted bool) {
-	m.onSource(resource, "", obj, deleted)
-}
-
-// onSource applies a source event from cluster ("" for the local one).
-func (m *Mux) onSource(resource, cluster string, obj any, deleted bool) {
-	start := m.opts.Clock.Now()
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj, deleted = d.Obj, true
-	}
-	o, ok := obj.(runtime.Object)
-	if !ok {
-		klog.ErrorS(nil, "Unexpected object in a source informer", "resource", resource, "type", fmt.Sprintf("%T", obj))
-		return
-	}
-	acc, err := meta.Accessor(o)
-	if err != nil {
-		klog.ErrorS(err, "Source object without metadata", "resource", resource)
-		return
-	}
-	namespace, name := acc.GetNamespace(), acc.GetName()
-	var next *merge.Item
-	if !deleted {
-		ann := acc.GetAnnotations()
-		next = &merge.Item{Namespace: namespace, Name: name, Locked: merge.IsLocked(ann), Overlay: merge.WantsOverlay(ann), Object: o, Cluster: cluster}
-	}
-	m.mu.Lock()
-	if _, served := m.st.sources[resource]; !served {
-		m.mu.Unlock()
-		klog.ErrorS(nil, "Event of a resource that is not served", "resource", resource)
-		return
-	}
-	if m.hub != "" && cluster == "" && namespace == m.st.policy.GlobalNamespace {
-		m.mu.Unlock()
-		return // the hub's global namespace is the global scope, not this one's
-	}
-	var events []*Event
-	if m.synced && !m.st.pending.Has(resource) && namespace == m.st.globalFor(resource) {
-		events = m.globalChangeLocked(resource, namespace, name, next)
-	} else if m.synced && !m.st.pending.Has(resource) {
-		// Only the item of this name can change, in the views of the
-		// namespaces below the source.
-		affected := m.st.affected(resource, namespace)
-		before := make([][]merge.Result, len(affected))
-		for i, ns := range affected {
-			before[i] = m.st.results(resource, ns, name)
-		}
-		m.st.setItemLocked(resource, namespace, name, next)
-		for i, ns := range affected {
-			events = append(events, diff(resource, ns, before[i], m.st.results(resource, ns, name))...)
-		}
-	} else {
-		m.st.setItemLocked(resource, namespace, name, next)
-	}
-	sourceObjects.WithLabelValues(resource).Set(float64(m.st.sourceCount(resource)))
-	m.publishLocked(events, start)
-}
-
-// publishLocked stamps events with versions, keeps them in the history and
-// fans them out. It is called with mu held and releases it.
-func (m *Mux) publishLocked(events []*Event, start time.Time) {
-	for _, e := range events {
-		var rv uint64
-		var ok bool
-		if e.batch != nil {
-			// One version per member, as for separate events.
-			e.batch.base, ok = m.v.reserve(uint64(e.batch.members()))
-			rv = e.batch.last()
-		} else {
-			rv, ok = m.v.next()
-		}
-		if !ok {
-			// 2^40 events: start over as a new instance; every watcher
-			// relists. Bookmarks carry the new instance's versions only,
-			// and none reaches a watcher of the old one: it is closed
-			// before the fan-out lock is released.
-			m.v = newVersionsExcept(m.v.instance)
-			m.hist = newHistory(m.opts.HistorySize, m.opts.HistoryBytes, m.v.current())
-			m.fanMu.Lock()
-			// Let the fan-outs already numbered finish first: no event of
-			// the old instance may reach a watcher of the new one.
-			for m.serving != m.nextTicket {
-				m.fanTurn.Wait()
-			}
-			m.dispatched = m.v.current()
-			m.closeAll()
-			m.fanMu.Unlock()
-			m.mu.Unlock()
-			return
-		}
-		e.RV = rv
-		m.hist.addLocked(e)
-		if e.batch != nil {
-			// The members' generations are not set one by one: every
-			// lineage's generation holds the global namespace's, which
-			// stands for them (LineageGeneration).
-			m.st.generations[m.st.globalFor(e.Resource)] = rv
-		} else if _, exists := m.st.namespaces[e.Namespace]; exists || m.st.isGlobal(e.Namespace) {
-			m.st.generations[e.Namespace] = rv
-		} else {
-			delete(m.st.generations, e.Namespace)
-		}
-	}
-	if m.synced {
-		m.signalChanged()
-	}
-	if len(events) == 0 {
-		m.mu.Unlock()
-		return
-	}
-	// Fan-outs run one at a time in version order, but without the state
-	// lock: the ticket, taken under it, is this change's turn. Reads and the
-	// next changes go on while a fan-out waits for a slow watcher.
-	ticket := m.nextTicket
-	m.nextTicket++
-	m.mu.Unlock()
-
-	m.fanMu.Lock()
-	defer m.fanMu.Unlock()
-	for m.serving != ticket {
-		m.fanTurn.Wait()
-	}
-	m.fanOutLocked(events)
-	m.dispatched = events[len(events)-1].RV
-	m.serving++
-	m.fanTurn.Broadcast()
-	fanOutLatency.Observe(m.opts.Clock.Since(start).Seconds())
+// EmptyObject returns an empty source object of resource: the Go type a
+// previewed object must have.
+func (m *Mux) EmptyObject(resource string) runtime.Object {
+	return m.objects.Empty(resource)
 }
 
 var errNotSynced = fmt.Errorf("the sources have not been read yet")

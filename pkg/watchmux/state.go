@@ -10,9 +10,10 @@ import (
 )
 
 // state is the mirror of the host cluster the views are computed from. It is
-// changed only by Mux.apply, in the order each informer delivers, so every
-// view event is computed against a consistent before and after.
-// Callers hold Mux.mu: read for reads, write for changes.
+// changed only by the feed (feed.go), one change at a time, in the order
+// each informer delivers, so every view event is computed against a
+// consistent before and after. Callers hold Mux.mu: read for reads, write
+// for changes (the methods named ...Locked are changes).
 type state struct {
 	policy merge.Policy
 	// resources are the served resources, in configuration order, then in
@@ -117,7 +118,7 @@ func (s *state) lineage(namespace string) merge.Lineage {
 	return l
 }
 
-// setNamespace records ns, or removes name when ns is nil.
+// setNamespaceLocked records ns, or removes name when ns is nil.
 func (s *state) setNamespaceLocked(name string, ns *merge.Namespace) {
 	// The walks that read name are those of its subtree: drop their
 	// lineages (they may hold the old object, or its absence). Nothing is

@@ -1,22 +1,22 @@
-package watchmux_test
+package admission_test
 
 import (
 	"reflect"
-	"sort"
-	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	tf "github.com/implicit-dev/implicit-apiserver/internal/testfixture"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
-// guardedWorld is the hierarchy (see delta_test.go) with sources the guards
+// guardedWorld is the hierarchy (tf.Hierarchy) with sources the guards
 // ask about:
 //
-//	implicit-global  g1, g2 (locked)
+//	implicit-global  g1, g2 (tf.Locked)
 //	org              p1
 //	team-a           p1 (shadows org's for team-a and team-a-1)
 //	team-b           g1 (shadows the global one)
@@ -24,14 +24,14 @@ import (
 //	solo             excludes rolebindings/g1 and rolebindings/g2 (the lock keeps g2)
 //	x <-> y          a parent cycle
 //	orphan           names parent ghost, which does not exist
-func guardedWorld(more ...step) []step {
-	return with(append([]step{
-		addNS(namespace("solo", exclude("rolebindings/g1,rolebindings/g2"))),
-		addNS(namespace("x", parent("y"))),
-		addNS(namespace("y", parent("x"))),
-		addNS(namespace("orphan", parent("ghost"))),
+func guardedWorld(more ...tf.Step) []tf.Step {
+	return with(append([]tf.Step{
+		tf.AddNamespace(tf.Namespace("solo", tf.Exclude("rolebindings/g1,rolebindings/g2"))),
+		tf.AddNamespace(tf.Namespace("x", tf.Parent("y"))),
+		tf.AddNamespace(tf.Namespace("y", tf.Parent("x"))),
+		tf.AddNamespace(tf.Namespace("orphan", tf.Parent("ghost"))),
 		putRB(global, "g1"),
-		putRB(global, "g2", locked),
+		putRB(global, "g2", tf.Locked),
 		putRB("org", "p1"),
 		putRB("team-a", "p1"),
 		putRB("team-b", "g1"),
@@ -39,40 +39,9 @@ func guardedWorld(more ...step) []step {
 	}, more...)...)
 }
 
-// muxOf returns a mux fed with steps, synced unless told otherwise.
-func muxOf(t *testing.T, synced bool, steps []step, resources ...string) *watchmux.Mux {
-	t.Helper()
-	m := newMux(watchmux.Options{}, resources...)
-	for _, s := range steps {
-		s(m)
-	}
-	if synced {
-		m.MarkSynced()
-	}
-	return m
-}
-
-// changedNamespaces returns the namespaces whose view of resource differs
-// between two readViews.
-func changedNamespaces(before, after map[string]string) []string {
-	set := map[string]bool{}
-	for k, v := range before {
-		if after[k] != v {
-			set[strings.SplitN(k, "/", 2)[0]] = true
-		}
-	}
-	for k := range after {
-		if _, ok := before[k]; !ok {
-			set[strings.SplitN(k, "/", 2)[0]] = true
-		}
-	}
-	out := make([]string, 0, len(set))
-	for ns := range set {
-		out = append(out, ns)
-	}
-	sort.Strings(out)
-	return out
-}
+// changedNamespaces returns the namespaces whose view differs between two
+// tf.Views.
+var changedNamespaces = tf.ChangedNamespaces
 
 func TestReach(t *testing.T) {
 	t.Parallel()
@@ -96,7 +65,7 @@ func TestReach(t *testing.T) {
 	}{
 		{
 			name: "update of a global item: the global namespace and every tenant that shows it",
-			obj:  roleBinding(global, "g1"), namespace: global, itemName: "g1",
+			obj:  tf.SourceRoleBinding(global, "g1"), namespace: global, itemName: "g1",
 			want: showsG1,
 		},
 		{
@@ -106,27 +75,27 @@ func TestReach(t *testing.T) {
 		},
 		{
 			name: "update of a locked global item reaches shadows and exclusions too",
-			obj:  roleBinding(global, "g2", locked), namespace: global, itemName: "g2",
+			obj:  tf.SourceRoleBinding(global, "g2", tf.Locked), namespace: global, itemName: "g2",
 			want: everyone,
 		},
 		{
 			name: "locking a global item changes the views that shadowed or excluded it",
-			obj:  roleBinding(global, "g1", locked), namespace: global, itemName: "g1",
+			obj:  tf.SourceRoleBinding(global, "g1", tf.Locked), namespace: global, itemName: "g1",
 			want: everyone,
 		},
 		{
 			name: "unlocking a global item leaves the exclusion to remove it",
-			obj:  roleBinding(global, "g2", unlocked), namespace: global, itemName: "g2",
+			obj:  tf.SourceRoleBinding(global, "g2", unlocked), namespace: global, itemName: "g2",
 			want: everyone,
 		},
 		{
 			name: "a new global item reaches every tenant",
-			obj:  roleBinding(global, "new"), namespace: global, itemName: "new",
+			obj:  tf.SourceRoleBinding(global, "new"), namespace: global, itemName: "new",
 			want: everyone,
 		},
 		{
 			name: "update of a parent item: 0 where it is shadowed",
-			obj:  roleBinding("org", "p1"), namespace: "org", itemName: "p1",
+			obj:  tf.SourceRoleBinding("org", "p1"), namespace: "org", itemName: "p1",
 			want: []string{"org", "team-b"},
 		},
 		{
@@ -136,12 +105,12 @@ func TestReach(t *testing.T) {
 		},
 		{
 			name: "update of the shadowing item reaches its subtree",
-			obj:  roleBinding("team-a", "p1"), namespace: "team-a", itemName: "p1",
+			obj:  tf.SourceRoleBinding("team-a", "p1"), namespace: "team-a", itemName: "p1",
 			want: []string{"team-a", "team-a-1"},
 		},
 		{
 			name: "update of a shadow in a leaf",
-			obj:  roleBinding("team-b", "g1"), namespace: "team-b", itemName: "g1",
+			obj:  tf.SourceRoleBinding("team-b", "g1"), namespace: "team-b", itemName: "g1",
 			want: []string{"team-b"},
 		},
 		{
@@ -151,12 +120,12 @@ func TestReach(t *testing.T) {
 		},
 		{
 			name: "a non-tenant's item reaches its own view only",
-			obj:  roleBinding("kube-system", "g1"), namespace: "kube-system", itemName: "g1",
+			obj:  tf.SourceRoleBinding("kube-system", "g1"), namespace: "kube-system", itemName: "g1",
 			want: []string{"kube-system"},
 		},
 		{
 			name: "an item in a parent cycle reaches its own view only",
-			obj:  roleBinding("x", "c"), namespace: "x", itemName: "c",
+			obj:  tf.SourceRoleBinding("x", "c"), namespace: "x", itemName: "c",
 			want: []string{"x"},
 		},
 		{
@@ -165,11 +134,11 @@ func TestReach(t *testing.T) {
 		},
 		{
 			name: "an item in a namespace that does not exist",
-			obj:  roleBinding("ghost", "g1"), namespace: "ghost", itemName: "g1",
+			obj:  tf.SourceRoleBinding("ghost", "g1"), namespace: "ghost", itemName: "g1",
 		},
 		{
 			name: "another resource has its own items",
-			obj:  role(global, "g1"), resource: roles, namespace: global, itemName: "g1",
+			obj:  tf.SourceRole(global, "g1"), resource: roleResource, namespace: global, itemName: "g1",
 			want: everyone,
 		},
 	}
@@ -178,11 +147,11 @@ func TestReach(t *testing.T) {
 			t.Parallel()
 			resource := tc.resource
 			if resource == "" {
-				resource = rolebindings
+				resource = rbResource
 			}
 			steps := guardedWorld()
-			m := muxOf(t, true, steps, rolebindings, roles)
-			beforeViews, beforeRV := readViews(t, m, resource)
+			m := muxOf(t, true, steps, rbResource, roleResource)
+			beforeViews, beforeRV := tf.Views(t, m.Mux, resource)
 
 			n, err := m.Reach(resource, tc.namespace, tc.itemName, tc.obj)
 			if err != nil {
@@ -193,24 +162,24 @@ func TestReach(t *testing.T) {
 			}
 
 			// Reach only asks: the mirror is unchanged.
-			afterViews, afterRV := readViews(t, m, resource)
+			afterViews, afterRV := tf.Views(t, m.Mux, resource)
 			if afterRV != beforeRV || !reflect.DeepEqual(afterViews, beforeViews) {
-				t.Errorf("Reach changed the mirror: %d -> %d, changed views %q", beforeRV, afterRV, changedNamespaces(beforeViews, afterViews))
+				t.Errorf("Reach changed the mirror: %s -> %s, changed views %q", beforeRV, afterRV, changedNamespaces(beforeViews, afterViews))
 			}
 
 			// The change itself changes exactly those views.
-			applied := muxOf(t, true, steps, rolebindings, roles)
-			before, _ := readViews(t, applied, resource)
+			applied := muxOf(t, true, steps, rbResource, roleResource)
+			before, _ := tf.Views(t, applied.Mux, resource)
 			if tc.obj != nil {
-				put(resource, tc.obj)(applied)
+				put(resource, tc.obj)(applied.Mux)
 			} else {
-				var gone runtime.Object = roleBinding(tc.namespace, tc.itemName)
-				if resource == roles {
-					gone = role(tc.namespace, tc.itemName)
+				var gone runtime.Object = tf.SourceRoleBinding(tc.namespace, tc.itemName)
+				if resource == roleResource {
+					gone = tf.SourceRole(tc.namespace, tc.itemName)
 				}
-				del(resource, gone)(applied)
+				del(resource, gone)(applied.Mux)
 			}
-			after, _ := readViews(t, applied, resource)
+			after, _ := tf.Views(t, applied.Mux, resource)
 			if got := changedNamespaces(before, after); !reflect.DeepEqual(got, nilIfEmpty(tc.want)) {
 				t.Errorf("applying the change changed the views of %q, want %q", got, tc.want)
 			}
@@ -228,21 +197,21 @@ func nilIfEmpty(s []string) []string {
 func TestReachErrors(t *testing.T) {
 	t.Parallel()
 	unsynced := muxOf(t, false, guardedWorld())
-	if _, err := unsynced.Reach(rolebindings, global, "g1", nil); !watchmux.IsNotSynced(err) {
+	if _, err := unsynced.Reach(rbResource, global, "g1", nil); !watchmux.IsNotSynced(err) {
 		t.Errorf("Reach before sync: %v, want the not-synced error", err)
 	}
 	m := muxOf(t, true, guardedWorld())
 	if n, err := m.Reach("networkpolicies", global, "g1", nil); n != 0 || err != nil {
 		t.Errorf("Reach of a resource not served = %d, %v; want 0, nil", n, err)
 	}
-	if _, err := m.Reach(rolebindings, global, "g1", &metav1.Status{}); err == nil {
+	if _, err := m.Reach(rbResource, global, "g1", &metav1.Status{}); err == nil {
 		t.Errorf("Reach of an object without metadata: no error")
 	}
 }
 
 func TestInherited(t *testing.T) {
 	t.Parallel()
-	m := muxOf(t, true, guardedWorld(putRB("team-a-1", "own")), rolebindings, roles)
+	m := muxOf(t, true, guardedWorld(putRB("team-a-1", "own")), rbResource, roleResource)
 	tests := []struct {
 		name                string
 		resource, namespace string
@@ -264,7 +233,7 @@ func TestInherited(t *testing.T) {
 		{name: "the global namespace inherits nothing", namespace: global, itemName: "g1"},
 		{name: "a non-tenant inherits nothing", namespace: "kube-system", itemName: "g1"},
 		{name: "a namespace that does not exist", namespace: "ghost", itemName: "g1"},
-		{name: "another resource", resource: roles, namespace: "org", itemName: "g1"},
+		{name: "another resource", resource: roleResource, namespace: "org", itemName: "g1"},
 		{name: "a resource not served", resource: "networkpolicies", namespace: "org", itemName: "g1"},
 	}
 	for _, tc := range tests {
@@ -272,7 +241,7 @@ func TestInherited(t *testing.T) {
 			t.Parallel()
 			resource := tc.resource
 			if resource == "" {
-				resource = rolebindings
+				resource = rbResource
 			}
 			r, found, err := m.Inherited(resource, tc.namespace, tc.itemName)
 			if err != nil {
@@ -291,7 +260,7 @@ func TestInherited(t *testing.T) {
 		})
 	}
 
-	if _, _, err := muxOf(t, false, guardedWorld()).Inherited(rolebindings, "org", "g1"); !watchmux.IsNotSynced(err) {
+	if _, _, err := muxOf(t, false, guardedWorld()).Inherited(rbResource, "org", "g1"); !watchmux.IsNotSynced(err) {
 		t.Errorf("Inherited before sync: %v, want the not-synced error", err)
 	}
 }
@@ -308,12 +277,12 @@ func TestHasDescendants(t *testing.T) {
 			t.Errorf("HasDescendants(%q) = %v, want %v", ns, got, w)
 		}
 	}
-	delNS("team-a-1")(m)
+	tf.DeleteNamespace("team-a-1")(m.Mux)
 	if m.HasDescendants("team-a") {
 		t.Errorf("HasDescendants(team-a) after its only child is deleted = true")
 	}
-	addNS(namespace("team-b"))(m)
-	addNS(namespace("team-a"))(m)
+	tf.AddNamespace(tf.Namespace("team-b"))(m.Mux)
+	tf.AddNamespace(tf.Namespace("team-a"))(m.Mux)
 	if m.HasDescendants("org") {
 		t.Errorf("HasDescendants(org) after its children dropped the label = true")
 	}
@@ -342,7 +311,7 @@ func TestExistsIsTenant(t *testing.T) {
 			t.Errorf("IsTenant(%q) = %v, want %v", tc.namespace, got, tc.tenant)
 		}
 	}
-	delNS("org")(m)
+	tf.DeleteNamespace("org")(m.Mux)
 	if m.Exists("org") || m.IsTenant("org") {
 		t.Errorf("org after its deletion: Exists %v, IsTenant %v; want false, false", m.Exists("org"), m.IsTenant("org"))
 	}
@@ -392,18 +361,18 @@ func nonEmpty(m map[string][]string) map[string][]string {
 func TestGuarded(t *testing.T) {
 	t.Parallel()
 	steps := guardedWorld(
-		putRB("org", "g2", locked), // a locked name in two namespaces is listed once
-		putRB("team-b", "local-lock", locked),
-		putRB("kube-system", "k", locked),
-		put(roles, role("org", "r", locked)),
-		put(roles, role("org", "open")),
+		putRB("org", "g2", tf.Locked), // a locked name in two namespaces is listed once
+		putRB("team-b", "local-lock", tf.Locked),
+		putRB("kube-system", "k", tf.Locked),
+		put(roleResource, tf.SourceRole("org", "r", tf.Locked)),
+		put(roleResource, tf.SourceRole("org", "open")),
 	)
-	unsynced := muxOf(t, false, steps, rolebindings, roles)
-	if g, ok := unsynced.Guarded(); ok || !reflect.DeepEqual(g, watchmux.Guarded{}) {
+	unsynced := muxOf(t, false, steps, rbResource, roleResource)
+	if g, ok := unsynced.Guarded(); ok || !reflect.DeepEqual(g, admission.MatchInputs{}) {
 		t.Errorf("Guarded before sync = %+v, %v; want nothing, false", g, ok)
 	}
 
-	m := muxOf(t, true, steps, rolebindings, roles)
+	m := muxOf(t, true, steps, rbResource, roleResource)
 	check := func(t *testing.T, wantLocked map[string][]string, wantInherited []string) {
 		t.Helper()
 		g, ok := m.Guarded()
@@ -421,81 +390,48 @@ func TestGuarded(t *testing.T) {
 		}
 	}
 	check(t,
-		map[string][]string{rolebindings: {"g2", "k", "local-lock"}, roles: {"r"}},
+		map[string][]string{rbResource: {"g2", "k", "local-lock"}, roleResource: {"r"}},
 		[]string{"ghost", global, "org", "team-a", "x", "y"})
 
 	// The answer follows the sources.
-	putRB(global, "g2")(m)
-	putRB("team-b", "local-lock")(m)
-	del(roles, role("org", "r"))(m)
-	delNS("team-a-1")(m)
-	delNS("orphan")(m)
+	putRB(global, "g2")(m.Mux)
+	putRB("team-b", "local-lock")(m.Mux)
+	del(roleResource, tf.SourceRole("org", "r"))(m.Mux)
+	tf.DeleteNamespace("team-a-1")(m.Mux)
+	tf.DeleteNamespace("orphan")(m.Mux)
 	check(t,
-		map[string][]string{rolebindings: {"g2", "k"}},
+		map[string][]string{rbResource: {"g2", "k"}},
 		[]string{global, "org", "x", "y"})
 
 	// The global namespace is always inherited, and listed once when a
 	// namespace names it as parent.
-	addNS(namespace("rogue", parent(global)))(m)
+	tf.AddNamespace(tf.Namespace("rogue", tf.Parent(global)))(m.Mux)
 	check(t,
-		map[string][]string{rolebindings: {"g2", "k"}},
+		map[string][]string{rbResource: {"g2", "k"}},
 		[]string{global, "org", "x", "y"})
 }
 
-// signalled reports whether Changed has a signal, taking it.
-func signalled(m *watchmux.Mux) bool {
-	select {
-	case <-m.Changed():
-		return true
-	default:
-		return false
-	}
-}
-
-func TestChanged(t *testing.T) {
+// TestIndexBeforeSync: before the sources are read, the questions without
+// an error answer as of an empty mirror, and Guarded is not ready.
+func TestIndexBeforeSync(t *testing.T) {
 	t.Parallel()
-	m := muxOf(t, false, guardedWorld())
-	if signalled(m) {
-		t.Errorf("Changed signalled before sync")
-	}
-	m.MarkSynced()
-	if !signalled(m) {
-		t.Errorf("Changed did not signal the sync")
-	}
-	if signalled(m) {
-		t.Errorf("Changed signalled twice for one sync")
-	}
-
-	// Questions change nothing.
-	if _, err := m.Reach(rolebindings, global, "g1", roleBinding(global, "g1")); err != nil {
-		t.Fatalf("Reach: %v", err)
-	}
-	if _, _, err := m.Inherited(rolebindings, "org", "g1"); err != nil {
-		t.Fatalf("Inherited: %v", err)
-	}
-	m.Guarded()
-	if signalled(m) {
-		t.Errorf("Changed signalled after questions only")
-	}
-
-	tests := []struct {
-		name    string
-		changes []step
+	steps := guardedWorld(tf.AddNamespace(tf.Namespace("team-a", tf.Parent("org"))))
+	synced, unsynced := muxOf(t, true, steps), muxOf(t, false, steps)
+	for _, tc := range []struct {
+		name string
+		ask  func(m mirror) bool
 	}{
-		{name: "a source change", changes: []step{putRB(global, "g1", locked)}},
-		{name: "a source deletion", changes: []step{delRB("org", "p1")}},
-		{name: "a namespace change", changes: []step{addNS(namespace("solo", parent("org")))}},
-		{name: "changes coalesce", changes: []step{putRB(global, "a"), putRB(global, "b"), addNS(namespace("new"))}},
-	}
-	for _, tc := range tests {
-		for _, s := range tc.changes {
-			s(m)
+		{name: "Exists", ask: func(m mirror) bool { return m.Exists("org") }},
+		{name: "IsTenant", ask: func(m mirror) bool { return m.IsTenant("org") }},
+		{name: "HasDescendants", ask: func(m mirror) bool { return m.HasDescendants("org") }},
+		{name: "ParentCycleAssuming", ask: func(m mirror) bool { return m.ParentCycle("y", "x") != nil }},
+		{name: "Guarded", ask: func(m mirror) bool { _, ok := m.Guarded(); return ok }},
+	} {
+		if !tc.ask(synced) {
+			t.Errorf("%s: false once synced, want true", tc.name)
 		}
-		if !signalled(m) {
-			t.Errorf("%s: Changed did not signal", tc.name)
-		}
-		if signalled(m) {
-			t.Errorf("%s: Changed signalled more than once", tc.name)
+		if tc.ask(unsynced) {
+			t.Errorf("%s: true before sync, want false", tc.name)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package watchmux_test
+package answers_test
 
 import (
 	"reflect"
@@ -8,22 +8,24 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	tf "github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
+	"github.com/implicit-dev/implicit-apiserver/pkg/registry/answers"
 )
 
-// questionsWorld is the hierarchy (delta_test.go) with:
+// questionsWorld is the hierarchy (tf.Hierarchy) with:
 //
-//	implicit-global  g-lock (locked), g-open
+//	implicit-global  g-lock (tf.Locked), g-open
 //	org              g-open (shadows the global one), o-x
 //	team-a           excludes rolebindings/o-x
 //	team-a-1         g-lock (blocked by the lock)
 //	c1 <-> c2        a parent cycle
-func questionsWorld() []step {
-	return append(hierarchy(),
-		addNS(namespace("team-a", parent("org"), exclude("rolebindings/o-x"))),
-		addNS(namespace("c1", parent("c2"))),
-		addNS(namespace("c2", parent("c1"))),
-		putRB(global, "g-lock", locked),
+func questionsWorld() []tf.Step {
+	return append(tf.Hierarchy(),
+		tf.AddNamespace(tf.Namespace("team-a", tf.Parent("org"), tf.Exclude("rolebindings/o-x"))),
+		tf.AddNamespace(tf.Namespace("c1", tf.Parent("c2"))),
+		tf.AddNamespace(tf.Namespace("c2", tf.Parent("c1"))),
+		putRB(global, "g-lock", tf.Locked),
 		putRB(global, "g-open"),
 		putRB("org", "g-open"),
 		putRB("org", "o-x"),
@@ -33,7 +35,7 @@ func questionsWorld() []step {
 
 func TestQuestionHierarchy(t *testing.T) {
 	t.Parallel()
-	m := muxOf(t, true, questionsWorld())
+	m := answersOf(t, true, questionsWorld())
 	for _, tc := range []struct {
 		namespace string
 		want      v1alpha1.HierarchyStatus
@@ -66,14 +68,14 @@ func TestQuestionHierarchy(t *testing.T) {
 	if len(all) != 10 || !reflect.DeepEqual(all["team-a"].Children, []string{"team-a-1"}) {
 		t.Errorf("Hierarchies: %d namespaces, team-a %+v", len(all), all["team-a"])
 	}
-	if _, _, err := muxOf(t, false, questionsWorld()).Hierarchy("org"); !apierrors.IsServiceUnavailable(err) {
+	if _, _, err := answersOf(t, false, questionsWorld()).Hierarchy("org"); !apierrors.IsServiceUnavailable(err) {
 		t.Errorf("before sync: %v, want not synced", err)
 	}
 }
 
 func TestQuestionExplain(t *testing.T) {
 	t.Parallel()
-	m := muxOf(t, true, questionsWorld())
+	m := answersOf(t, true, questionsWorld())
 	type scope struct{ namespace, outcome, by string }
 	for _, tc := range []struct {
 		name, namespace, item string
@@ -107,7 +109,7 @@ func TestQuestionExplain(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := m.Explain(rolebindings, tc.namespace, tc.item)
+			got, err := m.Explain(rbResource, tc.namespace, tc.item)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,14 +146,14 @@ func TestQuestionPreview(t *testing.T) {
 	}{
 		{
 			name: "updating a global item the parent shadows", namespace: global, item: "g-open",
-			obj: roleBinding(global, "g-open", func(m *metav1.ObjectMeta) { m.Labels["team"] = "new" }), operation: "Update", reached: 8,
+			obj: tf.SourceRoleBinding(global, "g-open", func(m *metav1.ObjectMeta) { m.Labels["team"] = "new" }), operation: "Update", reached: 8,
 			changed: []change{{"c1", "Modified"}, {"c2", "Modified"}, {global, "Modified"}, {"solo", "Modified"}},
 			unchanged: []unchanged{{"org", "Shadowed", "org"}, {"team-a", "Shadowed", "org"}, {"team-a-1", "Shadowed", "org"},
 				{"team-b", "Shadowed", "org"}},
 		},
 		{
 			name: "the same content again changes nothing", namespace: "org", item: "g-open",
-			obj: roleBinding("org", "g-open"), operation: "Update", reached: 4,
+			obj: tf.SourceRoleBinding("org", "g-open"), operation: "Update", reached: 4,
 		},
 		{
 			name: "deleting a parent's item an exclusion hides", namespace: "org", item: "o-x", operation: "Delete", reached: 4,
@@ -160,20 +162,21 @@ func TestQuestionPreview(t *testing.T) {
 		},
 		{
 			name: "creating a shadow of a locked item", namespace: "team-a", item: "g-lock",
-			obj: roleBinding("team-a", "g-lock"), operation: "Create", reached: 2,
+			obj: tf.SourceRoleBinding("team-a", "g-lock"), operation: "Create", reached: 2,
 			unchanged: []unchanged{{"team-a", "Locked", global}, {"team-a-1", "Locked", global}},
 		},
 		{
 			name: "creating a new item in a parent", namespace: "team-a", item: "new",
-			obj: roleBinding("team-a", "new"), operation: "Create", reached: 2,
+			obj: tf.SourceRoleBinding("team-a", "new"), operation: "Create", reached: 2,
 			changed: []change{{"team-a", "Added"}, {"team-a-1", "Added"}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			m := muxOf(t, true, questionsWorld())
-			before, _ := readViews(t, m, rolebindings)
-			got, err := m.Preview(rolebindings, tc.namespace, tc.item, tc.obj)
+			mux := tf.Mirror(true, questionsWorld(), rbResource)
+			m := answers.New(mux)
+			before, _ := tf.Views(t, mux, rbResource)
+			got, err := m.Preview(rbResource, tc.namespace, tc.item, tc.obj)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -189,9 +192,26 @@ func TestQuestionPreview(t *testing.T) {
 				t.Errorf("got %s reaching %d, changed %v, unchanged %v\nwant %s reaching %d, changed %v, unchanged %v",
 					got.Operation, got.Reached, changed, kept, tc.operation, tc.reached, tc.changed, tc.unchanged)
 			}
-			if after, _ := readViews(t, m, rolebindings); !reflect.DeepEqual(before, after) {
+			if after, _ := tf.Views(t, mux, rbResource); !reflect.DeepEqual(before, after) {
 				t.Error("a preview changed the views")
 			}
 		})
+	}
+}
+
+// TestServesBeforeSync: before the sources are read, a view is taken as
+// served, so that the explanation answers 503 as for a served resource.
+func TestServesBeforeSync(t *testing.T) {
+	t.Parallel()
+	unsynced := answersOf(t, false, questionsWorld())
+	if !unsynced.Serves(rbResource) {
+		t.Error("Serves before sync = false, want true")
+	}
+	if _, err := unsynced.Explain(rbResource, "org", "g-open"); !apierrors.IsServiceUnavailable(err) {
+		t.Errorf("Explain before sync: %v, want 503", err)
+	}
+	synced := answersOf(t, true, questionsWorld())
+	if !synced.Serves(rbResource) || synced.Serves("networkpolicies") {
+		t.Errorf("Serves once synced: rolebindings %v, networkpolicies %v; want true, false", synced.Serves(rbResource), synced.Serves("networkpolicies"))
 	}
 }

@@ -1,4 +1,4 @@
-package watchmux_test
+package admission_test
 
 import (
 	"maps"
@@ -7,96 +7,98 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	tf "github.com/implicit-dev/implicit-apiserver/internal/testfixture"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
-// lockedWorld is the hierarchy (see delta_test.go) with locked items at
+// lockedWorld is the hierarchy (tf.Hierarchy) with locked items at
 // every scope:
 //
-//	implicit-global  g-lock (locked), g-open
-//	org              o-lock (locked)
+//	implicit-global  g-lock (tf.Locked), g-open
+//	org              o-lock (tf.Locked)
 //	team-a           a-lock (locked: team-a-1 inherits it)
 //	team-b           o-lock of its own (the lock keeps org's)
-func lockedWorld() []step {
+func lockedWorld() []tf.Step {
 	return with(
-		putRB(global, "g-lock", locked),
+		putRB(global, "g-lock", tf.Locked),
 		putRB(global, "g-open"),
-		putRB("org", "o-lock", locked),
-		putRB("team-a", "a-lock", locked),
+		putRB("org", "o-lock", tf.Locked),
+		putRB("team-a", "a-lock", tf.Locked),
 		putRB("team-b", "o-lock"),
 	)
 }
 
 // nsMeta returns the labels and annotations of namespace's builder with opts.
-func nsMeta(name string, opts ...nsOpt) watchmux.NamespaceMeta {
-	ns := namespace(name, opts...)
-	return watchmux.NamespaceMeta{Labels: ns.Labels, Annotations: ns.Annotations}
+func nsMeta(name string, opts ...tf.NamespaceOpt) admission.NamespaceMeta {
+	ns := tf.Namespace(name, opts...)
+	return admission.NamespaceMeta{Labels: ns.Labels, Annotations: ns.Annotations}
 }
 
 func TestLockedLoss(t *testing.T) {
 	t.Parallel()
-	lost := func(resource, namespace, name string, viewers ...string) watchmux.LockedItem {
-		return watchmux.LockedItem{Resource: resource, Namespace: namespace, Name: name, Viewers: viewers}
+	lost := func(resource, namespace, name string, viewers ...string) admission.LockedItem {
+		return admission.LockedItem{Resource: resource, Namespace: namespace, Name: name, Viewers: viewers}
 	}
-	parentUID := func(uid string) nsOpt {
+	parentUID := func(uid string) tf.NamespaceOpt {
 		return func(ns *corev1.Namespace) { ns.Annotations[merge.AnnotationParentUID] = uid }
 	}
 	tests := []struct {
 		name      string
 		namespace string
-		next      watchmux.NamespaceMeta
-		assumed   watchmux.Assumed
-		want      []watchmux.LockedItem
+		next      admission.NamespaceMeta
+		assumed   admission.Assumed
+		want      []admission.LockedItem
 	}{
 		{
 			name:      "opting out loses every inherited lock, in the subtree too",
 			namespace: "team-a",
-			next:      nsMeta("team-a", parent("org"), noInherit),
-			want: []watchmux.LockedItem{
+			next:      nsMeta("team-a", tf.Parent("org"), tf.NoInherit),
+			want: []admission.LockedItem{
 				// team-a-1 stays a tenant and keeps the global ones.
-				lost(rolebindings, global, "g-lock", "team-a"),
-				lost(rolebindings, "org", "o-lock", "team-a", "team-a-1"),
+				lost(rbResource, global, "g-lock", "team-a"),
+				lost(rbResource, "org", "o-lock", "team-a", "team-a-1"),
 				// team-a keeps its own a-lock; team-a-1 loses it.
-				lost(rolebindings, "team-a", "a-lock", "team-a-1"),
+				lost(rbResource, "team-a", "a-lock", "team-a-1"),
 			},
 		},
 		{
 			name:      "removing the parent loses the parent's locks, not the global ones",
 			namespace: "team-a",
 			next:      nsMeta("team-a"),
-			want:      []watchmux.LockedItem{lost(rolebindings, "org", "o-lock", "team-a", "team-a-1")},
+			want:      []admission.LockedItem{lost(rbResource, "org", "o-lock", "team-a", "team-a-1")},
 		},
 		{
 			name:      "changing the parent loses the old parent's locks",
 			namespace: "team-a",
-			next:      nsMeta("team-a", parent("solo")),
-			want:      []watchmux.LockedItem{lost(rolebindings, "org", "o-lock", "team-a", "team-a-1")},
+			next:      nsMeta("team-a", tf.Parent("solo")),
+			want:      []admission.LockedItem{lost(rbResource, "org", "o-lock", "team-a", "team-a-1")},
 		},
 		{
 			name:      "a parent uid that is not the parent's loses its locks",
 			namespace: "team-a",
-			next:      nsMeta("team-a", parent("org"), parentUID("another-org")),
-			want:      []watchmux.LockedItem{lost(rolebindings, "org", "o-lock", "team-a", "team-a-1")},
+			next:      nsMeta("team-a", tf.Parent("org"), parentUID("another-org")),
+			want:      []admission.LockedItem{lost(rbResource, "org", "o-lock", "team-a", "team-a-1")},
 		},
 		{
 			name:      "a root opting out takes its locks from every child, which keep the global ones",
 			namespace: "org",
-			next:      nsMeta("org", noInherit),
-			want: []watchmux.LockedItem{
-				lost(rolebindings, global, "g-lock", "org"),
-				lost(rolebindings, "org", "o-lock", "team-a", "team-a-1", "team-b"),
+			next:      nsMeta("org", tf.NoInherit),
+			want: []admission.LockedItem{
+				lost(rbResource, global, "g-lock", "org"),
+				lost(rbResource, "org", "o-lock", "team-a", "team-a-1", "team-b"),
 			},
 		},
 		{
 			name:      "excluding a locked item loses nothing: the lock keeps it",
 			namespace: "team-a",
-			next:      nsMeta("team-a", parent("org"), exclude("rolebindings/*")),
+			next:      nsMeta("team-a", tf.Parent("org"), tf.Exclude("rolebindings/*")),
 		},
 		{
 			name:      "another label loses nothing",
 			namespace: "team-a",
-			next: nsMeta("team-a", parent("org"), func(ns *corev1.Namespace) {
+			next: nsMeta("team-a", tf.Parent("org"), func(ns *corev1.Namespace) {
 				ns.Labels["team"] = "a"
 			}),
 		},
@@ -108,27 +110,27 @@ func TestLockedLoss(t *testing.T) {
 		{
 			name:      "a namespace that does not exist loses nothing",
 			namespace: "ghost",
-			next:      nsMeta("ghost", noInherit),
+			next:      nsMeta("ghost", tf.NoInherit),
 		},
 		{
 			name:      "an assumed child below is in the subtree",
 			namespace: "team-a",
 			next:      nsMeta("team-a"),
-			assumed:   watchmux.Assumed{"new": nsMeta("new", parent("team-a-1"))},
-			want:      []watchmux.LockedItem{lost(rolebindings, "org", "o-lock", "new", "team-a", "team-a-1")},
+			assumed:   admission.Assumed{"new": nsMeta("new", tf.Parent("team-a-1"))},
+			want:      []admission.LockedItem{lost(rbResource, "org", "o-lock", "new", "team-a", "team-a-1")},
 		},
 		{
 			name:      "an assumed move out of the subtree leaves it",
 			namespace: "team-a",
 			next:      nsMeta("team-a"),
-			assumed:   watchmux.Assumed{"team-a-1": nsMeta("team-a-1", parent("solo"))},
-			want:      []watchmux.LockedItem{lost(rolebindings, "org", "o-lock", "team-a")},
+			assumed:   admission.Assumed{"team-a-1": nsMeta("team-a-1", tf.Parent("solo"))},
+			want:      []admission.LockedItem{lost(rbResource, "org", "o-lock", "team-a")},
 		},
 		{
 			name:      "an assumed change of the namespace itself is the before",
 			namespace: "team-a",
 			next:      nsMeta("team-a"),
-			assumed:   watchmux.Assumed{"team-a": nsMeta("team-a")},
+			assumed:   admission.Assumed{"team-a": nsMeta("team-a")},
 		},
 	}
 	for _, tc := range tests {
@@ -163,7 +165,7 @@ func TestLockedLossBeforeSync(t *testing.T) {
 	if _, err := m.LockedLoss("team-a", nsMeta("team-a"), nil); !watchmux.IsNotSynced(err) {
 		t.Errorf("LockedLoss before sync: %v, want the not-synced error", err)
 	}
-	if _, err := m.SourceLocked(rolebindings, global, "g-lock"); !watchmux.IsNotSynced(err) {
+	if _, err := m.SourceLocked(rbResource, global, "g-lock"); !watchmux.IsNotSynced(err) {
 		t.Errorf("SourceLocked before sync: %v, want the not-synced error", err)
 	}
 }
@@ -174,7 +176,7 @@ func TestParentCycleAssuming(t *testing.T) {
 	tests := []struct {
 		name              string
 		namespace, parent string
-		assumed           watchmux.Assumed
+		assumed           admission.Assumed
 		want              []string
 	}{
 		{name: "a descendant as parent", namespace: "org", parent: "team-a-1", want: []string{"org", "team-a-1", "team-a", "org"}},
@@ -182,17 +184,17 @@ func TestParentCycleAssuming(t *testing.T) {
 		{name: "a missing parent", namespace: "org", parent: "ghost"},
 		{
 			name: "an assumed change closes the cycle", namespace: "org", parent: "solo",
-			assumed: watchmux.Assumed{"solo": nsMeta("solo", parent("team-b"))},
+			assumed: admission.Assumed{"solo": nsMeta("solo", tf.Parent("team-b"))},
 			want:    []string{"org", "solo", "team-b", "org"},
 		},
 		{
 			name: "an assumed namespace not yet in the index", namespace: "org", parent: "new",
-			assumed: watchmux.Assumed{"new": nsMeta("new", parent("team-a"))},
+			assumed: admission.Assumed{"new": nsMeta("new", tf.Parent("team-a"))},
 			want:    []string{"org", "new", "team-a", "org"},
 		},
 		{
 			name: "an assumed change opens the cycle", namespace: "org", parent: "team-a-1",
-			assumed: watchmux.Assumed{"team-a-1": nsMeta("team-a-1")},
+			assumed: admission.Assumed{"team-a-1": nsMeta("team-a-1")},
 		},
 	}
 	for _, tc := range tests {
@@ -217,7 +219,7 @@ func TestSourceLocked(t *testing.T) {
 		{"team-b", "o-lock", false},
 		{"team-b", "missing", false},
 	} {
-		got, err := m.SourceLocked(rolebindings, tc.namespace, tc.name)
+		got, err := m.SourceLocked(rbResource, tc.namespace, tc.name)
 		if err != nil || got != tc.want {
 			t.Errorf("SourceLocked(%s/%s) = %v, %v; want %v", tc.namespace, tc.name, got, err, tc.want)
 		}

@@ -1,4 +1,4 @@
-package watchmux
+package answers
 
 import (
 	"fmt"
@@ -12,7 +12,35 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
+
+// Views is what the answers read: *watchmux.Mux.
+type Views interface {
+	// Read calls f with the mirror as of one resourceVersion; it fails
+	// before the sources are read.
+	Read(f func(watchmux.Reader)) (string, error)
+	// EmptyObject returns an empty source object of resource.
+	EmptyObject(resource string) runtime.Object
+}
+
+// Answers answers the question resources from the views: it implements
+// registry.Hierarchies, registry.Explainer and registry.Previewer.
+type Answers struct {
+	views Views
+}
+
+// New returns the answers read from views.
+func New(views Views) *Answers { return &Answers{views: views} }
+
+// read calls f inside one Read, and answers 503 before the sources are read.
+func (a *Answers) read(f func(r watchmux.Reader)) error {
+	_, err := a.views.Read(f)
+	if watchmux.IsNotSynced(err) {
+		return notSynced()
+	}
+	return err
+}
 
 // notSynced is the API error of a question asked before the sources are read.
 func notSynced() error {
@@ -21,41 +49,36 @@ func notSynced() error {
 
 // The answers of implicit.dev's hierarchies, explanations and previews
 // (pkg/registry): where a namespace stands, why a name is or is not in a
-// view, and what an edit of a source would change. Each query takes the read
-// lock once, changes nothing, and merges with the same code the views use.
-// Before the sources are read each answers 503 ServiceUnavailable.
+// view, and what an edit of a source would change. Each reads the mirror
+// inside one Read, changes nothing, and merges with the same code the views
+// use. Before the sources are read each answers 503 ServiceUnavailable.
 
 // Hierarchy returns where namespace stands in the hierarchy, and false if it
 // does not exist. Its children are the namespaces that name it as parent and
 // inherit from it: only those its sources reach.
-func (m *Mux) Hierarchy(namespace string) (v1alpha1.HierarchyStatus, bool, error) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if !m.synced {
-		return v1alpha1.HierarchyStatus{}, false, notSynced()
-	}
-	if _, ok := m.st.namespaces[namespace]; !ok {
-		return v1alpha1.HierarchyStatus{}, false, nil
-	}
-	return m.st.hierarchy(namespace), true, nil
+func (a *Answers) Hierarchy(namespace string) (h v1alpha1.HierarchyStatus, exists bool, err error) {
+	err = a.read(func(r watchmux.Reader) {
+		if _, exists = r.Namespace(namespace); exists {
+			h = hierarchy(r, namespace)
+		}
+	})
+	return h, exists, err
 }
 
 // Hierarchies returns every namespace's hierarchy, by namespace.
-func (m *Mux) Hierarchies() (map[string]v1alpha1.HierarchyStatus, error) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if !m.synced {
-		return nil, notSynced()
-	}
-	out := make(map[string]v1alpha1.HierarchyStatus, len(m.st.namespaces))
-	for name := range m.st.namespaces {
-		out[name] = m.st.hierarchy(name)
-	}
-	return out, nil
+func (a *Answers) Hierarchies() (out map[string]v1alpha1.HierarchyStatus, err error) {
+	err = a.read(func(r watchmux.Reader) {
+		names := r.Namespaces()
+		out = make(map[string]v1alpha1.HierarchyStatus, len(names))
+		for _, name := range names {
+			out[name] = hierarchy(r, name)
+		}
+	})
+	return out, err
 }
 
-func (s *state) hierarchy(namespace string) v1alpha1.HierarchyStatus {
-	l := s.lineage(namespace)
+func hierarchy(r watchmux.Reader, namespace string) v1alpha1.HierarchyStatus {
+	l := r.Lineage(namespace)
 	h := v1alpha1.HierarchyStatus{Tenant: l.Tenant}
 	if l.Namespace != nil {
 		h.Parent = l.Namespace.Labels[merge.LabelParent]
@@ -69,8 +92,8 @@ func (s *state) hierarchy(namespace string) v1alpha1.HierarchyStatus {
 			Cycle: slices.Clone(p.Cycle), Message: p.String(),
 		}}
 	}
-	for child := range s.children[namespace] {
-		if cl := s.lineage(child); len(cl.Ancestors) > 0 && cl.Ancestors[0].Name == namespace {
+	for _, child := range r.Children(namespace) {
+		if cl := r.Lineage(child); len(cl.Ancestors) > 0 && cl.Ancestors[0].Name == namespace {
 			h.Children = append(h.Children, child)
 		}
 	}
@@ -78,57 +101,52 @@ func (s *state) hierarchy(namespace string) v1alpha1.HierarchyStatus {
 	return h
 }
 
-// Serves reports whether resource is a view served now.
-func (m *Mux) Serves(resource string) bool {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	_, ok := m.st.sources[resource]
-	return ok && !m.st.pending.Has(resource)
+// Serves reports whether resource is a view served now. Before the sources
+// are read it reports true: the explanation then answers 503, as it would
+// for a served resource.
+func (a *Answers) Serves(resource string) bool {
+	serves := false
+	if err := a.read(func(r watchmux.Reader) { serves = r.Serves(resource) }); err != nil {
+		return true
+	}
+	return serves
 }
 
 // SourceExists reports whether the source namespace/name of resource exists.
-func (m *Mux) SourceExists(resource, namespace, name string) (bool, error) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if !m.synced {
-		return false, notSynced()
-	}
-	_, ok := m.st.sources[resource][namespace][name]
-	return ok, nil
+func (a *Answers) SourceExists(resource, namespace, name string) (exists bool, err error) {
+	err = a.read(func(r watchmux.Reader) { _, exists = r.Source(resource, namespace, name) })
+	return exists, err
 }
 
 // Explain tells why namespace's view of resource holds, or does not hold,
 // the item name: every scope from global down to namespace, what it held and
 // what became of it. It names only the namespace's lineage, which its views
 // reveal already.
-func (m *Mux) Explain(resource, namespace, name string) (v1alpha1.ExplanationStatus, error) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if !m.synced {
-		return v1alpha1.ExplanationStatus{}, notSynced()
-	}
-	l := m.st.lineage(namespace)
-	e := m.st.explainLocked(resource, name, l, nil)
-	return explanationStatus(resource, name, namespace, l, e), nil
+func (a *Answers) Explain(resource, namespace, name string) (st v1alpha1.ExplanationStatus, err error) {
+	err = a.read(func(r watchmux.Reader) {
+		l := r.Lineage(namespace)
+		e := explain(r, resource, name, l, nil)
+		st = explanationStatus(resource, name, namespace, l, e)
+	})
+	return st, err
 }
 
-// explainLocked explains name in the view of lineage l, as if the override
-// were applied when it is set.
-func (s *state) explainLocked(resource, name string, l merge.Lineage, o *override) merge.Explanation {
-	byNS := s.sources[resource]
-	levels := merge.Levels(l, s.globalFor(resource), func(ns string) []merge.Item {
-		if o != nil && o.namespace == ns {
-			if o.item == nil {
+// explain explains name in the view of lineage l, as if the edit were
+// applied when it is set.
+func explain(r watchmux.Reader, resource, name string, l merge.Lineage, edit *watchmux.Edit) merge.Explanation {
+	levels := merge.Levels(l, r.GlobalNamespace(resource), func(ns string) []merge.Item {
+		if edit != nil && edit.Namespace == ns {
+			if edit.Item == nil {
 				return nil
 			}
-			return []merge.Item{*o.item}
+			return []merge.Item{*edit.Item}
 		}
-		if it, ok := byNS[ns][name]; ok {
+		if it, ok := r.Source(resource, ns, name); ok {
 			return []merge.Item{it}
 		}
 		return nil
 	})
-	return merge.Explain(resource, name, levels, s.options[resource])
+	return merge.Explain(resource, name, levels, r.Options(resource))
 }
 
 func explanationStatus(resource, name, namespace string, l merge.Lineage, e merge.Explanation) v1alpha1.ExplanationStatus {
@@ -197,35 +215,37 @@ func summary(resource, name, namespace string, l merge.Lineage, e merge.Explanat
 // whose view item would change, and each one a lock, a shadow or an
 // exclusion keeps as it is. obj must be of the type the resource's sources
 // have (the view's empty object's).
-func (m *Mux) Preview(resource, namespace, name string, obj runtime.Object) (v1alpha1.PreviewStatus, error) {
-	o := &override{namespace: namespace, name: name}
+func (a *Answers) Preview(resource, namespace, name string, obj runtime.Object) (v1alpha1.PreviewStatus, error) {
+	edit := watchmux.Edit{Namespace: namespace, Name: name}
 	if obj != nil {
 		acc, err := meta.Accessor(obj)
 		if err != nil {
 			return v1alpha1.PreviewStatus{}, fmt.Errorf("preview of %s %s/%s: %w", resource, namespace, name, err)
 		}
 		ann := acc.GetAnnotations()
-		o.item = &merge.Item{Namespace: namespace, Name: name, Locked: merge.IsLocked(ann), Overlay: merge.WantsOverlay(ann), Object: obj}
+		edit.Item = &merge.Item{Namespace: namespace, Name: name, Locked: merge.IsLocked(ann), Overlay: merge.WantsOverlay(ann), Object: obj}
 	}
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if !m.synced {
-		return v1alpha1.PreviewStatus{}, notSynced()
-	}
-	_, exists := m.st.sources[resource][namespace][name]
+	var st v1alpha1.PreviewStatus
+	err := a.read(func(r watchmux.Reader) { st = preview(r, resource, edit, obj == nil) })
+	return st, err
+}
+
+func preview(r watchmux.Reader, resource string, edit watchmux.Edit, deleted bool) v1alpha1.PreviewStatus {
+	namespace, name := edit.Namespace, edit.Name
+	_, exists := r.Source(resource, namespace, name)
 	st := v1alpha1.PreviewStatus{Name: name, Operation: v1alpha1.OperationCreate}
 	switch {
-	case obj == nil:
+	case deleted:
 		st.Operation = v1alpha1.OperationDelete
 	case exists:
 		st.Operation = v1alpha1.OperationUpdate
 	}
-	reached := m.st.affected(resource, namespace)
+	reached := r.Reached(resource, namespace)
 	sort.Strings(reached)
 	st.Reached = len(reached)
 	for _, ns := range reached {
-		before := first(m.st.results(resource, ns, name))
-		after := first(m.st.resultsWith(resource, ns, name, o))
+		before := first(r.Results(resource, ns, name))
+		after := first(r.ResultsAfter(resource, ns, edit))
 		change := v1alpha1.NamespaceChange{Namespace: ns, Before: itemSummary(before), After: itemSummary(after)}
 		switch {
 		case before == nil && after != nil:
@@ -241,11 +261,11 @@ func (m *Mux) Preview(resource, namespace, name string, obj runtime.Object) (v1a
 		}
 		// Unchanged: why did the source not show? Ask the state in which
 		// it exists: after a create or update, before a delete.
-		var with *override
-		if obj != nil {
-			with = o
+		var with *watchmux.Edit
+		if !deleted {
+			with = &edit
 		}
-		e := m.st.explainLocked(resource, name, m.st.lineage(ns), with)
+		e := explain(r, resource, name, r.Lineage(ns), with)
 		for _, lv := range e.Levels {
 			if lv.Namespace != namespace || lv.Item == nil {
 				continue
@@ -258,7 +278,7 @@ func (m *Mux) Preview(resource, namespace, name string, obj runtime.Object) (v1a
 			}
 		}
 	}
-	return st, nil
+	return st
 }
 
 func first(rs []merge.Result) *merge.Result {
@@ -341,6 +361,6 @@ func content(obj any) (map[string]any, error) {
 
 // EmptyObject returns an empty source object of resource: the Go type a
 // previewed object must have.
-func (m *Mux) EmptyObject(resource string) runtime.Object {
-	return m.objects.Empty(resource)
+func (a *Answers) EmptyObject(resource string) runtime.Object {
+	return a.views.EmptyObject(resource)
 }

@@ -1,0 +1,392 @@
+package admission
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
+)
+
+// Views is what the guards read the sources through: *watchmux.Mux.
+type Views interface {
+	// Read calls f with the mirror as of one resourceVersion; it fails
+	// before the sources are read.
+	Read(f func(watchmux.Reader)) (string, error)
+	// Changed signals, coalesced, that the mirror changed.
+	Changed() <-chan struct{}
+}
+
+// MuxIndex answers the guards' questions (Index) and ConditionSync's
+// (Guarded) from the mirror, each inside one Read, and changes nothing.
+// Before the sources are read, the questions that return an error fail
+// with one watchmux.IsNotSynced recognises, and the others answer as of an
+// empty mirror (nothing exists, nothing is inherited): the server is not
+// ready then, so no webhook call reaches it through its Service.
+type MuxIndex struct {
+	views Views
+}
+
+var (
+	_ Index   = &MuxIndex{}
+	_ Guarded = &MuxIndex{}
+)
+
+// NewIndex returns the index of the guards that reads views.
+func NewIndex(views Views) *MuxIndex { return &MuxIndex{views: views} }
+
+// read calls f inside one Read of the mirror.
+func (x *MuxIndex) read(f func(r watchmux.Reader)) error {
+	_, err := x.views.Read(f)
+	return err
+}
+
+// isServed reports whether resource is served, pending or not.
+func isServed(r watchmux.Reader, resource string) bool {
+	return slices.Contains(r.Resources(), resource)
+}
+
+// Reach implements Index: how many namespaces' views of resource would
+// change if the source namespace/name became obj (nil: deleted).
+func (x *MuxIndex) Reach(resource, namespace, name string, obj runtime.Object) (int, error) {
+	e := watchmux.Edit{Namespace: namespace, Name: name}
+	if obj != nil {
+		acc, err := meta.Accessor(obj)
+		if err != nil {
+			return 0, fmt.Errorf("reach of %s %s/%s: %w", resource, namespace, name, err)
+		}
+		e.Item = &merge.Item{Namespace: namespace, Name: name, Locked: merge.IsLocked(acc.GetAnnotations()), Object: obj}
+	}
+	n := 0
+	err := x.read(func(r watchmux.Reader) {
+		if !isServed(r, resource) {
+			return
+		}
+		for _, ns := range r.Reached(resource, namespace) {
+			before := r.Results(resource, ns, name)
+			after := r.ResultsAfter(resource, ns, e)
+			if !watchmux.SameView(before, after) {
+				n++
+			}
+		}
+	})
+	return n, err
+}
+
+// Inherited implements Index: the item of name that namespace's view would
+// show if namespace had no object of that name itself.
+func (x *MuxIndex) Inherited(resource, namespace, name string) (res merge.Result, found bool, err error) {
+	err = x.read(func(r watchmux.Reader) {
+		if isServed(r, resource) {
+			res, found = r.Inherited(resource, namespace, name)
+		}
+	})
+	return res, found, err
+}
+
+// Overlays implements Index: whether an object of resource with
+// annotations, created below the inherited item, would be merged onto it as
+// an overlay rather than shadow it.
+func (x *MuxIndex) Overlays(resource string, inherited merge.Result, annotations map[string]string) (overlays bool) {
+	_ = x.read(func(r watchmux.Reader) {
+		overlays = r.Options(resource).Overlays(inherited, merge.Item{Overlay: merge.WantsOverlay(annotations)})
+	})
+	return overlays
+}
+
+// HasDescendants implements Index: whether some namespace names namespace
+// as its parent.
+func (x *MuxIndex) HasDescendants(namespace string) (has bool) {
+	_ = x.read(func(r watchmux.Reader) { has = len(r.Children(namespace)) > 0 })
+	return has
+}
+
+// Exists implements Index.
+func (x *MuxIndex) Exists(namespace string) (exists bool) {
+	_ = x.read(func(r watchmux.Reader) { _, exists = r.Namespace(namespace) })
+	return exists
+}
+
+// IsTenant implements Index: whether namespace exists and is a tenant.
+func (x *MuxIndex) IsTenant(namespace string) (tenant bool) {
+	_ = x.read(func(r watchmux.Reader) {
+		ns, ok := r.Namespace(namespace)
+		tenant = ok && r.Policy().IsTenant(ns)
+	})
+	return tenant
+}
+
+// Terminating implements Index: whether namespace is being deleted.
+func (x *MuxIndex) Terminating(namespace string) (terminating bool) {
+	_ = x.read(func(r watchmux.Reader) { terminating = r.Terminating(namespace) })
+	return terminating
+}
+
+// SourceLocked implements Index: whether the source object namespace/name
+// of resource is locked, what a request that carries no annotations of its
+// own (a scale subresource) is judged by.
+func (x *MuxIndex) SourceLocked(resource, namespace, name string) (locked bool, err error) {
+	err = x.read(func(r watchmux.Reader) {
+		it, ok := r.Source(resource, namespace, name)
+		locked = ok && it.Locked
+	})
+	return locked, err
+}
+
+// MatchInputs is what the admission webhook's match conditions are made
+// of, so that only requests the guards may act on are sent to them.
+type MatchInputs struct {
+	// LockedNames are the names of locked source objects, per resource, sorted.
+	LockedNames map[string][]string
+	// Inherited are the namespaces whose sources other namespaces inherit:
+	// the global namespaces and every namespace named as a parent, sorted.
+	Inherited []string
+}
+
+// String prints g compactly, for logs.
+func (g MatchInputs) String() string {
+	var b strings.Builder
+	for _, r := range slices.Sorted(maps.Keys(g.LockedNames)) {
+		fmt.Fprintf(&b, "%s locked %d; ", r, len(g.LockedNames[r]))
+	}
+	fmt.Fprintf(&b, "%d inherited namespaces", len(g.Inherited))
+	return b.String()
+}
+
+// Guarded implements Guarded: what the match conditions need, and false
+// before the sources are read.
+func (x *MuxIndex) Guarded() (MatchInputs, bool) {
+	g := MatchInputs{LockedNames: map[string][]string{}}
+	err := x.read(func(r watchmux.Reader) {
+		for _, res := range r.Resources() {
+			if names := r.LockedNames(res); len(names) > 0 {
+				g.LockedNames[res] = names
+			}
+		}
+		globals := r.GlobalNamespaces()
+		g.Inherited = append(g.Inherited, globals...)
+		for _, p := range r.Parents() {
+			if !slices.Contains(globals, p) {
+				g.Inherited = append(g.Inherited, p)
+			}
+		}
+		sort.Strings(g.Inherited)
+	})
+	if err != nil {
+		return MatchInputs{}, false
+	}
+	return g, true
+}
+
+// Changed implements Guarded.
+func (x *MuxIndex) Changed() <-chan struct{} { return x.views.Changed() }
+
+// The parent guard asks what a change of one namespace's labels and
+// annotations would do to the views, assuming the changes it has admitted
+// that the mirror may not show yet.
+
+// NamespaceMeta is what a namespace change sets of the labels and
+// annotations merging reads: the parent label, the inherit label, the
+// recorded parent uid, the exclusions.
+type NamespaceMeta struct {
+	Labels      map[string]string
+	Annotations map[string]string
+}
+
+// Assumed are namespaces whose labels and annotations the guards assume as
+// given instead of as the mirror has them: changes admitted a moment ago.
+// A namespace the mirror does not have yet (just created) is assumed to
+// exist with them.
+type Assumed map[string]NamespaceMeta
+
+// LockedItem is a locked source item that some views would lose.
+type LockedItem struct {
+	// Resource is the view resource; Namespace and Name the source's.
+	Resource, Namespace, Name string
+	// Viewers are the namespaces whose views would lose it, sorted.
+	Viewers []string
+}
+
+// ParentCycleAssuming implements Index: the cycle that setting namespace's
+// parent label to parent would close, namespace first, or nil, with
+// assumed applied.
+func (x *MuxIndex) ParentCycleAssuming(namespace, parent string, assumed Assumed) (cycle []string) {
+	_ = x.read(func(r watchmux.Reader) { cycle = parentCycle(assuming(r, assumed), namespace, parent) })
+	return cycle
+}
+
+// parentCycle walks parent labels up from parent, with the namespaces get
+// returns, and returns the cycle through namespace it closes, or nil.
+func parentCycle(get merge.NamespaceGetter, namespace, parent string) []string {
+	path := []string{namespace}
+	seen := sets.New(namespace)
+	for cur := parent; cur != ""; {
+		path = append(path, cur)
+		if cur == namespace {
+			return path
+		}
+		if seen.Has(cur) {
+			return nil // a cycle above, not through namespace
+		}
+		seen.Insert(cur)
+		ns, ok := get(cur)
+		if !ok {
+			return nil
+		}
+		cur = ns.Labels[merge.LabelParent]
+	}
+	return nil
+}
+
+// LockedLoss implements Index: the locked inherited items that would leave
+// the view of namespace or of a namespace below it if namespace's labels
+// and annotations became next, sorted by resource, namespace and name. An
+// item is lost by a view that shows it inherited (the winning source, or a
+// locked overlay, from another namespace) before the change and not after
+// it. Both are computed with assumed applied. A namespace that does not
+// exist loses nothing: its creation takes nothing from anyone.
+func (x *MuxIndex) LockedLoss(namespace string, next NamespaceMeta, assumed Assumed) (out []LockedItem, err error) {
+	err = x.read(func(r watchmux.Reader) { out = lockedLoss(r, namespace, next, assumed) })
+	return out, err
+}
+
+func lockedLoss(r watchmux.Reader, namespace string, next NamespaceMeta, assumed Assumed) []LockedItem {
+	before := assuming(r, assumed)
+	cur, ok := before(namespace)
+	if !ok {
+		return nil
+	}
+	changed := *cur
+	changed.Labels, changed.Annotations = next.Labels, next.Annotations
+	after := func(name string) (*merge.Namespace, bool) {
+		if name == namespace {
+			return &changed, true
+		}
+		return before(name)
+	}
+	// Namespaces below namespace name it through their own labels, which
+	// the change leaves as they are: the subtree is the same after it.
+	subtree := subtreeAssuming(r, namespace, assumed)
+	lost := map[lockedKey]sets.Set[string]{}
+	for _, res := range r.Resources() {
+		if !r.Serves(res) {
+			continue
+		}
+		// Only names with a locked source can lose a locked item; merging
+		// one name at a time keeps this proportional to the locks.
+		for _, name := range r.LockedNames(res) {
+			for _, viewer := range subtree {
+				kept := lockedInherited(res, viewer, viewAssuming(r, res, viewer, name, after))
+				for it := range lockedInherited(res, viewer, viewAssuming(r, res, viewer, name, before)) {
+					if kept.Has(it) {
+						continue
+					}
+					if lost[it] == nil {
+						lost[it] = sets.New[string]()
+					}
+					lost[it].Insert(viewer)
+				}
+			}
+		}
+	}
+	out := make([]LockedItem, 0, len(lost))
+	for k, viewers := range lost {
+		out = append(out, LockedItem{Resource: k.resource, Namespace: k.namespace, Name: k.name, Viewers: sets.List(viewers)})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Resource != b.Resource {
+			return a.Resource < b.Resource
+		}
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+	return out
+}
+
+// lockedKey identifies a locked source item of a resource.
+type lockedKey struct{ resource, namespace, name string }
+
+// lockedInherited returns the locked items of view that come from another
+// namespace than viewer: the winners and the overlays.
+func lockedInherited(resource, viewer string, view []merge.Result) sets.Set[lockedKey] {
+	out := sets.New[lockedKey]()
+	for _, r := range view {
+		if r.Item.Locked && r.Item.Namespace != viewer {
+			out.Insert(lockedKey{resource, r.Item.Namespace, r.Item.Name})
+		}
+		for _, o := range r.Overlays {
+			if o.Locked && o.Namespace != viewer {
+				out.Insert(lockedKey{resource, o.Namespace, o.Name})
+			}
+		}
+	}
+	return out
+}
+
+// assuming returns the namespaces of the mirror with assumed applied.
+func assuming(r watchmux.Reader, assumed Assumed) merge.NamespaceGetter {
+	return func(name string) (*merge.Namespace, bool) {
+		ns, ok := r.Namespace(name)
+		a, isAssumed := assumed[name]
+		switch {
+		case !isAssumed:
+			return ns, ok
+		case !ok:
+			return &merge.Namespace{Name: name, Labels: a.Labels, Annotations: a.Annotations}, true
+		}
+		c := *ns
+		c.Labels, c.Annotations = a.Labels, a.Annotations
+		return &c, true
+	}
+}
+
+// subtreeAssuming returns name and every namespace that names it as an
+// ancestor, each once, with assumed applied.
+func subtreeAssuming(r watchmux.Reader, name string, assumed Assumed) []string {
+	get := assuming(r, assumed)
+	extra := map[string][]string{}
+	for child, a := range assumed {
+		if p := a.Labels[merge.LabelParent]; p != "" {
+			extra[p] = append(extra[p], child)
+		}
+	}
+	out := []string{name}
+	seen := sets.New(name)
+	for i := 0; i < len(out); i++ {
+		cur := out[i]
+		candidates := append(r.Children(cur), extra[cur]...)
+		sort.Strings(candidates)
+		for _, child := range candidates {
+			ns, ok := get(child)
+			if seen.Has(child) || !ok || ns.Labels[merge.LabelParent] != cur {
+				continue
+			}
+			seen.Insert(child)
+			out = append(out, child)
+		}
+	}
+	return out
+}
+
+// viewAssuming merges the item name of namespace's view of resource, with
+// the namespaces get returns.
+func viewAssuming(r watchmux.Reader, resource, namespace, name string, get merge.NamespaceGetter) []merge.Result {
+	lineage := merge.Resolve(r.Policy(), namespace, get)
+	levels := merge.Levels(lineage, r.GlobalNamespace(resource), func(ns string) []merge.Item {
+		if it, ok := r.Source(resource, ns, name); ok {
+			return []merge.Item{it}
+		}
+		return nil
+	})
+	return merge.MergeWith(resource, levels, r.Options(resource))
+}

@@ -1,0 +1,340 @@
+package watchmux
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+)
+
+// The feed: the informers' handlers, and the calls that configure what is
+// served, change the mirror under mu held for writing. A change computes
+// its view events from the state before and after it, then publishes them
+// (publish.go).
+
+// AddNamespaceInformer feeds namespaces from informer. Run waits for it
+// before serving.
+func (m *Mux) AddNamespaceInformer(informer cache.SharedIndexInformer) error {
+	reg, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { m.OnNamespace(obj, false) },
+		UpdateFunc: func(old, obj any) {
+			if !resynced(old, obj) {
+				m.OnNamespace(obj, false)
+			}
+		},
+		DeleteFunc: func(obj any) { m.OnNamespace(obj, true) },
+	})
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.regs = append(m.regs, reg)
+	m.mu.Unlock()
+	return nil
+}
+
+// Source is an informer of the source objects of one resource.
+type Source struct {
+	// Informer delivers the source objects.
+	Informer cache.SharedIndexInformer
+	// Cluster names the hub cluster whose global namespace Informer
+	// watches; "" for the local cluster. From the first hub source on, the
+	// global namespace's objects of the local cluster are not sources: the
+	// global scope is the hub's.
+	Cluster string
+}
+
+// AddSource feeds the source objects of resource from s. It returns the
+// handler's registration, whose HasSynced says when its initial objects
+// are in. Run waits for the sources of the resources New was given; a
+// resource added with AddResource stays pending until its caller, having
+// waited for the registrations itself, calls MarkResourceSynced.
+func (m *Mux) AddSource(resource string, s Source) (cache.ResourceEventHandlerRegistration, error) {
+	m.mu.Lock()
+	_, ok := m.st.sources[resource]
+	if ok && s.Cluster != "" {
+		m.hub = s.Cluster
+	}
+	pending := m.st.pending.Has(resource)
+	m.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("watchmux: resource %q is not served", resource)
+	}
+	cluster := s.Cluster
+	// Materialized copies are never sources: an object that gains the
+	// label leaves the mirror as a deletion, one that loses it enters it as
+	// an addition.
+	reg, err := s.Informer.AddEventHandler(cache.FilteringResourceEventHandler{
+		FilterFunc: func(obj any) bool {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			acc, err := meta.Accessor(obj)
+			return err != nil || !merge.IsMaterialized(acc.GetLabels())
+		},
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc: func(obj any) { m.onSource(resource, cluster, obj, false) },
+			UpdateFunc: func(old, obj any) {
+				if !resynced(old, obj) {
+					m.onSource(resource, cluster, obj, false)
+				}
+			},
+			DeleteFunc: func(obj any) { m.onSource(resource, cluster, obj, true) },
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !pending {
+		m.mu.Lock()
+		m.regs = append(m.regs, reg)
+		m.mu.Unlock()
+	}
+	return reg, nil
+}
+
+// resynced reports whether an update is an informer resync of an unchanged
+// object: nothing to do.
+func resynced(old, obj any) bool {
+	a, errA := meta.Accessor(old)
+	b, errB := meta.Accessor(obj)
+	return errA == nil && errB == nil && a.GetResourceVersion() == b.GetResourceVersion()
+}
+
+// AddResource serves resource from now on, merged with o. It stays pending
+// (its changes make no events) until MarkResourceSynced: feed it with
+// AddSource first.
+func (m *Mux) AddResource(resource string, o merge.Options) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.st.sources[resource]; ok {
+		return fmt.Errorf("watchmux: resource %q is already served", resource)
+	}
+	m.st.addResourceLocked(resource, o)
+	return nil
+}
+
+// SetGlobalNamespace makes namespace the global namespace of resource,
+// instead of the policy's. Call it before the resource's sources are fed.
+// The namespace must not be a tenant (the configuration excludes it).
+func (m *Mux) SetGlobalNamespace(resource, namespace string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.st.globals[resource] = namespace
+}
+
+// MarkResourceSynced ends the pending state of a resource added with
+// AddResource: its informers have delivered their initial objects, and from
+// now on its changes make view events.
+func (m *Mux) MarkResourceSynced(resource string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.st.pending.Delete(resource)
+	m.signalChanged()
+}
+
+// MarkSynced starts serving: from now on every change makes view events.
+// Run calls it once the informers have synced; callers that feed the mux
+// with OnNamespace and OnSource themselves call it when they are done.
+func (m *Mux) MarkSynced() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.synced {
+		return
+	}
+	m.synced = true
+	m.signalChanged()
+	m.hist = newHistory(m.opts.HistorySize, m.opts.HistoryBytes, m.v.current())
+	m.fanMu.Lock()
+	m.dispatched = m.v.current()
+	m.fanMu.Unlock()
+}
+
+// SetMergeOptions changes how resource merges: its strategy, and the
+// overlayer built from its schema. Once the resource is served, every view
+// item the change merges differently gets its event (a new schema may merge
+// an overlay differently).
+func (m *Mux) SetMergeOptions(resource string, o merge.Options) {
+	start := m.opts.Clock.Now()
+	m.mu.Lock()
+	if _, ok := m.st.sources[resource]; !ok {
+		m.mu.Unlock()
+		return
+	}
+	if !m.synced || m.st.pending.Has(resource) {
+		m.st.options[resource] = o
+		m.mu.Unlock()
+		return
+	}
+	names := m.st.namespaceNames()
+	before := make([][]merge.Result, len(names))
+	for i, ns := range names {
+		before[i] = m.st.results(resource, ns, "")
+	}
+	m.st.options[resource] = o
+	var events []*Event
+	for i, ns := range names {
+		events = append(events, diff(resource, ns, before[i], m.st.results(resource, ns, ""))...)
+	}
+	ticket, fan := m.stampLocked(events)
+	m.mu.Unlock()
+	if fan {
+		m.fanOutInTurn(ticket, events, start)
+	}
+}
+
+// OnNamespace applies a namespace event: obj is a *corev1.Namespace or a
+// cache.DeletedFinalStateUnknown holding one. The informer handler calls it.
+func (m *Mux) OnNamespace(obj any, deleted bool) {
+	start := m.opts.Clock.Now()
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj, deleted = d.Obj, true
+	}
+	ns, ok := obj.(*corev1.Namespace)
+	if !ok {
+		klog.ErrorS(nil, "Unexpected object in the namespace informer", "type", fmt.Sprintf("%T", obj))
+		return
+	}
+	var next *merge.Namespace
+	if !deleted {
+		next = &merge.Namespace{Name: ns.Name, UID: ns.UID, Created: ns.CreationTimestamp.Time, Labels: ns.Labels, Annotations: ns.Annotations}
+	}
+	m.mu.Lock()
+	if deleted || ns.DeletionTimestamp == nil {
+		m.st.terminating.Delete(ns.Name)
+	} else {
+		m.st.terminating.Insert(ns.Name)
+	}
+	var events []*Event
+	if m.synced && !m.hierarchyChangeLocked(ns.Name, next) {
+		// Only what merging reads of a namespace matters: an update of
+		// anything else (status, other labels) changes no view.
+		m.st.setNamespaceLocked(ns.Name, next)
+	} else if m.synced {
+		// Every view of the namespace's subtree may change, in every
+		// resource: down to the policy's MaxDepth levels, as no namespace
+		// farther below inherits through it.
+		affected := m.st.subtree(ns.Name)
+		before := m.viewsLocked(affected)
+		m.st.setNamespaceLocked(ns.Name, next)
+		after := m.viewsLocked(affected)
+		for i, name := range affected {
+			for ri, resource := range m.st.resources {
+				events = append(events, diff(resource, name, before[i][ri], after[i][ri])...)
+			}
+		}
+	} else {
+		m.st.setNamespaceLocked(ns.Name, next)
+	}
+	ticket, fan := m.stampLocked(events)
+	m.mu.Unlock()
+	if fan {
+		m.fanOutInTurn(ticket, events, start)
+	}
+}
+
+// hierarchyChangeLocked reports whether replacing namespace name by next
+// (nil: deleted) may change a view: it appears or goes, it is another
+// namespace of the same name (its uid or creation time differ: an informer
+// relist may replace one by the other without a deletion), or its parent
+// label, its recorded parent uid, its inherit label or its exclusions
+// change. Called with mu held.
+func (m *Mux) hierarchyChangeLocked(name string, next *merge.Namespace) bool {
+	old, ok := m.st.namespaces[name]
+	if !ok || next == nil {
+		return true
+	}
+	oldUID, oldHasUID := old.Annotations[merge.AnnotationParentUID]
+	nextUID, nextHasUID := next.Annotations[merge.AnnotationParentUID]
+	return old.UID != next.UID || !old.Created.Equal(next.Created) ||
+		oldUID != nextUID || oldHasUID != nextHasUID ||
+		old.Labels[merge.LabelParent] != next.Labels[merge.LabelParent] ||
+		old.Labels[merge.LabelInherit] != next.Labels[merge.LabelInherit] ||
+		old.Annotations[merge.AnnotationExclude] != next.Annotations[merge.AnnotationExclude]
+}
+
+// viewsLocked returns every resource's view of each namespace. Called with
+// mu held.
+func (m *Mux) viewsLocked(namespaces []string) [][][]merge.Result {
+	out := make([][][]merge.Result, len(namespaces))
+	for i, ns := range namespaces {
+		out[i] = make([][]merge.Result, len(m.st.resources))
+		for ri, r := range m.st.resources {
+			if m.st.pending.Has(r) {
+				continue // no events before its sources are read
+			}
+			out[i][ri] = m.st.results(r, ns, "")
+		}
+	}
+	return out
+}
+
+// OnSource applies an event of a source object of resource: obj is the
+// object or a cache.DeletedFinalStateUnknown holding one. The informer
+// handler calls it.
+func (m *Mux) OnSource(resource string, obj any, deleted bool) {
+	m.onSource(resource, "", obj, deleted)
+}
+
+// onSource applies a source event from cluster ("" for the local one).
+func (m *Mux) onSource(resource, cluster string, obj any, deleted bool) {
+	start := m.opts.Clock.Now()
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj, deleted = d.Obj, true
+	}
+	o, ok := obj.(runtime.Object)
+	if !ok {
+		klog.ErrorS(nil, "Unexpected object in a source informer", "resource", resource, "type", fmt.Sprintf("%T", obj))
+		return
+	}
+	acc, err := meta.Accessor(o)
+	if err != nil {
+		klog.ErrorS(err, "Source object without metadata", "resource", resource)
+		return
+	}
+	namespace, name := acc.GetNamespace(), acc.GetName()
+	var next *merge.Item
+	if !deleted {
+		ann := acc.GetAnnotations()
+		next = &merge.Item{Namespace: namespace, Name: name, Locked: merge.IsLocked(ann), Overlay: merge.WantsOverlay(ann), Object: o, Cluster: cluster}
+	}
+	m.mu.Lock()
+	if _, served := m.st.sources[resource]; !served {
+		m.mu.Unlock()
+		klog.ErrorS(nil, "Event of a resource that is not served", "resource", resource)
+		return
+	}
+	if m.hub != "" && cluster == "" && namespace == m.st.policy.GlobalNamespace {
+		m.mu.Unlock()
+		return // the hub's global namespace is the global scope, not this one's
+	}
+	var events []*Event
+	if m.synced && !m.st.pending.Has(resource) && namespace == m.st.globalFor(resource) {
+		events = m.globalChangeLocked(resource, namespace, name, next)
+	} else if m.synced && !m.st.pending.Has(resource) {
+		// Only the item of this name can change, in the views of the
+		// namespaces below the source.
+		affected := m.st.affected(resource, namespace)
+		before := make([][]merge.Result, len(affected))
+		for i, ns := range affected {
+			before[i] = m.st.results(resource, ns, name)
+		}
+		m.st.setItemLocked(resource, namespace, name, next)
+		for i, ns := range affected {
+			events = append(events, diff(resource, ns, before[i], m.st.results(resource, ns, name))...)
+		}
+	} else {
+		m.st.setItemLocked(resource, namespace, name, next)
+	}
+	sourceObjects.WithLabelValues(resource).Set(float64(m.st.sourceCount(resource)))
+	ticket, fan := m.stampLocked(events)
+	m.mu.Unlock()
+	if fan {
+		m.fanOutInTurn(ticket, events, start)
+	}
+}
