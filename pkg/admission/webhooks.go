@@ -23,8 +23,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
-	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
@@ -443,7 +443,7 @@ func setConditions(cfg *admissionregistrationv1.ValidatingWebhookConfiguration, 
 // cert-manager from the serving certificate.
 func InClusterConfiguration() *admissionregistrationv1.ValidatingWebhookConfiguration {
 	var served []schema.GroupResource
-	for _, k := range registry.DefaultKinds() {
+	for _, k := range kinds.DefaultKinds() {
 		served = append(served, k.Source.GroupResource())
 	}
 	cfg := Configuration("implicit-apiserver", served, inClusterClient)

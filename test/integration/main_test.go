@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
-	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/test/controlplane"
 )
 
@@ -121,7 +121,7 @@ func run(m *testing.M) int {
 // servedSources are the source resources of the default views.
 func servedSources() []schema.GroupResource {
 	var out []schema.GroupResource
-	for _, k := range registry.DefaultKinds() {
+	for _, k := range kinds.DefaultKinds() {
 		out = append(out, k.Source.GroupResource())
 	}
 	return out
