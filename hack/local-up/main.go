@@ -30,7 +30,7 @@ import (
 	"k8s.io/client-go/discovery"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
-	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 )
 
 // options are local-up's flags.
@@ -200,7 +200,7 @@ func say(format string, args ...any) {
 // guards watch over.
 func servedSources() []schema.GroupResource {
 	var out []schema.GroupResource
-	for _, k := range registry.DefaultKinds() {
+	for _, k := range kinds.DefaultKinds() {
 		out = append(out, k.Source.GroupResource())
 	}
 	return out

@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
-	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 )
 
 // The webhooks of the ValidatingWebhookConfiguration, one per guard.
@@ -268,7 +268,7 @@ func list(items []string) string {
 // cert-manager from the serving certificate.
 func InClusterConfiguration() *admissionregistrationv1.ValidatingWebhookConfiguration {
 	var served []schema.GroupResource
-	for _, k := range registry.DefaultKinds() {
+	for _, k := range kinds.DefaultKinds() {
 		served = append(served, k.Source.GroupResource())
 	}
 	cfg := Configuration("implicit-apiserver", served, inClusterClient)

@@ -10,6 +10,7 @@ import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 var hubStale = metrics.NewGaugeVec(&metrics.GaugeOpts{
@@ -30,6 +31,7 @@ type hubHealth struct {
 	cluster string
 	client  kubernetes.Interface
 	period  time.Duration
+	clock   clock.Clock
 
 	mu      sync.Mutex
 	since   time.Time // zero while reachable
@@ -37,14 +39,14 @@ type hubHealth struct {
 	reached bool
 }
 
-func newHubHealth(cluster string, client kubernetes.Interface) *hubHealth {
+func newHubHealth(cluster string, client kubernetes.Interface, clk clock.Clock) *hubHealth {
 	hubStale.WithLabelValues(cluster).Set(0)
-	return &hubHealth{cluster: cluster, client: client, period: 5 * time.Second}
+	return &hubHealth{cluster: cluster, client: client, period: 5 * time.Second, clock: clk}
 }
 
-// run probes until ctx is cancelled.
+// run probes every period, on the clock, until ctx is cancelled.
 func (h *hubHealth) run(ctx context.Context) {
-	wait.UntilWithContext(ctx, h.probe, h.period)
+	wait.BackoffUntilWithContext(ctx, h.probe, wait.NewJitteredBackoffManager(h.period, 0, h.clock), true)
 }
 
 func (h *hubHealth) probe(ctx context.Context) {
@@ -56,7 +58,7 @@ func (h *hubHealth) probe(ctx context.Context) {
 	h.lastErr = err
 	switch {
 	case err == nil && !h.since.IsZero():
-		klog.InfoS("Hub cluster reachable again: global sources are current", "cluster", h.cluster, "staleFor", time.Since(h.since).Round(time.Second))
+		klog.InfoS("Hub cluster reachable again: global sources are current", "cluster", h.cluster, "staleFor", h.clock.Since(h.since).Round(time.Second))
 		h.since = time.Time{}
 		hubStale.WithLabelValues(h.cluster).Set(0)
 	case err == nil:
@@ -65,7 +67,7 @@ func (h *hubHealth) probe(ctx context.Context) {
 		// Not ready until the hub has been read once: say why, at every probe.
 		klog.ErrorS(err, "Hub cluster not reached yet: not ready until its global sources have been read", "cluster", h.cluster)
 	case h.since.IsZero():
-		h.since = time.Now()
+		h.since = h.clock.Now()
 		klog.ErrorS(err, "Hub cluster unreachable: serving the last known global sources (fail-static)", "cluster", h.cluster)
 		hubStale.WithLabelValues(h.cluster).Set(1)
 	}

@@ -7,6 +7,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/kubernetes"
@@ -23,22 +24,25 @@ import (
 // with materialized kinds, runs the materializer under leader election.
 func (c CompletedConfig) startMaterializer(gs *genericapiserver.GenericAPIServer, mux *watchmux.Mux, guards *admission.Guards) error {
 	x := c.ExtraConfig
-	kinds := make([]materialize.Kind, 0, len(x.Materialize.Kinds))
-	for _, gvr := range x.Materialize.Kinds {
-		k := materialize.Kind{Resource: gvr.Resource, Source: gvr}
-		for _, built := range x.Kinds {
-			if built.Source == gvr {
-				k.Kind = built.Kind
-			}
+	var kinds []materialize.Kind
+	var sources []schema.GroupVersionResource
+	for _, kc := range x.Kinds {
+		if !kc.Materialized() {
+			continue
+		}
+		k := materialize.Kind{Resource: kc.Resource(), Source: kc.Source}
+		if kc.Typed != nil {
+			k.Kind = kc.Typed.Kind
 		}
 		kinds = append(kinds, k)
-		guards.Materialize(gvr.Resource)
+		sources = append(sources, kc.Source)
+		guards.Materialize(kc.Resource())
 	}
 	if x.Client == nil {
 		return nil
 	}
 	if len(kinds) > 0 && x.Materialize.Dynamic == nil {
-		return fmt.Errorf("materialized kinds %v need a host cluster client", x.Materialize.Kinds)
+		return fmt.Errorf("materialized kinds %v need a host cluster client", sources)
 	}
 	return gs.AddPostStartHook("implicit-materializer", func(ctx genericapiserver.PostStartHookContext) error {
 		go func() {

@@ -248,7 +248,7 @@ func (r *run) follow(ctx context.Context, k Kind) {
 	}, time.Second)
 }
 
-// viewGroup is the views' API group (pkg/apiserver.GroupName).
+// viewGroup is the views' API group (pkg/servedgroup.GroupName).
 const viewGroup = "implicit.dev"
 
 func namespaceOf(obj runtime.Object) string {

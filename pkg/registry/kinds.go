@@ -10,11 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// DefaultKinds are the views served without a configuration file.
-func DefaultKinds() []Kind {
-	return []Kind{RoleBindings(), Roles(), NetworkPolicies()}
-}
-
 // RoleBindings is the view of rbac.authorization.k8s.io/v1 rolebindings.
 func RoleBindings() Kind {
 	return Kind{

@@ -9,12 +9,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 )
 
 func TestPreviewStorage(t *testing.T) {
 	t.Parallel()
-	kinds := func() []registry.Kind { return registry.DefaultKinds() }
+	served := func() []registry.Kind { return kinds.DefaultKinds() }
 	rb := func(ns string) *runtime.RawExtension {
 		return &runtime.RawExtension{Raw: []byte(`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"ci-bot","namespace":"` + ns + `"},` +
 			`"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"view"}}`)}
@@ -47,7 +48,7 @@ func TestPreviewStorage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			src := &fakeQuestions{sources: map[string]bool{"rolebindings/team/ci-bot": tc.exists}}
-			s := registry.NewPreviewStorage(src, &fakeAuthorizer{allow: map[string]bool{tc.allow: true}}, kinds)
+			s := registry.NewPreviewStorage(src, &fakeAuthorizer{allow: map[string]bool{tc.allow: true}}, served)
 			obj, err := s.Create(asUser("alice", "team"), &v1alpha1.Preview{Spec: tc.spec}, nil, &metav1.CreateOptions{})
 			if tc.wantErr != nil {
 				if !tc.wantErr(err) {
@@ -82,14 +83,14 @@ func TestPreviewStorage(t *testing.T) {
 // authorizes an edit before it reads the object.
 func TestPreviewRefusalHidesExistence(t *testing.T) {
 	t.Parallel()
-	kinds := func() []registry.Kind { return registry.DefaultKinds() }
+	served := func() []registry.Kind { return kinds.DefaultKinds() }
 	spec := v1alpha1.PreviewSpec{Resource: "rolebindings", Object: &runtime.RawExtension{Raw: []byte(
 		`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"ci-bot"},` +
 			`"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"view"}}`)}}
 	var msgs []string
 	for _, exists := range []bool{false, true} {
 		src := &fakeQuestions{sources: map[string]bool{"rolebindings/team/ci-bot": exists}}
-		s := registry.NewPreviewStorage(src, &fakeAuthorizer{allow: map[string]bool{}}, kinds)
+		s := registry.NewPreviewStorage(src, &fakeAuthorizer{allow: map[string]bool{}}, served)
 		_, err := s.Create(asUser("mallory", "team"), &v1alpha1.Preview{Spec: spec}, nil, &metav1.CreateOptions{})
 		if !apierrors.IsForbidden(err) {
 			t.Fatalf("exists=%v: err %v, want Forbidden", exists, err)

@@ -327,19 +327,3 @@ func TestStorageMetadata(t *testing.T) {
 		})
 	}
 }
-
-func TestDefaultKinds(t *testing.T) {
-	t.Parallel()
-	var got []string
-	for _, k := range registry.DefaultKinds() {
-		got = append(got, k.Source.String())
-	}
-	want := []string{
-		"rbac.authorization.k8s.io/v1, Resource=rolebindings",
-		"rbac.authorization.k8s.io/v1, Resource=roles",
-		"networking.k8s.io/v1, Resource=networkpolicies",
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("DefaultKinds() = %q, want %q", got, want)
-	}
-}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 )
@@ -23,10 +24,10 @@ func TestTableColumns(t *testing.T) {
 		"roles":           {"Name", "Rules", "Scope", "Source", "Age", "Locked", "Overlays", "Conflict"},
 		"networkpolicies": {"Name", "Pod-Selector", "Policy-Types", "Scope", "Source", "Age", "Locked", "Overlays", "Conflict"},
 	}
-	if len(registry.DefaultKinds()) != len(want) {
-		t.Fatalf("DefaultKinds() has %d kinds, the test knows %d", len(registry.DefaultKinds()), len(want))
+	if len(kinds.DefaultKinds()) != len(want) {
+		t.Fatalf("DefaultKinds() has %d kinds, the test knows %d", len(kinds.DefaultKinds()), len(want))
 	}
-	for _, kind := range registry.DefaultKinds() {
+	for _, kind := range kinds.DefaultKinds() {
 		t.Run(kind.Resource(), func(t *testing.T) {
 			t.Parallel()
 			s := registry.NewStorage(group, kind, newFakeViewer(kind.Resource()))

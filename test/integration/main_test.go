@@ -12,7 +12,7 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
-	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 )
 
 const (
@@ -121,7 +121,7 @@ func run(m *testing.M) int {
 // servedSources are the source resources of the default views.
 func servedSources() []schema.GroupResource {
 	var out []schema.GroupResource
-	for _, k := range registry.DefaultKinds() {
+	for _, k := range kinds.DefaultKinds() {
 		out = append(out, k.Source.GroupResource())
 	}
 	return out

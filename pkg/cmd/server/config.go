@@ -13,9 +13,9 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/apiserver"
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
-	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
+	"github.com/implicit-dev/implicit-apiserver/pkg/servedgroup"
 )
 
 // ImplicitConfiguration is the --config file (config.implicit.dev/v1alpha1).
@@ -49,31 +49,46 @@ type ResourceSelector struct {
 
 // The deliveries of a configured kind.
 const (
-	DeliveryView        = "View"
-	DeliveryMaterialize = "Materialize"
+	DeliveryView        = string(kinds.DeliveryView)
+	DeliveryMaterialize = string(kinds.DeliveryMaterialize)
 )
 
 // aggregationRoles are the default roles a view's read access may be
 // aggregated into.
 var aggregationRoles = []string{"view", "edit", "admin"}
 
-// Configuration is what an ImplicitConfiguration serves: the built-in kinds
-// it lists (served from their Go types), their strategies, and every other
-// kind (served from unstructured objects once the host serves it).
+// Configuration is what an ImplicitConfiguration serves: the kinds it
+// lists, in order. A built-in kind it lists is served from its Go type
+// (KindConfig.Typed); every other kind from unstructured objects once the
+// host serves it.
 type Configuration struct {
-	Kinds      []registry.Kind
-	Strategies map[string]merge.Strategy
-	Resources  []apiserver.Resource
-	// Globals are the global namespaces of kinds configured with their own,
-	// by resource.
-	Globals map[string]string
-	// Materialize are the kinds configured with delivery: Materialize.
-	Materialize []schema.GroupVersionResource
+	Kinds []kinds.KindConfig
 }
 
 // DefaultConfiguration serves the three default kinds with Replace.
 func DefaultConfiguration() Configuration {
-	return Configuration{Kinds: registry.DefaultKinds(), Strategies: map[string]merge.Strategy{}, Globals: map[string]string{}}
+	return Configuration{Kinds: kinds.Defaults()}
+}
+
+// globalNamespaces are the kinds' own global namespaces.
+func (c Configuration) globalNamespaces() []string {
+	var out []string
+	for _, k := range c.Kinds {
+		if k.GlobalNamespace != "" {
+			out = append(out, k.GlobalNamespace)
+		}
+	}
+	return out
+}
+
+// materialized reports whether a kind is delivered as real objects.
+func (c Configuration) materialized() bool {
+	for _, k := range c.Kinds {
+		if k.Materialized() {
+			return true
+		}
+	}
+	return false
 }
 
 // LoadConfiguration reads an ImplicitConfiguration. Unknown fields,
@@ -96,11 +111,7 @@ func LoadConfiguration(path string) (Configuration, error) {
 	if len(cfg.Resources) == 0 {
 		errs = append(errs, fmt.Errorf("resources: at least one is required"))
 	}
-	builtIn := map[schema.GroupVersionResource]registry.Kind{}
-	for _, k := range registry.DefaultKinds() {
-		builtIn[k.Source] = k
-	}
-	out := Configuration{Strategies: map[string]merge.Strategy{}, Globals: map[string]string{}}
+	var out Configuration
 	seen := map[string]int{}
 	for i, r := range cfg.Resources {
 		gvr := schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}
@@ -125,15 +136,16 @@ func LoadConfiguration(path string) (Configuration, error) {
 			// Secret's data: inheritance is for policy, not credentials.
 			problems = append(problems, "secrets can't be served: a view would show every inherited Secret's data to every tenant that may read views")
 		}
-		if r.Group == apiserver.GroupName {
-			problems = append(problems, fmt.Sprintf("group %s is implicit-apiserver's own: views can't be sources", apiserver.GroupName))
+		if r.Group == servedgroup.GroupName {
+			problems = append(problems, fmt.Sprintf("group %s is implicit-apiserver's own: views can't be sources", servedgroup.GroupName))
 		}
 		if r.GlobalNamespace != "" {
 			if msgs := validation.IsDNS1123Label(r.GlobalNamespace); len(msgs) > 0 {
 				problems = append(problems, fmt.Sprintf("globalNamespace %q: %s", r.GlobalNamespace, strings.Join(msgs, ", ")))
 			}
 		}
-		if _, ok := builtIn[gvr]; ok && len(r.AggregateTo) > 0 {
+		builtIn, isBuiltIn := kinds.BuiltIn(gvr)
+		if isBuiltIn && len(r.AggregateTo) > 0 {
 			problems = append(problems, "aggregateTo is for configured kinds: a built-in view's readers are fixed "+
 				"(RoleBindings and Roles: admin; NetworkPolicies: view, edit and admin)")
 		}
@@ -166,18 +178,20 @@ func LoadConfiguration(path string) (Configuration, error) {
 			continue
 		}
 		seen[r.Resource] = i
-		if r.GlobalNamespace != "" {
-			out.Globals[r.Resource] = r.GlobalNamespace
+		k := kinds.KindConfig{
+			Source:          gvr,
+			Strategy:        strategy,
+			GlobalNamespace: r.GlobalNamespace,
+			Delivery:        kinds.DeliveryView,
+			AggregateTo:     r.AggregateTo,
 		}
 		if r.Delivery == DeliveryMaterialize {
-			out.Materialize = append(out.Materialize, gvr)
+			k.Delivery = kinds.DeliveryMaterialize
 		}
-		if k, ok := builtIn[gvr]; ok {
-			out.Kinds = append(out.Kinds, k)
-			out.Strategies[k.Resource()] = strategy
-			continue
+		if isBuiltIn {
+			k.Typed = &builtIn
 		}
-		out.Resources = append(out.Resources, apiserver.Resource{Source: gvr, Strategy: strategy})
+		out.Kinds = append(out.Kinds, k)
 	}
 	if len(errs) > 0 {
 		return Configuration{}, fmt.Errorf("--config %s: %w", path, utilerrors.NewAggregate(errs))
@@ -185,15 +199,18 @@ func LoadConfiguration(path string) (Configuration, error) {
 	return out, nil
 }
 
-// CheckResources checks the configured kinds against the host's discovery:
-// a kind that is cluster-scoped or can't be listed or watched is an error,
-// all reported at once. A kind the host does not serve yet is not: it is
-// served once it appears.
-func CheckResources(dc discovery.DiscoveryInterface, resources []apiserver.Resource) error {
+// CheckResources checks the configured kinds that are not built in against
+// the host's discovery: a kind that is cluster-scoped or can't be listed or
+// watched is an error, all reported at once. A kind the host does not serve
+// yet is not: it is served once it appears.
+func CheckResources(dc discovery.DiscoveryInterface, ks []kinds.KindConfig) error {
 	var errs []error
-	for _, r := range resources {
-		if _, err := apiserver.CheckResource(dc, r.Source); err != nil {
-			if apiserver.IsNotYet(err) {
+	for _, r := range ks {
+		if r.Typed != nil {
+			continue
+		}
+		if _, err := kinds.CheckResource(dc, r.Source); err != nil {
+			if kinds.IsNotYet(err) {
 				klog.InfoS("Configured kind not served by the host yet: its view appears once it is", "resource", r.Source.String(), "reason", err.Error())
 				continue
 			}

@@ -16,8 +16,8 @@ import (
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	clienttesting "k8s.io/client-go/testing"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/apiserver"
 	"github.com/implicit-dev/implicit-apiserver/pkg/cmd/server"
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 )
@@ -43,6 +43,59 @@ var (
 	configMaps   = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 )
 
+// resource is a configured kind that is not built in: its source and strategy.
+type resource struct {
+	Source   schema.GroupVersionResource
+	Strategy merge.Strategy
+}
+
+// builtIn are the configuration's built-in kinds, in order.
+func builtIn(cfg server.Configuration) []registry.Kind { return kinds.Typed(cfg.Kinds) }
+
+// strategies are the strategies set on the built-in kinds, by resource.
+func strategies(cfg server.Configuration) map[string]merge.Strategy {
+	out := map[string]merge.Strategy{}
+	for _, k := range cfg.Kinds {
+		if k.Typed != nil && k.Strategy != "" {
+			out[k.Resource()] = k.Strategy
+		}
+	}
+	return out
+}
+
+// generic are the kinds that are not built in, in order.
+func generic(cfg server.Configuration) []resource {
+	var out []resource
+	for _, k := range cfg.Kinds {
+		if k.Typed == nil {
+			out = append(out, resource{Source: k.Source, Strategy: k.Strategy})
+		}
+	}
+	return out
+}
+
+// globals are the kinds' own global namespaces, by resource.
+func globals(cfg server.Configuration) map[string]string {
+	out := map[string]string{}
+	for _, k := range cfg.Kinds {
+		if k.GlobalNamespace != "" {
+			out[k.Resource()] = k.GlobalNamespace
+		}
+	}
+	return out
+}
+
+// materialized are the sources of the kinds delivered as real objects.
+func materialized(cfg server.Configuration) []schema.GroupVersionResource {
+	var out []schema.GroupVersionResource
+	for _, k := range cfg.Kinds {
+		if k.Materialized() {
+			out = append(out, k.Source)
+		}
+	}
+	return out
+}
+
 func writeConfig(t *testing.T, content string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "config.yaml")
@@ -62,7 +115,7 @@ func TestLoadConfiguration(t *testing.T) {
 		// wantStrategies are the strategies of the built-in kinds, by resource.
 		wantStrategies map[string]merge.Strategy
 		// wantResources are the other kinds served, in order.
-		wantResources []apiserver.Resource
+		wantResources []resource
 		// wantErrs are substrings of the error, one per expected problem.
 		wantErrs []string
 		// wantCount is the number of aggregated errors, when the error is an aggregate.
@@ -90,19 +143,19 @@ func TestLoadConfiguration(t *testing.T) {
 			wantStrategies: map[string]merge.Strategy{
 				"rolebindings": merge.Replace, "roles": merge.Replace, "networkpolicies": merge.Replace,
 			},
-			wantResources: []apiserver.Resource{{Source: guardrails, Strategy: merge.Overlay}},
+			wantResources: []resource{{Source: guardrails, Strategy: merge.Overlay}},
 		},
 		{
 			name:           "another version of a built-in kind is a generic resource",
 			content:        header + "resources:\n- {group: rbac.authorization.k8s.io, version: v1beta1, resource: roles}\n",
 			wantStrategies: map[string]merge.Strategy{},
-			wantResources:  []apiserver.Resource{{Source: rolesV1beta1, Strategy: merge.Replace}},
+			wantResources:  []resource{{Source: rolesV1beta1, Strategy: merge.Replace}},
 		},
 		{
 			name:           "a core group kind is a generic resource",
 			content:        header + "resources:\n- {version: v1, resource: configmaps}\n",
 			wantStrategies: map[string]merge.Strategy{},
-			wantResources:  []apiserver.Resource{{Source: configMaps, Strategy: merge.Replace}},
+			wantResources:  []resource{{Source: configMaps, Strategy: merge.Replace}},
 		},
 		{
 			name: "Overlay on a built-in kind is recorded by resource",
@@ -194,7 +247,7 @@ func TestLoadConfiguration(t *testing.T) {
 			name:           "aggregateTo: the default roles",
 			content:        header + "resources:\n- {group: policy.example.com, version: v1, resource: guardrails, aggregateTo: [view, edit, admin]}\n",
 			wantStrategies: map[string]merge.Strategy{},
-			wantResources:  []apiserver.Resource{{Source: schema.GroupVersionResource{Group: "policy.example.com", Version: "v1", Resource: "guardrails"}, Strategy: merge.Replace}},
+			wantResources:  []resource{{Source: schema.GroupVersionResource{Group: "policy.example.com", Version: "v1", Resource: "guardrails"}, Strategy: merge.Replace}},
 		},
 		{
 			name:      "resource with a dot",
@@ -284,24 +337,24 @@ func TestLoadConfiguration(t *testing.T) {
 					t.Fatalf("LoadConfiguration: %v", err)
 				}
 				var got []string
-				for _, k := range cfg.Kinds {
+				for _, k := range builtIn(cfg) {
 					got = append(got, k.Resource())
 				}
 				if !slices.Equal(got, tc.wantKinds) {
 					t.Errorf("kinds = %v, want %v", got, tc.wantKinds)
 				}
-				if !reflect.DeepEqual(cfg.Strategies, tc.wantStrategies) {
-					t.Errorf("strategies = %v, want %v", cfg.Strategies, tc.wantStrategies)
+				if !reflect.DeepEqual(strategies(cfg), tc.wantStrategies) {
+					t.Errorf("strategies = %v, want %v", strategies(cfg), tc.wantStrategies)
 				}
-				if !slices.Equal(cfg.Resources, tc.wantResources) {
-					t.Errorf("resources = %v, want %v", cfg.Resources, tc.wantResources)
+				if !slices.Equal(generic(cfg), tc.wantResources) {
+					t.Errorf("resources = %v, want %v", generic(cfg), tc.wantResources)
 				}
 				return
 			}
 			if err == nil {
 				t.Fatalf("LoadConfiguration succeeded with %+v, want an error", cfg)
 			}
-			if cfg.Kinds != nil || cfg.Strategies != nil || cfg.Resources != nil {
+			if cfg.Kinds != nil {
 				t.Errorf("configuration = %+v alongside an error, want none", cfg)
 			}
 			if !strings.Contains(err.Error(), path) {
@@ -333,12 +386,12 @@ func TestLoadConfigurationKinds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := registry.DefaultKinds()
-	if len(cfg.Kinds) != len(want) {
-		t.Fatalf("%d kinds, want %d", len(cfg.Kinds), len(want))
+	want := kinds.DefaultKinds()
+	if len(builtIn(cfg)) != len(want) {
+		t.Fatalf("%d kinds, want %d", len(builtIn(cfg)), len(want))
 	}
 	for i := range want {
-		got := cfg.Kinds[i]
+		got := builtIn(cfg)[i]
 		if got.Source != want[i].Source || got.Kind != want[i].Kind || got.Singular != want[i].Singular || got.Model != want[i].Model {
 			t.Errorf("kinds[%d] = %v %s, want %v %s", i, got.Source, got.Kind, want[i].Source, want[i].Kind)
 		}
@@ -349,8 +402,8 @@ func TestLoadConfigurationKinds(t *testing.T) {
 			t.Errorf("kinds[%d].New() = %T, want %T", i, got.New(), want[i].New())
 		}
 	}
-	if len(cfg.Resources) != 0 {
-		t.Errorf("resources = %v, want none", cfg.Resources)
+	if len(generic(cfg)) != 0 {
+		t.Errorf("resources = %v, want none", generic(cfg))
 	}
 }
 
@@ -358,18 +411,18 @@ func TestDefaultConfiguration(t *testing.T) {
 	t.Parallel()
 	cfg := server.DefaultConfiguration()
 	var got []schema.GroupVersionResource
-	for _, k := range cfg.Kinds {
+	for _, k := range builtIn(cfg) {
 		got = append(got, k.Source)
 	}
 	var want []schema.GroupVersionResource
-	for _, k := range registry.DefaultKinds() {
+	for _, k := range kinds.DefaultKinds() {
 		want = append(want, k.Source)
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("kinds = %v, want %v", got, want)
 	}
-	if cfg.Strategies == nil || len(cfg.Strategies) != 0 || len(cfg.Resources) != 0 {
-		t.Errorf("strategies = %v, resources = %v: want an empty map and none", cfg.Strategies, cfg.Resources)
+	if strategies(cfg) == nil || len(strategies(cfg)) != 0 || len(generic(cfg)) != 0 {
+		t.Errorf("strategies = %v, resources = %v: want an empty map and none", strategies(cfg), generic(cfg))
 	}
 }
 
@@ -403,12 +456,12 @@ func TestCheckResources(t *testing.T) {
 			},
 		},
 	}
-	gvr := func(group, version, resource string) apiserver.Resource {
-		return apiserver.Resource{Source: schema.GroupVersionResource{Group: group, Version: version, Resource: resource}, Strategy: merge.Replace}
+	gvr := func(group, version, resource string) kinds.KindConfig {
+		return kinds.KindConfig{Source: schema.GroupVersionResource{Group: group, Version: version, Resource: resource}, Strategy: merge.Replace}
 	}
 	tests := []struct {
 		name      string
-		resources []apiserver.Resource
+		resources []kinds.KindConfig
 		// wantErrs are substrings of the error, one per expected problem; none: no error.
 		wantErrs []string
 		// wantCount is the number of aggregated errors.
@@ -417,37 +470,37 @@ func TestCheckResources(t *testing.T) {
 		{name: "nothing configured"},
 		{
 			name:      "namespaced kinds that can be listed and watched",
-			resources: []apiserver.Resource{gvr("policy.example.com", "v1", "guardrails"), gvr("", "v1", "configmaps")},
+			resources: []kinds.KindConfig{gvr("policy.example.com", "v1", "guardrails"), gvr("", "v1", "configmaps")},
 		},
 		{
 			name:      "a group version the host does not serve yet is served later",
-			resources: []apiserver.Resource{gvr("policy.example.com", "v2", "guardrails"), gvr("absent.example.com", "v1", "things")},
+			resources: []kinds.KindConfig{gvr("policy.example.com", "v2", "guardrails"), gvr("absent.example.com", "v1", "things")},
 		},
 		{
 			name:      "a kind its group version does not serve yet is served later",
-			resources: []apiserver.Resource{gvr("policy.example.com", "v1", "widgets")},
+			resources: []kinds.KindConfig{gvr("policy.example.com", "v1", "widgets")},
 		},
 		{
 			name:      "a cluster-scoped kind",
-			resources: []apiserver.Resource{gvr("policy.example.com", "v1", "clusterguardrails")},
+			resources: []kinds.KindConfig{gvr("policy.example.com", "v1", "clusterguardrails")},
 			wantErrs:  []string{"clusterguardrails.policy.example.com is cluster-scoped"},
 			wantCount: 1,
 		},
 		{
 			name:      "a kind without watch",
-			resources: []apiserver.Resource{gvr("policy.example.com", "v1", "snapshots")},
+			resources: []kinds.KindConfig{gvr("policy.example.com", "v1", "snapshots")},
 			wantErrs:  []string{"snapshots.policy.example.com does not support watch"},
 			wantCount: 1,
 		},
 		{
 			name:      "a kind with several problems is one error",
-			resources: []apiserver.Resource{gvr("policy.example.com", "v1", "tokens")},
+			resources: []kinds.KindConfig{gvr("policy.example.com", "v1", "tokens")},
 			wantErrs:  []string{"tokens.policy.example.com is cluster-scoped", "and does not support list and does not support watch"},
 			wantCount: 1,
 		},
 		{
 			name: "every bad kind is reported, the good and the absent are not",
-			resources: []apiserver.Resource{
+			resources: []kinds.KindConfig{
 				gvr("policy.example.com", "v1", "clusterguardrails"),
 				gvr("policy.example.com", "v1", "guardrails"),
 				gvr("absent.example.com", "v1", "things"),
@@ -498,7 +551,7 @@ func TestCheckResourcesDiscoveryFailure(t *testing.T) {
 	dc.AddReactor("get", "resource", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("connection refused")
 	})
-	err := server.CheckResources(dc, []apiserver.Resource{{Source: guardrails}})
+	err := server.CheckResources(dc, []kinds.KindConfig{{Source: guardrails}})
 	if err == nil || !strings.Contains(err.Error(), "connection refused") || !strings.Contains(err.Error(), "policy.example.com/v1") {
 		t.Errorf("err = %v, want the discovery failure of policy.example.com/v1", err)
 	}
@@ -518,8 +571,8 @@ func TestLoadConfigurationGlobals(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{"networkpolicies": "net-global", "guardrails": "policy-global"}
-	if !reflect.DeepEqual(cfg.Globals, want) {
-		t.Errorf("Globals = %v, want %v", cfg.Globals, want)
+	if !reflect.DeepEqual(globals(cfg), want) {
+		t.Errorf("Globals = %v, want %v", globals(cfg), want)
 	}
 }
 
@@ -568,8 +621,8 @@ func TestLoadConfigurationDelivery(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(cfg.Materialize, tt.want) {
-				t.Errorf("Materialize = %v, want %v", cfg.Materialize, tt.want)
+			if !reflect.DeepEqual(materialized(cfg), tt.want) {
+				t.Errorf("Materialize = %v, want %v", materialized(cfg), tt.want)
 			}
 		})
 	}

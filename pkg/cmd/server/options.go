@@ -33,9 +33,11 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apiserver"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/materialize"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
+	"github.com/implicit-dev/implicit-apiserver/pkg/servedgroup"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
@@ -237,7 +239,7 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--global-cluster-name %q: %s", o.GlobalClusterName, strings.Join(msgs, ", ")))
 		}
 	}
-	if o.GlobalKubeconfig != "" && len(o.config.Globals) > 0 {
+	if o.GlobalKubeconfig != "" && len(o.config.globalNamespaces()) > 0 {
 		errs = append(errs, fmt.Errorf("--config: a kind's own globalNamespace is not supported with --global-kubeconfig: the hub's global namespace is the global scope of every kind"))
 	}
 	if o.HostSchemaTimeout <= 0 {
@@ -278,21 +280,21 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 	if err := o.Recommended.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
 		return nil, fmt.Errorf("creating self-signed certificates: %w", err)
 	}
-	scheme := apiserver.NewScheme(o.config.Kinds)
-	codecs := apiserver.NewCodecs(scheme)
+	scheme := servedgroup.NewScheme(kinds.Typed(o.config.Kinds))
+	codecs := servedgroup.NewCodecs(scheme)
 
 	gc := genericapiserver.NewRecommendedConfig(codecs)
 	gc.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
 	// The host's schemas are read once the host client exists, after
 	// ApplyTo. The v2 definitions are rendered when the server starts; the v3
 	// configuration renders them when it is made, so it is made last.
-	var host apiserver.HostSchemas
+	var host kinds.HostSchemas
 	namer := openapinamer.NewDefinitionNamer(scheme)
 	gc.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(func(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
-		return host.Definitions(namer.GetDefinitionName)(ref)
+		return servedgroup.Definitions(host, namer.GetDefinitionName)(ref)
 	}, namer)
 	gc.OpenAPIConfig.Info.Title = "implicit-apiserver"
-	gc.OpenAPIConfig.Info.Version = apiserver.SchemeGroupVersion.Version
+	gc.OpenAPIConfig.Info.Version = servedgroup.SchemeGroupVersion.Version
 
 	if err := o.Recommended.ApplyTo(gc); err != nil {
 		return nil, err
@@ -302,20 +304,20 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("host cluster client: %w", err)
 	}
-	host, err = waitForHostSchemas(ctx, client.Discovery(), o.config.Kinds, o.HostSchemaTimeout)
+	host, err = waitForHostSchemas(ctx, client.Discovery(), kinds.Typed(o.config.Kinds), o.HostSchemaTimeout)
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckResources(client.Discovery(), o.config.Resources); err != nil {
+	if err := CheckResources(client.Discovery(), o.config.Kinds); err != nil {
 		return nil, err
 	}
 	dyn, err := dynamic.NewForConfig(gc.ClientConfig)
 	if err != nil {
 		return nil, fmt.Errorf("host cluster client: %w", err)
 	}
-	gc.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(host.Definitions(namer.GetDefinitionName), namer)
+	gc.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(servedgroup.Definitions(host, namer.GetDefinitionName), namer)
 	gc.OpenAPIV3Config.Info.Title = "implicit-apiserver"
-	gc.OpenAPIV3Config.Info.Version = apiserver.SchemeGroupVersion.Version
+	gc.OpenAPIV3Config.Info.Version = servedgroup.SchemeGroupVersion.Version
 
 	callers := authz.Callers{Names: o.WebhookClientNames}
 	if o.WebhookClientCAFile != "" {
@@ -326,14 +328,13 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 	}
 
 	var mat apiserver.MaterializeConfig
-	if len(o.config.Materialize) > 0 {
+	if o.config.materialized() {
 		// The copies' writes have their own rate limit.
 		mc := rest.CopyConfig(gc.ClientConfig)
 		mc.QPS, mc.Burst = o.MaterializeQPS, o.MaterializeBurst
 		if mat.Dynamic, err = dynamic.NewForConfig(mc); err != nil {
 			return nil, fmt.Errorf("host cluster client: %w", err)
 		}
-		mat.Kinds = o.config.Materialize
 		mat.LeaseName, mat.LeaseNamespace = o.MaterializeLeaseName, o.MaterializeLeaseNamespace
 		if mat.LeaseNamespace == "" {
 			mat.LeaseNamespace = o.PodNamespace
@@ -350,9 +351,6 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 		GenericConfig: gc,
 		ExtraConfig: apiserver.ExtraConfig{
 			Kinds:                o.config.Kinds,
-			Strategies:           o.config.Strategies,
-			Globals:              o.config.Globals,
-			Resources:            o.config.Resources,
 			HostSchemas:          host,
 			Namer:                namer.GetDefinitionName,
 			Overlayer:            merge.NewOverlayer,
@@ -372,15 +370,15 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 	}, nil
 }
 
-func waitForHostSchemas(ctx context.Context, dc discovery.DiscoveryInterface, kinds []registry.Kind, timeout time.Duration) (apiserver.HostSchemas, error) {
+func waitForHostSchemas(ctx context.Context, dc discovery.DiscoveryInterface, typed []registry.Kind, timeout time.Duration) (kinds.HostSchemas, error) {
 	gvs := sets.New[schema.GroupVersion]()
-	for _, k := range kinds {
+	for _, k := range typed {
 		gvs.Insert(k.Source.GroupVersion())
 	}
-	var host apiserver.HostSchemas
+	var host kinds.HostSchemas
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, timeout, true, func(ctx context.Context) (bool, error) {
-		host, last = apiserver.FetchHostSchemas(ctx, dc, gvs.UnsortedList())
+		host, last = kinds.FetchHostSchemas(ctx, dc, gvs.UnsortedList())
 		if last != nil {
 			klog.InfoS("Waiting for the host cluster's OpenAPI schemas", "err", last)
 			return false, nil

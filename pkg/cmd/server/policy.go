@@ -49,7 +49,7 @@ func (o *Options) policy() merge.Policy {
 		excluded[ns] = true
 	}
 	// A kind's own global namespace holds global sources: never a tenant.
-	for _, ns := range o.config.Globals {
+	for _, ns := range o.config.globalNamespaces() {
 		if ns != o.GlobalNamespace {
 			excluded[ns] = true
 		}

@@ -1,4 +1,4 @@
-package apiserver
+package servedgroup
 
 import (
 	"fmt"
@@ -31,12 +31,13 @@ import (
 	"k8s.io/kube-openapi/pkg/common/restfuladapter"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry/answers"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
-// servedGroup serves implicit.dev/v1alpha1 with the kinds served at the
+// Group serves implicit.dev/v1alpha1 with the kinds served at the
 // moment: kinds appear while the server runs (a CRD created after it
 // started), so the group is not installed once into the generic server's
 // go-restful container. Instead each change of the served kinds installs the
@@ -46,24 +47,88 @@ import (
 // documents are updated alongside, as k8s.io/apiextensions-apiserver does
 // for custom resources. Requests in flight finish on the container they
 // started on.
-type servedGroup struct {
+type Group struct {
 	gs                *genericapiserver.GenericAPIServer
 	scheme            *runtime.Scheme
 	codecs            serializer.CodecFactory
 	minRequestTimeout time.Duration
+	// schemas are the host's schemas of the served kinds.
+	schemas *schemaStore
 	// openAPI returns the OpenAPI configurations of the served kinds: their
 	// definitions come from the host's schemas of the source kinds.
 	openAPI func() (*common.Config, *common.OpenAPIV3Config)
 
-	// mu serializes set.
+	// mu serializes Set.
 	mu sync.Mutex
-	// current is what is served; nil before the first set.
+	// current is what is served; nil before the first Set.
 	current atomic.Pointer[groupVersion]
 	// groupAdded records that /apis lists the group.
 	groupAdded bool
 	// questions are the resources beside the views (hierarchies,
 	// explanations, previews), installed into every generation.
 	questions map[string]rest.Storage
+}
+
+// Config is what a Group serves the views with.
+type Config struct {
+	// Scheme and Codecs hold the view types (NewScheme).
+	Scheme *runtime.Scheme
+	Codecs serializer.CodecFactory
+	// MinRequestTimeout is the generic server's, for watches.
+	MinRequestTimeout time.Duration
+	// HostSchemas are the host's schemas of the built-in kinds.
+	HostSchemas kinds.HostSchemas
+	// OpenAPIV2 and OpenAPIV3 are the generic server's OpenAPI
+	// configurations; with Namer (the scheme's), the group's documents
+	// describe each served kind by the host's schema. Any nil: none.
+	OpenAPIV2 *common.Config
+	OpenAPIV3 *common.OpenAPIV3Config
+	Namer     DefinitionNamer
+}
+
+// New returns a group that serves nothing until Install and Set.
+func New(c Config) *Group {
+	g := &Group{
+		scheme:            c.Scheme,
+		codecs:            c.Codecs,
+		minRequestTimeout: c.MinRequestTimeout,
+		schemas:           newSchemaStore(c.HostSchemas),
+	}
+	if v2, v3 := c.OpenAPIV2, c.OpenAPIV3; v2 != nil && v3 != nil && c.Namer != nil {
+		g.openAPI = func() (*common.Config, *common.OpenAPIV3Config) {
+			all, models := g.schemas.snapshot()
+			namer := viewNamer(c.Namer, models)
+			c2, c3 := *v2, *v3
+			c2.GetDefinitions, c2.GetDefinitionName = Definitions(all, namer), namer
+			c3.GetDefinitions, c3.GetDefinitionName, c3.Definitions = Definitions(all, namer), namer, nil
+			return &c2, &c3
+		}
+	}
+	return g
+}
+
+// Install serves the group on gs, with the resources that answer questions
+// about the views read from mux beside the views.
+func (g *Group) Install(gs *genericapiserver.GenericAPIServer, mux *watchmux.Mux) {
+	g.gs = gs
+	g.questions = questions(mux, gs.Authorizer, g.Kinds)
+	gs.Handler.NonGoRestfulMux.Handle(genericapiserver.APIGroupPrefix+"/"+GroupName, g.groupHandler())
+	gs.Handler.NonGoRestfulMux.HandlePrefix(genericapiserver.APIGroupPrefix+"/"+GroupName+"/", g)
+}
+
+// ReadOnly wraps the handler chain's inner handler: writes to a served view
+// are refused naming the source to edit (readOnly).
+func (g *Group) ReadOnly(next http.Handler) http.Handler {
+	return readOnly(next, g.storage, g.codecs)
+}
+
+// Serving reports whether the group serves views yet (the first Set).
+func (g *Group) Serving() bool { return g.current.Load() != nil }
+
+// SetSchemas implements kinds.Group: the host's schemas of a kind served
+// from unstructured objects, for the OpenAPI documents of the next Set.
+func (g *Group) SetSchemas(resource string, models kinds.HostSchemas, model, kind string) {
+	g.schemas.set(resource, models, model, kind)
 }
 
 // groupVersion is one generation of the served group version.
@@ -73,8 +138,10 @@ type groupVersion struct {
 	kinds     []registry.Kind
 }
 
+var _ kinds.Group = (*Group)(nil)
+
 // ServeHTTP serves /apis/implicit.dev/v1alpha1/...: the current container.
-func (g *servedGroup) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+func (g *Group) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	gv := g.current.Load()
 	if gv == nil {
 		err := apierrors.NewServiceUnavailable("implicit-apiserver is starting and serves no views yet")
@@ -85,7 +152,7 @@ func (g *servedGroup) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 }
 
 // storage returns the served storage of resource, if any.
-func (g *servedGroup) storage(resource string) (*registry.Storage, bool) {
+func (g *Group) storage(resource string) (*registry.Storage, bool) {
 	gv := g.current.Load()
 	if gv == nil {
 		return nil, false
@@ -94,17 +161,17 @@ func (g *servedGroup) storage(resource string) (*registry.Storage, bool) {
 	return s, ok
 }
 
-// kinds returns the kinds served now.
-func (g *servedGroup) kinds() []registry.Kind {
+// Kinds returns the kinds served now.
+func (g *Group) Kinds() []registry.Kind {
 	if gv := g.current.Load(); gv != nil {
 		return gv.kinds
 	}
 	return nil
 }
 
-// sources returns the source resources of the kinds served now.
-func (g *servedGroup) sources() []schema.GroupResource {
-	kinds := g.kinds()
+// Sources returns the source resources of the kinds served now.
+func (g *Group) Sources() []schema.GroupResource {
+	kinds := g.Kinds()
 	out := make([]schema.GroupResource, 0, len(kinds))
 	for _, k := range kinds {
 		out = append(out, k.Source.GroupResource())
@@ -112,9 +179,9 @@ func (g *servedGroup) sources() []schema.GroupResource {
 	return out
 }
 
-// set serves kinds, each read from its viewer. It must be called after the
+// Set serves kinds, each read from its viewer. It must be called after the
 // generic server's PrepareRun, which creates the OpenAPI services it updates.
-func (g *servedGroup) set(kinds []registry.Kind, viewers map[string]registry.Viewer) error {
+func (g *Group) Set(kinds []registry.Kind, viewers map[string]registry.Viewer) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	kinds = append([]registry.Kind(nil), kinds...)
@@ -196,7 +263,7 @@ func (g *servedGroup) set(kinds []registry.Kind, viewers map[string]registry.Vie
 }
 
 // groupHandler serves /apis/implicit.dev: the group's versions.
-func (g *servedGroup) groupHandler() http.Handler {
+func (g *Group) groupHandler() http.Handler {
 	return discovery.NewAPIGroupHandler(g.codecs, apiGroup())
 }
 
@@ -208,7 +275,7 @@ func apiGroup() metav1.APIGroup {
 
 // updateOpenAPI publishes the OpenAPI of the group served by container: v3
 // per group version, v2 as the whole document.
-func (g *servedGroup) updateOpenAPI(container *restful.Container) error {
+func (g *Group) updateOpenAPI(container *restful.Container) error {
 	if g.openAPI == nil {
 		return nil // no OpenAPI configured
 	}

@@ -1,4 +1,4 @@
-package apiserver
+package kinds
 
 import (
 	"context"
@@ -21,9 +21,9 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/rest"
 	clienttesting "k8s.io/client-go/testing"
-	"k8s.io/kube-openapi/pkg/common"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 )
 
@@ -160,7 +160,7 @@ func TestHostSchemasModelOf(t *testing.T) {
 		"m.Dup": hostSchema(t, `{"x-kubernetes-group-version-kind":[{"group":"policy.example.com","version":"v1","kind":"Dup"}]}`),
 		"y.Dup": hostSchema(t, `{"x-kubernetes-group-version-kind":[{"group":"policy.example.com","version":"v1","kind":"Dup"}]}`),
 		// listSchema's extension is built in Go, not parsed.
-		"com.example.policy.v1.GuardrailList": listSchema(guardrailModel, policyV1.WithKind("GuardrailList")),
+		"com.example.policy.v1.GuardrailList": ListSchema(guardrailModel, policyV1.WithKind("GuardrailList")),
 	}
 	tests := []struct {
 		name string
@@ -190,7 +190,7 @@ func TestHostSchemasModelOf(t *testing.T) {
 
 func TestListSchema(t *testing.T) {
 	t.Parallel()
-	s := listSchema(guardrailModel, policyV1.WithKind("GuardrailList"))
+	s := ListSchema(guardrailModel, policyV1.WithKind("GuardrailList"))
 	if !s.Type.Contains("object") {
 		t.Errorf("type = %v, want object", s.Type)
 	}
@@ -230,77 +230,6 @@ func TestListSchema(t *testing.T) {
 	}
 	if got := (HostSchemas{"l": hostSchema(t, string(raw))}).modelOf(policyV1.WithKind("GuardrailList")); got != "l" {
 		t.Errorf("modelOf after a JSON round trip = %q, want l", got)
-	}
-}
-
-// TestListSchemaDefinitions renders a model and its synthesized list as the
-// group's OpenAPI definitions: references are re-pointed through ref.
-func TestListSchemaDefinitions(t *testing.T) {
-	t.Parallel()
-	list := listSchema(guardrailModel, policyV1.WithKind("GuardrailList"))
-	h := HostSchemas{
-		guardrailModel: hostSchema(t, `{"type":"object","properties":{
-			"metadata":{"allOf":[{"$ref":"#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}],"default":{}},
-			"spec":{"type":"object","properties":{"mode":{"type":"string"}}}},
-			"x-kubernetes-group-version-kind":[{"group":"policy.example.com","version":"v1","kind":"Guardrail"}]}`),
-		guardrailModel + "List": list,
-	}
-	var asked []string
-	ref := func(name string) spec.Ref {
-		asked = append(asked, name)
-		return spec.MustCreateRef("#/definitions/" + name)
-	}
-	namer := viewNamer(func(name string) (string, spec.Extensions) { return name, nil }, map[string]string{guardrailModel: "Guardrail", guardrailModel + "List": "GuardrailList"})
-	defs := h.Definitions(namer)(ref)
-
-	def, ok := defs[guardrailModel+"List"]
-	if !ok {
-		t.Fatalf("no definition of %sList", guardrailModel)
-	}
-	if _, ok := defs[guardrailModel]; !ok {
-		t.Fatalf("no definition of %s", guardrailModel)
-	}
-	for _, dep := range []string{guardrailModel, "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta"} {
-		found := false
-		for _, d := range def.Dependencies {
-			found = found || d == dep
-		}
-		if !found {
-			t.Errorf("list dependencies = %v, want %s", def.Dependencies, dep)
-		}
-	}
-	if got := def.Schema.Properties["items"].Items.Schema.Ref.String(); got != "#/definitions/"+guardrailModel {
-		t.Errorf("items ref = %q, want it re-pointed through the callback", got)
-	}
-	for name, d := range map[string]common.OpenAPIDefinition{"list": def, "model": defs[guardrailModel]} {
-		raw, err := json.Marshal(d.Schema)
-		if err != nil {
-			t.Fatalf("json.Marshal(%s): %v", name, err)
-		}
-		if strings.Contains(string(raw), "#/components/") {
-			t.Errorf("%s definition keeps a v3 component reference: %s", name, raw)
-		}
-		if _, ok := d.Schema.Extensions[gvkExt]; ok {
-			t.Errorf("%s definition keeps the host's %s", name, gvkExt)
-		}
-	}
-	v2, ok := def.Schema.Extensions[common.ExtensionV2Schema].(spec.Schema)
-	if !ok {
-		t.Fatalf("list v2 schema = %T, want a spec.Schema", def.Schema.Extensions[common.ExtensionV2Schema])
-	}
-	if got := v2.Properties["metadata"]; got.Ref.String() != "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta" || got.AllOf != nil {
-		t.Errorf("v2 metadata = %+v, want a plain reference to ListMeta", got)
-	}
-	wantExt := []any{map[string]any{"group": GroupName, "version": "v1alpha1", "kind": "GuardrailList"}}
-	if got := v2.Extensions[gvkExt]; !reflect.DeepEqual(got, wantExt) {
-		t.Errorf("v2 %s = %v, want the view's %v", gvkExt, got, wantExt)
-	}
-	// The host's schema is left as it was.
-	if got := list.Properties["items"].Items.Schema.Ref.String(); got != "#/components/schemas/"+guardrailModel {
-		t.Errorf("the list schema was changed: items ref %q", got)
-	}
-	if len(asked) == 0 {
-		t.Error("the reference callback was never called")
 	}
 }
 
@@ -441,14 +370,14 @@ func TestFingerprint(t *testing.T) {
 	t.Parallel()
 	source := func() registry.GenericSource {
 		return registry.GenericSource{
-			Source: guardrails, View: SchemeGroupVersion, Kind: "Guardrail", Singular: "guardrail", Model: guardrailModel,
+			Source: guardrails, View: v1alpha1.SchemeGroupVersion, Kind: "Guardrail", Singular: "guardrail", Model: guardrailModel,
 			Columns: []registry.PrinterColumn{{Name: "Mode", Type: "string", JSONPath: ".spec.mode"}},
 		}
 	}
 	models := func() HostSchemas {
 		return HostSchemas{
 			guardrailModel:          hostSchema(t, `{"type":"object","properties":{"spec":{"type":"object","properties":{"mode":{"type":"string"},"rules":{"type":"integer"}}}}}`),
-			guardrailModel + "List": listSchema(guardrailModel, policyV1.WithKind("GuardrailList")),
+			guardrailModel + "List": ListSchema(guardrailModel, policyV1.WithKind("GuardrailList")),
 		}
 	}
 	base, err := fingerprint(source(), models())
@@ -611,7 +540,7 @@ func TestResolve(t *testing.T) {
 			name:   "a custom resource: names, schema, a synthesized list and printer columns",
 			host:   fakeHost{resources: served, indexed: true, doc: guardrailDocument(t, withModel)},
 			dyn:    func() dynamic.Interface { return newCRDClient(guardrailCRD()) },
-			want:   registry.GenericSource{Source: guardrails, View: SchemeGroupVersion, Kind: "Guardrail", Singular: "guardrail", Model: guardrailModel, Columns: v1Columns},
+			want:   registry.GenericSource{Source: guardrails, View: v1alpha1.SchemeGroupVersion, Kind: "Guardrail", Singular: "guardrail", Model: guardrailModel, Columns: v1Columns},
 			models: []string{guardrailModel, guardrailModel + "List", "com.example.policy.v1.Other"},
 		},
 		{
@@ -619,7 +548,7 @@ func TestResolve(t *testing.T) {
 			host: fakeHost{resources: &metav1.APIResourceList{GroupVersion: "policy.example.com/v1", APIResources: []metav1.APIResource{
 				guardrailResource(func(r *metav1.APIResource) { r.SingularName = "GuardRail" }),
 			}}, indexed: true, doc: guardrailDocument(t, withModel)},
-			want:   registry.GenericSource{Source: guardrails, View: SchemeGroupVersion, Kind: "Guardrail", Singular: "guardrail", Model: guardrailModel},
+			want:   registry.GenericSource{Source: guardrails, View: v1alpha1.SchemeGroupVersion, Kind: "Guardrail", Singular: "guardrail", Model: guardrailModel},
 			models: []string{guardrailModel, guardrailModel + "List", "com.example.policy.v1.Other"},
 		},
 		{
@@ -628,7 +557,7 @@ func TestResolve(t *testing.T) {
 				guardrailModel:          guardrailSchema,
 				guardrailModel + "List": `{"type":"object","description":"host list"}`,
 			})},
-			want:     registry.GenericSource{Source: guardrails, View: SchemeGroupVersion, Kind: "Guardrail", Singular: "guardrail", Model: guardrailModel},
+			want:     registry.GenericSource{Source: guardrails, View: v1alpha1.SchemeGroupVersion, Kind: "Guardrail", Singular: "guardrail", Model: guardrailModel},
 			models:   []string{guardrailModel, guardrailModel + "List"},
 			wantList: "host list",
 		},

@@ -1,4 +1,4 @@
-package apiserver
+package servedgroup
 
 import (
 	"fmt"
@@ -8,9 +8,9 @@ import (
 	"sync"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/kube-openapi/pkg/validation/spec"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 )
 
 func described(d string) *spec.Schema {
@@ -23,10 +23,10 @@ func TestSchemaStore(t *testing.T) {
 	t.Parallel()
 	type set struct {
 		resource    string
-		models      HostSchemas
+		models      kinds.HostSchemas
 		model, kind string
 	}
-	static := HostSchemas{"io.k8s.api.rbac.v1.RoleBinding": described("static RoleBinding"), "shared.Meta": described("static meta")}
+	static := kinds.HostSchemas{"io.k8s.api.rbac.v1.RoleBinding": described("static RoleBinding"), "shared.Meta": described("static meta")}
 	tests := []struct {
 		name string
 		sets []set
@@ -41,7 +41,7 @@ func TestSchemaStore(t *testing.T) {
 		},
 		{
 			name: "a dynamic kind adds its models and names its model and list",
-			sets: []set{{resource: "guardrails", models: HostSchemas{"g.Guardrail": described("v1"), "g.Rule": described("rule")}, model: "g.Guardrail", kind: "Guardrail"}},
+			sets: []set{{resource: "guardrails", models: kinds.HostSchemas{"g.Guardrail": described("v1"), "g.Rule": described("rule")}, model: "g.Guardrail", kind: "Guardrail"}},
 			want: map[string]string{
 				"io.k8s.api.rbac.v1.RoleBinding": "static RoleBinding", "shared.Meta": "static meta",
 				"g.Guardrail": "v1", "g.Rule": "rule",
@@ -50,7 +50,7 @@ func TestSchemaStore(t *testing.T) {
 		},
 		{
 			name: "the static schemas win over a dynamic kind's of the same name",
-			sets: []set{{resource: "guardrails", models: HostSchemas{"g.Guardrail": described("v1"), "shared.Meta": described("dynamic meta")}, model: "g.Guardrail", kind: "Guardrail"}},
+			sets: []set{{resource: "guardrails", models: kinds.HostSchemas{"g.Guardrail": described("v1"), "shared.Meta": described("dynamic meta")}, model: "g.Guardrail", kind: "Guardrail"}},
 			want: map[string]string{
 				"io.k8s.api.rbac.v1.RoleBinding": "static RoleBinding", "shared.Meta": "static meta", "g.Guardrail": "v1",
 			},
@@ -59,8 +59,8 @@ func TestSchemaStore(t *testing.T) {
 		{
 			name: "two kinds",
 			sets: []set{
-				{resource: "guardrails", models: HostSchemas{"g.Guardrail": described("v1")}, model: "g.Guardrail", kind: "Guardrail"},
-				{resource: "quotas", models: HostSchemas{"q.Quota": described("quota")}, model: "q.Quota", kind: "Quota"},
+				{resource: "guardrails", models: kinds.HostSchemas{"g.Guardrail": described("v1")}, model: "g.Guardrail", kind: "Guardrail"},
+				{resource: "quotas", models: kinds.HostSchemas{"q.Quota": described("quota")}, model: "q.Quota", kind: "Quota"},
 			},
 			want: map[string]string{
 				"io.k8s.api.rbac.v1.RoleBinding": "static RoleBinding", "shared.Meta": "static meta",
@@ -71,8 +71,8 @@ func TestSchemaStore(t *testing.T) {
 		{
 			name: "a new schema of a kind replaces the old one",
 			sets: []set{
-				{resource: "guardrails", models: HostSchemas{"g.Guardrail": described("v1"), "g.Rule": described("rule")}, model: "g.Guardrail", kind: "Guardrail"},
-				{resource: "guardrails", models: HostSchemas{"g.Guardrail": described("v2")}, model: "g.Guardrail", kind: "Guardrail"},
+				{resource: "guardrails", models: kinds.HostSchemas{"g.Guardrail": described("v1"), "g.Rule": described("rule")}, model: "g.Guardrail", kind: "Guardrail"},
+				{resource: "guardrails", models: kinds.HostSchemas{"g.Guardrail": described("v2")}, model: "g.Guardrail", kind: "Guardrail"},
 			},
 			want: map[string]string{
 				"io.k8s.api.rbac.v1.RoleBinding": "static RoleBinding", "shared.Meta": "static meta", "g.Guardrail": "v2",
@@ -82,8 +82,8 @@ func TestSchemaStore(t *testing.T) {
 		{
 			name: "a kind's renamed model drops the old model's names",
 			sets: []set{
-				{resource: "guardrails", models: HostSchemas{"old.Guardrail": described("old")}, model: "old.Guardrail", kind: "Guardrail"},
-				{resource: "guardrails", models: HostSchemas{"new.Guardrail": described("new")}, model: "new.Guardrail", kind: "Guardrail"},
+				{resource: "guardrails", models: kinds.HostSchemas{"old.Guardrail": described("old")}, model: "old.Guardrail", kind: "Guardrail"},
+				{resource: "guardrails", models: kinds.HostSchemas{"new.Guardrail": described("new")}, model: "new.Guardrail", kind: "Guardrail"},
 			},
 			want: map[string]string{
 				"io.k8s.api.rbac.v1.RoleBinding": "static RoleBinding", "shared.Meta": "static meta", "new.Guardrail": "new",
@@ -115,9 +115,9 @@ func TestSchemaStore(t *testing.T) {
 
 func TestSchemaStoreSnapshotIsACopy(t *testing.T) {
 	t.Parallel()
-	static := HostSchemas{"io.k8s.api.rbac.v1.RoleBinding": described("static")}
+	static := kinds.HostSchemas{"io.k8s.api.rbac.v1.RoleBinding": described("static")}
 	s := newSchemaStore(static)
-	s.set("guardrails", HostSchemas{"g.Guardrail": described("v1")}, "g.Guardrail", "Guardrail")
+	s.set("guardrails", kinds.HostSchemas{"g.Guardrail": described("v1")}, "g.Guardrail", "Guardrail")
 	all, kinds := s.snapshot()
 	all["x"] = described("x")
 	delete(all, "g.Guardrail")
@@ -140,13 +140,13 @@ func TestSchemaStoreSnapshotIsACopy(t *testing.T) {
 // OpenAPI builds read.
 func TestSchemaStoreConcurrent(t *testing.T) {
 	t.Parallel()
-	s := newSchemaStore(HostSchemas{"static": described("static")})
+	s := newSchemaStore(kinds.HostSchemas{"static": described("static")})
 	var wg sync.WaitGroup
 	for i := range 4 {
 		wg.Go(func() {
 			for j := range 50 {
 				model := fmt.Sprintf("m%d.Kind%d", i, j%3)
-				s.set(fmt.Sprintf("r%d", i), HostSchemas{model: described(model)}, model, fmt.Sprintf("Kind%d", j%3))
+				s.set(fmt.Sprintf("r%d", i), kinds.HostSchemas{model: described(model)}, model, fmt.Sprintf("Kind%d", j%3))
 			}
 		})
 		wg.Go(func() {
@@ -222,63 +222,5 @@ func TestViewNamer(t *testing.T) {
 				t.Errorf("extensions = %v, want %v", gotExt, tc.wantExt)
 			}
 		})
-	}
-}
-
-func TestSetKindState(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name   string
-		states []string
-		want   map[string]float64
-	}{
-		{name: "served", states: []string{"served"}, want: map[string]float64{"served": 1, "waiting": 0, "invalid": 0}},
-		{name: "waiting", states: []string{"waiting"}, want: map[string]float64{"served": 0, "waiting": 1, "invalid": 0}},
-		{name: "invalid", states: []string{"invalid"}, want: map[string]float64{"served": 0, "waiting": 0, "invalid": 1}},
-		{name: "waiting, then served", states: []string{"waiting", "served"}, want: map[string]float64{"served": 1, "waiting": 0, "invalid": 0}},
-		{name: "served, then invalid", states: []string{"served", "invalid"}, want: map[string]float64{"served": 0, "waiting": 0, "invalid": 1}},
-	}
-	for i, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			// A resource of its own: the gauge is the process's.
-			gvr := schema.GroupVersionResource{Group: "state.example.com", Version: "v1", Resource: fmt.Sprintf("kinds%d", i)}
-			for _, s := range tc.states {
-				setKindState(gvr, s)
-			}
-			for state, want := range tc.want {
-				got, err := testutil.GetGaugeMetricValue(configuredKinds.WithLabelValues(gvr.String(), state))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got != want {
-					t.Errorf("%s %s = %v, want %v", gvr, state, got, want)
-				}
-			}
-		})
-	}
-}
-
-// TestLogThrottle: a waiting kind's condition is logged when it is new or
-// changes, not on every poll.
-func TestLogThrottle(t *testing.T) {
-	t.Parallel()
-	var l logThrottle
-	steps := []struct {
-		name     string
-		resource string
-		message  string
-		want     bool
-	}{
-		{name: "first", resource: "guardrails", message: "no CRD yet", want: true},
-		{name: "repeated", resource: "guardrails", message: "no CRD yet", want: false},
-		{name: "another kind", resource: "widgets", message: "no CRD yet", want: true},
-		{name: "changed", resource: "guardrails", message: "no schema yet", want: true},
-		{name: "changed again, repeated", resource: "guardrails", message: "no schema yet", want: false},
-	}
-	for _, s := range steps {
-		if got := l.due(s.resource, s.message); got != s.want {
-			t.Errorf("%s: due = %v, want %v", s.name, got, s.want)
-		}
 	}
 }

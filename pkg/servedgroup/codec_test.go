@@ -1,4 +1,4 @@
-package apiserver
+package servedgroup
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 )
 
 func guardrailItem(name string) map[string]any {
@@ -25,7 +25,7 @@ func guardrailItem(name string) map[string]any {
 
 func TestUnstructuredSerializer(t *testing.T) {
 	t.Parallel()
-	codecs := NewCodecs(NewScheme(registry.DefaultKinds()))
+	codecs := NewCodecs(NewScheme(kinds.DefaultKinds()))
 	info, ok := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
 	if !ok {
 		t.Fatal("no JSON serializer")
@@ -110,7 +110,7 @@ func TestUnstructuredSerializer(t *testing.T) {
 // that appeared at run time.
 func TestSchemeCodecRefusesUnregisteredLists(t *testing.T) {
 	t.Parallel()
-	codecs := NewCodecs(NewScheme(registry.DefaultKinds()))
+	codecs := NewCodecs(NewScheme(kinds.DefaultKinds()))
 	info, ok := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
 	if !ok {
 		t.Fatal("no JSON serializer")
@@ -129,7 +129,7 @@ func TestSchemeCodecRefusesUnregisteredLists(t *testing.T) {
 // scheme's media types and decoders.
 func TestUnstructuredSerializerNegotiates(t *testing.T) {
 	t.Parallel()
-	codecs := NewCodecs(NewScheme(registry.DefaultKinds()))
+	codecs := NewCodecs(NewScheme(kinds.DefaultKinds()))
 	s := unstructuredSerializer{codecs}
 	if got, want := len(s.SupportedMediaTypes()), len(codecs.SupportedMediaTypes()); got != want {
 		t.Errorf("%d media types, want the scheme's %d", got, want)

@@ -1,4 +1,4 @@
-package apiserver_test
+package servedgroup_test
 
 import (
 	"encoding/json"
@@ -11,7 +11,8 @@ import (
 	"k8s.io/kube-openapi/pkg/common"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/apiserver"
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
+	"github.com/implicit-dev/implicit-apiserver/pkg/servedgroup"
 )
 
 const (
@@ -61,9 +62,9 @@ var hostSchemas = map[string]string{
 	objectMetaName: `{"description": "HOST ObjectMeta", "type": "object"}`,
 }
 
-func newHostSchemas(t *testing.T) apiserver.HostSchemas {
+func newHostSchemas(t *testing.T) kinds.HostSchemas {
 	t.Helper()
-	h := apiserver.HostSchemas{}
+	h := kinds.HostSchemas{}
 	for name, raw := range hostSchemas {
 		s := &spec.Schema{}
 		if err := json.Unmarshal([]byte(raw), s); err != nil {
@@ -127,7 +128,7 @@ func v2Of(t *testing.T, def common.OpenAPIDefinition) spec.Schema {
 func TestHostSchemasDefinitions(t *testing.T) {
 	t.Parallel()
 	rec := &refRecorder{}
-	defs := newHostSchemas(t).Definitions(fakeNamer)(rec.ref)
+	defs := servedgroup.Definitions(newHostSchemas(t), fakeNamer)(rec.ref)
 
 	tests := []struct {
 		name  string
@@ -351,7 +352,7 @@ func TestHostSchemasDefinitions(t *testing.T) {
 func TestHostSchemasDefinitionsMarshalAll(t *testing.T) {
 	t.Parallel()
 	rec := &refRecorder{}
-	defs := newHostSchemas(t).Definitions(fakeNamer)(rec.ref)
+	defs := servedgroup.Definitions(newHostSchemas(t), fakeNamer)(rec.ref)
 	for name, def := range defs {
 		if _, err := json.Marshal(def.Schema); err != nil {
 			t.Errorf("json.Marshal(%s): %v", name, err)
@@ -369,8 +370,8 @@ func TestHostSchemasDefinitionsDoNotMutateHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &refRecorder{}
-	first := h.Definitions(fakeNamer)(rec.ref)
-	second := h.Definitions(fakeNamer)(rec.ref)
+	first := servedgroup.Definitions(h, fakeNamer)(rec.ref)
+	second := servedgroup.Definitions(h, fakeNamer)(rec.ref)
 	after, err := json.Marshal(h)
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package apiserver
+package servedgroup
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,10 +12,10 @@ import (
 )
 
 // GroupName is the API group of every view.
-const GroupName = "implicit.dev"
+const GroupName = v1alpha1.GroupName
 
 // SchemeGroupVersion is the served group version.
-var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1alpha1"}
+var SchemeGroupVersion = v1alpha1.SchemeGroupVersion
 
 // NewScheme returns a scheme with the views of kinds registered in
 // implicit.dev/v1alpha1. A view has its source's Go type, so its objects

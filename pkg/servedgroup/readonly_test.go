@@ -1,4 +1,4 @@
-package apiserver
+package servedgroup
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 )
@@ -73,7 +74,7 @@ func viewRequest(verb, group, resource, subresource, namespace, name string) *ge
 
 func TestReadOnly(t *testing.T) {
 	t.Parallel()
-	scheme := NewScheme(registry.DefaultKinds())
+	scheme := NewScheme(kinds.DefaultKinds())
 	codecs := NewCodecs(scheme)
 	views := map[string]*registry.Storage{
 		"rolebindings": registry.NewStorage(GroupName, registry.RoleBindings(), fakeViewer{}),

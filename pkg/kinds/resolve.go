@@ -1,4 +1,4 @@
-package apiserver
+package kinds
 
 import (
 	"context"
@@ -18,15 +18,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 )
-
-// Resource is one configured source kind and how it merges.
-type Resource struct {
-	Source   schema.GroupVersionResource
-	Strategy merge.Strategy
-}
 
 // errNotYet says a configured kind is not (yet) served by the host: its CRD
 // does not exist, or its schema is not published yet. It is retried.
@@ -115,7 +109,7 @@ func resolve(ctx context.Context, dc discovery.DiscoveryInterface, dyn dynamic.I
 	if _, ok := models[model+"List"]; !ok {
 		// Custom resources' documents have no list model: the view's list
 		// is described the way every Kubernetes list is.
-		models[model+"List"] = listSchema(model, gvr.GroupVersion().WithKind(r.Kind+"List"))
+		models[model+"List"] = ListSchema(model, gvr.GroupVersion().WithKind(r.Kind+"List"))
 	}
 	singular := r.SingularName
 	if singular == "" {
@@ -128,7 +122,7 @@ func resolve(ctx context.Context, dc discovery.DiscoveryInterface, dyn dynamic.I
 	out := resolved{
 		source: registry.GenericSource{
 			Source:   gvr,
-			View:     SchemeGroupVersion,
+			View:     v1alpha1.SchemeGroupVersion,
 			Kind:     r.Kind,
 			Singular: strings.ToLower(singular),
 			Model:    model,
@@ -140,8 +134,9 @@ func resolve(ctx context.Context, dc discovery.DiscoveryInterface, dyn dynamic.I
 	return out, err
 }
 
-// listSchema describes the list of model.
-func listSchema(model string, gvk schema.GroupVersionKind) *spec.Schema {
+// ListSchema describes the list of model, the way every Kubernetes list is
+// described: custom resources' documents have none.
+func ListSchema(model string, gvk schema.GroupVersionKind) *spec.Schema {
 	ref := func(name string) spec.Ref { return spec.MustCreateRef("#/components/schemas/" + name) }
 	s := &spec.Schema{}
 	s.Type = spec.StringOrArray{"object"}

@@ -1,26 +1,28 @@
-package apiserver
+package servedgroup
 
 import (
 	"sync"
 
 	"k8s.io/kube-openapi/pkg/validation/spec"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 )
 
 // schemaStore holds the host's schemas of every served kind, for the
 // group's OpenAPI documents, and the view kind of each source model.
 type schemaStore struct {
 	mu      sync.Mutex
-	static  HostSchemas
-	byKind  map[string]HostSchemas
+	static  kinds.HostSchemas
+	byKind  map[string]kinds.HostSchemas
 	models  map[string]string // source model -> view kind, for dynamic kinds
 	byModel map[string]string // resource -> model
 }
 
-func newSchemaStore(static HostSchemas) *schemaStore {
-	return &schemaStore{static: static, byKind: map[string]HostSchemas{}, models: map[string]string{}, byModel: map[string]string{}}
+func newSchemaStore(static kinds.HostSchemas) *schemaStore {
+	return &schemaStore{static: static, byKind: map[string]kinds.HostSchemas{}, models: map[string]string{}, byModel: map[string]string{}}
 }
 
-func (s *schemaStore) set(resource string, models HostSchemas, model, kind string) {
+func (s *schemaStore) set(resource string, models kinds.HostSchemas, model, kind string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old, ok := s.byModel[resource]; ok {
@@ -34,10 +36,10 @@ func (s *schemaStore) set(resource string, models HostSchemas, model, kind strin
 }
 
 // snapshot returns every schema and the dynamic models' view kinds.
-func (s *schemaStore) snapshot() (HostSchemas, map[string]string) {
+func (s *schemaStore) snapshot() (kinds.HostSchemas, map[string]string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	all := HostSchemas{}
+	all := kinds.HostSchemas{}
 	for n, sc := range s.static {
 		all[n] = sc
 	}

@@ -1,4 +1,4 @@
-package apiserver
+package servedgroup
 
 import (
 	"reflect"
@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/kube-openapi/pkg/util"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 )
 
@@ -20,8 +21,8 @@ func TestCreater(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kinds := append(registry.DefaultKinds(), guardrail)
-	c := creater{scheme: NewScheme(registry.DefaultKinds()), kinds: kinds}
+	served := append(kinds.DefaultKinds(), guardrail)
+	c := creater{scheme: NewScheme(kinds.DefaultKinds()), kinds: served}
 	tests := []struct {
 		name string
 		gvk  schema.GroupVersionKind

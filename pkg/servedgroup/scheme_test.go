@@ -1,4 +1,4 @@
-package apiserver_test
+package servedgroup_test
 
 import (
 	"encoding/json"
@@ -10,16 +10,17 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/apiserver"
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
+	"github.com/implicit-dev/implicit-apiserver/pkg/servedgroup"
 )
 
 func TestNewSchemeRegistersViewKinds(t *testing.T) {
 	t.Parallel()
-	s := apiserver.NewScheme(registry.DefaultKinds())
-	internal := schema.GroupVersion{Group: apiserver.GroupName, Version: runtime.APIVersionInternal}
+	s := servedgroup.NewScheme(kinds.DefaultKinds())
+	internal := schema.GroupVersion{Group: servedgroup.GroupName, Version: runtime.APIVersionInternal}
 
-	for _, k := range registry.DefaultKinds() {
+	for _, k := range kinds.DefaultKinds() {
 		tests := []struct {
 			name string
 			kind string
@@ -31,7 +32,7 @@ func TestNewSchemeRegistersViewKinds(t *testing.T) {
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
-				gvk := apiserver.SchemeGroupVersion.WithKind(tc.kind)
+				gvk := servedgroup.SchemeGroupVersion.WithKind(tc.kind)
 				got, err := s.New(gvk)
 				if err != nil {
 					t.Fatalf("New(%v): %v", gvk, err)
@@ -56,23 +57,23 @@ func TestNewSchemeRegistersViewKinds(t *testing.T) {
 
 func TestNewSchemeSourceTypeIsTheViewType(t *testing.T) {
 	t.Parallel()
-	s := apiserver.NewScheme([]registry.Kind{registry.RoleBindings()})
-	got, err := s.New(apiserver.SchemeGroupVersion.WithKind("RoleBinding"))
+	s := servedgroup.NewScheme([]registry.Kind{registry.RoleBindings()})
+	got, err := s.New(servedgroup.SchemeGroupVersion.WithKind("RoleBinding"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := got.(*rbacv1.RoleBinding); !ok {
 		t.Errorf("RoleBinding view is a %T, want *rbacv1.RoleBinding", got)
 	}
-	if s.Recognizes(apiserver.SchemeGroupVersion.WithKind("Role")) {
+	if s.Recognizes(servedgroup.SchemeGroupVersion.WithKind("Role")) {
 		t.Errorf("Role is registered although only RoleBindings were asked for")
 	}
 }
 
 func TestNewSchemeNoInternalVersion(t *testing.T) {
 	t.Parallel()
-	s := apiserver.NewScheme(registry.DefaultKinds())
-	internal := schema.GroupVersion{Group: apiserver.GroupName, Version: runtime.APIVersionInternal}
+	s := servedgroup.NewScheme(kinds.DefaultKinds())
+	internal := schema.GroupVersion{Group: servedgroup.GroupName, Version: runtime.APIVersionInternal}
 	// metav1.AddToGroupVersion registers the internal watch event of every
 	// group it is given; nothing else may live in the internal version.
 	for gvk := range s.AllKnownTypes() {
@@ -83,14 +84,14 @@ func TestNewSchemeNoInternalVersion(t *testing.T) {
 	if s.IsVersionRegistered(internal) {
 		t.Errorf("IsVersionRegistered(%v) = true", internal)
 	}
-	if !s.IsVersionRegistered(apiserver.SchemeGroupVersion) {
-		t.Errorf("IsVersionRegistered(%v) = false", apiserver.SchemeGroupVersion)
+	if !s.IsVersionRegistered(servedgroup.SchemeGroupVersion) {
+		t.Errorf("IsVersionRegistered(%v) = false", servedgroup.SchemeGroupVersion)
 	}
 }
 
 func TestNewSchemeMetaV1Options(t *testing.T) {
 	t.Parallel()
-	s := apiserver.NewScheme(registry.DefaultKinds())
+	s := servedgroup.NewScheme(kinds.DefaultKinds())
 	v1 := schema.GroupVersion{Version: "v1"}
 	tests := []struct {
 		name string
@@ -119,13 +120,13 @@ func TestNewSchemeMetaV1Options(t *testing.T) {
 
 func TestCodecsEncodeSourceAsView(t *testing.T) {
 	t.Parallel()
-	s := apiserver.NewScheme(registry.DefaultKinds())
-	codecs := apiserver.NewCodecs(s)
+	s := servedgroup.NewScheme(kinds.DefaultKinds())
+	codecs := servedgroup.NewCodecs(s)
 	info, ok := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
 	if !ok {
 		t.Fatal("no JSON serializer")
 	}
-	enc := codecs.EncoderForVersion(info.Serializer, apiserver.SchemeGroupVersion)
+	enc := codecs.EncoderForVersion(info.Serializer, servedgroup.SchemeGroupVersion)
 
 	tests := []struct {
 		name     string

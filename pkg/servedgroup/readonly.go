@@ -1,4 +1,4 @@
-package apiserver
+package servedgroup
 
 import (
 	"net/http"

@@ -1,0 +1,106 @@
+package apiserver
+
+import (
+	"net/http"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/klog/v2"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
+	"github.com/implicit-dev/implicit-apiserver/pkg/servedgroup"
+	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
+)
+
+// installGuards serves the admission guards on their paths, each wrapped by
+// callers, and keeps the webhook configuration's match conditions current.
+// The guards know the built-in kinds from the start; the kind controller
+// tells them of the others as it serves them.
+func (c CompletedConfig) installGuards(gs *genericapiserver.GenericAPIServer, mux *watchmux.Mux, group *servedgroup.Group, callers func(http.Handler) http.Handler) (*admission.Guards, error) {
+	x := c.ExtraConfig
+	typed := kinds.Typed(x.Kinds)
+	served := make([]schema.GroupResource, 0, len(typed))
+	for _, k := range typed {
+		served = append(served, k.Source.GroupResource())
+	}
+	var sar admission.Authorizer = admission.SARAuthorizer{}
+	if x.Client != nil {
+		sar = admission.SARAuthorizer{Client: x.Client.AuthorizationV1().SubjectAccessReviews()}
+	}
+	index := admission.NewIndex(mux)
+	guards := admission.NewGuards(index, sar, served, x.Policy.GlobalNamespace)
+	if x.Client != nil {
+		// The parent-uid webhook reads parents from kube-apiserver.
+		guards.SetNamespaces(x.Client.CoreV1().Namespaces())
+	}
+	for _, k := range x.Kinds {
+		if k.GlobalNamespace != "" {
+			guards.AddGlobalNamespace(k.GlobalNamespace)
+		}
+	}
+	if err := c.startMaterializer(gs, mux, guards); err != nil {
+		return nil, err
+	}
+	for _, p := range admission.Paths {
+		gs.Handler.NonGoRestfulMux.Handle(p, callers(guards.Handler(p)))
+	}
+	if x.Client == nil || x.WebhookConfiguration == "" {
+		return guards, nil
+	}
+	sync := &admission.ConditionSync{
+		Client:          x.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations(),
+		Kube:            x.Client,
+		Name:            x.WebhookConfiguration,
+		GlobalNamespace: x.Policy.GlobalNamespace,
+		Source:          index,
+		Served:          group.Sources,
+	}
+	return guards, gs.AddPostStartHook("implicit-webhook-conditions", func(ctx genericapiserver.PostStartHookContext) error {
+		go sync.Run(ctx)
+		return nil
+	})
+}
+
+// installAuthorizer serves the authorization webhook: inherited
+// RoleBindings grant access.
+func (c CompletedConfig) installAuthorizer(gs *genericapiserver.GenericAPIServer, mux *watchmux.Mux) error {
+	x := c.ExtraConfig
+	authorizer, err := authz.New(mux, x.Informers.Rbac().V1().ClusterRoles().Informer(), 0)
+	if err != nil {
+		return err
+	}
+	gs.Handler.NonGoRestfulMux.Handle(authz.Path, x.WebhookCallers.Require(authorizer.Handler()))
+	return nil
+}
+
+// webhookCallers prepares the webhook endpoints' own authentication, before
+// the handler chain is built: the generic authentication skips their paths
+// (a webhook client certificate need not be one it knows, and one it can't
+// verify would be refused), and the serving TLS configuration requests
+// client certificates advertising the webhook client CA too (a client only
+// sends a certificate signed by an advertised CA). It returns what wraps
+// each admission guard: authz.Callers.Require, or nothing with
+// AnonymousWebhooks; /authorize always requires a certificate.
+func (c CompletedConfig) webhookCallers() (func(http.Handler) http.Handler, error) {
+	x := c.ExtraConfig
+	gc := c.GenericConfig
+	paths := append([]string{authz.Path}, admission.Paths...)
+	if gc.Authentication.Authenticator != nil {
+		gc.Authentication.Authenticator = authz.SkipAuthentication(gc.Authentication.Authenticator, paths)
+	}
+	if x.WebhookCallers.CA != nil {
+		if err := gc.Authentication.ApplyClientCert(x.WebhookCallers.CA, gc.SecureServing); err != nil {
+			return nil, err
+		}
+	} else {
+		klog.Warningf("No --webhook-client-ca-file: the webhook endpoints %v refuse every caller that needs a client certificate", paths)
+	}
+	if x.AnonymousWebhooks {
+		klog.Warningf("--anonymous-webhooks: the admission webhooks %v answer callers without a client certificate; "+
+			"only a network policy keeps anyone else from them (%s still requires one)", admission.Paths, authz.Path)
+		return func(h http.Handler) http.Handler { return h }, nil
+	}
+	return x.WebhookCallers.Require, nil
+}
