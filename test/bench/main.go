@@ -13,6 +13,12 @@
 //     views/native ratios of the medians and of the p99s; and against the copy way (N RoleBinding writes,
 //     unthrottled and at a copy controller's QPS 50, until N native watchers
 //     and a native -A watcher have them);
+//   - materialization of one global NetworkPolicy (networkpolicies configured
+//     with delivery: Materialize, implicit-apiserver at -materialize-qps):
+//     its creation, then -materialize-runs edits, each until one native -A
+//     watch of the copies (label implicit.dev/materialized=true) has the
+//     copy of that edit in every namespace that inherits; time to the last
+//     copy, writes per second, and the materializer's own metrics;
 //   - lists of one namespace's view against a native list of as many real
 //     RoleBindings, and -A lists of the view against native -A lists;
 //   - implicit-apiserver's and kube-apiserver's resident memory and live Go
@@ -39,6 +45,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"slices"
@@ -55,6 +62,8 @@ type options struct {
 	runs            int // implicit propagation rounds per (N, G)
 	copyRuns        int // unthrottled copy rounds per N
 	slowCopyRuns    int // QPS 50 copy rounds per N
+	materializeRuns int // materialized edit rounds per N (0: no materialized kind)
+	materializeQPS  float64
 	listRuns        int
 	authzRequests   int
 	maxListAll      int // largest -A view list (items) fetched
@@ -77,6 +86,8 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 10, "implicit propagation rounds per N and G")
 	flag.IntVar(&o.copyRuns, "copy-runs", 5, "unthrottled copy rounds per N")
 	flag.IntVar(&o.slowCopyRuns, "qps50-runs", 1, "copy rounds at QPS 50 per N (N/50 s each)")
+	flag.IntVar(&o.materializeRuns, "materialize-runs", 3, "edits of a materialized global NetworkPolicy per N, after its creation (0: networkpolicies are not materialized)")
+	flag.Float64Var(&o.materializeQPS, "materialize-qps", 2000, "implicit-apiserver's --materialize-qps (and --materialize-burst, rounded up): high enough to time the materializer rather than its rate limit (the server's default is 50)")
 	flag.IntVar(&o.listRuns, "list-runs", 20, "repetitions of each list")
 	flag.IntVar(&o.authzRequests, "authz-requests", 200, "SubjectAccessReviews per case")
 	flag.IntVar(&o.maxListAll, "max-list-all", 200_000, "skip -A view lists of more items than this")
@@ -88,7 +99,7 @@ func main() {
 	flag.StringVar(&o.plotPath, "plot", "", "PNG plot of propagation time against N (default <out>/bench-propagation.png)")
 	flag.StringVar(&implicitArgs, "implicit-args", "", "extra implicit-apiserver flags, space-separated (e.g. --http2-max-streams-per-connection=20)")
 	flag.StringVar(&replot, "replot", "", "only redraw the plot (-plot) from this results.json")
-	flag.DurationVar(&roundTimeout, "round-timeout", roundTimeout, "deadline of one propagation round (plus N/50 s for the QPS 50 copy)")
+	flag.DurationVar(&roundTimeout, "round-timeout", roundTimeout, "deadline of one propagation round (plus N/50 s for the QPS 50 copy and for each materialization round)")
 	flag.Parse()
 	if o.short {
 		set := map[string]bool{}
@@ -122,8 +133,11 @@ func main() {
 	if o.binDir == "" || o.binary == "" {
 		fail(2, "bench needs -bin-dir (or IMPLICIT_TOOLS_BIN) and -implicit-binary (or IMPLICIT_BINARY)")
 	}
-	if o.runs < 1 || o.copyRuns < 1 || o.slowCopyRuns < 0 || o.listRuns < 1 || o.authzRequests < 1 || o.watchersPerConn < 1 {
-		fail(2, "-runs, -copy-runs, -list-runs, -authz-requests and -watchers-per-client must be positive")
+	if o.runs < 1 || o.copyRuns < 1 || o.slowCopyRuns < 0 || o.materializeRuns < 0 || o.listRuns < 1 || o.authzRequests < 1 || o.watchersPerConn < 1 {
+		fail(2, "-runs, -copy-runs, -list-runs, -authz-requests and -watchers-per-client must be positive; -qps50-runs and -materialize-runs not negative")
+	}
+	if !(o.materializeQPS > 0) || math.IsInf(o.materializeQPS, 0) {
+		fail(2, "-materialize-qps must be positive")
 	}
 	o.implicitArgs = strings.Fields(implicitArgs)
 	if o.plotPath == "" {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
 // results are the whole sweep's figures; results.json holds them as
@@ -29,6 +31,8 @@ type nResult struct {
 	Slow      slowResult    `json:"slow"`
 	Copy      copyResult    `json:"copy"`
 	Authz     authzResult   `json:"authz"`
+	// Materialize is nil when -materialize-runs is 0.
+	Materialize *materializeResult `json:"materialize,omitempty"`
 }
 
 type gResult struct {
@@ -69,6 +73,29 @@ type copyResult struct {
 	Unthrottled, QPS50                samples       `json:",omitempty"`
 	CPUKube, CPUEtcd                  time.Duration `json:",omitempty"`
 	EventsDelivered                   float64       `json:"eventsDelivered"`
+}
+
+// materializeResult is one global NetworkPolicy materialized into Copies
+// namespaces (tenants, orgs and default): the time to the last copy of its creation
+// and of each edit, on a native -A watch of the copies.
+type materializeResult struct {
+	QPS    float64       `json:"qps"` // implicit-apiserver's --materialize-qps
+	Burst  int           `json:"burst"`
+	Copies int           `json:"copies"`
+	Create time.Duration `json:"create"`
+	Edits  samples       `json:"edits"`
+	// CreateWrites and EditWrites are implicit_materialize_writes_total's
+	// increase over the creation and over all the edits.
+	CreateWrites float64 `json:"createWrites"`
+	EditWrites   float64 `json:"editWrites"`
+	// LagMean is implicit_materialize_lag_seconds' mean over the edits
+	// (LagObserved namespaces): a namespace's view change to its last copy.
+	LagMean     time.Duration `json:"lagMean"`
+	LagObserved float64       `json:"lagObserved"`
+	// Pending is implicit_materialize_pending_namespaces after the edits.
+	Pending                       float64       `json:"pending"`
+	CPUImplicit, CPUKube, CPUEtcd time.Duration `json:",omitempty"`
+	Reconnects                    int64         `json:"reconnects"`
 }
 
 type authzResult struct {
@@ -116,6 +143,7 @@ func (r *results) markdown(w io.Writer) {
 	p("")
 	p("Ratios compare the copy's median (every native watcher, -A included) with the implicit median of the slower of the last namespace watcher and the -A watcher.")
 	p("")
+	r.materializeMarkdown(p, mp)
 	p("### Fan-out of one edit: views against kube-apiserver's watch cache")
 	p("")
 	p("| N | G | view watchers | views: last watcher, median | p99 | native watchers | native watch cache: last watcher, median | p99 | views / native, median | p99 | rounds |")
@@ -261,4 +289,51 @@ func perWatcher(bytes float64, watchers int) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.1f KiB", bytes/float64(watchers)/1024)
+}
+
+// materializeMarkdown writes the materialization tables, beside the copy
+// baseline, when any N measured it.
+func (r *results) materializeMarkdown(p func(string, ...any), mp func(samples) string) {
+	var ns []*nResult
+	for _, n := range r.Ns {
+		if n.Materialize != nil {
+			ns = append(ns, n)
+		}
+	}
+	if len(ns) == 0 {
+		return
+	}
+	p("### Materialization of one global edit (networkpolicies, delivery: Materialize)")
+	p("")
+	p("| N | copies (tenants + orgs + default) | --materialize-qps (burst) | edit: last copy, median | p99 | writes/s (median) | copies / QPS | copies / 50 (server default) | create: last copy | writes/s | copy unthrottled (%d workers), median | copy at QPS 50, median | implicit view: last namespace watcher, median | rounds |", copyWorkers)
+	p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, n := range ns {
+		m := n.Materialize
+		view := "–"
+		if len(n.G) > 0 {
+			view = dur(n.G[0].Implicit.median())
+		}
+		p("| %d | %d | %g (%d) | %s | %.0f | %s | %s | %s | %.0f | %s | %s | %s | %d |", n.N, m.Copies, m.QPS, m.Burst, mp(m.Edits), perSecond(m.Copies, m.Edits.median()),
+			dur(floorAt(m.Copies, m.QPS)), dur(floorAt(m.Copies, serverDefaultMaterializeQPS)), dur(m.Create), perSecond(m.Copies, m.Create),
+			dur(n.Copy.Unthrottled.median()), dur(n.Copy.QPS50.median()), view, len(m.Edits))
+	}
+	p("")
+	p("Each edit is one label patch of the global NetworkPolicy %s in %s, timed until one native -A watch of the copies (labelSelector %s=true) has, for every namespace that inherits (the tenants, their orgs and default), an ADDED or MODIFIED of its copy carrying the edit's label; the create is the policy's creation, timed the same way (a new copy costs a read of its name and an apply: two requests through the materializer's rate limit). Writes/s are copies over that time. copies / QPS is the rate limiter's pace at the QPS used, its burst aside; copies / 50 the same at the server's default --materialize-qps (HNC's rate). The copy baseline is the RoleBinding copies of the table above (N tenant copies written by the client); the view column is the G=%d view propagation of the first table.", matPolicy, globalNS, merge.LabelMaterialized, firstG(ns))
+	p("")
+	p("| N | writes per edit (implicit_materialize_writes_total) | per copy | create writes | mean namespace lag over the edits (implicit_materialize_lag_seconds) | pending after | implicit-apiserver CPU per write | kube-apiserver | etcd | copy watch reconnects |")
+	p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, n := range ns {
+		m := n.Materialize
+		per := m.EditWrites / float64(max(1, len(m.Edits)))
+		p("| %d | %.0f | %.2f | %.0f | %s | %.0f | %s | %s | %s | %d |", n.N, per, per/float64(max(1, m.Copies)), m.CreateWrites, dur(m.LagMean), m.Pending,
+			perEvent(m.CPUImplicit, m.EditWrites), perEvent(m.CPUKube, m.EditWrites), perEvent(m.CPUEtcd, m.EditWrites), m.Reconnects)
+	}
+	p("")
+}
+
+func firstG(ns []*nResult) int {
+	if len(ns[0].G) == 0 {
+		return 0
+	}
+	return ns[0].G[0].G
 }

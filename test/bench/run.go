@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -74,6 +75,9 @@ func sweep(ctx context.Context, o options) error {
 func totalSteps(o options) int {
 	perG := 2 + o.runs // globals and reads, watchers, rounds
 	perN := 1 + len(o.globals)*perG + 1 + 1 + 2 + o.copyRuns + o.slowCopyRuns + 1
+	if o.materializeRuns > 0 {
+		perN += 1 + o.materializeRuns // the create, the edits
+	}
 	return len(o.namespaces) * perN
 }
 
@@ -127,7 +131,12 @@ func runN(ctx context.Context, o options, n int, prog *progress) (*nResult, erro
 			fmt.Printf("logs kept in %s\n", filepath.Join(work, "logs"))
 		}
 	}()
-	implicit, err := cp.StartAggregated(ctx, controlplane.AggregatedServerOptions{Binary: o.binary, Name: "implicit-apiserver", Port: webhook.Port, Args: append(append([]string{"-v=1"}, cp.WebhookServerArgs()...), o.implicitArgs...)})
+	matArgs, err := materializeArgs(o, work)
+	if err != nil {
+		return nil, err
+	}
+	args := slices.Concat([]string{"-v=1"}, cp.WebhookServerArgs(), matArgs, o.implicitArgs)
+	implicit, err := cp.StartAggregated(ctx, controlplane.AggregatedServerOptions{Binary: o.binary, Name: "implicit-apiserver", Port: webhook.Port, Args: args})
 	if err != nil {
 		return nil, fmt.Errorf("starting implicit-apiserver: %w\n%s", err, cp.LogTails(40))
 	}
@@ -167,6 +176,9 @@ func runN(ctx context.Context, o options, n int, prog *progress) (*nResult, erro
 	prog.step("authz N=%d", n)
 	if err := b.measureCopy(ctx, res); err != nil {
 		return res, fmt.Errorf("copy: %w", err)
+	}
+	if err := b.measureMaterialize(ctx, res); err != nil {
+		return res, fmt.Errorf("materialize: %w\n%s", err, implicit.LogTail(20))
 	}
 	res.Total = time.Since(start)
 	prog.step("N=%d done in %s", n, res.Total.Round(time.Second))
