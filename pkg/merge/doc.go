@@ -16,4 +16,12 @@
 // kind's OpenAPI schema converted by kube-openapi's schemaconv: each locked
 // layer is a field manager, and merge.Updater.Apply without force finds the
 // fields a lower layer may not change. Objects stay opaque everywhere else.
+//
+// Staged rollout (candidate.go): a candidate source (implicit.dev/candidate-for
+// and implicit.dev/canary-selector, parsed by ParseCandidate) stands in for the
+// stable source of its namespace in the views of the namespaces whose
+// implicit.dev/stage label its selector matches. StageLevels applies that rule
+// to a view's levels before MergeWith merges them, so locks, shadows,
+// exclusions and overlays treat the candidate as the source it stands in for;
+// Levels applies it for the viewing namespace.
 package merge

@@ -123,7 +123,7 @@ func Explain(resource, name string, levels []Level, o Options) Explanation {
 			le.Exclusions = append(le.Exclusions, step)
 		}
 		for _, it := range lv.Items {
-			if it.Name != name {
+			if it.Name != name || hidden(lv, it) {
 				continue
 			}
 			one[li].Items = []Item{it}
@@ -172,6 +172,9 @@ func (e Explanation) Winner() int {
 func (l LevelExplanation) Message() string {
 	switch l.Outcome {
 	case Won:
+		if l.Item.FromCandidate != "" {
+			return fmt.Sprintf("%s/%s is the view's item, in the version of its candidate %s", l.Item.Namespace, l.Item.Name, l.Item.FromCandidate)
+		}
 		return fmt.Sprintf("%s/%s is the view's item", l.Item.Namespace, l.Item.Name)
 	case Shadowed:
 		return fmt.Sprintf("shadowed by the item of namespace %s", l.By)

@@ -2,9 +2,13 @@ package merge_test
 
 import (
 	"fmt"
+	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
@@ -30,7 +34,11 @@ var (
 // fuzzLevels builds one to five levels from data: global, parents, local (a
 // single level is a non-tenant's local level). Every item's Object is unique.
 func fuzzLevels(data []byte) []merge.Level {
-	r := &byteReader{b: data}
+	return fuzzLevelsFrom(&byteReader{b: data})
+}
+
+// fuzzLevelsFrom is fuzzLevels reading from r, which goes on past them.
+func fuzzLevelsFrom(r *byteReader) []merge.Level {
 	n := 1 + int(r.next())%5
 	levels := make([]merge.Level, n)
 	for i := range levels {
@@ -65,17 +73,6 @@ func fuzzLevels(data []byte) []merge.Level {
 	return levels
 }
 
-// firstItem is the item of that name a level offers: the first one, as
-// two items of one name in one namespace cannot both be sources.
-func firstItem(lv merge.Level, name string) (merge.Item, bool) {
-	for _, it := range lv.Items {
-		if it.Name == name {
-			return it, true
-		}
-	}
-	return merge.Item{}, false
-}
-
 // expected is what the merge rules say about one name.
 type expected struct {
 	present bool
@@ -85,39 +82,41 @@ type expected struct {
 	conflicts []string
 }
 
-// expect states the merge rules for one name declaratively:
+// expect states the merge rules for one name declaratively, over the
+// levels' items as given.
+// expectOf states the merge rules for one name declaratively, with
+// named(i) the items of that name on level i, in order:
 //   - the topmost locked item wins: nothing below can shadow or exclude it,
 //     and each lower item of the name and each lower exclusion matching it
 //     is recorded as a conflict, top down, exclusions of a level before its items;
 //   - with no locked item, the bottom-most item wins, unless an exclusion on
 //     a level below it removes it (a level's exclusions apply to what it
 //     inherits, never to its own items or those below).
-func expect(levels []merge.Level, name string) expected {
-	for i, lv := range levels {
-		it, ok := firstItem(lv, name)
-		if !ok || !it.Locked {
+func expectOf(levels []merge.Level, name string, named func(i int) []merge.Item) expected {
+	for i := range levels {
+		items := named(i)
+		if len(items) == 0 || !items[0].Locked {
 			continue
 		}
-		e := expected{present: true, level: i, item: it}
-		for _, below := range levels[i+1:] {
+		e := expected{present: true, level: i, item: items[0]}
+		for j, below := range levels[i+1:] {
 			for _, ex := range below.Exclusions {
 				if ex.Matches(resource, name) {
 					e.conflicts = append(e.conflicts, fmt.Sprintf("exclusion %s in namespace %s", ex, below.Namespace))
 				}
 			}
-			for _, bit := range below.Items {
-				if bit.Name == name {
-					e.conflicts = append(e.conflicts, fmt.Sprintf("%s %s/%s", below.Scope, below.Namespace, name))
-				}
+			for range named(i + 1 + j) {
+				e.conflicts = append(e.conflicts, fmt.Sprintf("%s %s/%s", below.Scope, below.Namespace, name))
 			}
 		}
 		return e
 	}
 	for i := len(levels) - 1; i >= 0; i-- {
-		it, ok := firstItem(levels[i], name)
-		if !ok {
+		items := named(i)
+		if len(items) == 0 {
 			continue
 		}
+		it := items[0]
 		for _, below := range levels[i+1:] {
 			for _, ex := range below.Exclusions {
 				if ex.Matches(resource, name) {
@@ -156,57 +155,76 @@ func FuzzMerge(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		levels := fuzzLevels(data)
-		got := merge.Merge(resource, levels)
-
-		byName := map[string]merge.Result{}
-		for i, r := range got {
-			if i > 0 && got[i-1].Item.Name >= r.Item.Name {
-				t.Fatalf("results not strictly sorted by name: %q then %q", got[i-1].Item.Name, r.Item.Name)
-			}
-			byName[r.Item.Name] = r
-		}
-		if !sort.SliceIsSorted(got, func(i, j int) bool { return got[i].Item.Name < got[j].Item.Name }) {
-			t.Fatalf("results not sorted")
-		}
-		for name := range byName {
-			known := false
-			for _, n := range fuzzNames {
-				known = known || n == name
-			}
-			if !known {
-				t.Fatalf("result %q is no source item's name", name)
-			}
-		}
-
-		for _, name := range fuzzNames {
-			e := expect(levels, name)
-			r, ok := byName[name]
-			if ok != e.present {
-				t.Fatalf("%s present = %v, want %v; levels %+v; results %+v", name, ok, e.present, levels, got)
-			}
-			if !ok {
-				continue
-			}
-			if r.Item != e.item || r.Scope != levels[e.level].Scope {
-				t.Fatalf("%s = %s %+v, want %s %+v (level %d); levels %+v", name, r.Scope, r.Item, levels[e.level].Scope, e.item, e.level, levels)
-			}
-			if !r.Item.Locked && len(r.Conflicts) > 0 {
-				t.Fatalf("%s: unlocked winner carries conflicts %q", name, r.Conflicts)
-			}
-			if len(r.Conflicts) != len(e.conflicts) {
-				t.Fatalf("%s conflicts = %q, want %d matching %q; levels %+v", name, r.Conflicts, len(e.conflicts), e.conflicts, levels)
-			}
-			winner := fmt.Sprintf("%s source %s/%s is locked", r.Scope, r.Item.Namespace, name)
-			for i, c := range r.Conflicts {
-				if !strings.Contains(c, e.conflicts[i]) || !strings.Contains(c, winner) {
-					t.Fatalf("%s conflict %d = %q, want it to contain %q and %q", name, i, c, e.conflicts[i], winner)
-				}
-			}
-			if r.Conflict() != strings.Join(r.Conflicts, "; ") {
-				t.Fatalf("Conflict() = %q", r.Conflict())
-			}
-		}
+		checkView(t, levels, merge.Merge(resource, levels), fuzzNames, func(i int, name string) []merge.Item {
+			return itemsNamed(levels[i], name)
+		})
 	})
+}
+
+// itemsNamed are a level's items of that name, in order.
+func itemsNamed(lv merge.Level, name string) []merge.Item {
+	var out []merge.Item
+	for _, it := range lv.Items {
+		if it.Name == name {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// checkView checks a view merged from levels against expectOf, for every
+// name of all (the only names the view may hold), with named(i, name) the
+// items of name level i offers.
+func checkView(t *testing.T, levels []merge.Level, got []merge.Result, all []string, named func(i int, name string) []merge.Item) {
+	t.Helper()
+	byName := map[string]merge.Result{}
+	for i, r := range got {
+		if i > 0 && got[i-1].Item.Name >= r.Item.Name {
+			t.Fatalf("results not strictly sorted by name: %q then %q", got[i-1].Item.Name, r.Item.Name)
+		}
+		byName[r.Item.Name] = r
+	}
+	if !sort.SliceIsSorted(got, func(i, j int) bool { return got[i].Item.Name < got[j].Item.Name }) {
+		t.Fatalf("results not sorted")
+	}
+	for name := range byName {
+		known := false
+		for _, n := range all {
+			known = known || n == name
+		}
+		if !known {
+			t.Fatalf("result %q is no source item's name", name)
+		}
+	}
+
+	for _, name := range all {
+		e := expectOf(levels, name, func(i int) []merge.Item { return named(i, name) })
+		r, ok := byName[name]
+		if ok != e.present {
+			t.Fatalf("%s present = %v, want %v; levels %+v; results %+v", name, ok, e.present, levels, got)
+		}
+		if !ok {
+			continue
+		}
+		if r.Item != e.item || r.Scope != levels[e.level].Scope {
+			t.Fatalf("%s = %s %+v, want %s %+v (level %d); levels %+v", name, r.Scope, r.Item, levels[e.level].Scope, e.item, e.level, levels)
+		}
+		if !r.Item.Locked && len(r.Conflicts) > 0 {
+			t.Fatalf("%s: unlocked winner carries conflicts %q", name, r.Conflicts)
+		}
+		if len(r.Conflicts) != len(e.conflicts) {
+			t.Fatalf("%s conflicts = %q, want %d matching %q; levels %+v", name, r.Conflicts, len(e.conflicts), e.conflicts, levels)
+		}
+		winner := fmt.Sprintf("%s source %s/%s is locked", r.Scope, r.Item.Namespace, name)
+		for i, c := range r.Conflicts {
+			if !strings.Contains(c, e.conflicts[i]) || !strings.Contains(c, winner) {
+				t.Fatalf("%s conflict %d = %q, want it to contain %q and %q", name, i, c, e.conflicts[i], winner)
+			}
+		}
+		if r.Conflict() != strings.Join(r.Conflicts, "; ") {
+			t.Fatalf("Conflict() = %q", r.Conflict())
+		}
+	}
 }
 
 func FuzzParseExclusions(f *testing.F) {
@@ -371,6 +389,268 @@ func FuzzResolve(f *testing.F) {
 			}
 		default:
 			t.Fatalf("%s: unknown problem %+v", view, p)
+		}
+	})
+}
+
+var (
+	// fuzzStages are the viewer's implicit.dev/stage label: "" for none.
+	fuzzStages = []string{"", "canary", "early", "prod"}
+	// fuzzSelectors are canary selectors and the stages each selects ("":
+	// no label); a nil stages list marks a malformed one.
+	fuzzSelectors = []struct {
+		expr   string
+		stages []string
+	}{
+		{merge.LabelStage + "=canary", []string{"canary"}},
+		{merge.LabelStage + " in (canary,early)", []string{"canary", "early"}},
+		{merge.LabelStage, []string{"canary", "early", "prod"}},
+		{"!" + merge.LabelStage, []string{""}},
+		{merge.LabelStage + " notin (prod)", []string{"", "canary", "early"}},
+		{"team=a", nil},
+		{"", nil},
+	}
+	// fuzzFor are what candidates are for: the stable names, "e" that no
+	// source has (a staged creation), "k0" (a candidate's own name), and ""
+	// (malformed).
+	fuzzFor = []string{"a", "b", "c", "d", "e", "k0", ""}
+	// fuzzViewNames are every name a view with candidates may hold.
+	fuzzViewNames = []string{"a", "b", "c", "d", "e", "k0", "k1", "k2"}
+)
+
+// fuzzCandidates adds up to three candidates, k0 to k2, to each level,
+// read from r, and gives every item a uid. It returns the stages each
+// candidate selects (nil: none, it is malformed). Per level: a count byte,
+// then per candidate a byte for<<2 | overlay<<1 | locked and a selector byte.
+func fuzzCandidates(t *testing.T, levels []merge.Level, r *byteReader) map[*merge.Candidate][]string {
+	selects := map[*merge.Candidate][]string{}
+	for i := range levels {
+		lv := &levels[i]
+		items := append([]merge.Item(nil), lv.Items...) // fuzzLevels' slices are not shared, but stay safe
+		for j := range int(r.next()) % 4 {
+			c, sb := r.next(), r.next()
+			name := fmt.Sprintf("k%d", j)
+			forName := fuzzFor[int(c>>2)%len(fuzzFor)]
+			sel := fuzzSelectors[int(sb)%len(fuzzSelectors)]
+			ann := map[string]string{merge.AnnotationCandidateFor: forName, merge.AnnotationCanarySelector: sel.expr}
+			cand, err := merge.ParseCandidate(name, ann)
+			valid := forName != "" && forName != name && sel.stages != nil
+			if cand == nil || (err == nil) != valid {
+				t.Fatalf("ParseCandidate(%s, %v) = %+v, %v; want valid %v", name, ann, cand, err, valid)
+			}
+			if cand.For != forName {
+				t.Fatalf("ParseCandidate(%s, %v).For = %q", name, ann, cand.For)
+			}
+			if valid {
+				selects[cand] = sel.stages
+			}
+			items = append(items, merge.Item{
+				Namespace: lv.Namespace, Name: name, Candidate: cand,
+				Locked: c&1 == 1, Overlay: c&2 == 2,
+				Object: fmt.Sprintf("%s#%s", lv.Namespace, name),
+			})
+		}
+		for j := range items {
+			items[j].UID = types.UID(fmt.Sprintf("uid-%v", items[j].Object))
+		}
+		lv.Items = items
+	}
+	return selects
+}
+
+// stagedNamed is the naive rule of candidates: the items of name that
+// level lv offers a viewer of stage, in order.
+func stagedNamed(lv merge.Level, name, stage string, selects map[*merge.Candidate][]string) []merge.Item {
+	if lv.Scope == merge.ScopeLocal {
+		return itemsNamed(lv, name) // its own candidates are real objects there
+	}
+	var stable, cands []merge.Item
+	isCandidateName := false
+	for _, it := range lv.Items {
+		switch {
+		case it.Candidate == nil && it.Name == name:
+			stable = append(stable, it)
+		case it.Candidate != nil:
+			isCandidateName = isCandidateName || it.Name == name
+			if it.Candidate.For == name {
+				cands = append(cands, it)
+			}
+		}
+	}
+	if isCandidateName || len(cands) != 1 || !slices.Contains(selects[cands[0].Candidate], stage) {
+		return stable
+	}
+	c := cands[0]
+	s := merge.Item{Namespace: lv.Namespace, Name: name, Object: c.Object, UID: c.UID, Locked: c.Locked,
+		Overlay: c.Overlay, Cluster: c.Cluster, FromCandidate: c.Name}
+	if len(stable) == 0 {
+		return []merge.Item{s}
+	}
+	s.UID = stable[0].UID
+	if stable[0].Locked {
+		s.Locked, s.Overlay = true, c.Overlay && stable[0].Overlay
+	}
+	return append([]merge.Item{s}, stable[1:]...)
+}
+
+// withoutCandidates is levels with the candidates removed; everywhere
+// but the local level when local is false.
+func withoutCandidates(levels []merge.Level, local bool) []merge.Level {
+	out := make([]merge.Level, len(levels))
+	for i, lv := range levels {
+		out[i] = lv
+		out[i].Items = nil
+		for _, it := range lv.Items {
+			if it.Candidate == nil || (!local && lv.Scope == merge.ScopeLocal) {
+				out[i].Items = append(out[i].Items, it)
+			}
+		}
+	}
+	return out
+}
+
+// fuzzLineage is the lineage whose Levels are levels (as fuzzLevels builds
+// them), for a viewer of stage, and its items.
+func fuzzLineage(levels []merge.Level, stage string) (merge.Lineage, func(string) []merge.Item) {
+	byNS := map[string][]merge.Item{}
+	namespace := func(lv merge.Level) *merge.Namespace {
+		byNS[lv.Namespace] = lv.Items
+		n := ns(lv.Namespace, "")
+		if len(lv.Exclusions) > 0 {
+			parts := make([]string, len(lv.Exclusions))
+			for i, ex := range lv.Exclusions {
+				parts[i] = ex.String()
+			}
+			n = excluding(n, strings.Join(parts, ","))
+		}
+		return &n
+	}
+	l := merge.Lineage{Namespace: namespace(levels[len(levels)-1]), Tenant: len(levels) > 1}
+	if stage != "" {
+		l.Namespace.Labels[merge.LabelStage] = stage
+	}
+	if l.Tenant {
+		namespace(levels[0])
+		for i := len(levels) - 2; i > 0; i-- {
+			l.Ancestors = append(l.Ancestors, namespace(levels[i]))
+		}
+	}
+	return l, func(namespace string) []merge.Item { return byNS[namespace] }
+}
+
+func FuzzStagedMerge(f *testing.F) {
+	// Layout: fuzzLevels' bytes, then per level a candidate count and
+	// candidates (fuzzCandidates), then the viewer's stage. Candidate byte:
+	// for<<2 | overlay<<1 | locked, with a=0, b=4, c=8, d=12, e=16, k0=20,
+	// ""=24; selector byte: stage=canary 0, in (canary,early) 1, exists 2,
+	// !exists 3, notin (prod) 4, team=a 5, "" 6. Stage: none 0, canary 1,
+	// early 2, prod 3.
+	for _, seed := range []struct {
+		name string
+		data []byte
+	}{
+		{"global a with candidate k0, canary viewer", []byte{1, 1, 0, 0, 0, 1, 0, 0, 0, 1}},
+		{"global a with candidate k0, prod viewer", []byte{1, 1, 0, 0, 0, 1, 0, 0, 0, 3}},
+		{"locked global a, unlocked candidate; local shadows a", []byte{1, 1, 1, 0, 1, 0, 1, 0, 0, 0, 1}},
+		{"unlocked a, locked candidate; local shadows a", []byte{1, 1, 0, 0, 1, 0, 1, 1, 0, 0, 1}},
+		{"staged creation of e in a parent; local excludes e", []byte{2, 0, 0, 0, 1, 0x00, 0, 1, 16, 1, 0, 1}},
+		{"two candidates for a: neither applies", []byte{1, 1, 0, 0, 0, 2, 0, 0, 0, 1, 0, 1}},
+		{"candidate for a candidate; malformed selector", []byte{1, 1, 0, 0, 0, 2, 20, 0, 0, 5, 0, 1}},
+		{"local candidate shows under its own name", []byte{1, 1, 0, 0, 0, 0, 1, 0, 0, 1}},
+		{"parent candidate for global a (creation in the parent)", []byte{2, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2}},
+	} {
+		f.Add(seed.data)
+	}
+
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := &byteReader{b: data}
+		levels := fuzzLevelsFrom(r)
+		selects := fuzzCandidates(t, levels, r)
+		stage := fuzzStages[int(r.next())%len(fuzzStages)]
+		viewer := ns("team", "")
+		if stage != "" {
+			viewer.Labels[merge.LabelStage] = stage
+		}
+		before := make([]merge.Level, len(levels))
+		for i, lv := range levels {
+			before[i] = lv
+			before[i].Items = append([]merge.Item(nil), lv.Items...)
+		}
+
+		staged := merge.StageLevels(levels, &viewer)
+		if !reflect.DeepEqual(levels, before) {
+			t.Fatalf("StageLevels changed its input levels")
+		}
+		got := merge.Merge(resource, staged)
+		named := func(i int, name string) []merge.Item { return stagedNamed(levels[i], name, stage, selects) }
+		checkView(t, levels, got, fuzzViewNames, named)
+
+		// The view without candidates follows the plain rules, and every
+		// name whose items no candidate changed is the same in both.
+		plain := withoutCandidates(levels, true)
+		gotPlain := merge.Merge(resource, plain)
+		checkView(t, plain, gotPlain, fuzzNames, func(i int, name string) []merge.Item { return itemsNamed(plain[i], name) })
+		view, viewPlain := map[string]merge.Result{}, map[string]merge.Result{}
+		for _, r := range got {
+			view[r.Item.Name] = r
+			if r.Item.Candidate != nil && r.Scope != merge.ScopeLocal {
+				t.Fatalf("candidate %s shows under its own name in an inherited view", r.Item.Name)
+			}
+			if r.Candidates() != r.Item.FromCandidate {
+				t.Fatalf("%s: Candidates() = %q, item from candidate %q", r.Item.Name, r.Candidates(), r.Item.FromCandidate)
+			}
+		}
+		for _, r := range gotPlain {
+			viewPlain[r.Item.Name] = r
+		}
+		for _, name := range fuzzNames {
+			same := true
+			for i := range levels {
+				same = same && reflect.DeepEqual(named(i, name), itemsNamed(plain[i], name))
+			}
+			if same && !reflect.DeepEqual(view[name], viewPlain[name]) {
+				t.Fatalf("%s: no candidate applies, yet the view has %+v, without candidates %+v", name, view[name], viewPlain[name])
+			}
+		}
+
+		// Explain follows the staged view name by name (when each level
+		// has one item of a name, as namespaces do), and hides what
+		// unstaged levels hide.
+		once := true
+		for _, lv := range staged {
+			seen := map[string]bool{}
+			for _, it := range lv.Items {
+				once = once && !seen[it.Name]
+				seen[it.Name] = true
+			}
+		}
+		for _, name := range fuzzViewNames {
+			r, inView := view[name]
+			if e := merge.Explain(resource, name, staged, merge.Options{}); once && ((e.Result != nil) != inView || (inView && !reflect.DeepEqual(*e.Result, r))) {
+				t.Fatalf("%s: Explain's result %+v, the view's %+v (in view: %v)", name, e.Result, r, inView)
+			}
+			for _, le := range merge.Explain(resource, name, levels, merge.Options{}).Levels {
+				if le.Item != nil && le.Item.Candidate != nil && le.Scope != merge.ScopeLocal {
+					t.Fatalf("%s: Explain traces the unstaged candidate %+v", name, le.Item)
+				}
+			}
+		}
+
+		// Levels that were not staged hide inherited candidates.
+		if unstaged, hiding := merge.Merge(resource, levels), merge.Merge(resource, withoutCandidates(levels, false)); !reflect.DeepEqual(unstaged, hiding) {
+			t.Fatalf("unstaged candidates show in the view:\n%+v\nwant\n%+v", unstaged, hiding)
+		}
+
+		// Levels stages what it builds. A non-tenant's one level has no
+		// exclusions: it inherits nothing.
+		l, items := fuzzLineage(levels, stage)
+		want := levels
+		if len(levels) == 1 {
+			want = []merge.Level{levels[0]}
+			want[0].Exclusions = nil
+		}
+		if fromLineage := merge.Levels(l, globalNS, items); !reflect.DeepEqual(fromLineage, merge.StageLevels(want, l.Namespace)) {
+			t.Fatalf("Levels =\n%+v\nwant the staged levels\n%+v", fromLineage, staged)
 		}
 	})
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Scope is where a view item's winning source lives, relative to the viewing namespace.
@@ -40,6 +42,19 @@ type Item struct {
 	// lower scopes overlay it, locked or not; on a lower-scope item it asks to
 	// overlay an unlocked inherited item instead of shadowing it.
 	Overlay bool
+	// UID is the source object's uid. An item that a candidate stands in
+	// for passes it on to the candidate's item (StageLevels), so the view
+	// item keeps its uid whichever version a namespace sees.
+	UID types.UID
+	// Candidate is set when the source is a candidate (ParseCandidate): it
+	// never shows under its own name outside its own namespace, and
+	// StageLevels puts it in the place of the source it stands in for.
+	Candidate *Candidate
+	// FromCandidate is set on the item StageLevels builds from a candidate:
+	// the candidate's own name. Name is then the stable source's, UID the
+	// stable source's (the candidate's, for a staged creation), and Object
+	// the candidate's. The view annotates it implicit.dev/candidate.
+	FromCandidate string
 }
 
 // IsLocked reports whether annotations lock a source object.
@@ -91,6 +106,23 @@ func (r Result) OverlaySources() string {
 	return strings.Join(parts, ",")
 }
 
+// Candidates renders the implicit.dev/candidate annotation: the names of
+// the candidates the view item was built from (StageLevels), the base's
+// first, then the overlays', top down, comma-separated; "" when none. In the
+// usual case, one candidate for the base, it is that candidate's name.
+func (r Result) Candidates() string {
+	var parts []string
+	if r.Item.FromCandidate != "" {
+		parts = append(parts, r.Item.FromCandidate)
+	}
+	for _, o := range r.Overlays {
+		if o.FromCandidate != "" {
+			parts = append(parts, o.FromCandidate)
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
 // Locked reports whether the winner, base or any overlay, is locked: it
 // can't be shadowed or excluded from below.
 func (r Result) Locked() bool {
@@ -130,6 +162,11 @@ type Options struct {
 // ancestors from the farthest to the nearest, then the namespace itself.
 // items returns the source items of one namespace. A non-tenant has only its
 // local level; a namespace that does not exist has none.
+//
+// The levels are staged for the viewing namespace (StageLevels): candidates
+// among the items stand in for their stable sources where the namespace's
+// stage is selected. Levels knows the viewer, so every view built from it
+// gets the rule, and no caller can forget it and leak a candidate.
 func Levels(l Lineage, globalNamespace string, items func(namespace string) []Item) []Level {
 	if l.Namespace == nil {
 		return nil
@@ -145,7 +182,7 @@ func Levels(l Lineage, globalNamespace string, items func(namespace string) []It
 		levels = append(levels, Level{Scope: ScopeParent, Namespace: a.Name, Exclusions: ExclusionsOf(a), Items: items(a.Name)})
 	}
 	local.Exclusions = ExclusionsOf(l.Namespace)
-	return append(levels, local)
+	return StageLevels(append(levels, local), l.Namespace)
 }
 
 // Merge is MergeWith the Replace strategy only.
@@ -165,6 +202,12 @@ func Merge(resource string, levels []Level) []Result {
 // shadow it anyway). A lower scope can never turn a locked item it may not
 // shadow into one it may overlay: only the kind's configuration or the
 // locked item's own author can.
+//
+// A candidate (Item.Candidate) is an item of the view under its own name in
+// its own namespace's view only (the local level): on any other level it is
+// skipped, so levels that were not staged hide candidates rather than show
+// them. StageLevels (which Levels applies) is what makes them stand in for
+// their stable sources.
 func MergeWith(resource string, levels []Level, o Options) []Result {
 	winners := map[string]*Result{}
 	for _, lv := range levels {
@@ -181,6 +224,9 @@ func MergeWith(resource string, levels []Level, o Options) []Result {
 			}
 		}
 		for _, it := range lv.Items {
+			if hidden(lv, it) {
+				continue
+			}
 			w, ok := winners[it.Name]
 			if ok && w.Item.Namespace == lv.Namespace {
 				continue // two items of one name in one namespace cannot happen; keep the first

@@ -23,6 +23,17 @@ const (
 	AnnotationLocked = "implicit.dev/locked"
 	// AnnotationMerge "overlay" on a source object asks for the Overlay strategy.
 	AnnotationMerge = "implicit.dev/merge"
+	// AnnotationCandidateFor on a source object makes it a candidate: a
+	// staged version of the source of that name in its own namespace (or,
+	// when there is none, a staged creation of it). See candidate.go.
+	AnnotationCandidateFor = "implicit.dev/candidate-for"
+	// AnnotationCanarySelector on a candidate: a label selector over the
+	// namespace label LabelStage only, naming the namespaces that see the
+	// candidate instead of the stable source ("implicit.dev/stage=canary").
+	AnnotationCanarySelector = "implicit.dev/canary-selector"
+	// LabelStage on a namespace: the rollout stage it belongs to, which
+	// canary selectors match. Setting it needs the RBAC verb "stage".
+	LabelStage = "implicit.dev/stage"
 	// LabelMaterialized "true" marks a real object the server wrote as the
 	// copy of an inherited view item (delivery: Materialize). Copies are
 	// never sources: the multiplexer ignores objects that carry it, and
@@ -46,6 +57,9 @@ const (
 	AnnotationOverlays = "implicit.dev/overlays"
 	// AnnotationConflict on a view item: what a lock blocked.
 	AnnotationConflict = "implicit.dev/conflict"
+	// AnnotationCandidate on a view item: the candidate it was built from
+	// (Result.Candidates), when the viewing namespace's stage is selected.
+	AnnotationCandidate = "implicit.dev/candidate"
 )
 
 // ProvenanceLabels are the labels the server sets on view items.
@@ -54,7 +68,7 @@ var ProvenanceLabels = []string{LabelScope, LabelSourceNamespace}
 // ProvenanceAnnotations are the annotations the server sets on view items.
 var ProvenanceAnnotations = []string{
 	AnnotationSourceUID, AnnotationSourceResourceVersion, AnnotationSourceCluster,
-	AnnotationSourceStaleSince, AnnotationOverlays, AnnotationConflict,
+	AnnotationSourceStaleSince, AnnotationOverlays, AnnotationConflict, AnnotationCandidate,
 }
 
 // IsMaterialized reports whether labels mark a materialized copy.

@@ -1,0 +1,465 @@
+package merge_test
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+)
+
+func TestParseCandidate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		wantNil     bool
+		// wantErr holds substrings of the error; none: no error.
+		wantErr []string
+		// selects and skips are stages the selector must match and not ("" for no label).
+		selects, skips []string
+	}{
+		{name: "ordinary source", annotations: map[string]string{"other": "x"}, wantNil: true},
+		{name: "nil annotations", wantNil: true},
+		{
+			name:        "equality",
+			annotations: cand("rb", merge.LabelStage+"=canary"),
+			selects:     []string{"canary"}, skips: []string{"", "early", "prod"},
+		},
+		{
+			name:        "set",
+			annotations: cand("rb", merge.LabelStage+" in (canary,early)"),
+			selects:     []string{"canary", "early"}, skips: []string{"", "prod"},
+		},
+		{
+			name:        "not in: namespaces without a stage too",
+			annotations: cand("rb", merge.LabelStage+" notin (prod)"),
+			selects:     []string{"", "canary"}, skips: []string{"prod"},
+		},
+		{
+			name:        "two requirements on the stage key",
+			annotations: cand("rb", merge.LabelStage+","+merge.LabelStage+"!=prod"),
+			selects:     []string{"canary"}, skips: []string{"", "prod"},
+		},
+		{
+			name:        "another key is refused, by name",
+			annotations: cand("rb", "team=a"),
+			wantErr:     []string{merge.AnnotationCanarySelector, `"team"`, "may only use the namespace label " + merge.LabelStage},
+		},
+		{
+			name:        "one other key among stage keys",
+			annotations: cand("rb", merge.LabelStage+"=canary,env in (dev)"),
+			wantErr:     []string{`selects on "env"`},
+		},
+		{
+			name:        "empty selector would select every namespace",
+			annotations: cand("rb", ""),
+			wantErr:     []string{"is empty, which would select every namespace", "promote"},
+		},
+		{
+			name:        "selector missing",
+			annotations: map[string]string{merge.AnnotationCandidateFor: "rb"},
+			wantErr:     []string{merge.AnnotationCanarySelector + " is missing"},
+		},
+		{
+			name:        "selector does not parse",
+			annotations: cand("rb", merge.LabelStage+" in (canary"),
+			wantErr:     []string{"is not a label selector"},
+		},
+		{
+			name:        "candidate-for missing",
+			annotations: map[string]string{merge.AnnotationCanarySelector: merge.LabelStage + "=canary"},
+			wantErr:     []string{merge.AnnotationCandidateFor + " must name the source"},
+		},
+		{
+			name:        "candidate-for in another namespace",
+			annotations: cand("other/rb", merge.LabelStage+"=canary"),
+			wantErr:     []string{"its own namespace only"},
+		},
+		{
+			name:        "candidate-for itself",
+			annotations: cand("rb.next", merge.LabelStage+"=canary"),
+			wantErr:     []string{"the candidate's own name"},
+		},
+		{
+			name:        "candidate-for not a name",
+			annotations: cand("..", merge.LabelStage+"=canary"),
+			wantErr:     []string{"is not a valid name"},
+		},
+		{
+			name:        "both wrong: both said",
+			annotations: cand("", "team=a"),
+			wantErr:     []string{"must name the source", `selects on "team"`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := merge.ParseCandidate("rb.next", tt.annotations)
+			if tt.wantNil {
+				if c != nil || err != nil {
+					t.Fatalf("ParseCandidate = %+v, %v; want nil, nil", c, err)
+				}
+				return
+			}
+			if c == nil {
+				t.Fatalf("ParseCandidate = nil, %v; want a candidate", err)
+			}
+			if c.For != tt.annotations[merge.AnnotationCandidateFor] {
+				t.Errorf("For = %q", c.For)
+			}
+			if len(tt.wantErr) == 0 && err != nil {
+				t.Fatalf("ParseCandidate: %v", err)
+			}
+			for _, s := range tt.wantErr {
+				if err == nil || !strings.Contains(err.Error(), s) {
+					t.Errorf("error = %v, want it to contain %q", err, s)
+				}
+			}
+			if err != nil {
+				// A malformed candidate reaches no one.
+				tt.skips = append(tt.skips, "", "canary", "early", "prod")
+			}
+			for _, s := range tt.selects {
+				if !c.Selector.Matches(stageSet(s)) {
+					t.Errorf("selector %s does not select stage %q", c.Selector, s)
+				}
+			}
+			for _, s := range tt.skips {
+				if c.Selector.Matches(stageSet(s)) {
+					t.Errorf("selector %s selects stage %q", c.Selector, s)
+				}
+			}
+		})
+	}
+}
+
+func cand(forName, selector string) map[string]string {
+	return map[string]string{merge.AnnotationCandidateFor: forName, merge.AnnotationCanarySelector: selector}
+}
+
+func stageSet(stage string) labels.Set {
+	if stage == "" {
+		return labels.Set{}
+	}
+	return labels.Set{merge.LabelStage: stage}
+}
+
+// withUID gives an item the uid "uid-<namespace>/<name>".
+func withUID(it merge.Item) merge.Item {
+	it.UID = types.UID("uid-" + it.Namespace + "/" + it.Name)
+	return it
+}
+
+// candidateItem is a candidate source item, its Object naming it.
+func candidateItem(t *testing.T, namespace, name, forName, selector string) merge.Item {
+	t.Helper()
+	c, err := merge.ParseCandidate(name, cand(forName, selector))
+	if c == nil {
+		t.Fatalf("ParseCandidate(%s): nil", name)
+	}
+	_ = err // malformed candidates are items too
+	return withUID(merge.Item{Namespace: namespace, Name: name, Object: namespace + "/" + name, Candidate: c})
+}
+
+// viewer is namespace team with that stage ("" for none).
+func viewer(stage string) *merge.Namespace {
+	n := ns("team", "org")
+	if stage != "" {
+		n.Labels[merge.LabelStage] = stage
+	}
+	return &n
+}
+
+// render writes a view as "name=object" entries: a trailing "!" for a
+// locked item, "~" for one that asks to overlay, "<candidate" for one built
+// from a candidate, "@uid", "(scope)" and, after "|", the conflicts.
+func render(results []merge.Result) []string {
+	var out []string
+	for _, r := range results {
+		s := fmt.Sprintf("%s=%v", r.Item.Name, r.Item.Object)
+		if r.Item.Locked {
+			s += "!"
+		}
+		if r.Item.Overlay {
+			s += "~"
+		}
+		if r.Item.FromCandidate != "" {
+			s += "<" + r.Item.FromCandidate
+		}
+		s += fmt.Sprintf("@%s(%s)", r.Item.UID, r.Scope)
+		if len(r.Conflicts) > 0 {
+			s += "|" + r.Conflict()
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func TestStageLevels(t *testing.T) {
+	t.Parallel()
+	const canary = merge.LabelStage + "=canary"
+	g := func(items ...merge.Item) merge.Level { return level(merge.ScopeGlobal, globalNS, nil, items...) }
+	org := func(ex []merge.Exclusion, items ...merge.Item) merge.Level {
+		return level(merge.ScopeParent, "org", ex, items...)
+	}
+	team := func(ex []merge.Exclusion, items ...merge.Item) merge.Level {
+		return level(merge.ScopeLocal, "team", ex, items...)
+	}
+	gx, gxLocked := withUID(item(globalNS, "x")), withUID(locked(globalNS, "x"))
+	next := candidateItem(t, globalNS, "x.next", "x", canary)
+	nextLocked := next
+	nextLocked.Locked = true
+	gxLockedOverlay := gxLocked
+	gxLockedOverlay.Overlay = false
+	nextOverlay := next
+	nextOverlay.Overlay = true
+
+	tests := []struct {
+		name   string
+		levels []merge.Level
+		// want is the view per stage of the viewer, rendered.
+		want map[string][]string
+	}{
+		{
+			name:   "the canary sees the candidate under the stable name and uid; others the stable source",
+			levels: []merge.Level{g(gx, next), team(nil)},
+			want: map[string][]string{
+				"canary": {"x=implicit-global/x.next<x.next@uid-implicit-global/x(global)"},
+				"prod":   {"x=implicit-global/x@uid-implicit-global/x(global)"},
+				"":       {"x=implicit-global/x@uid-implicit-global/x(global)"},
+			},
+		},
+		{
+			name:   "its own namespace sees both, each under its own name",
+			levels: []merge.Level{team(nil, withUID(item("team", "x")), candidateItem(t, "team", "x.next", "x", canary))},
+			want: map[string][]string{
+				"canary": {"x=team/x@uid-team/x(local)", "x.next=team/x.next@uid-team/x.next(local)"},
+				"prod":   {"x=team/x@uid-team/x(local)", "x.next=team/x.next@uid-team/x.next(local)"},
+			},
+		},
+		{
+			name:   "a candidate of a locked source is locked: a local shadow is blocked",
+			levels: []merge.Level{g(gxLocked, next), team(nil, withUID(item("team", "x")))},
+			want: map[string][]string{
+				"canary": {"x=implicit-global/x.next!<x.next@uid-implicit-global/x(global)|shadow by local team/x blocked: global source implicit-global/x is locked"},
+				"prod":   {"x=implicit-global/x!@uid-implicit-global/x(global)|shadow by local team/x blocked: global source implicit-global/x is locked"},
+			},
+		},
+		{
+			name:   "a locked candidate of an unlocked source locks the canaries' item",
+			levels: []merge.Level{g(gx, nextLocked), team(nil, withUID(item("team", "x")))},
+			want: map[string][]string{
+				"canary": {"x=implicit-global/x.next!<x.next@uid-implicit-global/x(global)|shadow by local team/x blocked: global source implicit-global/x is locked"},
+				"prod":   {"x=team/x@uid-team/x(local)"},
+			},
+		},
+		{
+			name:   "a candidate can't open a locked source to overlays",
+			levels: []merge.Level{g(gxLockedOverlay, nextOverlay), team(nil)},
+			want: map[string][]string{
+				"canary": {"x=implicit-global/x.next!<x.next@uid-implicit-global/x(global)"},
+			},
+		},
+		{
+			name:   "an unlocked source's candidate keeps its overlay request",
+			levels: []merge.Level{g(gx, nextOverlay), team(nil)},
+			want: map[string][]string{
+				"canary": {"x=implicit-global/x.next~<x.next@uid-implicit-global/x(global)"},
+			},
+		},
+		{
+			name:   "exclusions apply to the candidate as to the source",
+			levels: []merge.Level{g(gx, next), team(excl("rolebindings/x"))},
+			want:   map[string][]string{"canary": nil, "prod": nil},
+		},
+		{
+			name:   "a staged creation takes the candidate's uid",
+			levels: []merge.Level{g(candidateItem(t, globalNS, "y.next", "y", canary)), team(nil)},
+			want: map[string][]string{
+				"canary": {"y=implicit-global/y.next<y.next@uid-implicit-global/y.next(global)"},
+				"prod":   nil,
+			},
+		},
+		{
+			name: "a parent's candidate for the global name stages a creation in the parent, shadowing the global source",
+			levels: []merge.Level{
+				g(gx),
+				org(nil, candidateItem(t, "org", "x.next", "x", canary)),
+				team(nil),
+			},
+			want: map[string][]string{
+				"canary": {"x=org/x.next<x.next@uid-org/x.next(parent)"},
+				"prod":   {"x=implicit-global/x@uid-implicit-global/x(global)"},
+			},
+		},
+		{
+			name: "a parent's staged creation can't shadow a locked global source",
+			levels: []merge.Level{
+				g(gxLocked),
+				org(nil, candidateItem(t, "org", "x.next", "x", canary)),
+				team(nil),
+			},
+			want: map[string][]string{
+				"canary": {"x=implicit-global/x!@uid-implicit-global/x(global)|shadow by parent org/x blocked: global source implicit-global/x is locked"},
+			},
+		},
+		{
+			name:   "two candidates for one source: neither applies, neither shows",
+			levels: []merge.Level{g(gx, next, candidateItem(t, globalNS, "x.other", "x", canary)), team(nil)},
+			want: map[string][]string{
+				"canary": {"x=implicit-global/x@uid-implicit-global/x(global)"},
+			},
+		},
+		{
+			name:   "a malformed candidate reaches no one and never shows",
+			levels: []merge.Level{g(gx, candidateItem(t, globalNS, "x.next", "x", "team=a")), team(nil)},
+			want: map[string][]string{
+				"canary": {"x=implicit-global/x@uid-implicit-global/x(global)"},
+				"":       {"x=implicit-global/x@uid-implicit-global/x(global)"},
+			},
+		},
+		{
+			name:   "a candidate for a candidate does not apply",
+			levels: []merge.Level{g(gx, next, candidateItem(t, globalNS, "x.next2", "x.next", canary)), team(nil)},
+			want: map[string][]string{
+				"canary": {"x=implicit-global/x.next<x.next@uid-implicit-global/x(global)"},
+			},
+		},
+		{
+			name:   "the selector matches the viewer's stage, not the candidate's namespace's",
+			levels: []merge.Level{g(gx, candidateItem(t, globalNS, "x.next", "x", "!"+merge.LabelStage)), team(nil)},
+			want: map[string][]string{
+				"":       {"x=implicit-global/x.next<x.next@uid-implicit-global/x(global)"},
+				"canary": {"x=implicit-global/x@uid-implicit-global/x(global)"},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			for stage, want := range tt.want {
+				before := fmt.Sprintf("%+v", tt.levels)
+				got := render(merge.Merge(resource, merge.StageLevels(tt.levels, viewer(stage))))
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("stage %q: view =\n%q\nwant\n%q", stage, got, want)
+				}
+				if after := fmt.Sprintf("%+v", tt.levels); after != before {
+					t.Errorf("StageLevels changed its input:\n%s\n%s", before, after)
+				}
+			}
+		})
+	}
+}
+
+func TestStageLevelsWithoutCandidates(t *testing.T) {
+	t.Parallel()
+	levels := []merge.Level{
+		level(merge.ScopeGlobal, globalNS, nil, item(globalNS, "x")),
+		level(merge.ScopeLocal, "team", nil, candidateItem(t, "team", "x.next", "x", merge.LabelStage+"=canary")),
+	}
+	got := merge.StageLevels(levels, viewer("canary"))
+	if &got[0] != &levels[0] {
+		t.Errorf("StageLevels copied levels that have no inherited candidate")
+	}
+}
+
+func TestLevelsStagesForTheViewer(t *testing.T) {
+	t.Parallel()
+	canaryTeam := ns("team", "org")
+	canaryTeam.Labels[merge.LabelStage] = "canary"
+	prodTeam := ns("team", "org")
+	prodTeam.Labels[merge.LabelStage] = "prod"
+	org := ns("org", "")
+	items := itemsOf(
+		withUID(item(globalNS, "x")), candidateItem(t, globalNS, "x.next", "x", merge.LabelStage+"=canary"),
+		withUID(item("org", "y")), candidateItem(t, "org", "y.next", "y", merge.LabelStage+" in (canary,prod)"),
+	)
+	for _, tt := range []struct {
+		name string
+		team merge.Namespace
+		want []string
+	}{
+		{"canary", canaryTeam, []string{
+			"x=implicit-global/x.next<x.next@uid-implicit-global/x(global)",
+			"y=org/y.next<y.next@uid-org/y(parent)",
+		}},
+		{"prod", prodTeam, []string{
+			"x=implicit-global/x@uid-implicit-global/x(global)",
+			"y=org/y.next<y.next@uid-org/y(parent)",
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			l := merge.Resolve(testPolicy, "team", getter(tt.team, org))
+			got := render(merge.Merge(resource, merge.Levels(l, globalNS, items)))
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("view =\n%q\nwant\n%q", got, tt.want)
+			}
+		})
+	}
+	// The parent's own view shows its candidate under its own name.
+	l := merge.Resolve(testPolicy, "org", getter(org))
+	got := render(merge.Merge(resource, merge.Levels(l, globalNS, items)))
+	want := []string{
+		"x=implicit-global/x@uid-implicit-global/x(global)",
+		"y=org/y@uid-org/y(local)",
+		"y.next=org/y.next@uid-org/y.next(local)",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("org's view =\n%q\nwant\n%q", got, want)
+	}
+}
+
+func TestResultCandidates(t *testing.T) {
+	t.Parallel()
+	from := func(it merge.Item, c string) merge.Item {
+		it.FromCandidate = c
+		return it
+	}
+	tests := []struct {
+		name string
+		r    merge.Result
+		want string
+	}{
+		{name: "none", r: merge.Result{Item: item(globalNS, "x")}, want: ""},
+		{name: "the base", r: merge.Result{Item: from(item(globalNS, "x"), "x.next")}, want: "x.next"},
+		{
+			name: "base and an overlay",
+			r: merge.Result{Item: from(item(globalNS, "x"), "x.next"),
+				Overlays: []merge.Item{item("org", "x"), from(item("team", "x"), "x.canary")}},
+			want: "x.next,x.canary",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := tt.r.Candidates(); got != tt.want {
+				t.Errorf("Candidates() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestExplainCandidate(t *testing.T) {
+	t.Parallel()
+	levels := []merge.Level{
+		level(merge.ScopeGlobal, globalNS, nil, withUID(item(globalNS, "x")), candidateItem(t, globalNS, "x.next", "x", merge.LabelStage+"=canary")),
+		level(merge.ScopeLocal, "team", nil),
+	}
+	e := merge.Explain(resource, "x", merge.StageLevels(levels, viewer("canary")), merge.Options{})
+	if w := e.Winner(); w != 0 || e.Result == nil {
+		t.Fatalf("winner %d, result %v", w, e.Result)
+	}
+	if got, want := e.Levels[0].Message(), "implicit-global/x is the view's item, in the version of its candidate x.next"; got != want {
+		t.Errorf("Message() = %q, want %q", got, want)
+	}
+	// Unstaged, the candidate is no item of the view under its own name.
+	if e := merge.Explain(resource, "x.next", levels, merge.Options{}); e.Winner() != -1 || e.Result != nil || e.Levels[0].Item != nil {
+		t.Errorf("unstaged candidate explained as %+v", e)
+	}
+}
