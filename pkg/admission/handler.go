@@ -36,6 +36,15 @@ var Paths = []string{PathLocks, PathShadows, PathParents, PathFanout, PathMateri
 // as kube-apiserver bounds objects.
 var admissionReview = review.Type{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview", MaxBytes: 6 << 20}
 
+// synced fails until the guards' index holds every namespace and source
+// (an index that can't tell is taken as synced: the unit tests' fakes).
+func (g *Guards) synced() error {
+	if s, ok := g.index.(interface{ Synced() error }); ok {
+		return s.Synced()
+	}
+	return nil
+}
+
 // Handler returns the http.Handler of the guard at path.
 func (g *Guards) Handler(path string) http.Handler {
 	decide := map[string]func(context.Context, *admissionv1.AdmissionRequest) decision{
@@ -58,7 +67,12 @@ func (g *Guards) Handler(path string) http.Handler {
 			http.Error(w, "an AdmissionReview without a request", http.StatusBadRequest)
 			return
 		}
-		d := decide(r.Context(), in.Request)
+		var d decision
+		if err := g.synced(); err != nil {
+			d = unavailable(fmt.Errorf("implicit-apiserver has not read every namespace and source yet: %w", err))
+		} else {
+			d = decide(r.Context(), in.Request)
+		}
 		if d.unavailable != nil {
 			// Let the webhook's failure policy decide.
 			klog.ErrorS(d.unavailable, "Admission guard cannot decide", "path", path, "resource", in.Request.Resource, "namespace", in.Request.Namespace, "name", in.Request.Name)

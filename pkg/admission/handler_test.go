@@ -230,3 +230,36 @@ func TestSARAuthorizerWithoutClient(t *testing.T) {
 		t.Errorf("Allowed without a client = %v, %v; want an error", allowed, err)
 	}
 }
+
+// TestGuardsWaitForSync: until the mirror holds every namespace and
+// source, every guard answers 503 (the webhook's failure policy applies)
+// instead of deciding from an empty mirror; once synced, the same review is
+// decided.
+func TestGuardsWaitForSync(t *testing.T) {
+	t.Parallel()
+	req := request(admissionv1.Update, rolebindings, global, "admins", roleBinding(global, "admins"), roleBinding(global, "admins"))
+	body := reviewJSON(t, req)
+	for _, tc := range []struct {
+		name   string
+		synced bool
+		want   int
+	}{
+		{name: "before sync", synced: false, want: http.StatusServiceUnavailable},
+		{name: "synced", synced: true, want: http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := muxOf(t, tc.synced, with())
+			g := admission.NewGuards(m.MuxIndex, &fakeAuthorizer{}, served, global)
+			for _, path := range admission.Paths {
+				w := post(t, g, path, body)
+				if w.Code != tc.want {
+					t.Errorf("%s: status %d (%q), want %d", path, w.Code, w.Body.String(), tc.want)
+				}
+				if tc.want == http.StatusServiceUnavailable && !strings.Contains(w.Body.String(), "not read every namespace and source yet") {
+					t.Errorf("%s: body %q does not say why", path, w.Body.String())
+				}
+			}
+		})
+	}
+}

@@ -28,8 +28,10 @@ type Views interface {
 // (Guarded) from the mirror, each inside one Read, and changes nothing.
 // Before the sources are read, the questions that return an error fail
 // with one watchmux.IsNotSynced recognises, and the others answer as of an
-// empty mirror (nothing exists, nothing is inherited): the server is not
-// ready then, so no webhook call reaches it through its Service.
+// empty mirror (nothing exists, nothing is inherited). The guards never ask
+// them then: their handler answers 503 until Synced (the server is not ready
+// either, so no webhook call reaches it through its Service; one that comes
+// by URL gets the webhook's failure policy).
 type MuxIndex struct {
 	views Views
 }
@@ -41,6 +43,11 @@ var (
 
 // NewIndex returns the index of the guards that reads views.
 func NewIndex(views Views) *MuxIndex { return &MuxIndex{views: views} }
+
+// Synced fails, with an error watchmux.IsNotSynced recognises, until the
+// mirror holds every namespace and source: the guards answer 503 until then
+// rather than decide from an empty mirror.
+func (x *MuxIndex) Synced() error { return x.read(func(watchmux.Reader) {}) }
 
 // read calls f inside one Read of the mirror.
 func (x *MuxIndex) read(f func(r watchmux.Reader)) error {
