@@ -70,6 +70,7 @@ type options struct {
 	short           bool
 	timeout         time.Duration
 	keepWorkDir     bool
+	viewAll         bool // an -A view watcher beside the namespace watchers
 	watchersPerConn int
 	outDir          string
 	plotPath        string
@@ -94,6 +95,7 @@ func main() {
 	flag.BoolVar(&o.short, "short", false, "a quick look: N=200, G=10,100, 3 rounds (flags given explicitly win)")
 	flag.DurationVar(&o.timeout, "timeout", 40*time.Minute, "deadline of the whole run")
 	flag.BoolVar(&o.keepWorkDir, "keep", false, "keep the control planes' work directories (logs) after a successful run")
+	flag.BoolVar(&o.viewAll, "view-all", true, "open one -A view watcher beside the N namespace view watchers (it doubles the events the views deliver per edit); -view-all=false compares exactly N view watchers with N native ones (issue 15's comparison)")
 	flag.IntVar(&o.watchersPerConn, "watchers-per-client", 200, "watchers sharing one rest client (one HTTP/2 connection)")
 	flag.StringVar(&o.outDir, "out", "_output/bench", "directory of results.json, results.md and the profiles")
 	flag.StringVar(&o.plotPath, "plot", "", "PNG plot of propagation time against N (default <out>/bench-propagation.png)")

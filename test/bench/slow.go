@@ -40,7 +40,7 @@ func (b *bench) slowWatcher(ctx context.Context, f *fleet, res *nResult) error {
 	reconnects := f.reconnects.Load()
 	name := globalName(1)
 	for i := range maxSlowEdits {
-		r := newRound(name, fmt.Sprintf("slow-%d", i+1), len(b.tenants), len(b.tenants), true)
+		r := newRound(name, fmt.Sprintf("slow-%d", i+1), len(b.tenants), len(b.tenants), b.o.viewAll)
 		last, all, err := f.measure(ctx, r, roundTimeout, func(ctx context.Context) error {
 			_, err := b.kube.RbacV1().RoleBindings(globalNS).Patch(ctx, name, types.MergePatchType, labelPatch(r.value), metav1.PatchOptions{})
 			return err

@@ -92,6 +92,10 @@ type Options struct {
 	config Configuration
 }
 
+// DefaultHTTP2MaxStreamsPerConnection is the default of
+// --http2-max-streams-per-connection (see NewOptions).
+const DefaultHTTP2MaxStreamsPerConnection = 20
+
 // NewOptions returns the default options.
 func NewOptions() *Options {
 	rec := genericoptions.NewRecommendedOptions("", nil)
@@ -100,6 +104,16 @@ func NewOptions() *Options {
 	rec.Etcd = nil
 	rec.Admission = nil
 	rec.SecureServing.BindPort = 6443
+	// kube-apiserver's aggregator proxies every view watch to this server,
+	// packing them into as few HTTP/2 connections as this limit allows
+	// (k8s.io/apiserver's default: 100). golang.org/x/net/http2's
+	// round-robin write scheduler walks every open stream of a connection
+	// for each frame it writes, idle watches included, so one edit fanned
+	// out to 100 watches of a connection costs 100 × 100 steps: at 10,000
+	// watchers that walk was 42% of the server's CPU. 20 streams per
+	// connection cut it to a few percent, for one more connection (a TLS
+	// session and two goroutines) per 20 watches (docs/benchmarks.md).
+	rec.SecureServing.HTTP2MaxStreamsPerConnection = DefaultHTTP2MaxStreamsPerConnection
 	// The webhook endpoints authenticate their callers themselves (a client
 	// certificate from --webhook-client-ca-file, see authz.Callers): the
 	// generic authentication and authorization leave them alone.

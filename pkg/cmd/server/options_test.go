@@ -270,3 +270,29 @@ func TestOptionsComplete(t *testing.T) {
 		})
 	}
 }
+
+// TestHTTP2StreamsPerConnection: the aggregator's watches are spread over
+// connections of DefaultHTTP2MaxStreamsPerConnection streams unless the flag
+// says otherwise (see NewOptions for why not k8s.io/apiserver's 100).
+func TestHTTP2StreamsPerConnection(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		args []string
+		want int
+	}{
+		{name: "default", want: server.DefaultHTTP2MaxStreamsPerConnection},
+		{name: "flag", args: []string{"--http2-max-streams-per-connection=100"}, want: 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			fs := server.NewCommand(context.Background()).Flags()
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatalf("Parse(%v): %v", tc.args, err)
+			}
+			if got, err := fs.GetInt("http2-max-streams-per-connection"); err != nil || got != tc.want {
+				t.Errorf("--http2-max-streams-per-connection = %d (%v), want %d", got, err, tc.want)
+			}
+		})
+	}
+}
