@@ -118,6 +118,11 @@ type Materializer struct {
 	// reported holds the conflicts already reported, with the uid of the
 	// tenant object, so each is reported once.
 	reported map[copyKey]string
+	// wrote holds the resourceVersion of each copy as the materializer's
+	// own last write left it: the copies' informer shows that write back,
+	// and a copy at that version needs no drift check (queueing its
+	// namespace again would only count it as pending once more).
+	wrote map[copyKey]string
 }
 
 type copyKey struct{ resource, namespace, name string }
@@ -129,7 +134,7 @@ func New(views Views, dyn dynamic.Interface, kinds []Kind, recorder record.Event
 	opts.defaults()
 	return &Materializer{
 		views: views, dyn: dyn, kinds: slices.Clone(kinds), recorder: recorder, opts: opts,
-		dirty: map[string]time.Time{}, seen: map[copyKey]string{}, reported: map[copyKey]string{},
+		dirty: map[string]time.Time{}, seen: map[copyKey]string{}, reported: map[copyKey]string{}, wrote: map[copyKey]string{},
 	}
 }
 
@@ -269,10 +274,15 @@ func (r *run) copyHandler(k Kind) cache.ResourceEventHandler {
 		if !ok || !merge.IsMaterialized(u.GetLabels()) {
 			return
 		}
+		key := copyKey{k.Resource, u.GetNamespace(), u.GetName()}
 		r.m.mu.Lock()
-		r.m.seen[copyKey{k.Resource, u.GetNamespace(), u.GetName()}] = sourceVersion(u)
+		r.m.seen[key] = sourceVersion(u)
+		rv := u.GetResourceVersion()
+		echo := rv != "" && r.m.wrote[key] == rv
 		r.m.mu.Unlock()
-		r.enqueue(u.GetNamespace())
+		if !echo {
+			r.enqueue(u.GetNamespace())
+		}
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    note,
@@ -282,6 +292,9 @@ func (r *run) copyHandler(k Kind) cache.ResourceEventHandler {
 				obj = d.Obj
 			}
 			if u, ok := obj.(*unstructured.Unstructured); ok {
+				r.m.mu.Lock()
+				delete(r.m.wrote, copyKey{k.Resource, u.GetNamespace(), u.GetName()})
+				r.m.mu.Unlock()
 				r.enqueue(u.GetNamespace())
 			}
 		},

@@ -137,6 +137,7 @@ func (m *Materializer) reconcileKind(ctx context.Context, k Kind, namespace stri
 		writes.WithLabelValues(k.Resource, "delete").Inc()
 		m.mu.Lock()
 		delete(m.seen, copyKey{k.Resource, namespace, name})
+		delete(m.wrote, copyKey{k.Resource, namespace, name})
 		m.mu.Unlock()
 		klog.V(2).InfoS("Deleted a materialized copy whose item left the view", "resource", k.Resource, "copy", klog.KRef(namespace, name))
 	}
@@ -146,7 +147,9 @@ func (m *Materializer) reconcileKind(ctx context.Context, k Kind, namespace stri
 // write applies w over cur (nil: a new copy). An existing copy is applied
 // with its resourceVersion as precondition: only the copy that was read is
 // overwritten. Fields another manager owns survive an apply: when the
-// result still differs from w, it is replaced whole.
+// result still differs from w, it is replaced whole. The copy's
+// resourceVersion after the last write is remembered (wrote), so that its
+// echo on the copies' informer is not taken for drift.
 func (m *Materializer) write(ctx context.Context, k Kind, client resourceClient, cur, w *unstructured.Unstructured) (int, error) {
 	apply := w.DeepCopy()
 	if cur != nil {
@@ -158,15 +161,26 @@ func (m *Materializer) write(ctx context.Context, k Kind, client resourceClient,
 	}
 	writes.WithLabelValues(k.Resource, "apply").Inc()
 	if upToDate(got, w) {
+		m.remember(k, got)
 		return 1, nil
 	}
 	replace := w.DeepCopy()
 	replace.SetResourceVersion(got.GetResourceVersion())
-	if _, err := client.Update(ctx, replace, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+	got, err = client.Update(ctx, replace, metav1.UpdateOptions{FieldManager: FieldManager})
+	if err != nil {
 		return 1, err
 	}
 	writes.WithLabelValues(k.Resource, "replace").Inc()
+	m.remember(k, got)
 	return 2, nil
+}
+
+// remember notes the resourceVersion a write of the materializer's left
+// the copy at.
+func (m *Materializer) remember(k Kind, c *unstructured.Unstructured) {
+	m.mu.Lock()
+	m.wrote[copyKey{k.Resource, c.GetNamespace(), c.GetName()}] = c.GetResourceVersion()
+	m.mu.Unlock()
 }
 
 // resourceClient is the part of dynamic.ResourceInterface write uses.

@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/workqueue"
 )
 
 // TestRun follows the views: copies appear in every tenant, follow a source
@@ -96,5 +99,51 @@ func TestRun(t *testing.T) {
 	})
 	if got := app("team-a", "mine"); got != "" {
 		t.Errorf("team-a's own policy was copied over: %q", got)
+	}
+}
+
+// TestCopyEchoIsNotDrift: the copies' informer showing back the
+// materializer's own write queues nothing (it would count the namespace as
+// pending once more); any other version of a copy, or its deletion, queues
+// its namespace for the drift check.
+func TestCopyEchoIsNotDrift(t *testing.T) {
+	m := New(newMux(false, sources()...), newFakeHost(t), []Kind{npKind}, nil, Options{})
+	r := &run{m: m, queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())}
+	defer r.queue.ShutDown()
+	h := r.copyHandler(npKind)
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(staleCopy("team-a", global, "default-deny", "all", "7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := &unstructured.Unstructured{Object: content}
+	written.SetResourceVersion("41")
+	m.remember(npKind, written)
+
+	h.OnAdd(written, false)
+	if n := r.queue.Len(); n != 0 || len(m.dirty) != 0 {
+		t.Errorf("the echo of the materializer's own write queued %d namespaces (dirty %v), want none", n, m.dirty)
+	}
+	for _, tc := range []struct {
+		name   string
+		notify func()
+	}{
+		{name: "a version the materializer did not write", notify: func() {
+			changed := written.DeepCopy()
+			changed.SetResourceVersion("42")
+			h.OnUpdate(written, changed)
+		}},
+		{name: "deleted", notify: func() { h.OnDelete(written) }},
+	} {
+		tc.notify()
+		if n := r.queue.Len(); n != 1 {
+			t.Fatalf("%s: %d namespaces queued, want team-a", tc.name, n)
+		}
+		ns, _ := r.queue.Get()
+		r.queue.Done(ns)
+		r.queue.Forget(ns)
+		if ns != "team-a" {
+			t.Errorf("%s: queued %q, want team-a", tc.name, ns)
+		}
+		delete(m.dirty, ns)
 	}
 }
