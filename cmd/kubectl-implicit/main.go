@@ -1,7 +1,7 @@
 // Command kubectl-implicit is the kubectl plugin of implicit-apiserver:
-// `kubectl implicit tree|why|reach|diff`, answered by the server's
+// `kubectl implicit tree|why|reach|diff|rollout`, answered by the server's
 // hierarchies, explanations and previews (implicit.dev/v1alpha1) and its
-// views. Put it on PATH, or install it with krew (hack/krew).
+// views; rollout also follows, promotes and aborts a source's candidate. Put it on PATH, or install it with krew (hack/krew).
 package main
 
 import (

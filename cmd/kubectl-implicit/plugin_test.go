@@ -112,6 +112,10 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"why", "only-one-arg"}, exitError},
 		{[]string{"tree", "-o", "xml", "ns"}, exitError},
 		{[]string{"diff"}, exitError},
+		{[]string{"rollout", "--help"}, exitOK},
+		{[]string{"rollout", "status", "rolebinding"}, exitError},
+		{[]string{"rollout", "promote", "-o", "xml", "rolebinding", "x"}, exitError},
+		{[]string{"rollout", "abort", "rolebinding", "x", "y"}, exitError},
 	} {
 		var out, errOut bytes.Buffer
 		code := run(context.Background(), tc.args, genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -48,7 +51,9 @@ hierarchies, explanations and previews and its views:
   why KIND NAME -n NS         why NAME is, or is not, in NS's view of KIND: every scope, global down to NS
   reach KIND NAME -n NS       the namespaces whose view shows the source NS/NAME (reads the views of every namespace)
   diff -f FILE                what applying (or, with --delete, deleting) FILE's sources would change, namespace by namespace;
-                              exits 1 when something would change, 0 when nothing would, 2 on error`,
+                              exits 1 when something would change, 0 when nothing would, 2 on error
+  rollout status|promote|abort KIND NAME -n NS
+                              a staged rollout: which namespaces see NS/NAME's candidate; promote it (two writes); abort it`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version.Version,
@@ -58,7 +63,7 @@ hierarchies, explanations and previews and its views:
 	root.SetErr(streams.ErrOut)
 	o.config.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: yaml or json (default: a table).")
-	root.AddCommand(o.treeCommand(), o.whyCommand(), o.reachCommand(), o.diffCommand())
+	root.AddCommand(o.treeCommand(), o.whyCommand(), o.reachCommand(), o.diffCommand(), o.rolloutCommand())
 	err := root.ExecuteContext(ctx)
 	switch {
 	case err == nil:
@@ -66,9 +71,34 @@ hierarchies, explanations and previews and its views:
 	case errors.Is(err, errChanged):
 		return exitChanged
 	default:
-		fmt.Fprintln(streams.ErrOut, "error:", err)
+		printError(streams.ErrOut, err)
 		return exitError
 	}
+}
+
+// printError prints err as kubectl does: an API error as "Error from server
+// (Reason): ...", any other as "error: ...". A promotion that stopped
+// halfway prints its cause, then what stands.
+func printError(w io.Writer, err error) {
+	var partial *partialError
+	if errors.As(err, &partial) {
+		printError(w, partial.cause)
+		fmt.Fprintln(w, "error:", partial.msg)
+		return
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		switch s := status.Status(); {
+		case s.Reason == metav1.StatusReasonUnauthorized:
+			fmt.Fprintf(w, "error: You must be logged in to the server (%s)\n", s.Message)
+		case s.Reason != "":
+			fmt.Fprintf(w, "Error from server (%s): %v\n", s.Reason, err)
+		default:
+			fmt.Fprintf(w, "Error from server: %v\n", err)
+		}
+		return
+	}
+	fmt.Fprintln(w, "error:", err)
 }
 
 // validateOutput checks -o.

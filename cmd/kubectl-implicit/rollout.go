@@ -1,0 +1,469 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+)
+
+func (o *options) rolloutCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "rollout status|promote|abort KIND NAME -n NAMESPACE",
+		Short: "Follow, promote or abort the staged rollout of the source NAMESPACE/NAME",
+		Long: `A candidate (implicit.dev/candidate-for: NAME, implicit.dev/canary-selector)
+stages a new version of the source NAME of NAMESPACE: the namespaces whose
+implicit.dev/stage the selector matches see it instead of the stable version.
+
+  status    the stable source, its candidate and selector, and which namespaces see which version
+  promote   write the candidate's content into the stable source (or create it), then delete the candidate
+  abort     delete the candidate: every namespace is back on the stable version`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(o.rolloutStatusCommand(), o.rolloutPromoteCommand(), o.rolloutAbortCommand())
+	return cmd
+}
+
+func (o *options) rolloutStatusCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "status KIND NAME -n NAMESPACE",
+		Short: "Show the stable source NAME, its candidate, and which namespaces see which version",
+		Long: `Show the stable source NAME of NAMESPACE and its candidate (the object of
+NAMESPACE annotated implicit.dev/candidate-for: NAME) with its canary selector,
+then, from the view of KIND in every namespace (-A: an org admin's question),
+the namespaces that see the candidate (view items annotated
+implicit.dev/candidate) and those that see the stable version.`,
+		Example: `  kubectl implicit rollout status rolebinding org-viewers -n implicit-global
+  kubectl implicit rollout status networkpolicy default-deny -n org -o yaml`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.validateOutput(); err != nil {
+				return err
+			}
+			r, err := o.rollout(args[0], args[1])
+			if err != nil {
+				return err
+			}
+			st, err := r.status(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if o.output != "" {
+				return printObject(cmd.OutOrStdout(), o.output, st)
+			}
+			return printRolloutStatus(cmd.OutOrStdout(), st)
+		},
+	}
+}
+
+func (o *options) rolloutPromoteCommand() *cobra.Command {
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "promote KIND NAME -n NAMESPACE",
+		Short: "Write the candidate's content into the stable source NAME, then delete the candidate",
+		Long: `Promote the candidate of NAME: two writes, whatever the number of namespaces.
+
+1. Update the stable source with the candidate's content, the stable source's
+   resourceVersion as precondition: every top-level field but apiVersion,
+   kind, metadata and status (a RoleBinding's subjects; its roleRef must be
+   the stable one's), and the candidate's labels and annotations without the
+   candidate annotations. With no stable source (a staged creation), create it.
+2. Delete the candidate, its uid and resourceVersion as preconditions: only
+   the version promoted.
+
+If the second write fails, the stable source is promoted and the candidate
+still exists: delete it. --dry-run prints what would be written (-o json for
+JSON, YAML by default) and writes nothing.`,
+		Example: `  kubectl implicit rollout promote rolebinding org-viewers -n implicit-global --dry-run
+  kubectl implicit rollout promote rolebinding org-viewers -n implicit-global`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.validateOutput(); err != nil {
+				return err
+			}
+			r, err := o.rollout(args[0], args[1])
+			if err != nil {
+				return err
+			}
+			return r.promote(cmd.Context(), cmd.OutOrStdout(), dryRun, o.output)
+		},
+	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "Print what would be written; write nothing.")
+	return cmd
+}
+
+func (o *options) rolloutAbortCommand() *cobra.Command {
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "abort KIND NAME -n NAMESPACE",
+		Short: "Delete the candidate of NAME: every namespace is back on the stable version",
+		Long: `Abort the staged rollout of NAME: delete its candidate, its uid as
+precondition. Every namespace that saw the candidate is back on the stable
+version (for a staged creation, loses the item). --dry-run prints what would
+be deleted and deletes nothing.`,
+		Example: `  kubectl implicit rollout abort rolebinding org-viewers -n implicit-global`,
+		Args:    cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.validateOutput(); err != nil {
+				return err
+			}
+			r, err := o.rollout(args[0], args[1])
+			if err != nil {
+				return err
+			}
+			return r.abort(cmd.Context(), cmd.OutOrStdout(), dryRun)
+		},
+	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "Print what would be deleted; delete nothing.")
+	return cmd
+}
+
+// rollout resolves KIND and NAME of the command line, with -n, into a rollout.
+func (o *options) rollout(kind, name string) (*rollout, error) {
+	view, err := o.viewResource(kind)
+	if err != nil {
+		return nil, err
+	}
+	mapper, err := o.config.ToRESTMapper()
+	if err != nil {
+		return nil, err
+	}
+	source, err := sourceResource(mapper, kind, view)
+	if err != nil {
+		return nil, err
+	}
+	ns, err := o.namespace()
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := o.dynamicClient()
+	if err != nil {
+		return nil, err
+	}
+	return &rollout{dyn: dyn, source: source, view: view, namespace: ns, name: name}, nil
+}
+
+// sourceResource resolves the source resource of the view resource view:
+// the resource of the same name in a group other than implicit.dev (a view
+// is named by its source's resource). A group suffix on KIND
+// (guardrails.policy.example.com) picks the group when several serve it.
+func sourceResource(mapper meta.RESTMapper, kind, view string) (schema.GroupVersionResource, error) {
+	group := ""
+	if i := strings.Index(kind, "."); i > 0 {
+		group = strings.ToLower(kind[i+1:])
+	}
+	if group == v1alpha1.GroupName {
+		group = ""
+	}
+	all, err := mapper.ResourcesFor(schema.GroupVersionResource{Group: group, Resource: view})
+	if err != nil {
+		return schema.GroupVersionResource{}, fmt.Errorf("the source of the view %s.%s: %w", view, v1alpha1.GroupName, err)
+	}
+	var found []schema.GroupVersionResource
+	seen := map[string]bool{}
+	for _, r := range all {
+		if r.Group == v1alpha1.GroupName || seen[r.Group] {
+			continue // the view itself; or a less preferred version
+		}
+		seen[r.Group] = true
+		found = append(found, r)
+	}
+	switch len(found) {
+	case 0:
+		return schema.GroupVersionResource{}, fmt.Errorf("the host serves no source resource %q for the view %s.%s", view, view, v1alpha1.GroupName)
+	case 1:
+		return found[0], nil
+	}
+	var names []string
+	for _, r := range found {
+		names = append(names, r.GroupResource().String())
+	}
+	return schema.GroupVersionResource{}, fmt.Errorf("%q names several source resources (%s): name one with its group", kind, strings.Join(names, ", "))
+}
+
+// rollout is the staged rollout of one stable source: name in namespace,
+// of the source resource, seen through the view resource view.
+type rollout struct {
+	dyn       dynamic.Interface
+	source    schema.GroupVersionResource
+	view      string
+	namespace string
+	name      string
+}
+
+func (r *rollout) sources() dynamic.ResourceInterface {
+	return r.dyn.Resource(r.source).Namespace(r.namespace)
+}
+
+// ref names an object of the source resource as kubectl prints it.
+func (r *rollout) ref(name string) string {
+	return r.source.GroupResource().String() + "/" + name
+}
+
+// load reads the stable source (nil when it does not exist: a staged
+// creation) and its candidates, sorted by name: the objects of the
+// namespace annotated implicit.dev/candidate-for: name.
+func (r *rollout) load(ctx context.Context) (*unstructured.Unstructured, []unstructured.Unstructured, error) {
+	stable, err := r.sources().Get(ctx, r.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		stable = nil
+	case err != nil:
+		return nil, nil, err
+	}
+	list, err := r.sources().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	var candidates []unstructured.Unstructured
+	for _, it := range list.Items {
+		if it.GetName() != r.name && it.GetAnnotations()[merge.AnnotationCandidateFor] == r.name {
+			candidates = append(candidates, it)
+		}
+	}
+	sort.Slice(candidates, func(i, j int) bool { return candidates[i].GetName() < candidates[j].GetName() })
+	if stable == nil && len(candidates) == 0 {
+		return nil, nil, apierrors.NewNotFound(r.source.GroupResource(), r.name)
+	}
+	return stable, candidates, nil
+}
+
+// candidate returns the one candidate of name, or says why there is none to
+// act on.
+func (r *rollout) candidate(candidates []unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	switch len(candidates) {
+	case 0:
+		return nil, fmt.Errorf("%s in namespace %q has no candidate (no object annotated %s: %s)", r.ref(r.name), r.namespace, merge.AnnotationCandidateFor, r.name)
+	case 1:
+		return &candidates[0], nil
+	}
+	return nil, fmt.Errorf("%s in namespace %q has %d candidates (%s), and none applies: delete all but one (kubectl delete %s NAME -n %s)",
+		r.ref(r.name), r.namespace, len(candidates), strings.Join(names(candidates), ", "), r.source.GroupResource(), r.namespace)
+}
+
+func names(objs []unstructured.Unstructured) []string {
+	out := make([]string, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o.GetName())
+	}
+	return out
+}
+
+// abort deletes the candidate, its uid as precondition.
+func (r *rollout) abort(ctx context.Context, w io.Writer, dryRun bool) error {
+	stable, candidates, err := r.load(ctx)
+	if err != nil {
+		return err
+	}
+	cand, err := r.candidate(candidates)
+	if err != nil {
+		return err
+	}
+	if dryRun {
+		fmt.Fprintf(w, "%s (uid %s) would be deleted in %s (dry run)\n", r.ref(cand.GetName()), cand.GetUID(), r.namespace)
+		return nil
+	}
+	if err := r.deleteCandidate(ctx, cand, false); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%s deleted in %s\n", r.ref(cand.GetName()), r.namespace)
+	if stable == nil {
+		fmt.Fprintf(w, "The staged creation of %s is withdrawn.\n", r.name)
+	} else {
+		fmt.Fprintf(w, "Every namespace is back on the stable %s.\n", r.name)
+	}
+	return nil
+}
+
+// deleteCandidate deletes cand, its uid as precondition; unchanged, its
+// resourceVersion too: a promotion deletes only the version it promoted.
+func (r *rollout) deleteCandidate(ctx context.Context, cand *unstructured.Unstructured, unchanged bool) error {
+	p := &metav1.Preconditions{UID: ptr.To(cand.GetUID())}
+	if unchanged {
+		p.ResourceVersion = ptr.To(cand.GetResourceVersion())
+	}
+	return r.sources().Delete(ctx, cand.GetName(), metav1.DeleteOptions{Preconditions: p})
+}
+
+// candidatesOf lists the candidate names a view item shows
+// (implicit.dev/candidate: the base's candidate, then any overlay's).
+func candidatesOf(item *unstructured.Unstructured) []string {
+	v := item.GetAnnotations()[merge.AnnotationCandidate]
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
+}
+
+// viewsOf lists the view items named name in every namespace.
+func (r *rollout) viewsOf(ctx context.Context) ([]unstructured.Unstructured, error) {
+	list, err := r.dyn.Resource(gvr(r.view)).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", r.name).String(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := list.Items[:0]
+	for _, it := range list.Items {
+		if it.GetName() == r.name {
+			out = append(out, it)
+		}
+	}
+	return out, nil
+}
+
+// fieldsFree are the top-level fields a promotion does not copy.
+var fieldsFree = map[string]bool{"apiVersion": true, "kind": true, "metadata": true, "status": true}
+
+// promote writes the candidate's content into the stable source (creates
+// it, for a staged creation), then deletes the candidate. The error of the
+// second write is a *partialError: the first one stands.
+func (r *rollout) promote(ctx context.Context, w io.Writer, dryRun bool, output string) error {
+	stable, candidates, err := r.load(ctx)
+	if err != nil {
+		return err
+	}
+	cand, err := r.candidate(candidates)
+	if err != nil {
+		return err
+	}
+	if _, err := merge.ParseCandidate(cand.GetName(), cand.GetAnnotations()); err != nil {
+		return fmt.Errorf("candidate %s is malformed and reached no namespace, so it is not promoted: %w", r.ref(cand.GetName()), err)
+	}
+	obj, err := r.promoted(stable, cand)
+	if err != nil {
+		return err
+	}
+	did, would := "updated", "updated"
+	if stable == nil {
+		did, would = "created", "created"
+	}
+	if dryRun {
+		fmt.Fprintf(w, "%s would be %s in %s from candidate %s (dry run):\n", r.ref(r.name), would, r.namespace, cand.GetName())
+		if output == "" {
+			output = "yaml"
+		}
+		if err := printObject(w, output, obj.Object); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%s (uid %s) would then be deleted in %s (dry run)\n", r.ref(cand.GetName()), cand.GetUID(), r.namespace)
+		return nil
+	}
+	if stable == nil {
+		_, err = r.sources().Create(ctx, obj, metav1.CreateOptions{})
+	} else {
+		_, err = r.sources().Update(ctx, obj, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%s %s in %s from candidate %s\n", r.ref(r.name), did, r.namespace, cand.GetName())
+	switch err := r.deleteCandidate(ctx, cand, true); {
+	case apierrors.IsNotFound(err):
+		fmt.Fprintf(w, "%s was already deleted\n", r.ref(cand.GetName()))
+	case err != nil:
+		hint := "delete it"
+		if apierrors.IsConflict(err) {
+			hint = "it changed after it was read, so the version promoted may not be its latest: check it, then promote again or delete it"
+		}
+		return &partialError{
+			msg: fmt.Sprintf("the stable source %s in %s is promoted, but the candidate %s still exists: %s (kubectl delete %s %s -n %s)",
+				r.ref(r.name), r.namespace, cand.GetName(), hint, r.source.GroupResource(), cand.GetName(), r.namespace),
+			cause: err,
+		}
+	default:
+		fmt.Fprintf(w, "%s deleted in %s\n", r.ref(cand.GetName()), r.namespace)
+	}
+	return nil
+}
+
+// promoted is the stable source as the promotion writes it: stable (nil
+// for a staged creation: a new object named r.name) with the candidate's
+// content, every top-level field but fieldsFree, and the candidate's labels
+// and annotations without the candidate annotations. The candidate's name,
+// uid and resourceVersion are never copied; the stable source's
+// resourceVersion stays, the update's precondition. kubectl's
+// last-applied-configuration stays the stable source's: the candidate's
+// names the candidate.
+func (r *rollout) promoted(stable, cand *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	var out *unstructured.Unstructured
+	if stable != nil {
+		if r.source.GroupResource() == (schema.GroupResource{Group: "rbac.authorization.k8s.io", Resource: "rolebindings"}) {
+			before, _, _ := unstructured.NestedFieldNoCopy(stable.Object, "roleRef")
+			after, _, _ := unstructured.NestedFieldNoCopy(cand.Object, "roleRef")
+			if !apiequality.Semantic.DeepEqual(before, after) {
+				return nil, fmt.Errorf("candidate %s changes roleRef, which a RoleBinding can't change: stage a new binding under a new name instead (docs/design.md, \"Staging a change of an immutable field\")", r.ref(cand.GetName()))
+			}
+		}
+		out = stable.DeepCopy()
+		for k := range out.Object {
+			if !fieldsFree[k] {
+				delete(out.Object, k)
+			}
+		}
+	} else {
+		out = &unstructured.Unstructured{Object: map[string]any{}}
+		out.SetAPIVersion(cand.GetAPIVersion())
+		out.SetKind(cand.GetKind())
+		out.SetNamespace(r.namespace)
+		out.SetName(r.name)
+	}
+	for k, v := range cand.DeepCopy().Object {
+		if !fieldsFree[k] {
+			out.Object[k] = v
+		}
+	}
+	out.SetLabels(cand.GetLabels()) // nil removes them
+	annotations := cand.GetAnnotations()
+	delete(annotations, merge.AnnotationCandidateFor)
+	delete(annotations, merge.AnnotationCanarySelector)
+	delete(annotations, lastApplied)
+	if v, ok := stableAnnotation(stable, lastApplied); ok {
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[lastApplied] = v
+	}
+	if len(annotations) == 0 {
+		annotations = nil
+	}
+	out.SetAnnotations(annotations)
+	return out, nil
+}
+
+// lastApplied is kubectl apply's annotation.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+func stableAnnotation(stable *unstructured.Unstructured, key string) (string, bool) {
+	if stable == nil {
+		return "", false
+	}
+	v, ok := stable.GetAnnotations()[key]
+	return v, ok
+}
+
+// partialError is a promotion whose first write succeeded and whose second
+// failed: msg says what stands and what to do, cause is the failure.
+type partialError struct {
+	msg   string
+	cause error
+}
+
+func (e *partialError) Error() string { return e.msg + ": " + e.cause.Error() }
+func (e *partialError) Unwrap() error { return e.cause }
