@@ -143,7 +143,13 @@ func (a *Authorizer) grants(r watchmux.Reader, attrs Attributes, res merge.Resul
 	rules, via := a.rules(r, rb, roleRefSource(res))
 	for _, rule := range rules {
 		if ruleAllows(attrs, rule) {
-			return fmt.Sprintf("implicit.dev: RoleBinding %q inherited from namespace %q (%s) grants %s", rb.Name, res.Item.Namespace, res.Scope, via), true
+			// The view item's name: a candidate's item has the stable
+			// binding's, and says which candidate it shows.
+			staged := ""
+			if c := res.Candidates(); c != "" {
+				staged = fmt.Sprintf(" (candidate %s)", c)
+			}
+			return fmt.Sprintf("implicit.dev: RoleBinding %q%s inherited from namespace %q (%s) grants %s", res.Item.Name, staged, res.Item.Namespace, res.Scope, via), true
 		}
 	}
 	return "", false

@@ -8,6 +8,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
@@ -89,6 +90,11 @@ type itemKey struct {
 	conflict  string
 	// merged is the merged object of an item with overlays (nil without).
 	merged any
+	// name, uid and candidate tell a candidate's object, seen as its
+	// stable name's item (merge.Item.FromCandidate), from itself.
+	name      string
+	uid       types.UID
+	candidate string
 }
 
 // itemCache holds the shared view items of recent events. It is bounded:
@@ -117,7 +123,7 @@ func newItemCache(size int) *itemCache {
 
 // sharedItem returns the cached view item of r in namespace at rv, building it once.
 func (o *Objects) sharedItem(resource, namespace string, r merge.Result, rv uint64) (runtime.Object, error) {
-	key := itemKey{rv: rv, namespace: namespace, source: r.Item.Object, scope: r.Scope, conflict: r.Conflict(), merged: r.Object}
+	key := itemKey{rv: rv, namespace: namespace, source: r.Item.Object, scope: r.Scope, conflict: r.Conflict(), merged: r.Object, name: r.Item.Name, uid: r.Item.UID, candidate: r.Candidates()}
 	if c, ok := o.cache.Get(key); ok {
 		return c, nil
 	}

@@ -85,6 +85,11 @@ type templateKey struct {
 	scope    merge.Scope
 	conflict string
 	merged   any
+	// name, uid and candidate tell a candidate's object, seen as its
+	// stable name's item (merge.Item.FromCandidate), from itself.
+	name      string
+	uid       types.UID
+	candidate string
 }
 
 // itemTemplate is a view item shared by many namespaces, with its encodings
@@ -139,7 +144,7 @@ var _ watchmux.BatchObjects = &Objects{}
 
 // template returns the template of r's item, building it once.
 func (o *Objects) template(resource string, r merge.Result) (*itemTemplate, error) {
-	key := templateKey{resource: resource, source: r.Item.Object, scope: r.Scope, conflict: r.Conflict(), merged: r.Object}
+	key := templateKey{resource: resource, source: r.Item.Object, scope: r.Scope, conflict: r.Conflict(), merged: r.Object, name: r.Item.Name, uid: r.Item.UID, candidate: r.Candidates()}
 	if t, ok := o.templates.Get(key); ok {
 		return t, nil
 	}
@@ -174,6 +179,9 @@ func templateItem(r merge.Result, p placeholders, stale Staleness, kind schema.G
 }
 
 func sourceUIDOf(r merge.Result) types.UID {
+	if r.Item.FromCandidate != "" {
+		return r.Item.UID // the stable source's, as item has it
+	}
 	if m, err := meta.Accessor(r.Item.Object); err == nil {
 		return m.GetUID()
 	}

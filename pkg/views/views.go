@@ -264,6 +264,14 @@ func item(namespace string, r merge.Result, rv string, stale Staleness, kind sch
 		return nil, fmt.Errorf("source %s/%s: %w", r.Item.Namespace, r.Item.Name, err)
 	}
 	sourceUID, sourceRV := m.GetUID(), m.GetResourceVersion()
+	staged := r.Candidates()
+	if r.Item.FromCandidate != "" {
+		// A candidate's item stands in for its stable source: the stable
+		// name, and the stable source's uid (a staged creation's is the
+		// candidate's), so switching versions is a MODIFIED of one item.
+		m.SetName(r.Item.Name)
+		sourceUID = r.Item.UID
+	}
 
 	m.SetNamespace(namespace)
 	m.SetUID(UID(sourceUID, namespace))
@@ -282,6 +290,15 @@ func item(namespace string, r merge.Result, rv string, stale Staleness, kind sch
 	m.SetLabels(lbls)
 
 	ann := withoutKeys(m.GetAnnotations(), merge.ProvenanceAnnotations)
+	if r.Item.FromCandidate != "" {
+		// What made the object a candidate is not the view item's: it is
+		// the stable name's item, annotated with the candidate instead.
+		delete(ann, merge.AnnotationCandidateFor)
+		delete(ann, merge.AnnotationCanarySelector)
+	}
+	if staged != "" {
+		ann[merge.AnnotationCandidate] = staged
+	}
 	ann[merge.AnnotationSourceUID] = string(sourceUID)
 	ann[merge.AnnotationSourceResourceVersion] = sourceRV
 	if len(r.Conflicts) > 0 {

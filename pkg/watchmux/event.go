@@ -56,11 +56,16 @@ type BatchObjects interface {
 // winning source object (informers make a new object for every change), at
 // the same scope, with the same conflicts.
 // With overlays, the same overlay objects too, merged into equal objects (a
-// new schema may merge the same layers differently).
+// new schema may merge the same layers differently). A candidate's object
+// stands in for its stable source with that source's uid, and stages a
+// creation with its own: one object, two items, told apart by UID.
 func sameResult(a, b merge.Result) bool {
 	return a.Item.Object == b.Item.Object && a.Item.Namespace == b.Item.Namespace &&
+		a.Item.UID == b.Item.UID && a.Item.FromCandidate == b.Item.FromCandidate &&
 		a.Scope == b.Scope && slices.Equal(a.Conflicts, b.Conflicts) &&
-		slices.EqualFunc(a.Overlays, b.Overlays, func(x, y merge.Item) bool { return x.Object == y.Object }) &&
+		slices.EqualFunc(a.Overlays, b.Overlays, func(x, y merge.Item) bool {
+			return x.Object == y.Object && x.FromCandidate == y.FromCandidate
+		}) &&
 		(a.Object == b.Object || equality.Semantic.DeepEqual(a.Object, b.Object))
 }
 

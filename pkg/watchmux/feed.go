@@ -2,10 +2,13 @@ package watchmux
 
 import (
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -98,6 +101,18 @@ func (m *Mux) AddSource(resource string, s Source) (cache.ResourceEventHandlerRe
 	return reg, nil
 }
 
+// sourceItem is the merge item of the source object o, namespace/name.
+// A candidate is one whatever its annotations' errors: a malformed one
+// reaches no namespace, and is never an ordinary source.
+func sourceItem(namespace, name string, acc metav1.Object, o runtime.Object, cluster string) *merge.Item {
+	ann := acc.GetAnnotations()
+	c, _ := merge.ParseCandidate(name, ann)
+	return &merge.Item{
+		Namespace: namespace, Name: name, Locked: merge.IsLocked(ann), Overlay: merge.WantsOverlay(ann),
+		Object: o, Cluster: cluster, UID: acc.GetUID(), Candidate: c,
+	}
+}
+
 // resynced reports whether an update is an informer resync of an unchanged
 // object: nothing to do.
 func resynced(old, obj any) bool {
@@ -135,7 +150,25 @@ func (m *Mux) MarkResourceSynced(resource string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.st.pending.Delete(resource)
+	if m.synced {
+		m.trackCandidatesLocked(resource)
+	}
 	m.signalChanged()
+}
+
+// trackCandidatesLocked records which view items of resource are built
+// from candidates, from scratch: when its views start to be served. Only
+// the stable names of its candidates, in the namespaces they reach, are
+// merged: nothing without candidates. Called with mu held for writing.
+func (m *Mux) trackCandidatesLocked(resource string) {
+	s := m.st
+	s.candidateViews[resource] = map[string]sets.Set[string]{}
+	for key := range s.candidates[resource] {
+		for _, ns := range s.affected(resource, key.namespace) {
+			s.trackName(resource, ns, key.name, s.results(resource, ns, key.name))
+		}
+	}
+	candidateNamespaces.WithLabelValues(resource).Set(float64(len(s.candidateViews[resource])))
 }
 
 // MarkSynced starts serving: from now on every change makes view events.
@@ -148,6 +181,11 @@ func (m *Mux) MarkSynced() {
 		return
 	}
 	m.synced = true
+	for _, r := range m.st.resources {
+		if !m.st.pending.Has(r) {
+			m.trackCandidatesLocked(r)
+		}
+	}
 	m.signalChanged()
 	m.hist = newHistory(m.opts.HistorySize, m.opts.HistoryBytes, m.v.current())
 	m.fanMu.Lock()
@@ -179,8 +217,11 @@ func (m *Mux) SetMergeOptions(resource string, o merge.Options) {
 	m.st.options[resource] = o
 	var events []*Event
 	for i, ns := range names {
-		events = append(events, diff(resource, ns, before[i], m.st.results(resource, ns, ""))...)
+		after := m.st.results(resource, ns, "")
+		m.st.trackView(resource, ns, after)
+		events = append(events, diff(resource, ns, before[i], after)...)
 	}
+	candidateNamespaces.WithLabelValues(resource).Set(float64(len(m.st.candidateViews[resource])))
 	ticket, fan := m.stampLocked(events)
 	m.mu.Unlock()
 	if fan {
@@ -211,23 +252,36 @@ func (m *Mux) OnNamespace(obj any, deleted bool) {
 		m.st.terminating.Insert(ns.Name)
 	}
 	var events []*Event
-	if m.synced && !m.hierarchyChangeLocked(ns.Name, next) {
-		// Only what merging reads of a namespace matters: an update of
-		// anything else (status, other labels) changes no view.
-		m.st.setNamespaceLocked(ns.Name, next)
-	} else if m.synced {
+	hierarchy := m.synced && m.hierarchyChangeLocked(ns.Name, next)
+	if m.synced && (hierarchy || m.stageChangeLocked(ns.Name, next)) {
 		// Every view of the namespace's subtree may change, in every
 		// resource: down to the policy's MaxDepth levels, as no namespace
-		// farther below inherits through it.
-		affected := m.st.subtree(ns.Name)
+		// farther below inherits through it. A change of its stage alone
+		// changes its own views only: a canary selector matches the
+		// viewing namespace's stage, never an ancestor's.
+		affected := []string{ns.Name}
+		if hierarchy {
+			affected = m.st.subtree(ns.Name)
+		}
 		before := m.viewsLocked(affected)
 		m.st.setNamespaceLocked(ns.Name, next)
 		after := m.viewsLocked(affected)
 		for i, name := range affected {
 			for ri, resource := range m.st.resources {
+				if m.st.pending.Has(resource) {
+					continue
+				}
+				m.st.trackView(resource, name, after[i][ri])
 				events = append(events, diff(resource, name, before[i][ri], after[i][ri])...)
 			}
 		}
+		for _, resource := range m.st.resources {
+			candidateNamespaces.WithLabelValues(resource).Set(float64(len(m.st.candidateViews[resource])))
+		}
+	} else if m.synced {
+		// Only what merging reads of a namespace matters: an update of
+		// anything else (status, other labels) changes no view.
+		m.st.setNamespaceLocked(ns.Name, next)
 	} else {
 		m.st.setNamespaceLocked(ns.Name, next)
 	}
@@ -256,6 +310,20 @@ func (m *Mux) hierarchyChangeLocked(name string, next *merge.Namespace) bool {
 		old.Labels[merge.LabelParent] != next.Labels[merge.LabelParent] ||
 		old.Labels[merge.LabelInherit] != next.Labels[merge.LabelInherit] ||
 		old.Annotations[merge.AnnotationExclude] != next.Annotations[merge.AnnotationExclude]
+}
+
+// stageChangeLocked reports whether replacing namespace name by next
+// changes its implicit.dev/stage label, while some candidate exists: its
+// views may then show other versions. Without candidates, a stage changes
+// no view. Called with mu held.
+func (m *Mux) stageChangeLocked(name string, next *merge.Namespace) bool {
+	old, ok := m.st.namespaces[name]
+	if !ok || next == nil || !m.st.anyCandidates() {
+		return false
+	}
+	oldStage, oldHas := old.Labels[merge.LabelStage]
+	nextStage, nextHas := next.Labels[merge.LabelStage]
+	return oldStage != nextStage || oldHas != nextHas
 }
 
 // viewsLocked returns every resource's view of each namespace. Called with
@@ -300,8 +368,7 @@ func (m *Mux) onSource(resource, cluster string, obj any, deleted bool) {
 	namespace, name := acc.GetNamespace(), acc.GetName()
 	var next *merge.Item
 	if !deleted {
-		ann := acc.GetAnnotations()
-		next = &merge.Item{Namespace: namespace, Name: name, Locked: merge.IsLocked(ann), Overlay: merge.WantsOverlay(ann), Object: o, Cluster: cluster}
+		next = sourceItem(namespace, name, acc, o, cluster)
 	}
 	m.mu.Lock()
 	if _, served := m.st.sources[resource]; !served {
@@ -313,25 +380,52 @@ func (m *Mux) onSource(resource, cluster string, obj any, deleted bool) {
 		m.mu.Unlock()
 		return // the hub's global namespace is the global scope, not this one's
 	}
+	// The view items this change may change: its own name, and the stable
+	// name of the candidate it is, was, or both (a candidate stands in for
+	// its stable source where its selector matches).
+	names := []string{name}
+	addFor := func(c *merge.Candidate) {
+		if c != nil && c.For != "" && !slices.Contains(names, c.For) {
+			names = append(names, c.For)
+		}
+	}
+	old, had := m.st.sources[resource][namespace][name]
+	if had {
+		addFor(old.Candidate)
+	}
+	if next != nil {
+		addFor(next.Candidate)
+	}
+	staged := (had && old.Candidate != nil) || (next != nil && next.Candidate != nil) || m.st.hasCandidatesFor(resource, namespace, name)
 	var events []*Event
-	if m.synced && !m.st.pending.Has(resource) && namespace == m.st.globalFor(resource) {
+	if m.synced && !m.st.pending.Has(resource) && namespace == m.st.globalFor(resource) && !staged {
 		events = m.globalChangeLocked(resource, namespace, name, next)
 	} else if m.synced && !m.st.pending.Has(resource) {
-		// Only the item of this name can change, in the views of the
-		// namespaces below the source.
+		// Only the items of these names can change, in the views of the
+		// namespaces below the source. A global name with a candidate is
+		// merged namespace by namespace: tenants see it by their stages,
+		// not alike.
 		affected := m.st.affected(resource, namespace)
-		before := make([][]merge.Result, len(affected))
+		before := make([][]merge.Result, len(affected)*len(names))
 		for i, ns := range affected {
-			before[i] = m.st.results(resource, ns, name)
+			for j, n := range names {
+				before[i*len(names)+j] = m.st.results(resource, ns, n)
+			}
 		}
 		m.st.setItemLocked(resource, namespace, name, next)
 		for i, ns := range affected {
-			events = append(events, diff(resource, ns, before[i], m.st.results(resource, ns, name))...)
+			for j, n := range names {
+				after := m.st.results(resource, ns, n)
+				m.st.trackName(resource, ns, n, after)
+				events = append(events, diff(resource, ns, before[i*len(names)+j], after)...)
+			}
 		}
+		candidateNamespaces.WithLabelValues(resource).Set(float64(len(m.st.candidateViews[resource])))
 	} else {
 		m.st.setItemLocked(resource, namespace, name, next)
 	}
 	sourceObjects.WithLabelValues(resource).Set(float64(m.st.sourceCount(resource)))
+	candidates.WithLabelValues(resource).Set(float64(m.st.candidateCounts[resource]))
 	ticket, fan := m.stampLocked(events)
 	m.mu.Unlock()
 	if fan {

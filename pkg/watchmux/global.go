@@ -52,8 +52,12 @@ func (m *Mux) globalChangeLocked(resource, global, name string, next *merge.Item
 	s.setItemLocked(resource, global, name, next)
 	var events []*Event
 	for i, ns := range one {
-		changes := diff(resource, ns, before[i], s.results(resource, ns, name))
+		after := s.results(resource, ns, name)
+		changes := diff(resource, ns, before[i], after)
 		if ns != representative {
+			// An exception below a candidate's staged creation may move
+			// between it and the global item (a lock above blocks it).
+			s.trackName(resource, ns, name, after)
 			events = append(events, changes...)
 			continue
 		}
@@ -61,6 +65,7 @@ func (m *Mux) globalChangeLocked(resource, global, name string, next *merge.Item
 			events = append(events, batchEvent(newBatch(e, tenants, skip), 0))
 		}
 	}
+	candidateNamespaces.WithLabelValues(resource).Set(float64(len(s.candidateViews[resource])))
 	return events
 }
 
@@ -83,8 +88,8 @@ func (s *state) tenantList() *nameList {
 
 // exceptions returns the namespaces whose view of the inherited item name
 // of resource may differ from a lone global item: those that hold an item
-// of that name (a shadow, an overlay, a lower item a lock blocks) or exclude
-// it, with their subtrees, which inherit what they hold or exclude. The
+// of that name (a shadow, an overlay, a lower item a lock blocks), a
+// candidate for it, or exclude it, with their subtrees, which inherit what they hold or exclude. The
 // global namespace's own items are not exceptions: they are the change.
 // The result may hold more than the exceptions (a subtree is walked by
 // parent labels, more widely than lineages are resolved), never fewer.
@@ -92,6 +97,14 @@ func (s *state) exceptions(resource, name string) sets.Set[string] {
 	out := sets.New[string]()
 	global := s.globalFor(resource)
 	for ns := range s.holders[resource][name] {
+		if ns != global {
+			out.Insert(s.subtree(ns)...)
+		}
+	}
+	// A candidate for the name below the global namespace stages a
+	// creation there, which shadows or overlays the global item as the
+	// source it creates would.
+	for ns := range s.candidateHolders[resource][name] {
 		if ns != global {
 			out.Insert(s.subtree(ns)...)
 		}

@@ -66,6 +66,10 @@ func (o *objects) Item(_, namespace string, r merge.Result, rv uint64) (runtime.
 		return nil, err
 	}
 	sourceUID, sourceRV := m.GetUID(), m.GetResourceVersion()
+	if r.Item.FromCandidate != "" {
+		m.SetName(r.Item.Name)
+		sourceUID = r.Item.UID
+	}
 	m.SetNamespace(namespace)
 	m.SetUID(types.UID(string(sourceUID) + "/" + namespace))
 	m.SetResourceVersion(strconv.FormatUint(rv, 10))
@@ -85,6 +89,10 @@ func (o *objects) Item(_, namespace string, r merge.Result, rv uint64) (runtime.
 	delete(ann, merge.AnnotationConflict)
 	if len(r.Conflicts) > 0 {
 		ann[merge.AnnotationConflict] = r.Conflict()
+	}
+	delete(ann, merge.AnnotationCandidate)
+	if c := r.Candidates(); c != "" {
+		ann[merge.AnnotationCandidate] = c
 	}
 	m.SetAnnotations(ann)
 	return obj, nil
@@ -356,5 +364,5 @@ func readViews(t testing.TB, m *watchmux.Mux, resource string) (map[string]strin
 func describeFull(obj runtime.Object) string {
 	acc, _ := meta.Accessor(obj)
 	a := acc.GetAnnotations()
-	return strings.Join([]string{describe(obj), a[merge.AnnotationSourceUID], a[merge.AnnotationSourceResourceVersion], a[merge.AnnotationConflict]}, " | ")
+	return strings.Join([]string{describe(obj), acc.GetName(), string(acc.GetUID()), a[merge.AnnotationSourceUID], a[merge.AnnotationSourceResourceVersion], a[merge.AnnotationConflict], a[merge.AnnotationCandidate]}, " | ")
 }

@@ -37,8 +37,20 @@ var (
 		Help:           "Source objects held, by resource.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"resource"})
+	candidates = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace:      "implicit",
+		Name:           "candidates",
+		Help:           "Open candidates (staged versions of sources, implicit.dev/candidate-for), malformed ones included, by resource.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"resource"})
+	candidateNamespaces = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace:      "implicit",
+		Name:           "candidate_namespaces",
+		Help:           "Namespaces whose view shows at least one item built from a candidate, by resource.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"resource"})
 )
 
 func init() {
-	legacyregistry.MustRegister(fanOutLatency, openWatchers, slowWatchersClosed, eventsDelivered, sourceObjects)
+	legacyregistry.MustRegister(fanOutLatency, openWatchers, slowWatchersClosed, eventsDelivered, sourceObjects, candidates, candidateNamespaces)
 }

@@ -9,12 +9,15 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
@@ -33,6 +36,10 @@ func TestEventsFollowViews(t *testing.T) {
 	}
 }
 
+// oracleEvery is how often, in steps, the views are checked against the
+// merge oracle (checkOracle) on the way.
+const oracleEvery = 5
+
 // world is the random test's universe: a few namespaces, among them the
 // global one and an excluded one, and a few item names, so changes collide.
 type world struct {
@@ -40,8 +47,48 @@ type world struct {
 	// namespaces that may exist; parents may also name ghost, which never does.
 	namespaces []string
 	items      []string
+	// candidateNames are the names candidates take: their own (c0, c1) or
+	// a stable name's (r5, a candidate named like a source).
+	candidateNames []string
 	// sources holds the last object put of each namespace/name.
 	sources map[string]*rbacv1.RoleBinding
+	// nsObjs holds the existing namespaces, as last put.
+	nsObjs map[string]*corev1.Namespace
+}
+
+// stages are the values of implicit.dev/stage the test's namespaces take
+// ("" for none).
+var stages = []string{"", "", "canary", "early", "prod"}
+
+// selectors are the canary selectors the test's candidates take: among
+// them, negative ones (which select namespaces without a stage), and
+// malformed ones, which reach no namespace (missing is the annotation left
+// out).
+var selectors = []string{
+	merge.LabelStage + "=canary", merge.LabelStage + " in (canary,early)", "!" + merge.LabelStage,
+	merge.LabelStage + " notin (prod)", "team=a", "", "missing",
+}
+
+// stage labels a namespace with stage ("": none).
+func stage(stage string) nsOpt {
+	return func(ns *corev1.Namespace) {
+		if stage != "" {
+			ns.Labels[merge.LabelStage] = stage
+		}
+	}
+}
+
+// candidateFor makes a source a candidate for forName (missing: no
+// candidate-for annotation) with selector (missing: none).
+func candidateFor(forName, selector string) objOpt {
+	return func(m *metav1.ObjectMeta) {
+		if forName != "missing" {
+			m.Annotations[merge.AnnotationCandidateFor] = forName
+		}
+		if selector != "missing" {
+			m.Annotations[merge.AnnotationCanarySelector] = selector
+		}
+	}
 }
 
 func newWorld(seed uint64) *world {
@@ -50,6 +97,9 @@ func newWorld(seed uint64) *world {
 		namespaces: []string{global, "kube-system", "n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7"},
 		items:      []string{"r0", "r1", "r2", "r3", "r4", "r5"},
 		sources:    map[string]*rbacv1.RoleBinding{},
+		nsObjs:     map[string]*corev1.Namespace{},
+
+		candidateNames: []string{"c0", "c1", "r5"},
 	}
 }
 
@@ -72,8 +122,32 @@ func (w *world) step(m *watchmux.Mux) string {
 		m.OnSource(rolebindings, rb, false)
 		return fmt.Sprintf("put %s/%s locked=%v", ns, rb.Name, len(opts) > 0)
 	}
+	putCandidate := func(ns string) string {
+		name := w.pick(w.candidateNames)
+		forName := w.pick(w.items[:4])
+		switch w.rng.IntN(12) {
+		case 0:
+			forName = "missing"
+		case 1:
+			forName = name // its own name: malformed
+		case 2:
+			forName = "r5" // a stable name that is also a candidate's
+		}
+		sel := w.pick(selectors)
+		opts := []objOpt{candidateFor(forName, sel)}
+		if w.rng.IntN(5) == 0 {
+			opts = append(opts, locked)
+		}
+		rb := roleBinding(ns, name, opts...)
+		w.sources[ns+"/"+rb.Name] = rb
+		m.OnSource(rolebindings, rb, false)
+		return fmt.Sprintf("put candidate %s/%s for %q selector %q locked=%v", ns, name, forName, sel, len(opts) > 1)
+	}
 	delSource := func(ns string) string {
 		name := w.pick(w.items)
+		if w.rng.IntN(3) == 0 {
+			name = w.pick(w.candidateNames)
+		}
 		delete(w.sources, ns+"/"+name)
 		if w.rng.IntN(4) == 0 {
 			m.OnSource(rolebindings, cache.DeletedFinalStateUnknown{Key: ns + "/" + name, Obj: roleBinding(ns, name)}, false)
@@ -82,7 +156,9 @@ func (w *world) step(m *watchmux.Mux) string {
 		}
 		return fmt.Sprintf("delete %s/%s", ns, name)
 	}
-	switch r := w.rng.IntN(100); {
+	switch r := w.rng.IntN(110); {
+	case r >= 100:
+		return w.stageStep(m, putCandidate)
 	case r < 22:
 		return putSource(global, lock(0.3))
 	case r < 30:
@@ -114,11 +190,14 @@ func (w *world) step(m *watchmux.Mux) string {
 		if w.rng.IntN(12) == 0 {
 			opts = append(opts, noInherit)
 		}
+		opts = append(opts, stage(w.pick(stages)))
 		ns := namespace(name, opts...)
+		w.nsObjs[name] = ns
 		m.OnNamespace(ns, false)
 		return fmt.Sprintf("namespace %s labels %v annotations %v", name, ns.Labels, ns.Annotations)
 	case r < 95:
 		name := w.pick(w.namespaces)
+		delete(w.nsObjs, name)
 		if w.rng.IntN(4) == 0 {
 			m.OnNamespace(cache.DeletedFinalStateUnknown{Key: name, Obj: namespace(name)}, false)
 		} else {
@@ -135,6 +214,90 @@ func (w *world) step(m *watchmux.Mux) string {
 		m.OnSource(rolebindings, rb, false)
 		return "again " + rb.Namespace + "/" + rb.Name
 	}
+}
+
+// stageStep puts a candidate (in the global namespace, a tenant or a
+// non-tenant), or changes the stage label of an existing namespace alone.
+func (w *world) stageStep(m *watchmux.Mux, putCandidate func(ns string) string) string {
+	switch r := w.rng.IntN(10); {
+	case r < 3:
+		return putCandidate(global)
+	case r < 5:
+		return putCandidate(w.tenantName())
+	case r < 6:
+		return putCandidate(w.pick(w.namespaces[:2]))
+	}
+	names := slices.Sorted(maps.Keys(w.nsObjs))
+	if len(names) == 0 {
+		return "nothing"
+	}
+	old := w.nsObjs[w.pick(names)]
+	ns := old.DeepCopy()
+	delete(ns.Labels, merge.LabelStage)
+	stage(w.pick(stages))(ns)
+	w.nsObjs[ns.Name] = ns
+	m.OnNamespace(ns, false)
+	return fmt.Sprintf("namespace %s stage %q", ns.Name, ns.Labels[merge.LabelStage])
+}
+
+// checkOracle checks every view of m against the merge of what w put
+// (merge.Levels, which stages the levels for the viewer, and MergeWith),
+// and every item of every view against its merge alone (the per-name
+// path the events are computed with, which passes a name's candidates).
+func (w *world) checkOracle(t *testing.T, m *watchmux.Mux) {
+	t.Helper()
+	items := map[string][]merge.Item{}
+	for _, key := range slices.Sorted(maps.Keys(w.sources)) {
+		rb := w.sources[key]
+		c, _ := merge.ParseCandidate(rb.Name, rb.Annotations)
+		items[rb.Namespace] = append(items[rb.Namespace], merge.Item{
+			Namespace: rb.Namespace, Name: rb.Name, Locked: merge.IsLocked(rb.Annotations),
+			Overlay: merge.WantsOverlay(rb.Annotations), Object: rb, UID: rb.UID, Candidate: c,
+		})
+	}
+	lookup := func(name string) (*merge.Namespace, bool) {
+		ns, ok := w.nsObjs[name]
+		if !ok {
+			return nil, false
+		}
+		return &merge.Namespace{Name: ns.Name, UID: ns.UID, Labels: ns.Labels, Annotations: ns.Annotations}, true
+	}
+	names := append(slices.Clone(w.items), w.candidateNames...)
+	_, err := m.Read(func(r watchmux.Reader) {
+		for _, ns := range w.namespaces {
+			l := merge.Resolve(policy(), ns, lookup)
+			want := merge.MergeWith(rolebindings, merge.Levels(l, global, func(n string) []merge.Item { return items[n] }), merge.Options{})
+			got := r.Results(rolebindings, ns, "")
+			if g, w := renderResults(got), renderResults(want); g != w {
+				t.Errorf("view of %s:\n got %s\nwant %s", ns, g, w)
+			}
+			for _, name := range names {
+				var one []merge.Result
+				for _, res := range got {
+					if res.Item.Name == name {
+						one = append(one, res)
+					}
+				}
+				if g, w := renderResults(r.Results(rolebindings, ns, name)), renderResults(one); g != w {
+					t.Errorf("item %s of %s's view merged alone:\n got %s\nwant %s", name, ns, g, w)
+				}
+			}
+		}
+	})
+	if err != nil {
+		t.Fatalf("reading the mux: %v", err)
+	}
+}
+
+// renderResults renders merge results with everything a view item is made
+// of, the source object by identity.
+func renderResults(rs []merge.Result) string {
+	var b strings.Builder
+	for _, r := range rs {
+		fmt.Fprintf(&b, "[%s %s/%s %p uid=%s from=%q locked=%v conflicts=%q overlays=%q] ",
+			r.Item.Name, r.Item.Namespace, r.Scope, r.Item.Object, r.Item.UID, r.Item.FromCandidate, r.Item.Locked, r.Conflicts, r.OverlaySources())
+	}
+	return b.String()
 }
 
 // tracked is a watcher under test: what it held when it started, from
@@ -195,6 +358,9 @@ func checkEventsFollowViews(t *testing.T, seed uint64, steps int) {
 
 	for i := range steps {
 		log = append(log, w.step(m))
+		if i%oracleEvery == 0 {
+			w.checkOracle(t, m)
+		}
 		if i == steps/2 {
 			rv := strconv.FormatUint(currentRV(t, m), 10)
 			start("all, resumed halfway", "", rv, nil)
@@ -202,6 +368,7 @@ func checkEventsFollowViews(t *testing.T, seed uint64, steps int) {
 			start("n4, initial items halfway", "n4", "", nil)
 		}
 	}
+	w.checkOracle(t, m)
 	final, end := readViews(t, m, rolebindings)
 	t.Logf("seed %d: %d steps, %d view events, %d items in the final views", seed, 60+steps, end-parseRV(t, rv0), len(final))
 
