@@ -25,6 +25,9 @@
 //     heap, per N and G, with and without N open watchers;
 //   - watch capacity: heap per open watcher, a never-reading watcher closed
 //     as too slow, CPU per delivered event;
+//   - a staged change (issue 19): a candidate of global-0 reaching every
+//     tenant, then its promotion (two writes), on the view watchers, beside
+//     the plain global edit (-promotion-runs);
 //   - SubjectAccessReview latency through kube-apiserver, granted by native
 //     RBAC and by an inherited binding (implicit-apiserver's webhook).
 //
@@ -63,6 +66,7 @@ type options struct {
 	copyRuns        int // unthrottled copy rounds per N
 	slowCopyRuns    int // QPS 50 copy rounds per N
 	materializeRuns int // materialized edit rounds per N (0: no materialized kind)
+	promotionRuns   int // staged changes of global-0 promoted per N (0: none)
 	materializeQPS  float64
 	listRuns        int
 	authzRequests   int
@@ -87,6 +91,7 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 10, "implicit propagation rounds per N and G")
 	flag.IntVar(&o.copyRuns, "copy-runs", 5, "unthrottled copy rounds per N")
 	flag.IntVar(&o.slowCopyRuns, "qps50-runs", 1, "copy rounds at QPS 50 per N (N/50 s each)")
+	flag.IntVar(&o.promotionRuns, "promotion-runs", 3, "staged changes of global-0 per N (issue 19): a candidate reaching every tenant, then its promotion, timed on the view watchers (0: none)")
 	flag.IntVar(&o.materializeRuns, "materialize-runs", 3, "edits of a materialized global NetworkPolicy per N, after its creation (0: networkpolicies are not materialized)")
 	flag.Float64Var(&o.materializeQPS, "materialize-qps", 2000, "implicit-apiserver's --materialize-qps (and --materialize-burst, rounded up): high enough to time the materializer rather than its rate limit (the server's default is 50)")
 	flag.IntVar(&o.listRuns, "list-runs", 20, "repetitions of each list")
@@ -135,7 +140,7 @@ func main() {
 	if o.binDir == "" || o.binary == "" {
 		fail(2, "bench needs -bin-dir (or IMPLICIT_TOOLS_BIN) and -implicit-binary (or IMPLICIT_BINARY)")
 	}
-	if o.runs < 1 || o.copyRuns < 1 || o.slowCopyRuns < 0 || o.materializeRuns < 0 || o.listRuns < 1 || o.authzRequests < 1 || o.watchersPerConn < 1 {
+	if o.runs < 1 || o.copyRuns < 1 || o.slowCopyRuns < 0 || o.materializeRuns < 0 || o.promotionRuns < 0 || o.listRuns < 1 || o.authzRequests < 1 || o.watchersPerConn < 1 {
 		fail(2, "-runs, -copy-runs, -list-runs, -authz-requests and -watchers-per-client must be positive; -qps50-runs and -materialize-runs not negative")
 	}
 	if !(o.materializeQPS > 0) || math.IsInf(o.materializeQPS, 0) {

@@ -68,6 +68,9 @@ func (b *bench) measureImplicit(ctx context.Context, res *nResult) error {
 
 		err = b.implicitRounds(ctx, f, nf, gr)
 		nf.stop()
+		if err == nil && gi == 0 && b.o.promotionRuns > 0 {
+			err = b.promotionRounds(ctx, f, gr)
+		}
 		if err == nil && gi == 0 {
 			err = b.slowWatcher(ctx, f, res)
 		}

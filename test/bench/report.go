@@ -54,6 +54,10 @@ type gResult struct {
 	Native           samples `json:"native,omitempty"`
 	NativeWatchers   int     `json:"nativeWatchers,omitempty"`
 	NativeReconnects int64   `json:"nativeReconnects,omitempty"`
+	// Staged and Promotion are issue 19's staged change of global-0 on the
+	// same view fleet: a candidate reaching every tenant, and its promotion.
+	Staged    samples `json:"staged,omitempty"`
+	Promotion samples `json:"promotion,omitempty"`
 }
 
 type slowResult struct {
@@ -144,6 +148,7 @@ func (r *results) markdown(w io.Writer) {
 	p("Ratios compare the copy's median (every native watcher, -A included) with the implicit median of the slower of the last namespace watcher and the -A watcher.")
 	p("")
 	r.materializeMarkdown(p, mp)
+	r.promotionMarkdown(p, mp)
 	p("### Fan-out of one edit: views against kube-apiserver's watch cache")
 	p("")
 	p("| N | G | view watchers | views: last watcher, median | p99 | native watchers | native watch cache: last watcher, median | p99 | views / native, median | p99 | rounds |")
