@@ -9,7 +9,13 @@
 //   - parents: setting implicit.dev/parent on a namespace needs update on the
 //     new parent, and may not close a cycle;
 //   - fanout: every update or delete of an inherited source is allowed with a
-//     warning of how many namespaces' views it changes.
+//     warning of how many namespaces' views it changes;
+//   - candidates: a staged version of a source (implicit.dev/candidate-for)
+//     must be well formed, the only one for its stable source, keep the
+//     source's immutable fields, and needs unlock on a locked stable source;
+//     it is allowed with a warning of how many namespaces it reaches;
+//   - stages: setting a namespace's implicit.dev/stage needs the custom verb
+//     stage on it.
 //
 // Each guard has its own path and webhook, so that its failure policy and
 // match conditions fit it (webhooks.go). The match conditions send only the

@@ -46,6 +46,16 @@ type Index interface {
 	SourceLocked(resource, namespace, name string) (bool, error)
 	// Terminating reports whether namespace is being deleted.
 	Terminating(namespace string) bool
+	// Candidates lists the candidates among namespace's sources of
+	// resource, sorted by name.
+	Candidates(resource, namespace string) ([]CandidateSource, error)
+	// SourceObject is the object of the source namespace/name.
+	SourceObject(resource, namespace, name string) (any, bool, error)
+	// CandidateReach counts the namespaces that would inherit c's stable
+	// name from namespace with the candidate obj standing in for it (of),
+	// and those of them whose implicit.dev/stage c's selector matches
+	// (reached).
+	CandidateReach(resource, namespace string, obj *unstructured.Unstructured, c *merge.Candidate) (reached, of int, err error)
 }
 
 // Authorizer asks the host cluster whether user may do attrs.
@@ -328,6 +338,11 @@ func (g *Guards) Shadows(_ context.Context, req *admissionv1.AdmissionRequest) d
 func (g *Guards) Fanout(_ context.Context, req *admissionv1.AdmissionRequest) decision {
 	s, ok, err := g.source(req)
 	if !ok || err != nil || (req.Operation != admissionv1.Update && req.Operation != admissionv1.Delete) || copyTouched(s) {
+		return allow()
+	}
+	if candidateTouched(s) {
+		// A candidate never shows under its own name: the candidates
+		// guard warns of the namespaces it reaches instead.
 		return allow()
 	}
 	if !g.isGlobal(s.namespace) && !g.index.HasDescendants(s.namespace) {

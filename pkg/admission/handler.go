@@ -24,13 +24,17 @@ const (
 	PathFanout  = "/admission/fanout"
 	// PathMaterialized guards materialized copies (materialized.go).
 	PathMaterialized = "/admission/materialized"
+	// PathCandidates guards candidates, PathStages the namespaces' stage
+	// label (candidates.go, stages.go).
+	PathCandidates = "/admission/candidates"
+	PathStages     = "/admission/stages"
 	// PathParentUID is the mutating guard's.
 	PathParentUID = "/admission/parent-uid"
 )
 
 // Paths are every guard's path, for the authorization always-allow list:
 // kube-apiserver calls webhooks without credentials.
-var Paths = []string{PathLocks, PathShadows, PathParents, PathFanout, PathMaterialized, PathParentUID}
+var Paths = []string{PathLocks, PathShadows, PathParents, PathFanout, PathMaterialized, PathCandidates, PathStages, PathParentUID}
 
 // admissionReview is what the guards are sent; a request body is bounded
 // as kube-apiserver bounds objects.
@@ -53,6 +57,8 @@ func (g *Guards) Handler(path string) http.Handler {
 		PathParents:      g.Parents,
 		PathFanout:       g.Fanout,
 		PathMaterialized: g.Materialized,
+		PathCandidates:   g.Candidates,
+		PathStages:       g.Stages,
 		PathParentUID:    g.ParentUID,
 	}[path]
 	if decide == nil {

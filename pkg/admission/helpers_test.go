@@ -19,6 +19,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -68,6 +69,13 @@ type fakeIndex struct {
 	terminating map[string]bool
 	// overlays answers Overlays by "resource name".
 	overlays map[string]bool
+	// candidates answers Candidates by "resource namespace"; objects
+	// SourceObject by "resource namespace name"; candidateReach and
+	// candidateOf CandidateReach.
+	candidates     map[string][]admission.CandidateSource
+	candidatesErr  error
+	objects        map[string]runtime.Object
+	candidateReach [2]int
 
 	mu             sync.Mutex
 	reachCalls     []reachCall
@@ -154,6 +162,22 @@ func (f *fakeIndex) losses() []lossCall {
 // SourceLocked implements admission.Index.
 func (f *fakeIndex) SourceLocked(resource, namespace, name string) (bool, error) {
 	return f.locked[resource+" "+namespace+" "+name], f.lockedErr
+}
+
+// Candidates implements admission.Index.
+func (f *fakeIndex) Candidates(resource, namespace string) ([]admission.CandidateSource, error) {
+	return f.candidates[resource+" "+namespace], f.candidatesErr
+}
+
+// SourceObject implements admission.Index.
+func (f *fakeIndex) SourceObject(resource, namespace, name string) (any, bool, error) {
+	o, ok := f.objects[resource+" "+namespace+" "+name]
+	return o, ok, nil
+}
+
+// CandidateReach implements admission.Index.
+func (f *fakeIndex) CandidateReach(string, string, *unstructured.Unstructured, *merge.Candidate) (int, int, error) {
+	return f.candidateReach[0], f.candidateReach[1], f.reachErr
 }
 
 // answer is the fake authorizer's answer to one question.

@@ -25,6 +25,10 @@ const (
 	WebhookFanout  = "fanout.implicit.dev"
 	// WebhookMaterialized guards materialized copies and their label.
 	WebhookMaterialized = "materialized.implicit.dev"
+	// WebhookCandidates guards candidates, WebhookStages the namespaces'
+	// implicit.dev/stage label.
+	WebhookCandidates = "candidates.implicit.dev"
+	WebhookStages     = "stages.implicit.dev"
 	// WebhookParentUID is the one webhook of the MutatingWebhookConfiguration.
 	WebhookParentUID = "parent-uid.implicit.dev"
 )
@@ -36,6 +40,8 @@ const (
 	hierarchyChangedCondition = "hierarchy-changed"
 	parentTouchedCondition    = "parent-touched"
 	copyTouchedCondition      = "materialized-touched"
+	candidateTouchedCondition = "candidate-touched"
+	stageChangedCondition     = "stage-changed"
 	syncedCondition           = "implicit-sources"
 )
 
@@ -51,6 +57,21 @@ const lockTouched = `(has(request.subResource) && request.subResource == '` + su
 // removed ones.
 const copyTouchedExpr = `(oldObject != null && has(oldObject.metadata.labels) && '` + merge.LabelMaterialized + `' in oldObject.metadata.labels) || ` +
 	`(object != null && has(object.metadata.labels) && '` + merge.LabelMaterialized + `' in object.metadata.labels)`
+
+// candidateTouchedExpr is true when the old or the new object carries
+// either candidate annotation, whatever its value: candidates, malformed
+// ones, and objects that stop being one.
+var candidateTouchedExpr = func() string {
+	has := func(o string) string {
+		return fmt.Sprintf("(%[1]s != null && has(%[1]s.metadata.annotations) && (%[2]s in %[1]s.metadata.annotations || %[3]s in %[1]s.metadata.annotations))",
+			o, quote(merge.AnnotationCandidateFor), quote(merge.AnnotationCanarySelector))
+	}
+	return has("oldObject") + " || " + has("object")
+}()
+
+// stageChanged is true when a namespace's implicit.dev/stage label is set
+// (on creation too), changed or removed.
+var stageChanged = metadataChanged("labels", merge.LabelStage)
 
 // hierarchyChanged is true when a namespace's parent label, inherit label
 // or parent-uid annotation is set, changed or removed.
@@ -79,11 +100,12 @@ func metadataChanged(field, key string) string {
 // from its path. The shadows and fanout webhooks start matching nothing;
 // ConditionSync fills in their conditions from the sources.
 //
-// Failure policies: locks, shadows, parents and materialized Fail (a guard that can't be
-// asked must not be bypassed; only requests that touch a lock, shadow a
-// locked name, scale a guarded kind or change a namespace's parent,
-// parent-uid or tenancy are sent, so an outage blocks only those); fanout
-// Ignore (a warning is never worth failing a write for).
+// Failure policies: locks, shadows, parents, materialized, candidates and
+// stages Fail (a guard that can't be asked must not be bypassed; only
+// requests that touch a lock, shadow a locked name, scale a guarded kind,
+// change a namespace's parent, parent-uid, tenancy or stage, or touch a
+// candidate are sent, so an outage blocks only those); fanout Ignore (a
+// warning is never worth failing a write for).
 func Configuration(name string, served []schema.GroupResource, client func(path string) admissionregistrationv1.WebhookClientConfig) *admissionregistrationv1.ValidatingWebhookConfiguration {
 	sourceRule := func(webhook string) []admissionregistrationv1.RuleWithOperations {
 		return webhookRules(webhook, served)
@@ -113,6 +135,10 @@ func Configuration(name string, served []schema.GroupResource, client func(path 
 				sourceRule(WebhookFanout), syncedCondition, "false"),
 			webhook(WebhookMaterialized, PathMaterialized, admissionregistrationv1.Fail, 5,
 				sourceRule(WebhookMaterialized), copyTouchedCondition, copyTouchedExpr),
+			webhook(WebhookCandidates, PathCandidates, admissionregistrationv1.Fail, 5,
+				sourceRule(WebhookCandidates), candidateTouchedCondition, candidateTouchedExpr),
+			webhook(WebhookStages, PathStages, admissionregistrationv1.Fail, 5,
+				namespaceRules(), stageChangedCondition, stageChanged),
 		},
 	}
 	return c
@@ -161,8 +187,9 @@ func webhookRules(webhook string, served []schema.GroupResource) []admissionregi
 	switch webhook {
 	case WebhookLocks:
 		rules = append(rules, sourceRules(served, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}, GuardedSubresources)...)
-	case WebhookMaterialized:
-		// A status update writes a copy's labels too.
+	case WebhookMaterialized, WebhookCandidates:
+		// A status update writes a copy's labels too, and changes what a
+		// candidate's view item shows.
 		rules = append(rules, sourceRules(served, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}, []string{subresourceStatus})...)
 	}
 	return rules
@@ -205,9 +232,10 @@ var sourceWebhookOps = map[string][]admissionregistrationv1.OperationType{
 	WebhookShadows:      {admissionregistrationv1.Create},
 	WebhookFanout:       {admissionregistrationv1.Update, admissionregistrationv1.Delete},
 	WebhookMaterialized: {admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete},
+	WebhookCandidates:   {admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete},
 }
 
-// setRules sets the source rules of the locks, shadows and fanout webhooks
+// setRules sets the source rules of the webhooks on source objects
 // to the served resources; it reports whether anything changed.
 func setRules(cfg *admissionregistrationv1.ValidatingWebhookConfiguration, served []schema.GroupResource) bool {
 	changed := false

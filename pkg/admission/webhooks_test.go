@@ -38,7 +38,7 @@ func TestConfiguration(t *testing.T) {
 	if cfg.Name != "implicit-apiserver" {
 		t.Errorf("name %q, want implicit-apiserver", cfg.Name)
 	}
-	if want := []string{admission.PathLocks, admission.PathShadows, admission.PathParents, admission.PathFanout, admission.PathMaterialized}; !reflect.DeepEqual(paths, want) {
+	if want := []string{admission.PathLocks, admission.PathShadows, admission.PathParents, admission.PathFanout, admission.PathMaterialized, admission.PathCandidates, admission.PathStages}; !reflect.DeepEqual(paths, want) {
 		t.Errorf("client configs asked for %q, want %q", paths, want)
 	}
 
@@ -110,6 +110,15 @@ func TestConfiguration(t *testing.T) {
 		// The materialized guard sees status updates too: they write a
 		// copy's labels.
 		{admission.WebhookMaterialized, admission.PathMaterialized, "materialized-touched", admissionregistrationv1.Fail, 5, append(sourceRule(c, u, d), statusRule...)},
+		// A candidate's status update changes what its view item shows.
+		{admission.WebhookCandidates, admission.PathCandidates, "candidate-touched", admissionregistrationv1.Fail, 5, append(sourceRule(c, u, d), statusRule...)},
+		{admission.WebhookStages, admission.PathStages, "stage-changed", admissionregistrationv1.Fail, 5, []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{c, u},
+			Rule: admissionregistrationv1.Rule{
+				APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces", "namespaces/status", "namespaces/finalize"},
+				Scope: ptr.To(admissionregistrationv1.ClusterScope),
+			},
+		}}},
 	}
 	if len(cfg.Webhooks) != len(want) {
 		t.Fatalf("%d webhooks, want %d", len(cfg.Webhooks), len(want))
@@ -342,6 +351,57 @@ func TestHierarchyChangedCondition(t *testing.T) {
 		{"update changing the parent uid", nsAt(u, ns("team-a", "org", parentUID("a")), ns("team-a", "org", parentUID("b"))), true},
 		{"update adding a parent uid", nsAt(u, ns("team-a", "org"), ns("team-a", "org", parentUID("b"))), true},
 		{"update removing a parent uid", nsAt(u, ns("team-a", "org", parentUID("a")), ns("team-a", "org")), true},
+	})
+}
+
+func TestCandidateTouchedCondition(t *testing.T) {
+	t.Parallel()
+	c, u, d := k8sadmission.Create, k8sadmission.Update, k8sadmission.Delete
+	const canary = merge.LabelStage + "=canary"
+	rb := func(opts ...objOpt) *rbacv1.RoleBinding { return roleBinding(global, "x.next", opts...) }
+	at := func(op k8sadmission.Operation, old, obj *rbacv1.RoleBinding) admissionAttrs {
+		a := admissionAttrs{op: op, gvr: rbGVR, namespace: global, name: "x.next"}
+		if old != nil {
+			a.old = old
+		}
+		if obj != nil {
+			a.obj = obj
+		}
+		return a
+	}
+	other := annotated("other", "y")
+	runMatches(t, webhookOf(t, admission.WebhookCandidates), []matchCase{
+		{"create a candidate", at(c, nil, rb(candidateFor("x", canary))), true},
+		{"create with only a selector", at(c, nil, rb(annotated(merge.AnnotationCanarySelector, canary))), true},
+		{"create with only candidate-for", at(c, nil, rb(annotated(merge.AnnotationCandidateFor, "x"))), true},
+		{"create an ordinary source", at(c, nil, rb(other)), false},
+		{"create without annotations", at(c, nil, rb()), false},
+		{"update a candidate", at(u, rb(candidateFor("x", canary)), rb(candidateFor("x", "implicit.dev/stage in (canary,early)"))), true},
+		{"update making a candidate", at(u, rb(), rb(candidateFor("x", canary))), true},
+		{"update no longer a candidate", at(u, rb(candidateFor("x", canary)), rb(other)), true},
+		{"update an ordinary source", at(u, rb(other), rb(other)), false},
+		{"delete a candidate", at(d, rb(candidateFor("x", canary)), nil), true},
+		{"delete an ordinary source", at(d, rb(), nil), false},
+		{"status of a candidate", admissionAttrs{op: u, gvr: rbGVR, namespace: global, name: "x.next", sub: "status", old: rb(candidateFor("x", canary)), obj: rb(candidateFor("x", canary))}, true},
+	})
+}
+
+func TestStageChangedCondition(t *testing.T) {
+	t.Parallel()
+	c, u := k8sadmission.Create, k8sadmission.Update
+	staged := func(v string) nsOpt { return func(n *corev1.Namespace) { n.Labels[merge.LabelStage] = v } }
+	other := func(n *corev1.Namespace) { n.Labels["team"] = "a" }
+	runMatches(t, webhookOf(t, admission.WebhookStages), []matchCase{
+		{"create with a stage", nsAt(c, nil, ns("team-a", "", staged("canary"))), true},
+		{"create without a stage", nsAt(c, nil, ns("team-a", "org")), false},
+		{"create without labels", nsAt(c, nil, bare("team-a")), false},
+		{"update setting a stage", nsAt(u, ns("team-a", ""), ns("team-a", "", staged("canary"))), true},
+		{"update setting a stage on a namespace without labels", nsAt(u, bare("team-a"), ns("team-a", "", staged("canary"))), true},
+		{"update changing the stage", nsAt(u, ns("team-a", "", staged("prod")), ns("team-a", "", staged("canary"))), true},
+		{"update removing the stage", nsAt(u, ns("team-a", "", staged("prod")), ns("team-a", "")), true},
+		{"update removing every label", nsAt(u, ns("team-a", "", staged("prod")), bare("team-a")), true},
+		{"update keeping the stage", nsAt(u, ns("team-a", "", staged("prod")), ns("team-a", "", staged("prod"), other)), false},
+		{"update without a stage", nsAt(u, ns("team-a", "org"), ns("team-a", "org2")), false},
 	})
 }
 

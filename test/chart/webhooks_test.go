@@ -90,7 +90,7 @@ func TestSyncedWebhooks(t *testing.T) {
 	if err := json.Unmarshal([]byte(list), &names); err != nil {
 		t.Fatalf("implicit-apiserver.syncedWebhooks %q: %v", list, err)
 	}
-	want := []string{admission.WebhookLocks, admission.WebhookShadows, admission.WebhookFanout, admission.WebhookMaterialized}
+	want := []string{admission.WebhookLocks, admission.WebhookShadows, admission.WebhookFanout, admission.WebhookMaterialized, admission.WebhookCandidates}
 	if !slices.Equal(names, want) {
 		t.Errorf("chart keeps the live rules of %q, the server sets those of %q", names, want)
 	}

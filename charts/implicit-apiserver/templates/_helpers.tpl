@@ -125,5 +125,5 @@ The webhooks whose rules the server sets to the served kinds (pkg/admission,
 setRules: the webhooks on source kinds). test/chart checks the names exist.
 */}}
 {{- define "implicit-apiserver.syncedWebhooks" -}}
-["locks.implicit.dev", "shadows.implicit.dev", "fanout.implicit.dev", "materialized.implicit.dev"]
+["locks.implicit.dev", "shadows.implicit.dev", "fanout.implicit.dev", "materialized.implicit.dev", "candidates.implicit.dev"]
 {{- end -}}

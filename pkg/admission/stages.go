@@ -1,0 +1,68 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+)
+
+// StageVerb is the custom RBAC verb on a namespace that allows setting,
+// changing or removing its implicit.dev/stage label.
+const StageVerb = "stage"
+
+// stageLabel is a namespace's implicit.dev/stage label, and whether it has one.
+func stageLabel(u *unstructured.Unstructured) (string, bool) {
+	if u == nil {
+		return "", false
+	}
+	v, ok := u.GetLabels()[merge.LabelStage]
+	return v, ok
+}
+
+// Stages guards a namespace's implicit.dev/stage label, which decides the
+// candidates its views show: setting, changing or removing it (creating a
+// namespace with it included) needs the verb stage on that namespace. Stages
+// belong to the org: admin in a namespace does not include the custom verb,
+// so a tenant can't pick the version it sees.
+func (g *Guards) Stages(ctx context.Context, req *admissionv1.AdmissionRequest) decision {
+	old, obj, d, ok := namespaceChange(req)
+	if !ok {
+		return d
+	}
+	before, had := stageLabel(old)
+	after, has := stageLabel(obj)
+	if had == has && before == after {
+		return allow()
+	}
+	name := obj.GetName()
+	what := fmt.Sprintf("changing %s from %q to %q", merge.LabelStage, before, after)
+	switch {
+	case !had:
+		what = fmt.Sprintf("setting %s: %q", merge.LabelStage, after)
+	case !has:
+		what = fmt.Sprintf("removing %s: %q", merge.LabelStage, before)
+	}
+	// As kube-apiserver authorizes a request on namespace name: with the
+	// namespace set, so bindings inside it count too (the parent guard asks
+	// alike).
+	allowed, reason, err := g.authz.Allowed(ctx, req.UserInfo, authorizationv1.ResourceAttributes{
+		Verb: StageVerb, Resource: "namespaces", Namespace: name, Name: name,
+	})
+	if err != nil {
+		return unavailable(fmt.Errorf("checking the %s permission on namespace %s: %w", StageVerb, name, err))
+	}
+	if allowed {
+		return allow()
+	}
+	msg := fmt.Sprintf("%s on namespace %q needs the %q permission on it (RBAC verb %q on namespaces, resourceNames [%s]), which the request lacks: a namespace's stage decides which candidates its views show, so stages belong to the org's release managers, not to the namespace's admins",
+		what, name, StageVerb, StageVerb, name)
+	if reason != "" {
+		msg += ": " + reason
+	}
+	return deny("%s", msg)
+}
