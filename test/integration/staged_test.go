@@ -305,10 +305,32 @@ func TestStagedRollout(t *testing.T) {
 	createRoleBinding(t, kube, globalNS, "st-bind.v3", "view", "st:v3", candidateOf("st-bind", merge.LabelStage+"=canary"))
 	v3 := rbVersion{group: "st:v3", candidate: "st-bind.v3"}
 	ws.expect(t, "new candidate", map[string][]string{"st-a": {"MODIFIED " + v3.String()}, "st-b": {"MODIFIED " + v3.String()}})
-	if err := kube.RbacV1().RoleBindings(globalNS).Delete(ctx, "st-bind.v3", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	ws.expect(t, "aborted", map[string][]string{"st-a": {"MODIFIED " + promoted.String()}, "st-b": {"MODIFIED " + promoted.String()}})
+	adm := pluginUser{t: t, name: "admin", path: buildPlugin(t), kubeconfig: cp.KubeconfigPath(), home: t.TempDir()}
+	adm.expect(0, func(r pluginRun) error {
+		var st struct {
+			CandidateCount int `json:"candidateCount"`
+			Namespaces     []struct {
+				Namespace string `json:"namespace"`
+				Version   string `json:"version"`
+			} `json:"namespaces"`
+		}
+		if err := decode(r, &st); err != nil {
+			return err
+		}
+		var on []string
+		for _, n := range st.Namespaces {
+			if strings.HasPrefix(n.Namespace, "st-") && n.Version == "candidate" {
+				on = append(on, n.Namespace)
+			}
+		}
+		slices.Sort(on)
+		if !slices.Equal(on, []string{"st-a", "st-b"}) {
+			return errorf("namespaces on the candidate %v, want st-a and st-b", on)
+		}
+		return nil
+	}, "rollout", "status", "rolebinding", "st-bind", "-n", globalNS, "-o", "json")
+	adm.expect(0, nil, "rollout", "abort", "rolebinding", "st-bind", "-n", globalNS)
+	ws.expect(t, "aborted with kubectl implicit rollout abort", map[string][]string{"st-a": {"MODIFIED " + promoted.String()}, "st-b": {"MODIFIED " + promoted.String()}})
 
 	t.Log("a candidate of a parent's source stays in the parent's subtree")
 	createNamespace(t, kube, "st-org", stageOf("canary"), nil)
