@@ -94,6 +94,10 @@ func Mirror(synced bool, steps []Step, resources ...string) *watchmux.Mux {
 // sourceRV numbers the test source objects' versions, as etcd would.
 var sourceRV atomic.Uint64
 
+// NextResourceVersion returns a source resourceVersion newer than every one
+// given so far (for a test's update of a source object).
+func NextResourceVersion() string { return strconv.FormatUint(sourceRV.Add(1), 10) }
+
 // ObjectOpt decorates a test source object.
 type ObjectOpt func(*metav1.ObjectMeta)
 
@@ -107,7 +111,7 @@ func SourceMeta(namespace, name string, opts ...ObjectOpt) metav1.ObjectMeta {
 		Namespace:       namespace,
 		Name:            name,
 		UID:             types.UID("uid-" + namespace + "-" + name),
-		ResourceVersion: strconv.FormatUint(sourceRV.Add(1), 10),
+		ResourceVersion: NextResourceVersion(),
 		Labels:          map[string]string{"app": name},
 		Annotations:     map[string]string{},
 	}

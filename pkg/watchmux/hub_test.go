@@ -85,7 +85,7 @@ func TestHubGlobalSources(t *testing.T) {
 	f := watchAndFollow(t, m, watchmux.WatchOptions{Resource: rolebindings, Namespace: "team-a", ResourceVersion: strconv.FormatUint(rv, 10)})
 	t.Log("a hub edit of ci-bot fires team-a's view")
 	ci := roleBinding(global, "ci-bot")
-	ci.ResourceVersion = strconv.FormatUint(sourceRV.Add(1), 10)
+	ci.ResourceVersion = nextRV()
 	ci.Labels["edited"] = "true"
 	if _, err := hub.RbacV1().RoleBindings(global).Update(ctx, ci, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -96,7 +96,7 @@ func TestHubGlobalSources(t *testing.T) {
 	}
 	t.Log("a change in the member's own global namespace changes nothing: the next event is the hub's sentinel edit")
 	mg := roleBinding(global, "member-global")
-	mg.ResourceVersion = strconv.FormatUint(sourceRV.Add(1), 10)
+	mg.ResourceVersion = nextRV()
 	mg.Labels["edited"] = "true"
 	if _, err := member.RbacV1().RoleBindings(global).Update(ctx, mg, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -106,7 +106,7 @@ func TestHubGlobalSources(t *testing.T) {
 		return err == nil && list.Labels["edited"] == "true"
 	})
 	ci = ci.DeepCopy()
-	ci.ResourceVersion = strconv.FormatUint(sourceRV.Add(1), 10)
+	ci.ResourceVersion = nextRV()
 	ci.Labels["sentinel"] = "true"
 	if _, err := hub.RbacV1().RoleBindings(global).Update(ctx, ci, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)

@@ -64,7 +64,7 @@ func TestInformers(t *testing.T) {
 
 	// An update of the global item: every view that holds it.
 	g1 = g1.DeepCopy()
-	g1.ResourceVersion = strconv.FormatUint(sourceRV.Add(1), 10)
+	g1.ResourceVersion = nextRV()
 	g1.Labels["edited"] = "true"
 	if _, err := client.RbacV1().RoleBindings(global).Update(ctx, g1, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -75,7 +75,7 @@ func TestInformers(t *testing.T) {
 	}
 	// team-a leaves org: it loses p1.
 	teamA := namespace("team-a")
-	teamA.ResourceVersion = strconv.FormatUint(sourceRV.Add(1), 10)
+	teamA.ResourceVersion = nextRV()
 	if _, err := client.CoreV1().Namespaces().Update(ctx, teamA, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

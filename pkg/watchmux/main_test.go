@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -126,28 +124,15 @@ var (
 	parentUID = testfixture.ParentUID
 )
 
-// sourceRV numbers the test source objects' versions, as etcd would.
-var sourceRV atomic.Uint64
+// objOpt decorates a test source object; locked and sourceMeta are
+// internal/testfixture's (every source object gets a new resourceVersion).
+type objOpt = testfixture.ObjectOpt
 
-// objOpt decorates a test source object.
-type objOpt func(*metav1.ObjectMeta)
-
-func locked(m *metav1.ObjectMeta) { m.Annotations[merge.AnnotationLocked] = "true" }
-
-func sourceMeta(namespace, name string, opts ...objOpt) metav1.ObjectMeta {
-	m := metav1.ObjectMeta{
-		Namespace:       namespace,
-		Name:            name,
-		UID:             types.UID("uid-" + namespace + "-" + name),
-		ResourceVersion: strconv.FormatUint(sourceRV.Add(1), 10),
-		Labels:          map[string]string{"app": name},
-		Annotations:     map[string]string{},
-	}
-	for _, o := range opts {
-		o(&m)
-	}
-	return m
-}
+var (
+	locked     = testfixture.Locked
+	sourceMeta = testfixture.SourceMeta
+	nextRV     = testfixture.NextResourceVersion
+)
 
 // roleBinding returns the test RoleBinding namespace/name, with a new
 // resourceVersion.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"maps"
 	"slices"
-	"strconv"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,7 +68,7 @@ func TestMaterializedCopiesAreNoSources(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rb.ResourceVersion = strconv.FormatUint(sourceRV.Add(1), 10)
+		rb.ResourceVersion = nextRV()
 		if materialized {
 			rb.Labels[merge.LabelMaterialized] = "true"
 		} else {
