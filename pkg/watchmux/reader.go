@@ -64,6 +64,11 @@ type Reader interface {
 	Serves(resource string) bool
 	// Source returns the source item namespace/name of resource.
 	Source(resource, namespace, name string) (merge.Item, bool)
+	// NameItems returns the items of namespace that a view item name is
+	// merged from: the source of that name and the candidates for it
+	// (merge.StageLevels puts them in its place where a viewer's stage
+	// matches).
+	NameItems(resource, namespace, name string) []merge.Item
 	// LockedNames returns the names of resource's locked source items, sorted.
 	LockedNames(resource string) []string
 	// Options are resource's merge options (strategy, overlayer).
@@ -138,6 +143,10 @@ func (r reader) Serves(resource string) bool {
 func (r reader) Source(resource, namespace, name string) (merge.Item, bool) {
 	it, ok := r.st.sources[resource][namespace][name]
 	return it, ok
+}
+
+func (r reader) NameItems(resource, namespace, name string) []merge.Item {
+	return r.st.itemsFor(resource, namespace, name, nil)
 }
 
 func (r reader) LockedNames(resource string) []string {

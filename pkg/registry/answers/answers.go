@@ -135,16 +135,16 @@ func (a *Answers) Explain(resource, namespace, name string) (st v1alpha1.Explana
 // applied when it is set.
 func explain(r watchmux.Reader, resource, name string, l merge.Lineage, edit *watchmux.Edit) merge.Explanation {
 	levels := merge.Levels(l, r.GlobalNamespace(resource), func(ns string) []merge.Item {
+		// The name's source and its candidates: a namespace whose stage a
+		// candidate selects is explained with the candidate standing in.
+		items := r.NameItems(resource, ns, name)
 		if edit != nil && edit.Namespace == ns {
-			if edit.Item == nil {
-				return nil
+			items = slices.DeleteFunc(items, func(it merge.Item) bool { return it.Name == name })
+			if edit.Item != nil {
+				items = append([]merge.Item{*edit.Item}, items...)
 			}
-			return []merge.Item{*edit.Item}
 		}
-		if it, ok := r.Source(resource, ns, name); ok {
-			return []merge.Item{it}
-		}
-		return nil
+		return items
 	})
 	return merge.Explain(resource, name, levels, r.Options(resource))
 }
@@ -190,6 +190,9 @@ func summary(resource, name, namespace string, l merge.Lineage, e merge.Explanat
 	}
 	if r := e.Result; r != nil {
 		s := fmt.Sprintf("%s is in the view of %s from the %s source %s/%s", item, namespace, r.Scope, r.Item.Namespace, r.Item.Name)
+		if c := r.Item.FromCandidate; c != "" {
+			s += fmt.Sprintf(", in the version of its candidate %s/%s (this namespace's stage is selected)", r.Item.Namespace, c)
+		}
 		if len(r.Overlays) > 0 {
 			s += fmt.Sprintf(", with %d overlay(s) merged on top", len(r.Overlays))
 		}

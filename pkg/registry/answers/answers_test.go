@@ -2,14 +2,17 @@ package answers_test
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	tf "github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry/answers"
 )
 
@@ -213,5 +216,49 @@ func TestServesBeforeSync(t *testing.T) {
 	synced := answersOf(t, true, questionsWorld())
 	if !synced.Serves(rbResource) || synced.Serves("networkpolicies") {
 		t.Errorf("Serves once synced: rolebindings %v, networkpolicies %v; want true, false", synced.Serves(rbResource), synced.Serves("networkpolicies"))
+	}
+}
+
+// TestQuestionExplainCandidate: a namespace whose stage a candidate selects
+// is explained with the candidate standing in for the stable source (the
+// view shows the candidate's version there); another keeps the stable one.
+func TestQuestionExplainCandidate(t *testing.T) {
+	t.Parallel()
+	candidate := func(m *metav1.ObjectMeta) {
+		m.Annotations[merge.AnnotationCandidateFor] = "g-open"
+		m.Annotations[merge.AnnotationCanarySelector] = merge.LabelStage + "=canary"
+	}
+	canary := func(ns *corev1.Namespace) { ns.Labels[merge.LabelStage] = "canary" }
+	m := answersOf(t, true, append(tf.Hierarchy(),
+		tf.AddNamespace(tf.Namespace("team-a", tf.Parent("org"), canary)),
+		putRB(global, "g-open"),
+		putRB(global, "g-open.next", candidate),
+	))
+	for _, tc := range []struct {
+		namespace, want string
+	}{
+		{"team-a", "in the version of its candidate g-open.next"},
+		{"team-b", "is the view's item"},
+	} {
+		got, err := m.Explain(rbResource, tc.namespace, "g-open")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.InView || got.Winner == nil || got.Winner.Namespace != global {
+			t.Fatalf("%s: in view %v, winner %+v; want the global g-open", tc.namespace, got.InView, got.Winner)
+		}
+		var won string
+		for _, s := range got.Scopes {
+			if s.Outcome == "Won" {
+				won = s.Message
+			}
+		}
+		if !strings.Contains(won, tc.want) || (tc.namespace == "team-b" && strings.Contains(won, "candidate")) {
+			t.Errorf("%s: the winning scope says %q, want %q", tc.namespace, won, tc.want)
+		}
+		if inSummary := strings.Contains(got.Summary, "g-open.next"); inSummary != (tc.namespace == "team-a") {
+			t.Errorf("%s: summary %q names the candidate: %v", tc.namespace, got.Summary, inSummary)
+		}
+		t.Logf("%s: %s", tc.namespace, got.Summary)
 	}
 }
