@@ -1,5 +1,10 @@
-// Package admission holds the guards of implicit changes, served by
-// implicit-apiserver as a validating admission webhook for kube-apiserver:
+// Package admission owns the guards of implicit changes, the admission
+// webhooks implicit-apiserver serves to kube-apiserver. It decides each
+// guarded request from the watch multiplexer's mirror and SubjectAccessReviews
+// of the requester, and changes nothing. It keeps the webhooks' match
+// conditions current, so that only the requests a guard may act on reach it.
+//
+// The guards:
 //
 //   - locks: changing, deleting, locking or unlocking a locked source
 //     (annotation implicit.dev/locked: "true") needs the custom verb unlock on

@@ -1,14 +1,14 @@
-// Package merge holds implicit-apiserver's merge semantics, free of I/O: which
-// namespaces are tenants, how a namespace's ancestors are resolved from the
-// implicit.dev/parent label (nearest first, at most Policy.MaxDepth of them;
-// cycles, missing parents and parents that are not the namespace the label
-// meant, by implicit.dev/parent-uid, reported, never followed), and how the items of the global scope, the
-// ancestors and the namespace itself combine into one view: precedence,
-// exclusions and locks.
+// Package merge owns implicit-apiserver's merge semantics, free of I/O. It
+// resolves a namespace's lineage from its labels and combines the items of
+// the global scope, its ancestors and its own into one view: precedence,
+// exclusions, locks, overlays and staged candidates. Callers pass namespaces
+// and source items in, and get back which source wins each name, at which
+// scope, and what a lock blocked.
 //
-// It knows nothing of HTTP or informers: callers pass namespaces and source
-// items in, and get back which source wins each name, at which scope, and
-// which lower-scope attempts a lock blocked.
+// Ancestors are resolved from the implicit.dev/parent label, nearest first,
+// at most Policy.MaxDepth of them; cycles, missing parents and parents that
+// are not the namespace the label meant (implicit.dev/parent-uid) are
+// reported, never followed. It knows nothing of HTTP or informers.
 //
 // The Overlay strategy merges lower-scope objects onto the inherited one
 // field by field (NewOverlayer, overlay.go). It builds on
