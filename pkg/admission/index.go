@@ -401,47 +401,17 @@ func viewAssuming(r watchmux.Reader, resource, namespace, name string, get merge
 }
 
 // Candidates implements Index: the candidates among namespace's sources of
-// resource, sorted by name. The mirror lists sources by name, not by
-// namespace: every source of namespace is an item of its own view (it wins,
-// or a lock above keeps the inherited item of its name), so the view's
-// names are looked up as sources of namespace.
+// resource, sorted by name, from the mirror's candidate index.
 func (x *MuxIndex) Candidates(resource, namespace string) (out []CandidateSource, err error) {
 	err = x.read(func(r watchmux.Reader) {
 		if !isServed(r, resource) {
 			return
 		}
-		seen := sets.New[string]()
-		for _, res := range r.Results(resource, namespace, "") {
-			name := res.Item.Name
-			if seen.Has(name) {
-				continue
-			}
-			seen.Insert(name)
-			it, ok := r.Source(resource, namespace, name)
-			if !ok {
-				continue
-			}
-			if c := itemCandidate(it); c != nil {
-				out = append(out, CandidateSource{Name: name, For: c.For})
-			}
+		for _, it := range r.Candidates(resource, namespace) {
+			out = append(out, CandidateSource{Name: it.Name, For: it.Candidate.For})
 		}
 	})
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, err
-}
-
-// itemCandidate is the candidate a mirrored source item is, or nil: the
-// mirror's own parse when it made one, else its object's annotations.
-func itemCandidate(it merge.Item) *merge.Candidate {
-	if it.Candidate != nil {
-		return it.Candidate
-	}
-	acc, err := meta.Accessor(it.Object)
-	if err != nil {
-		return nil
-	}
-	c, _ := merge.ParseCandidate(it.Name, acc.GetAnnotations())
-	return c
 }
 
 // SourceObject implements Index: the object of the source namespace/name.

@@ -2,6 +2,7 @@ package watchmux
 
 import (
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/sets"
 
@@ -69,6 +70,9 @@ type Reader interface {
 	// (merge.StageLevels puts them in its place where a viewer's stage
 	// matches).
 	NameItems(resource, namespace, name string) []merge.Item
+	// Candidates returns namespace's candidate sources of resource
+	// (malformed ones included), sorted by name, from the mirror's index.
+	Candidates(resource, namespace string) []merge.Item
 	// LockedNames returns the names of resource's locked source items, sorted.
 	LockedNames(resource string) []string
 	// Options are resource's merge options (strategy, overlayer).
@@ -147,6 +151,20 @@ func (r reader) Source(resource, namespace, name string) (merge.Item, bool) {
 
 func (r reader) NameItems(resource, namespace, name string) []merge.Item {
 	return r.st.itemsFor(resource, namespace, name, nil)
+}
+
+func (r reader) Candidates(resource, namespace string) []merge.Item {
+	var out []merge.Item
+	for key, names := range r.st.candidates[resource] {
+		if key.namespace != namespace {
+			continue
+		}
+		for name := range names {
+			out = append(out, r.st.sources[resource][namespace][name])
+		}
+	}
+	slices.SortFunc(out, func(a, b merge.Item) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 func (r reader) LockedNames(resource string) []string {
