@@ -143,33 +143,11 @@ func (b *bench) watchCopies(ctx context.Context, expect []string) (*copyWatch, e
 	}
 	w.wg.Go(func() {
 		seen := map[string]string{} // namespace -> the last round value counted
-		for {
-			dec := json.NewDecoder(body)
-			for {
-				var ev copyEvent
-				if err := dec.Decode(&ev); err != nil {
-					break // the watch closed (or the watch stopped)
-				}
-				if w.event(&ev, seen) {
-					rv = ev.Object.Metadata.ResourceVersion
-				}
+		follow(ctx, c, path, query, body, &w.reconnects, func(ev *copyEvent) {
+			if w.event(ev, seen) {
+				rv = ev.Object.Metadata.ResourceVersion
 			}
-			body.Close()
-			if ctx.Err() != nil {
-				return
-			}
-			w.reconnects.Add(1)
-			for {
-				if body, err = c.get(ctx, path, query()); err == nil {
-					break
-				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(100 * time.Millisecond):
-				}
-			}
-		}
+		})
 	})
 	return w, nil
 }

@@ -241,33 +241,11 @@ func (f *fleet) watch(ctx context.Context, c *watchClient, path string, all bool
 	f.wg.Go(func() {
 		counted := ""               // the last round value this namespace watcher counted
 		seen := map[string]string{} // -A: namespace -> last round value counted
-		for {
-			dec := json.NewDecoder(body)
-			for {
-				var ev minimalEvent
-				if err := dec.Decode(&ev); err != nil {
-					break // the watch closed (or the fleet stopped)
-				}
-				if f.event(&ev, all, &counted, seen) {
-					rv = ev.Object.Metadata.ResourceVersion
-				}
+		follow(ctx, c, path, query, body, &f.reconnects, func(ev *minimalEvent) {
+			if f.event(ev, all, &counted, seen) {
+				rv = ev.Object.Metadata.ResourceVersion
 			}
-			body.Close()
-			if ctx.Err() != nil {
-				return
-			}
-			f.reconnects.Add(1)
-			for {
-				if body, err = c.get(ctx, path, query()); err == nil {
-					break
-				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(100 * time.Millisecond):
-				}
-			}
-		}
+		})
 	})
 	return nil
 }
@@ -374,4 +352,37 @@ func (f *fleet) measure(ctx context.Context, r *round, timeout time.Duration, ch
 func (f *fleet) stop() {
 	f.cancel()
 	f.wg.Wait()
+}
+
+// follow decodes the watch events of body as E and hands each to handle,
+// until ctx ends; when the server closes the watch it reopens path with
+// query() (which reads the last resourceVersion handle kept), counting the
+// reconnection, and retries every 100ms while that fails.
+func follow[E any](ctx context.Context, c *watchClient, path string, query func() url.Values, body io.ReadCloser, reconnects *atomic.Int64, handle func(*E)) {
+	for {
+		dec := json.NewDecoder(body)
+		for {
+			var ev E
+			if err := dec.Decode(&ev); err != nil {
+				break // the watch closed (or the watcher stopped)
+			}
+			handle(&ev)
+		}
+		body.Close()
+		if ctx.Err() != nil {
+			return
+		}
+		reconnects.Add(1)
+		for {
+			var err error
+			if body, err = c.get(ctx, path, query()); err == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
 }
