@@ -42,6 +42,15 @@ type Index interface {
 	// LockedLoss lists the locked items that would leave the views of
 	// namespace and its subtree if its labels and annotations became next.
 	LockedLoss(namespace string, next NamespaceMeta, assumed Assumed) ([]LockedItem, error)
+	// LockedStandIns lists, for resources, the locked items namespace or
+	// its subtree would newly inherit under a name it holds an object of.
+	LockedStandIns(namespace string, next NamespaceMeta, assumed Assumed, resources []string) ([]LockedItem, error)
+	// NamespaceMeta is the labels and annotations the mirror holds of
+	// namespace (found: it holds the namespace).
+	NamespaceMeta(namespace string) (meta NamespaceMeta, found bool)
+	// InheritedAssuming is Inherited with assumed applied; a namespace
+	// nobody knows yet is taken as a new tenant with no labels.
+	InheritedAssuming(resource, namespace, name string, assumed Assumed) (merge.Result, bool, error)
 	// SourceLocked reports whether the source namespace/name is locked.
 	SourceLocked(resource, namespace, name string) (bool, error)
 	// Terminating reports whether namespace is being deleted.
@@ -300,7 +309,14 @@ func (g *Guards) Locks(ctx context.Context, req *admissionv1.AdmissionRequest) d
 }
 
 // Shadows: creating an object whose name would shadow a locked inherited
-// item is denied.
+// item is denied. The inherited item is looked up in the mirror, and again
+// with the namespace changes the parent guard admitted applied and a
+// namespace nobody knows yet taken as a new tenant (a namespace and an
+// object created back to back); either finding a lock is enough.
+//
+// An overlay may add fields to a locked item, except of a materialized
+// kind: there the object itself, not the merged item, would be the real
+// object engines read.
 func (g *Guards) Shadows(_ context.Context, req *admissionv1.AdmissionRequest) decision {
 	s, ok, err := g.source(req)
 	if !ok || req.Operation != admissionv1.Create {
@@ -312,18 +328,18 @@ func (g *Guards) Shadows(_ context.Context, req *admissionv1.AdmissionRequest) d
 	if copyTouched(s) {
 		return allow() // a copy is no source: Materialized guards it
 	}
-	inh, found, err := g.index.Inherited(s.resource, s.namespace, s.name)
+	inh, found, err := g.lockedInherited(s)
 	if err != nil {
 		return unavailable(err)
 	}
-	if !found || !inh.Locked() {
+	if !found {
 		return allow()
 	}
 	var annotations map[string]string
 	if s.obj != nil {
 		annotations = s.obj.GetAnnotations()
 	}
-	if g.index.Overlays(s.resource, inh, annotations) {
+	if g.index.Overlays(s.resource, inh, annotations) && !g.isMaterialized(s.resource) {
 		// An overlay may add fields to a locked item: the merge keeps
 		// every field a locked layer sets, and the view names what it kept.
 		return allow(fmt.Sprintf("implicit.dev: %s overlays the locked %s source %s/%s: the fields it sets stay as they are; the view's %s names what this object can't change",
@@ -331,6 +347,23 @@ func (g *Guards) Shadows(_ context.Context, req *admissionv1.AdmissionRequest) d
 	}
 	return deny("%s would shadow the locked %s source %s/%s, which namespace %s inherits: a locked item can't be shadowed from below; its owners can unlock or change it",
 		s, inh.Scope, inh.Item.Namespace, inh.Item.Name, s.namespace)
+}
+
+// lockedInherited returns the locked item s's namespace inherits under s's
+// name, from the mirror or with the parent guard's assumptions applied.
+func (g *Guards) lockedInherited(s source) (merge.Result, bool, error) {
+	inh, found, err := g.index.Inherited(s.resource, s.namespace, s.name)
+	if err != nil || found && inh.Locked() {
+		return inh, found, err
+	}
+	g.hierarchy.mu.Lock()
+	assumed := g.hierarchy.currentLocked(g.index)
+	g.hierarchy.mu.Unlock()
+	inh, found, err = g.index.InheritedAssuming(s.resource, s.namespace, s.name, assumed)
+	if err != nil || !found || !inh.Locked() {
+		return merge.Result{}, false, err
+	}
+	return inh, true, nil
 }
 
 // Fanout warns of every update or delete of an inherited source: how many

@@ -59,6 +59,8 @@ type fakeIndex struct {
 	cycles      map[string][]string
 	// lost answers LockedLoss by namespace; lossErr fails it.
 	lost    map[string][]admission.LockedItem
+	// standIns answers LockedStandIns by namespace.
+	standIns map[string][]admission.LockedItem
 	lossErr error
 	// locked answers SourceLocked by "resource namespace name".
 	locked    map[string]bool
@@ -157,6 +159,26 @@ func (f *fakeIndex) losses() []lossCall {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]lossCall(nil), f.lossCalls...)
+}
+
+// InheritedAssuming implements admission.Index: as Inherited.
+func (f *fakeIndex) InheritedAssuming(resource, namespace, name string, _ admission.Assumed) (merge.Result, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.inherited[resource+" "+namespace+" "+name]
+	return r, ok, f.inheritedErr
+}
+
+// NamespaceMeta implements admission.Index: the fake mirror never shows a
+// namespace change, so assumptions last until they expire.
+func (f *fakeIndex) NamespaceMeta(string) (admission.NamespaceMeta, bool) {
+	return admission.NamespaceMeta{}, false
+}
+
+// LockedStandIns implements admission.Index: standIns answers it by
+// namespace.
+func (f *fakeIndex) LockedStandIns(namespace string, _ admission.NamespaceMeta, _ admission.Assumed, _ []string) ([]admission.LockedItem, error) {
+	return f.standIns[namespace], nil
 }
 
 // SourceLocked implements admission.Index.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -64,18 +65,28 @@ func (h hierarchyOf) describe(next hierarchyOf) string {
 	return strings.Join(parts, " and ")
 }
 
-// assumption is a namespace change the parent guard admitted.
+// assumption is a namespace change the parent guard admitted: the labels
+// and annotations it set, and those it replaced (old is nil for a creation).
 type assumption struct {
 	meta  NamespaceMeta
+	old   *NamespaceMeta
 	until time.Time
 }
 
 // assumptions hold the namespace changes the parent guard admitted until
-// the index shows them. Two changes admitted a moment apart, each harmless
-// against the index, may together close a cycle or cut a subtree off its
-// locked items before the index shows either: the guard decides one change
-// at a time (mu) and judges each against the index with the earlier ones
-// applied. Replicas don't share assumptions: see docs/design.md, "Guards".
+// the mirror shows the namespace at another version than the one each
+// replaced (the write landed, or another one did), or they expire. Two
+// changes admitted a moment apart, each harmless against the mirror, may
+// together close a cycle or cut a subtree off its locked items before the
+// mirror shows either: the guard judges each change against the mirror
+// alone AND against the mirror with the earlier changes applied, and
+// refuses when either refuses. An admitted change may still be refused by
+// another webhook of the same request (kube-apiserver calls them in
+// parallel), so an assumption can name a state that never comes: judged
+// both ways, it can only make later decisions stricter, for at most ttl,
+// and never admits what the mirror alone would refuse (DESIGN.md's fourth
+// invariant). Replicas don't share assumptions: see docs/design.md,
+// "Guards".
 type assumptions struct {
 	mu     sync.Mutex
 	clock  clock.PassiveClock
@@ -83,19 +94,44 @@ type assumptions struct {
 	byName map[string]assumption
 }
 
-// currentLocked returns the assumptions that have not expired. Called with
-// mu held.
-func (a *assumptions) currentLocked() Assumed {
+// currentLocked returns the assumptions that still stand: not expired, and
+// the mirror still shows the namespace as the assumed change found it.
+// Called with mu held.
+func (a *assumptions) currentLocked(index Index) Assumed {
 	now := a.clock.Now()
 	out := Assumed{}
 	for name, as := range a.byName {
-		if now.After(as.until) {
+		if now.After(as.until) || superseded(index, name, as) {
 			delete(a.byName, name)
 			continue
 		}
 		out[name] = as.meta
 	}
 	return out
+}
+
+// superseded reports whether the mirror shows namespace name at another
+// version than the one the assumed change replaced.
+func superseded(index Index, name string, as assumption) bool {
+	cur, found := index.NamespaceMeta(name)
+	if as.old == nil {
+		return found
+	}
+	return !found || hierarchyKeys(cur) != hierarchyKeys(*as.old)
+}
+
+// hierarchyKeys are the labels and annotations of a namespace that merging
+// reads, as one comparable value.
+func hierarchyKeys(m NamespaceMeta) [5]string {
+	uid, has := m.Annotations[merge.AnnotationParentUID]
+	if has {
+		uid = "=" + uid
+	}
+	stage, hasStage := m.Labels[merge.LabelStage]
+	if hasStage {
+		stage = "=" + stage
+	}
+	return [5]string{m.Labels[merge.LabelParent], m.Labels[merge.LabelInherit], uid, m.Annotations[merge.AnnotationExclude], stage}
 }
 
 // SetClock replaces the clock the parent guard times its assumptions with
@@ -105,6 +141,10 @@ func (g *Guards) SetClock(c clock.PassiveClock) {
 	defer g.hierarchy.mu.Unlock()
 	g.hierarchy.clock = c
 }
+
+// maxRejudge bounds how often the parent guard judges a change again when
+// other changes were admitted while it asked for permissions.
+const maxRejudge = 3
 
 // Parents guards changes of a namespace's place in the hierarchy: its
 // parent label, its recorded parent uid and its tenancy.
@@ -117,6 +157,15 @@ func (g *Guards) SetClock(c clock.PassiveClock) {
 //   - A change that would take locked inherited items out of the views of
 //     the namespace or of its subtree (implicit.dev/inherit: "false",
 //     removing or changing the parent) needs unlock on each.
+//   - A change that would make the namespace or its subtree inherit a
+//     locked item of a materialized kind under a name it holds an object of
+//     is refused: that object, not the locked item, is the real object
+//     engines read there.
+//
+// The permission questions go to the host cluster with no lock held; the
+// judgement against the mirror and the assumptions is made under the lock,
+// again after the questions, and the change is assumed only if nothing it
+// needs changed meanwhile.
 func (g *Guards) Parents(ctx context.Context, req *admissionv1.AdmissionRequest) decision {
 	// Labels reach a namespace through its status and finalize
 	// subresources too: all three are guarded alike.
@@ -129,32 +178,128 @@ func (g *Guards) Parents(ctx context.Context, req *admissionv1.AdmissionRequest)
 	if old != nil && before == after {
 		return allow()
 	}
-
-	g.hierarchy.mu.Lock()
-	defer g.hierarchy.mu.Unlock()
-	assumed := g.hierarchy.currentLocked()
-
 	newParent := after.parent != "" && (old == nil || before.parent != after.parent)
 	if newParent {
-		if d := g.newParent(ctx, req, name, after.parent, assumed); !d.allowed {
+		if d := g.parentAccess(ctx, req, name, after.parent); !d.allowed {
+			return d
+		}
+		// The mirror alone first, so that a misplaced parent is named
+		// before the parent uid is read; judged again below.
+		if d := g.parentPlace(name, after.parent, nil); !d.allowed {
 			return d
 		}
 	}
 	if d := g.parentUID(ctx, req, name, old == nil, newParent, before, after); !d.allowed {
 		return d
 	}
-	if old != nil {
-		if d := g.lockedLoss(ctx, req, name, obj, before, after, assumed); !d.allowed {
+	next := NamespaceMeta{Labels: obj.GetLabels(), Annotations: obj.GetAnnotations()}
+	unlocked := map[lockedKey]bool{}
+	for range maxRejudge {
+		j := g.judgeHierarchy(name, next, old != nil, newParent, after.parent)
+		if !j.d.allowed {
+			return j.d
+		}
+		if d := g.mayUnlock(ctx, req, name, before, after, j.lost, unlocked); !d.allowed {
 			return d
 		}
-	}
-	if req.DryRun == nil || !*req.DryRun {
-		g.hierarchy.byName[name] = assumption{
-			meta:  NamespaceMeta{Labels: maps.Clone(obj.GetLabels()), Annotations: maps.Clone(obj.GetAnnotations())},
-			until: g.hierarchy.clock.Now().Add(g.hierarchy.ttl),
+		if g.assumeIfSame(req, name, old, next, newParent, after.parent, j) {
+			return allow()
 		}
 	}
-	return allow()
+	return unavailable(fmt.Errorf("namespace %s: other hierarchy changes kept changing what this one needs; try again", name))
+}
+
+// judgement is what the parent guard found against the mirror and its
+// assumptions: a denial, or the locked items the change takes out of views
+// (each needs unlock).
+type judgement struct {
+	d    decision
+	lost []LockedItem
+}
+
+// judgeHierarchy judges a change of namespace name's labels and annotations
+// to next under the lock, against the mirror alone and with the
+// assumptions applied.
+func (g *Guards) judgeHierarchy(name string, next NamespaceMeta, exists, newParent bool, parent string) judgement {
+	g.hierarchy.mu.Lock()
+	defer g.hierarchy.mu.Unlock()
+	return g.judgeLocked(name, next, exists, newParent, parent, g.hierarchy.currentLocked(g.index))
+}
+
+// judgeLocked is judgeHierarchy with hierarchy.mu held and the current
+// assumptions given.
+func (g *Guards) judgeLocked(name string, next NamespaceMeta, exists, newParent bool, parent string, assumed Assumed) judgement {
+	for _, a := range []Assumed{nil, assumed} {
+		if newParent {
+			if d := g.parentPlace(name, parent, a); !d.allowed {
+				return judgement{d: d}
+			}
+		}
+	}
+	if !exists {
+		return judgement{d: allow()}
+	}
+	var lost []LockedItem
+	for _, a := range []Assumed{nil, assumed} {
+		l, err := g.index.LockedLoss(name, next, a)
+		if err != nil {
+			return judgement{d: unavailable(fmt.Errorf("computing the locked items namespace %s would lose: %w", name, err))}
+		}
+		lost = unionLocked(lost, l)
+		if d := g.standIns(name, next, a); !d.allowed {
+			return judgement{d: d}
+		}
+	}
+	return judgement{d: allow(), lost: lost}
+}
+
+// assumeIfSame records the change as assumed, under the lock, if judging it
+// again with the assumptions as they are now finds the same: no new denial
+// and no locked item beyond those already allowed. Dry runs are not
+// assumed.
+func (g *Guards) assumeIfSame(req *admissionv1.AdmissionRequest, name string, old *unstructured.Unstructured, next NamespaceMeta, newParent bool, parent string, prev judgement) bool {
+	g.hierarchy.mu.Lock()
+	defer g.hierarchy.mu.Unlock()
+	j := g.judgeLocked(name, next, old != nil, newParent, parent, g.hierarchy.currentLocked(g.index))
+	if !j.d.allowed || len(unionLocked(prev.lost, j.lost)) != len(prev.lost) {
+		return false
+	}
+	if req.DryRun != nil && *req.DryRun {
+		return true
+	}
+	as := assumption{
+		meta:  NamespaceMeta{Labels: maps.Clone(next.Labels), Annotations: maps.Clone(next.Annotations)},
+		until: g.hierarchy.clock.Now().Add(g.hierarchy.ttl),
+	}
+	if old != nil {
+		as.old = &NamespaceMeta{Labels: maps.Clone(old.GetLabels()), Annotations: maps.Clone(old.GetAnnotations())}
+	}
+	g.hierarchy.byName[name] = as
+	return true
+}
+
+// unionLocked adds to a the items of b it lacks, viewers merged.
+func unionLocked(a, b []LockedItem) []LockedItem {
+	at := map[lockedKey]int{}
+	for i, it := range a {
+		at[lockedKey{it.Resource, it.Namespace, it.Name}] = i
+	}
+	for _, it := range b {
+		k := lockedKey{it.Resource, it.Namespace, it.Name}
+		i, ok := at[k]
+		if !ok {
+			at[k] = len(a)
+			a = append(a, LockedItem{Resource: it.Resource, Namespace: it.Namespace, Name: it.Name, Viewers: slices.Clone(it.Viewers)})
+			continue
+		}
+		for _, v := range it.Viewers {
+			if !slices.Contains(a[i].Viewers, v) {
+				a[i].Viewers = append(a[i].Viewers, v)
+			}
+		}
+		slices.Sort(a[i].Viewers)
+	}
+	return a
 }
 
 // namespaceChange decodes the old and new namespace of a CREATE or UPDATE
@@ -187,8 +332,9 @@ func namespaceRequest(req *admissionv1.AdmissionRequest) bool {
 		(req.Operation == admissionv1.Create || req.Operation == admissionv1.Update)
 }
 
-// newParent checks setting namespace name's parent label to parent.
-func (g *Guards) newParent(ctx context.Context, req *admissionv1.AdmissionRequest, name, parent string, assumed Assumed) decision {
+// parentAccess checks that the requester may update parent, the namespace
+// name's parent label is set to.
+func (g *Guards) parentAccess(ctx context.Context, req *admissionv1.AdmissionRequest, name, parent string) decision {
 	if parent == name {
 		return deny("namespace %q can't be its own parent (%s)", name, merge.LabelParent)
 	}
@@ -208,8 +354,17 @@ func (g *Guards) newParent(ctx context.Context, req *admissionv1.AdmissionReques
 		}
 		return deny("%s", msg)
 	}
+	return allow()
+}
+
+// parentPlace checks that parent can be namespace name's parent, with
+// assumed applied: a tenant, and no cycle closed.
+func (g *Guards) parentPlace(name, parent string, assumed Assumed) decision {
 	if g.isGlobal(parent) || g.index.Exists(parent) && !g.index.IsTenant(parent) {
 		return deny("namespace %q can't be a parent: it is the global namespace, excluded, or labeled %s: \"false\"", parent, merge.LabelInherit)
+	}
+	if a, ok := assumed[parent]; ok && a.Labels[merge.LabelInherit] == "false" {
+		return deny("namespace %q can't be a parent: it is being labeled %s: \"false\"", parent, merge.LabelInherit)
 	}
 	if cycle := g.index.ParentCycleAssuming(name, parent, assumed); cycle != nil {
 		return deny("setting %s: %s on namespace %q would close the cycle %s", merge.LabelParent, parent, name, strings.Join(cycle, " -> "))
@@ -247,36 +402,37 @@ func (g *Guards) parentUID(ctx context.Context, req *admissionv1.AdmissionReques
 	return allow()
 }
 
-// lockedLoss checks that whoever changes namespace's tenancy or parent so
-// that locked items leave its view, or its subtree's, may unlock each.
-func (g *Guards) lockedLoss(ctx context.Context, req *admissionv1.AdmissionRequest, name string, obj *unstructured.Unstructured, before, after hierarchyOf, assumed Assumed) decision {
-	lost, err := g.index.LockedLoss(name, NamespaceMeta{Labels: obj.GetLabels(), Annotations: obj.GetAnnotations()}, assumed)
-	if err != nil {
-		return unavailable(fmt.Errorf("computing the locked items namespace %s would lose: %w", name, err))
-	}
+// mayUnlock checks that whoever changes namespace name's tenancy or parent
+// so that the locked items lost leave its view, or its subtree's, may
+// unlock each. unlocked remembers the answers across judgements.
+func (g *Guards) mayUnlock(ctx context.Context, req *admissionv1.AdmissionRequest, name string, before, after hierarchyOf, lost []LockedItem, unlocked map[lockedKey]bool) decision {
 	var refused []string
 	var reasons []string
 	// One question per source namespace and resource covers every name
 	// when the grant has no resourceNames (an org admin's); otherwise each
 	// name is asked.
-	wholesale := map[[2]string]bool{}
 	for _, it := range lost {
 		gr, ok := g.sourceOf(it.Resource)
 		if !ok {
 			continue // no longer served
 		}
-		key := [2]string{it.Resource, it.Namespace}
-		all, seen := wholesale[key]
+		wholesale := lockedKey{it.Resource, it.Namespace, ""}
+		all, seen := unlocked[wholesale]
 		if !seen {
+			var err error
 			all, _, err = g.authz.Allowed(ctx, req.UserInfo, authorizationv1.ResourceAttributes{
 				Verb: UnlockVerb, Group: gr.Group, Resource: gr.Resource, Namespace: it.Namespace,
 			})
 			if err != nil {
 				return unavailable(fmt.Errorf("checking the unlock permission: %w", err))
 			}
-			wholesale[key] = all
+			unlocked[wholesale] = all
 		}
 		if all {
+			continue
+		}
+		key := lockedKey{it.Resource, it.Namespace, it.Name}
+		if unlocked[key] {
 			continue
 		}
 		allowed, reason, err := g.authz.Allowed(ctx, req.UserInfo, authorizationv1.ResourceAttributes{
@@ -286,6 +442,7 @@ func (g *Guards) lockedLoss(ctx context.Context, req *admissionv1.AdmissionReque
 			return unavailable(fmt.Errorf("checking the unlock permission: %w", err))
 		}
 		if allowed {
+			unlocked[key] = true
 			continue
 		}
 		refused = append(refused, fmt.Sprintf("%s %s/%s (in the views of %s)", gr, it.Namespace, it.Name, viewers(it.Viewers)))
@@ -306,6 +463,54 @@ func (g *Guards) lockedLoss(ctx context.Context, req *admissionv1.AdmissionReque
 		msg += ": " + reasons[0]
 	}
 	return deny("%s", msg)
+}
+
+// standIns refuses a change that would make namespace name or its subtree
+// inherit a locked item of a materialized kind under a name it holds an
+// object of: the real object engines enforce there would be that object,
+// not the locked item (DESIGN.md's third invariant). Nobody may: the object
+// must go first.
+func (g *Guards) standIns(name string, next NamespaceMeta, assumed Assumed) decision {
+	resources := g.materializedResources()
+	if len(resources) == 0 {
+		return allow()
+	}
+	items, err := g.index.LockedStandIns(name, next, assumed, resources)
+	if err != nil {
+		return unavailable(fmt.Errorf("computing the locked items namespace %s would inherit: %w", name, err))
+	}
+	if len(items) == 0 {
+		return allow()
+	}
+	var named []string
+	for _, it := range items {
+		gr, ok := g.sourceOf(it.Resource)
+		if !ok {
+			continue
+		}
+		named = append(named, fmt.Sprintf("%s %s/%s (objects of that name in %s)", gr, it.Namespace, it.Name, viewers(it.Viewers)))
+	}
+	if len(named) == 0 {
+		return allow()
+	}
+	if len(named) > maxNamed {
+		named = append(named[:maxNamed:maxNamed], fmt.Sprintf("and %d more", len(named)-maxNamed))
+	}
+	return deny("this change of namespace %q would make it or its subtree inherit locked items under names they hold objects of: %s. These kinds are delivered as real objects (delivery: Materialize), so those objects, not the locked items, would be what is enforced there: delete or rename them first",
+		name, strings.Join(named, "; "))
+}
+
+// materializedResources lists the view resources delivered as copies,
+// sorted.
+func (g *Guards) materializedResources() []string {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	out := make([]string, 0, len(g.materialized))
+	for r := range g.materialized {
+		out = append(out, r)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // viewers names the namespaces of a lost item, a few of them.

@@ -330,13 +330,19 @@ func TestParentsHierarchy(t *testing.T) {
 			req:         request(update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "", noInherit)),
 			wantAllowed: true,
 			check: func(t *testing.T, idx *fakeIndex) {
+				// Against the mirror alone and with the assumptions, then
+				// both again just before the change is assumed.
 				calls := idx.losses()
-				if len(calls) != 1 {
-					t.Fatalf("LockedLoss asked %d times, want once", len(calls))
+				if len(calls) != 4 {
+					t.Fatalf("LockedLoss asked %d times, want 4", len(calls))
 				}
-				c := calls[0]
-				if c.namespace != "team-a" || c.next.Labels[merge.LabelInherit] != "false" {
-					t.Errorf("LockedLoss asked about %s with labels %v, want team-a with the new labels", c.namespace, c.next.Labels)
+				for i, c := range calls {
+					if c.namespace != "team-a" || c.next.Labels[merge.LabelInherit] != "false" {
+						t.Errorf("LockedLoss asked about %s with labels %v, want team-a with the new labels", c.namespace, c.next.Labels)
+					}
+					if i%2 == 0 && c.assumed != nil {
+						t.Errorf("question %d: assumed %v, want the mirror alone (nil)", i, c.assumed)
+					}
 				}
 			},
 		},

@@ -1,0 +1,327 @@
+package admission
+
+import (
+	"sort"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
+)
+
+// The parent guard asks what a change of one namespace's labels and
+// annotations would do to the views, assuming the changes it has admitted
+// that the mirror may not show yet.
+
+// NamespaceMeta is what a namespace change sets of the labels and
+// annotations merging reads: the parent label, the inherit label, the
+// recorded parent uid, the exclusions.
+type NamespaceMeta struct {
+	Labels      map[string]string
+	Annotations map[string]string
+}
+
+// Assumed are namespaces whose labels and annotations the guards assume as
+// given instead of as the mirror has them: changes admitted a moment ago.
+// A namespace the mirror does not have yet (just created) is assumed to
+// exist with them.
+type Assumed map[string]NamespaceMeta
+
+// LockedItem is a locked source item that some views would lose.
+type LockedItem struct {
+	// Resource is the view resource; Namespace and Name the source's.
+	Resource, Namespace, Name string
+	// Viewers are the namespaces whose views would lose it, sorted.
+	Viewers []string
+}
+
+// ParentCycleAssuming implements Index: the cycle that setting namespace's
+// parent label to parent would close, namespace first, or nil, with
+// assumed applied.
+func (x *MuxIndex) ParentCycleAssuming(namespace, parent string, assumed Assumed) (cycle []string) {
+	_ = x.read(func(r watchmux.Reader) { cycle = parentCycle(assuming(r, assumed), namespace, parent) })
+	return cycle
+}
+
+// parentCycle walks parent labels up from parent, with the namespaces get
+// returns, and returns the cycle through namespace it closes, or nil.
+func parentCycle(get merge.NamespaceGetter, namespace, parent string) []string {
+	path := []string{namespace}
+	seen := sets.New(namespace)
+	for cur := parent; cur != ""; {
+		path = append(path, cur)
+		if cur == namespace {
+			return path
+		}
+		if seen.Has(cur) {
+			return nil // a cycle above, not through namespace
+		}
+		seen.Insert(cur)
+		ns, ok := get(cur)
+		if !ok {
+			return nil
+		}
+		cur = ns.Labels[merge.LabelParent]
+	}
+	return nil
+}
+
+// LockedLoss implements Index: the locked inherited items that would leave
+// the view of namespace or of a namespace below it if namespace's labels
+// and annotations became next, sorted by resource, namespace and name. An
+// item is lost by a view that shows it inherited (the winning source, or a
+// locked overlay, from another namespace) before the change and not after
+// it. Both are computed with assumed applied. A namespace that does not
+// exist loses nothing: its creation takes nothing from anyone.
+func (x *MuxIndex) LockedLoss(namespace string, next NamespaceMeta, assumed Assumed) (out []LockedItem, err error) {
+	err = x.read(func(r watchmux.Reader) { out = lockedLoss(r, namespace, next, assumed) })
+	return out, err
+}
+
+func lockedLoss(r watchmux.Reader, namespace string, next NamespaceMeta, assumed Assumed) []LockedItem {
+	before := assuming(r, assumed)
+	cur, ok := before(namespace)
+	if !ok {
+		return nil
+	}
+	changed := *cur
+	changed.Labels, changed.Annotations = next.Labels, next.Annotations
+	after := func(name string) (*merge.Namespace, bool) {
+		if name == namespace {
+			return &changed, true
+		}
+		return before(name)
+	}
+	// Namespaces below namespace name it through their own labels, which
+	// the change leaves as they are: the subtree is the same after it.
+	subtree := subtreeAssuming(r, namespace, assumed)
+	lost := map[lockedKey]sets.Set[string]{}
+	for _, res := range r.Resources() {
+		if !r.Serves(res) {
+			continue
+		}
+		// Only names with a locked source can lose a locked item; merging
+		// one name at a time keeps this proportional to the locks.
+		for _, name := range r.LockedNames(res) {
+			for _, viewer := range subtree {
+				kept := lockedInherited(res, viewer, viewAssuming(r, res, viewer, name, after))
+				for it := range lockedInherited(res, viewer, viewAssuming(r, res, viewer, name, before)) {
+					if kept.Has(it) {
+						continue
+					}
+					if lost[it] == nil {
+						lost[it] = sets.New[string]()
+					}
+					lost[it].Insert(viewer)
+				}
+			}
+		}
+	}
+	return sortedLocked(lost)
+}
+
+// lockedKey identifies a locked source item of a resource.
+type lockedKey struct{ resource, namespace, name string }
+
+// lockedInherited returns the locked items of view that come from another
+// namespace than viewer: the winners and the overlays.
+func lockedInherited(resource, viewer string, view []merge.Result) sets.Set[lockedKey] {
+	out := sets.New[lockedKey]()
+	for _, r := range view {
+		if r.Item.Locked && r.Item.Namespace != viewer {
+			out.Insert(lockedKey{resource, r.Item.Namespace, r.Item.Name})
+		}
+		for _, o := range r.Overlays {
+			if o.Locked && o.Namespace != viewer {
+				out.Insert(lockedKey{resource, o.Namespace, o.Name})
+			}
+		}
+	}
+	return out
+}
+
+// assuming returns the namespaces of the mirror with assumed applied.
+func assuming(r watchmux.Reader, assumed Assumed) merge.NamespaceGetter {
+	return func(name string) (*merge.Namespace, bool) {
+		ns, ok := r.Namespace(name)
+		a, isAssumed := assumed[name]
+		switch {
+		case !isAssumed:
+			return ns, ok
+		case !ok:
+			return &merge.Namespace{Name: name, Labels: a.Labels, Annotations: a.Annotations}, true
+		}
+		c := *ns
+		c.Labels, c.Annotations = a.Labels, a.Annotations
+		return &c, true
+	}
+}
+
+// subtreeAssuming returns name and every namespace that names it as an
+// ancestor, each once, with assumed applied.
+func subtreeAssuming(r watchmux.Reader, name string, assumed Assumed) []string {
+	get := assuming(r, assumed)
+	extra := map[string][]string{}
+	for child, a := range assumed {
+		if p := a.Labels[merge.LabelParent]; p != "" {
+			extra[p] = append(extra[p], child)
+		}
+	}
+	out := []string{name}
+	seen := sets.New(name)
+	for i := 0; i < len(out); i++ {
+		cur := out[i]
+		candidates := append(r.Children(cur), extra[cur]...)
+		sort.Strings(candidates)
+		for _, child := range candidates {
+			ns, ok := get(child)
+			if seen.Has(child) || !ok || ns.Labels[merge.LabelParent] != cur {
+				continue
+			}
+			seen.Insert(child)
+			out = append(out, child)
+		}
+	}
+	return out
+}
+
+// viewAssuming merges the item name of namespace's view of resource, with
+// the namespaces get returns.
+func viewAssuming(r watchmux.Reader, resource, namespace, name string, get merge.NamespaceGetter) []merge.Result {
+	lineage := merge.Resolve(r.Policy(), namespace, get)
+	levels := merge.Levels(lineage, r.GlobalNamespace(resource), func(ns string) []merge.Item {
+		if it, ok := r.Source(resource, ns, name); ok {
+			return []merge.Item{it}
+		}
+		return nil
+	})
+	return merge.MergeWith(resource, levels, r.Options(resource))
+}
+
+// NamespaceMeta implements Index: the labels and annotations the mirror
+// holds of namespace, and whether it holds the namespace at all.
+func (x *MuxIndex) NamespaceMeta(namespace string) (meta NamespaceMeta, found bool) {
+	_ = x.read(func(r watchmux.Reader) {
+		var ns *merge.Namespace
+		if ns, found = r.Namespace(namespace); found {
+			meta = NamespaceMeta{Labels: ns.Labels, Annotations: ns.Annotations}
+		}
+	})
+	return meta, found
+}
+
+// InheritedAssuming implements Index: the item of name that namespace's
+// view would show without an object of its own, with assumed applied. A
+// namespace neither the mirror nor assumed holds is taken as just created
+// with no labels: a tenant that inherits the global sources (a namespace and
+// an object created back to back reach the guards before the mirror shows
+// the namespace). Candidates are left out: a candidate of a locked source is
+// locked as it is (Inherited, from the mirror, weighs them).
+func (x *MuxIndex) InheritedAssuming(resource, namespace, name string, assumed Assumed) (res merge.Result, found bool, err error) {
+	err = x.read(func(r watchmux.Reader) {
+		if !isServed(r, resource) {
+			return
+		}
+		get := orNew(assuming(r, assumed))
+		lineage := merge.Resolve(r.Policy(), namespace, get)
+		levels := merge.Levels(lineage, r.GlobalNamespace(resource), func(ns string) []merge.Item {
+			if ns == namespace {
+				return nil
+			}
+			if it, ok := r.Source(resource, ns, name); ok {
+				return []merge.Item{it}
+			}
+			return nil
+		})
+		for _, rs := range merge.MergeWith(resource, levels, r.Options(resource)) {
+			if rs.Item.Name == name {
+				res, found = rs, true
+				return
+			}
+		}
+	})
+	return res, found, err
+}
+
+// orNew returns get, which takes a namespace it does not hold as one just
+// created with no labels.
+func orNew(get merge.NamespaceGetter) merge.NamespaceGetter {
+	return func(name string) (*merge.Namespace, bool) {
+		if ns, ok := get(name); ok {
+			return ns, true
+		}
+		return &merge.Namespace{Name: name}, true
+	}
+}
+
+// LockedStandIns implements Index: for each of resources, the locked items
+// that namespace or a namespace below it would newly inherit, if
+// namespace's labels and annotations became next, while holding an object
+// of its own under the item's name. Viewers are the namespaces holding one.
+// For a materialized kind that object, not the locked item, is the real
+// object engines enforce there: the change would let a lock be stood in for
+// from below. Computed with assumed applied.
+func (x *MuxIndex) LockedStandIns(namespace string, next NamespaceMeta, assumed Assumed, resources []string) (out []LockedItem, err error) {
+	err = x.read(func(r watchmux.Reader) {
+		before := assuming(r, assumed)
+		cur, ok := before(namespace)
+		if !ok {
+			return
+		}
+		changed := *cur
+		changed.Labels, changed.Annotations = next.Labels, next.Annotations
+		after := func(name string) (*merge.Namespace, bool) {
+			if name == namespace {
+				return &changed, true
+			}
+			return before(name)
+		}
+		// The subtree as it is after the change: the namespaces that name
+		// namespace through their own labels stay below it.
+		subtree := subtreeAssuming(r, namespace, assumed)
+		found := map[lockedKey]sets.Set[string]{}
+		for _, res := range resources {
+			if !r.Serves(res) {
+				continue
+			}
+			for _, name := range r.LockedNames(res) {
+				for _, viewer := range subtree {
+					if _, own := r.Source(res, viewer, name); !own {
+						continue
+					}
+					was := lockedInherited(res, viewer, viewAssuming(r, res, viewer, name, before))
+					for it := range lockedInherited(res, viewer, viewAssuming(r, res, viewer, name, after)) {
+						if was.Has(it) {
+							continue
+						}
+						if found[it] == nil {
+							found[it] = sets.New[string]()
+						}
+						found[it].Insert(viewer)
+					}
+				}
+			}
+		}
+		out = sortedLocked(found)
+	})
+	return out, err
+}
+
+// sortedLocked lists items by resource, namespace and name.
+func sortedLocked(items map[lockedKey]sets.Set[string]) []LockedItem {
+	out := make([]LockedItem, 0, len(items))
+	for k, viewers := range items {
+		out = append(out, LockedItem{Resource: k.resource, Namespace: k.namespace, Name: k.name, Viewers: sets.List(viewers)})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Resource != b.Resource {
+			return a.Resource < b.Resource
+		}
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+	return out
+}

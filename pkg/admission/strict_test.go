@@ -1,0 +1,182 @@
+package admission_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
+)
+
+// The guards' memory may only make them stricter (DESIGN.md's fourth
+// invariant): these tests play a request that one guard admits and another
+// refuses, so that its change never lands, then a second request that the
+// mirror alone refuses.
+
+// TestRefusedChangeAdmitsNoCycle is issue 24's first hole: b has parent a,
+// a and c have parent p. Labeling b with parent c and a stage is admitted by
+// the parent guard and refused by the stages guard, so b keeps parent a;
+// labeling a with parent b then closes the cycle a -> b -> a, which the
+// mirror shows. The assumed b -> c must not hide it.
+func TestRefusedChangeAdmitsNoCycle(t *testing.T) {
+	t.Parallel()
+	m := hierarchyMux(t, []*corev1.Namespace{ns(global, ""), ns("p", ""), ns("a", "p", recorded), ns("c", "p", recorded), ns("b", "a", recorded)},
+		roleBinding("p", "p-sec", isLocked))
+	g := admission.NewGuards(admission.NewIndex(m), &fakeAuthorizer{answers: allowAll(updateNamespace("a"), updateNamespace("b"), updateNamespace("c"))}, served, global)
+	g.SetNamespaces(namespaceClient("p", "a", "b", "c"))
+	g.SetClock(clocktesting.NewFakePassiveClock(time.Now()))
+
+	staged := ns("b", "c", parentUID(nsUID("c")))
+	staged.Labels[merge.LabelStage] = "x"
+	first := request(admissionv1.Update, nsGR, "", "b", ns("b", "a", recorded), staged)
+	if resp, _ := review(t, g, admission.PathParents, first); resp == nil || !resp.Allowed {
+		t.Fatalf("the parent guard refused b -> c: %+v", resp)
+	}
+	if resp, _ := review(t, g, admission.PathStages, first); resp == nil || resp.Allowed {
+		t.Fatalf("the stages guard admitted a stage label alice may not set: %+v", resp)
+	}
+	t.Log("b -> c was refused by the stages guard: the mirror keeps b -> a")
+
+	second := request(admissionv1.Update, nsGR, "", "a", ns("a", "p", recorded), ns("a", "b", parentUID(nsUID("b"))))
+	resp, _ := review(t, g, admission.PathParents, second)
+	if resp == nil || resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, "would close the cycle a -> b -> a") {
+		t.Fatalf("a -> b answered %+v, want the cycle a -> b -> a refused", resp)
+	}
+}
+
+// TestSupersededAssumptionIsDropped: once the mirror shows the namespace at
+// another version than the one an admitted change replaced, the assumption
+// is gone and decisions are the mirror's alone.
+func TestSupersededAssumptionIsDropped(t *testing.T) {
+	t.Parallel()
+	m := hierarchyMux(t, []*corev1.Namespace{ns(global, ""), ns("a", ""), ns("b", "")})
+	g := admission.NewGuards(admission.NewIndex(m), &fakeAuthorizer{answers: allowAll(updateNamespace("a"), updateNamespace("b"))}, served, global)
+	g.SetNamespaces(namespaceClient("a", "b"))
+	g.SetClock(clocktesting.NewFakePassiveClock(time.Now()))
+
+	first := request(admissionv1.Update, nsGR, "", "a", ns("a", ""), ns("a", "b", recorded))
+	if resp, _ := review(t, g, admission.PathParents, first); resp == nil || !resp.Allowed {
+		t.Fatalf("a -> b refused: %+v", resp)
+	}
+	second := request(admissionv1.Update, nsGR, "", "b", ns("b", ""), ns("b", "a", recorded))
+	if resp, _ := review(t, g, admission.PathParents, second); resp == nil || resp.Allowed {
+		t.Fatalf("b -> a admitted while a -> b is assumed: %+v", resp)
+	}
+	t.Log("another write of a lands (a team label, no parent): a -> b never happened")
+	other := ns("a", "")
+	other.Labels["team"] = "x"
+	other.Labels[merge.LabelInherit] = "true"
+	m.OnNamespace(other, false)
+	second.UID += "-again"
+	if resp, _ := review(t, g, admission.PathParents, second); resp == nil || !resp.Allowed {
+		t.Fatalf("b -> a after the mirror showed a at another version: %+v, want allowed", resp)
+	}
+}
+
+// materializedMux is a synced mux of NetworkPolicies over namespaces.
+func materializedMux(namespaces []*corev1.Namespace, sources ...*networkingv1.NetworkPolicy) *watchmux.Mux {
+	m := watchmux.New(merge.Policy{GlobalNamespace: global}, []string{"networkpolicies"}, nil, watchmux.Options{})
+	for _, n := range namespaces {
+		m.OnNamespace(n, false)
+	}
+	for _, np := range sources {
+		m.OnSource("networkpolicies", np, false)
+	}
+	m.MarkSynced()
+	return m
+}
+
+var npGR = schema.GroupResource{Group: "networking.k8s.io", Resource: "networkpolicies"}
+
+// TestLockedMaterializedStandIn is issue 24's fifth hole: with
+// NetworkPolicies materialized, a namespace created opted out holds an
+// allow-all policy named like a locked global one; opting in would make
+// the locked item its view's while the real object the CNI enforces stays
+// alice's. Nobody may opt it in until the object is gone. Variants: a new
+// parent that brings the lock, and the namespace and object created back to
+// back before the mirror shows the namespace.
+func TestLockedMaterializedStandIn(t *testing.T) {
+	t.Parallel()
+	update, create := admissionv1.Update, admissionv1.Create
+	tests := []struct {
+		name       string
+		namespaces []*corev1.Namespace
+		sources    []*networkingv1.NetworkPolicy
+		answers    map[authorizationv1.ResourceAttributes]answer
+		path       string
+		req        *admissionv1.AdmissionRequest
+		want       string // "" : allowed
+	}{
+		{
+			name:       "opting in with an object named like a locked global item",
+			namespaces: []*corev1.Namespace{ns(global, ""), ns("mine", "", noInherit)},
+			sources:    []*networkingv1.NetworkPolicy{networkPolicy(global, "deny", isLocked), networkPolicy("mine", "deny")},
+			path:       admission.PathParents,
+			req:        request(update, nsGR, "", "mine", ns("mine", "", noInherit), ns("mine", "")),
+			want:       "networkpolicies.networking.k8s.io implicit-global/deny (objects of that name in mine)",
+		},
+		{
+			name:       "opting in with no such object",
+			namespaces: []*corev1.Namespace{ns(global, ""), ns("mine", "", noInherit)},
+			sources:    []*networkingv1.NetworkPolicy{networkPolicy(global, "deny", isLocked), networkPolicy("mine", "allow")},
+			path:       admission.PathParents,
+			req:        request(update, nsGR, "", "mine", ns("mine", "", noInherit), ns("mine", "")),
+		},
+		{
+			name:       "a new parent that holds the locked item",
+			namespaces: []*corev1.Namespace{ns(global, ""), ns("org", ""), ns("mine", "")},
+			sources:    []*networkingv1.NetworkPolicy{networkPolicy("org", "deny", isLocked), networkPolicy("mine", "deny")},
+			answers:    allowAll(updateNamespace("org")),
+			path:       admission.PathParents,
+			req:        request(update, nsGR, "", "mine", ns("mine", ""), ns("mine", "org", parentUID(nsUID("org")))),
+			want:       "networkpolicies.networking.k8s.io org/deny (objects of that name in mine)",
+		},
+		{
+			name:       "an object created before the mirror shows its namespace",
+			namespaces: []*corev1.Namespace{ns(global, "")},
+			sources:    []*networkingv1.NetworkPolicy{networkPolicy(global, "deny", isLocked)},
+			path:       admission.PathShadows,
+			req:        request(create, npGR, "fresh", "deny", nil, networkPolicy("fresh", "deny")),
+			want:       "would shadow the locked global source implicit-global/deny",
+		},
+		{
+			name:       "an overlay of a locked item of a materialized kind",
+			namespaces: []*corev1.Namespace{ns(global, ""), ns("mine", "")},
+			sources:    []*networkingv1.NetworkPolicy{networkPolicy(global, "deny", isLocked)},
+			path:       admission.PathShadows,
+			req:        request(create, npGR, "mine", "deny", nil, networkPolicy("mine", "deny", annotated(merge.AnnotationMerge, "overlay"))),
+			want:       "would shadow the locked global source implicit-global/deny",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := materializedMux(tc.namespaces, tc.sources...)
+			g := admission.NewGuards(admission.NewIndex(m), &fakeAuthorizer{answers: tc.answers}, []schema.GroupResource{npGR}, global)
+			g.Materialize("networkpolicies")
+			g.SetNamespaces(namespaceClient("org", "mine"))
+			resp, _ := review(t, g, tc.path, tc.req)
+			if resp == nil {
+				t.Fatal("no answer")
+			}
+			if tc.want == "" {
+				if !resp.Allowed {
+					t.Fatalf("refused: %+v", resp.Result)
+				}
+				return
+			}
+			if resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, tc.want) {
+				t.Fatalf("answered %v %+v, want a denial with %q", resp.Allowed, resp.Result, tc.want)
+			}
+		})
+	}
+}
