@@ -58,10 +58,10 @@ type fakeIndex struct {
 	existing    map[string]bool
 	cycles      map[string][]string
 	// lost answers LockedLoss by namespace; lossErr fails it.
-	lost    map[string][]admission.LockedItem
+	lost map[string][]admission.LockedItem
 	// standIns answers LockedStandIns by namespace.
 	standIns map[string][]admission.LockedItem
-	lossErr error
+	lossErr  error
 	// locked answers SourceLocked by "resource namespace name".
 	locked    map[string]bool
 	lockedErr error
