@@ -111,6 +111,9 @@ func (g *Guards) Candidates(ctx context.Context, req *admissionv1.AdmissionReque
 	if d := g.candidateImmutable(s, newC); !d.allowed {
 		return d
 	}
+	if req.DryRun == nil || !*req.DryRun {
+		g.recent.candidate(recentKey{s.resource, s.namespace, newC.For}, s.name)
+	}
 	return g.candidateReach(s, s.obj, newC, false)
 }
 
@@ -129,6 +132,8 @@ func (g *Guards) candidateLocks(ctx context.Context, req *admissionv1.AdmissionR
 		if err != nil {
 			return unavailable(fmt.Errorf("reading whether %s %s/%s is locked: %w", s.gr, s.namespace, stable, err))
 		}
+		// A lock admitted a moment ago counts before the mirror shows it.
+		isLocked = isLocked || g.recent.locked(recentKey{s.resource, s.namespace, stable})
 		if !isLocked {
 			continue
 		}

@@ -95,6 +95,9 @@ type Guards struct {
 	// hierarchy serializes the parent guard's decisions and holds the
 	// changes it admitted that the index may not show yet (hierarchy.go).
 	hierarchy assumptions
+	// recent holds the locks and candidates the source guards admitted
+	// that the mirror may not show yet (recent.go).
+	recent *recent
 
 	// identity is the server's own user, the writer of materialized
 	// copies; materialized the view resources delivered as copies
@@ -132,6 +135,7 @@ func NewGuards(index Index, authz Authorizer, served []schema.GroupResource, glo
 		trusted:      map[string]bool{},
 		materialized: map[string]bool{},
 		hierarchy:    assumptions{clock: clock.RealClock{}, ttl: assumeFor, byName: map[string]assumption{}},
+		recent:       newRecent(),
 	}
 	for _, gr := range served {
 		g.served[gr] = gr.Resource
@@ -270,6 +274,11 @@ func (g *Guards) Locks(ctx context.Context, req *admissionv1.AdmissionRequest) d
 	if !wasLocked && !isLocked {
 		return allow()
 	}
+	if isLocked && !wasLocked && req.Operation != admissionv1.Delete && !candidateTouched(s) {
+		if d := g.openCandidate(s); !d.allowed {
+			return d
+		}
+	}
 	// A locked object goes with its namespace: whoever may delete the
 	// namespace may delete what is in it, and the namespace controller,
 	// which empties it, must not be stopped by a lock.
@@ -283,6 +292,9 @@ func (g *Guards) Locks(ctx context.Context, req *admissionv1.AdmissionRequest) d
 		return unavailable(fmt.Errorf("checking the unlock permission: %w", err))
 	}
 	if allowed {
+		if isLocked && req.Operation != admissionv1.Delete && (req.DryRun == nil || !*req.DryRun) {
+			g.recent.lock(recentKey{s.resource, s.namespace, s.name})
+		}
 		return allow()
 	}
 	what := "changing it or removing the lock"
@@ -306,6 +318,32 @@ func (g *Guards) Locks(ctx context.Context, req *admissionv1.AdmissionRequest) d
 		msg += ": " + reason
 	}
 	return deny("%s", msg)
+}
+
+// openCandidate refuses to lock the source s while it has an open
+// candidate, in the mirror or admitted a moment ago: the candidate was
+// written when the source was not locked, without unlock, and would stand
+// in for the locked source in its canaries. Whoever holds unlock promotes
+// or aborts it first.
+func (g *Guards) openCandidate(s source) decision {
+	name, found := g.recent.candidateOf(recentKey{s.resource, s.namespace, s.name})
+	if !found {
+		others, err := g.index.Candidates(s.resource, s.namespace)
+		if err != nil {
+			return unavailable(fmt.Errorf("reading the candidates of namespace %s: %w", s.namespace, err))
+		}
+		for _, o := range others {
+			if o.For == s.name {
+				name, found = o.Name, true
+				break
+			}
+		}
+	}
+	if !found {
+		return allow()
+	}
+	return deny("%s has the open candidate %q: locking a source that has a candidate is refused, as the candidate was written without the lock; promote it (kubectl implicit rollout promote) or abort it (delete %q) first",
+		s, name, name)
 }
 
 // Shadows: creating an object whose name would shadow a locked inherited
@@ -373,16 +411,20 @@ func (g *Guards) Fanout(_ context.Context, req *admissionv1.AdmissionRequest) de
 	if !ok || err != nil || (req.Operation != admissionv1.Update && req.Operation != admissionv1.Delete) || copyTouched(s) {
 		return allow()
 	}
-	if candidateTouched(s) {
-		// A candidate never shows under its own name: the candidates
-		// guard warns of the namespaces it reaches instead.
+	// A candidate never shows under its own name: the candidates guard
+	// warns of the namespaces it reaches instead. An ordinary source that
+	// becomes a candidate leaves every view under its name, and a candidate
+	// that becomes an ordinary source enters them: both warn here.
+	oldC, _ := candidateOf(s.old)
+	newC, _ := candidateOf(s.obj)
+	if oldC != nil && newC != nil || req.Operation == admissionv1.Delete && oldC != nil {
 		return allow()
 	}
 	if !g.isGlobal(s.namespace) && !g.index.HasDescendants(s.namespace) {
 		return allow()
 	}
 	var next runtime.Object
-	if req.Operation == admissionv1.Update && s.obj != nil {
+	if req.Operation == admissionv1.Update && s.obj != nil && newC == nil {
 		next = s.obj
 	}
 	n, err := g.index.Reach(s.resource, s.namespace, s.name, next)

@@ -134,12 +134,13 @@ func hierarchyKeys(m NamespaceMeta) [5]string {
 	return [5]string{m.Labels[merge.LabelParent], m.Labels[merge.LabelInherit], uid, m.Annotations[merge.AnnotationExclude], stage}
 }
 
-// SetClock replaces the clock the parent guard times its assumptions with
+// SetClock replaces the clock the guards time what they remember with
 // (tests use a fake one).
 func (g *Guards) SetClock(c clock.PassiveClock) {
 	g.hierarchy.mu.Lock()
 	defer g.hierarchy.mu.Unlock()
 	g.hierarchy.clock = c
+	g.recent.setClock(c)
 }
 
 // maxRejudge bounds how often the parent guard judges a change again when

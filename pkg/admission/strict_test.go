@@ -9,6 +9,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -176,6 +177,103 @@ func TestLockedMaterializedStandIn(t *testing.T) {
 			}
 			if resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, tc.want) {
 				t.Fatalf("answered %v %+v, want a denial with %q", resp.Allowed, resp.Result, tc.want)
+			}
+		})
+	}
+}
+
+// TestLockWithOpenCandidate is issue 24's fourth hole: alice's candidate
+// rb-next, written when rb was not locked, would outlive the org's lock of
+// rb in every namespace its selector matches. Locking a source with an open
+// candidate is refused, naming it, even for who may unlock; the candidate
+// may be in the mirror or admitted a moment ago, and a lock admitted a
+// moment ago counts for the candidate guard before the mirror shows it.
+func TestLockWithOpenCandidate(t *testing.T) {
+	t.Parallel()
+	create, update := admissionv1.Create, admissionv1.Update
+	orgAdmin := allowAll(unlock(rolebindings, "org", "rb"))
+	nsList := []*corev1.Namespace{ns(global, ""), ns("org", ""), ns("team-a", "org", recorded)}
+
+	t.Run("a candidate in the mirror", func(t *testing.T) {
+		t.Parallel()
+		m := hierarchyMux(t, nsList, roleBinding("org", "rb"), roleBinding("org", "rb-next", candidateFor("rb", "!"+merge.LabelStage)))
+		g := admission.NewGuards(admission.NewIndex(m), &fakeAuthorizer{answers: orgAdmin}, served, global)
+		req := request(update, rolebindings, "org", "rb", roleBinding("org", "rb"), roleBinding("org", "rb", isLocked))
+		resp, _ := review(t, g, admission.PathLocks, req)
+		if resp == nil || resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, `open candidate "rb-next"`) {
+			t.Fatalf("locking rb answered %+v, want a denial naming rb-next", resp)
+		}
+	})
+	t.Run("a candidate admitted a moment ago", func(t *testing.T) {
+		t.Parallel()
+		m := hierarchyMux(t, nsList, roleBinding("org", "rb"))
+		g := admission.NewGuards(admission.NewIndex(m), &fakeAuthorizer{answers: orgAdmin}, served, global)
+		cand := request(create, rolebindings, "org", "rb-next", nil, roleBinding("org", "rb-next", candidateFor("rb", "!"+merge.LabelStage)))
+		if resp, _ := review(t, g, admission.PathCandidates, cand); resp == nil || !resp.Allowed {
+			t.Fatalf("the candidate was refused: %+v", resp)
+		}
+		req := request(update, rolebindings, "org", "rb", roleBinding("org", "rb"), roleBinding("org", "rb", isLocked))
+		resp, _ := review(t, g, admission.PathLocks, req)
+		if resp == nil || resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, `open candidate "rb-next"`) {
+			t.Fatalf("locking rb answered %+v, want a denial naming rb-next", resp)
+		}
+	})
+	t.Run("a lock admitted a moment ago", func(t *testing.T) {
+		t.Parallel()
+		m := hierarchyMux(t, nsList, roleBinding("org", "rb"))
+		auth := &fakeAuthorizer{answers: orgAdmin}
+		g := admission.NewGuards(admission.NewIndex(m), auth, served, global)
+		lock := request(update, rolebindings, "org", "rb", roleBinding("org", "rb"), roleBinding("org", "rb", isLocked))
+		lock.UserInfo.Username = "org-admin"
+		if resp, _ := review(t, g, admission.PathLocks, lock); resp == nil || !resp.Allowed {
+			t.Fatalf("the lock was refused: %+v", resp)
+		}
+		cand := request(create, rolebindings, "org", "rb-next", nil, roleBinding("org", "rb-next", candidateFor("rb", "!"+merge.LabelStage)))
+		cand.UserInfo.Username = "mallory"
+		auth.answers = nil // mallory may not unlock
+		resp, _ := review(t, g, admission.PathCandidates, cand)
+		if resp == nil || resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, "which is locked") {
+			t.Fatalf("the candidate answered %+v, want a denial: rb is locked", resp)
+		}
+	})
+}
+
+// TestFanoutOfCandidateConversion: an ordinary source that becomes a
+// candidate leaves every view under its name, and a candidate that becomes
+// an ordinary source enters them; both warn of their reach (issue 24, item
+// 9). The hierarchy: org with the children team-a and team-b.
+func TestFanoutOfCandidateConversion(t *testing.T) {
+	t.Parallel()
+	update := admissionv1.Update
+	nsList := []*corev1.Namespace{ns(global, ""), ns("org", ""), ns("team-a", "org", recorded), ns("team-b", "org", recorded)}
+	stage := candidateFor("rb", "!"+merge.LabelStage)
+	tests := []struct {
+		name     string
+		sources  []*rbacv1.RoleBinding
+		old, obj *rbacv1.RoleBinding
+		want     string
+	}{
+		{
+			name:    "an ordinary source becomes a candidate",
+			sources: []*rbacv1.RoleBinding{roleBinding("org", "rb"), roleBinding("org", "x")},
+			old:     roleBinding("org", "x"), obj: roleBinding("org", "x", stage),
+			want: admission.Warning(3), // org's own view and its two children'
+		},
+		{
+			name:    "a candidate becomes an ordinary source",
+			sources: []*rbacv1.RoleBinding{roleBinding("org", "rb"), roleBinding("org", "x", stage)},
+			old:     roleBinding("org", "x", stage), obj: roleBinding("org", "x"),
+			want: admission.Warning(3), // org's own view and its two children'
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := hierarchyMux(t, nsList, tc.sources...)
+			g := admission.NewGuards(admission.NewIndex(m), &fakeAuthorizer{}, served, global)
+			resp, _ := review(t, g, admission.PathFanout, request(update, rolebindings, "org", "x", tc.old, tc.obj))
+			if resp == nil || !resp.Allowed || len(resp.Warnings) != 1 || resp.Warnings[0] != tc.want {
+				t.Fatalf("answered %+v, want allowed with the warning %q", resp, tc.want)
 			}
 		})
 	}

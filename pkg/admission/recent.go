@@ -1,0 +1,84 @@
+package admission
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// recentKey names a source: its view resource, namespace and name.
+type recentKey struct{ resource, namespace, name string }
+
+// recent remembers, for assumeFor, what the source guards admitted that the
+// mirror may not show yet: the locks set (a source locked a moment ago) and
+// the candidates written (a stable name staged a moment ago). A candidate
+// and a lock admitted back to back must not each pass because the mirror
+// shows neither. Like the parent guard's assumptions, an entry can name a
+// write another webhook refused: it only ever makes a guard stricter, for
+// at most ttl.
+type recent struct {
+	mu    sync.Mutex
+	clock clock.PassiveClock
+	ttl   time.Duration
+	// locks are the sources admitted locked; candidates the stable names
+	// admitted candidates stage, with the candidate's name.
+	locks      map[recentKey]time.Time
+	candidates map[recentKey]recentCandidate
+}
+
+type recentCandidate struct {
+	name  string
+	until time.Time
+}
+
+func newRecent() *recent {
+	return &recent{clock: clock.RealClock{}, ttl: assumeFor, locks: map[recentKey]time.Time{}, candidates: map[recentKey]recentCandidate{}}
+}
+
+// lock records that the source k was admitted locked.
+func (r *recent) lock(k recentKey) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.locks[k] = r.clock.Now().Add(r.ttl)
+}
+
+// locked reports whether the source k was admitted locked lately.
+func (r *recent) locked(k recentKey) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	until, ok := r.locks[k]
+	if ok && r.clock.Now().After(until) {
+		delete(r.locks, k)
+		return false
+	}
+	return ok
+}
+
+// candidate records that a candidate called name staging the stable
+// source k was admitted.
+func (r *recent) candidate(k recentKey, name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.candidates[k] = recentCandidate{name: name, until: r.clock.Now().Add(r.ttl)}
+}
+
+// candidateOf returns the candidate admitted lately for the stable source
+// k, if any.
+func (r *recent) candidateOf(k recentKey) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.candidates[k]
+	if ok && r.clock.Now().After(c.until) {
+		delete(r.candidates, k)
+		return "", false
+	}
+	return c.name, ok
+}
+
+// setClock replaces the clock (tests use a fake one).
+func (r *recent) setClock(c clock.PassiveClock) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.clock = c
+}
