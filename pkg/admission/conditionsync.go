@@ -131,10 +131,7 @@ func (s *ConditionSync) sync(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
-	want := map[string]string{
-		WebhookShadows: ShadowCondition(g, s.GlobalNamespace),
-		WebhookFanout:  FanoutCondition(g),
-	}
+	want := syncedConditions(g, s.GlobalNamespace)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cfg, err := s.Client.Get(ctx, s.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -187,4 +184,14 @@ func setConditions(cfg *admissionregistrationv1.ValidatingWebhookConfiguration, 
 		}
 	}
 	return changed
+}
+
+// syncedConditions are the "implicit-sources" match conditions the server
+// keeps current, by webhook.
+func syncedConditions(g MatchInputs, globalNamespace string) map[string]string {
+	return map[string]string{
+		WebhookShadows:            ShadowCondition(g, globalNamespace),
+		WebhookFanout:             FanoutCondition(g),
+		WebhookNamespaceDeletions: DeletionCondition(g),
+	}
 }

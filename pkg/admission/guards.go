@@ -45,6 +45,9 @@ type Index interface {
 	// LockedStandIns lists, for resources, the locked items namespace or
 	// its subtree would newly inherit under a name it holds an object of.
 	LockedStandIns(namespace string, next NamespaceMeta, assumed Assumed, resources []string) ([]LockedItem, error)
+	// DeletionLoss lists the locked items that would leave other
+	// namespaces' views if namespace were deleted.
+	DeletionLoss(namespace string, assumed Assumed) ([]LockedItem, error)
 	// NamespaceMeta is the labels and annotations the mirror holds of
 	// namespace (found: it holds the namespace).
 	NamespaceMeta(namespace string) (meta NamespaceMeta, found bool)

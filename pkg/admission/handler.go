@@ -28,13 +28,16 @@ const (
 	// label (candidates.go, stages.go).
 	PathCandidates = "/admission/candidates"
 	PathStages     = "/admission/stages"
+	// PathNamespaceDeletions guards deleting a namespace others inherit
+	// from (hierarchy.go).
+	PathNamespaceDeletions = "/admission/namespace-deletions"
 	// PathParentUID is the mutating guard's.
 	PathParentUID = "/admission/parent-uid"
 )
 
 // Paths are every guard's path, for the authorization always-allow list:
 // kube-apiserver calls webhooks without credentials.
-var Paths = []string{PathLocks, PathShadows, PathParents, PathFanout, PathMaterialized, PathCandidates, PathStages, PathParentUID}
+var Paths = []string{PathLocks, PathShadows, PathParents, PathFanout, PathMaterialized, PathCandidates, PathStages, PathNamespaceDeletions, PathParentUID}
 
 // admissionReview is what the guards are sent; a request body is bounded
 // as kube-apiserver bounds objects.
@@ -52,14 +55,15 @@ func (g *Guards) synced() error {
 // Handler returns the http.Handler of the guard at path.
 func (g *Guards) Handler(path string) http.Handler {
 	decide := map[string]func(context.Context, *admissionv1.AdmissionRequest) decision{
-		PathLocks:        g.Locks,
-		PathShadows:      g.Shadows,
-		PathParents:      g.Parents,
-		PathFanout:       g.Fanout,
-		PathMaterialized: g.Materialized,
-		PathCandidates:   g.Candidates,
-		PathStages:       g.Stages,
-		PathParentUID:    g.ParentUID,
+		PathLocks:              g.Locks,
+		PathShadows:            g.Shadows,
+		PathParents:            g.Parents,
+		PathNamespaceDeletions: g.NamespaceDeletions,
+		PathFanout:             g.Fanout,
+		PathMaterialized:       g.Materialized,
+		PathCandidates:         g.Candidates,
+		PathStages:             g.Stages,
+		PathParentUID:          g.ParentUID,
 	}[path]
 	if decide == nil {
 		return http.NotFoundHandler()

@@ -181,6 +181,11 @@ func (f *fakeIndex) LockedStandIns(namespace string, _ admission.NamespaceMeta, 
 	return f.standIns[namespace], nil
 }
 
+// DeletionLoss implements admission.Index: lost answers it too.
+func (f *fakeIndex) DeletionLoss(namespace string, _ admission.Assumed) ([]admission.LockedItem, error) {
+	return f.lost[namespace], f.lossErr
+}
+
 // SourceLocked implements admission.Index.
 func (f *fakeIndex) SourceLocked(resource, namespace, name string) (bool, error) {
 	return f.locked[resource+" "+namespace+" "+name], f.lockedErr

@@ -407,6 +407,12 @@ func (g *Guards) parentUID(ctx context.Context, req *admissionv1.AdmissionReques
 // so that the locked items lost leave its view, or its subtree's, may
 // unlock each. unlocked remembers the answers across judgements.
 func (g *Guards) mayUnlock(ctx context.Context, req *admissionv1.AdmissionRequest, name string, before, after hierarchyOf, lost []LockedItem, unlocked map[lockedKey]bool) decision {
+	return g.mayUnlockAll(ctx, req, fmt.Sprintf("%s on namespace %q", before.describe(after), name), lost, unlocked)
+}
+
+// mayUnlockAll checks that the requester may unlock every item lost by
+// what (a change described for the denial).
+func (g *Guards) mayUnlockAll(ctx context.Context, req *admissionv1.AdmissionRequest, what string, lost []LockedItem, unlocked map[lockedKey]bool) decision {
 	var refused []string
 	var reasons []string
 	// One question per source namespace and resource covers every name
@@ -458,8 +464,8 @@ func (g *Guards) mayUnlock(ctx context.Context, req *admissionv1.AdmissionReques
 	if len(named) > maxNamed {
 		named = append(named[:maxNamed:maxNamed], fmt.Sprintf("and %d more", len(refused)-maxNamed))
 	}
-	msg := fmt.Sprintf("%s on namespace %q would take locked items out of its view or its subtree's: %s. A lock means they can't be excluded from below: this needs the %q permission on each (RBAC verb %q on the source, in its namespace)",
-		before.describe(after), name, strings.Join(named, "; "), UnlockVerb, UnlockVerb)
+	msg := fmt.Sprintf("%s would take locked items out of its view or its subtree's: %s. A lock means they can't be excluded from below: this needs the %q permission on each (RBAC verb %q on the source, in its namespace)",
+		what, strings.Join(named, "; "), UnlockVerb, UnlockVerb)
 	if len(reasons) > 0 {
 		msg += ": " + reasons[0]
 	}
@@ -533,4 +539,36 @@ func (g *Guards) sourceOf(resource string) (schema.GroupResource, bool) {
 		}
 	}
 	return schema.GroupResource{}, false
+}
+
+// NamespaceDeletions guards the deletion of a namespace whose sources
+// others inherit (a parent, or the global namespace): its locked sources
+// leave every view that inherits them, and its children lose what it and
+// its ancestors pass down. That needs unlock on each locked item lost, as
+// opting out or re-parenting does. Judged against the mirror alone and with
+// the parent guard's assumptions.
+func (g *Guards) NamespaceDeletions(ctx context.Context, req *admissionv1.AdmissionRequest) decision {
+	if req.Resource.Group != "" || req.Resource.Resource != "namespaces" || req.SubResource != "" || req.Operation != admissionv1.Delete {
+		return allow()
+	}
+	// The deletion that counts was admitted: the namespace controller may
+	// finish it.
+	if g.index.Terminating(req.Name) {
+		return allow()
+	}
+	g.hierarchy.mu.Lock()
+	assumed := g.hierarchy.currentLocked(g.index)
+	g.hierarchy.mu.Unlock()
+	var lost []LockedItem
+	for _, a := range []Assumed{nil, assumed} {
+		l, err := g.index.DeletionLoss(req.Name, a)
+		if err != nil {
+			return unavailable(fmt.Errorf("computing the locked items deleting namespace %s would take: %w", req.Name, err))
+		}
+		lost = unionLocked(lost, l)
+	}
+	if len(lost) == 0 {
+		return allow()
+	}
+	return g.mayUnlockAll(ctx, req, fmt.Sprintf("deleting namespace %q", req.Name), lost, map[lockedKey]bool{})
 }

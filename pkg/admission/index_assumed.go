@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"slices"
 	"sort"
 
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -324,4 +325,68 @@ func sortedLocked(items map[lockedKey]sets.Set[string]) []LockedItem {
 		return a.Name < b.Name
 	})
 	return out
+}
+
+// DeletionLoss implements Index: the locked items that would leave the
+// views of other namespaces if namespace were deleted, with its sources:
+// those it holds, and, for its subtree, those it and its ancestors pass
+// down (a child whose parent is gone inherits from neither). Computed with
+// assumed applied.
+func (x *MuxIndex) DeletionLoss(namespace string, assumed Assumed) (out []LockedItem, err error) {
+	err = x.read(func(r watchmux.Reader) {
+		before := assuming(r, assumed)
+		if _, ok := before(namespace); !ok {
+			return
+		}
+		after := func(name string) (*merge.Namespace, bool) {
+			if name == namespace {
+				return nil, false
+			}
+			return before(name)
+		}
+		viewers := subtreeAssuming(r, namespace, assumed)[1:]
+		if slices.Contains(r.GlobalNamespaces(), namespace) {
+			viewers = r.Namespaces()
+		}
+		lost := map[lockedKey]sets.Set[string]{}
+		for _, res := range r.Resources() {
+			if !r.Serves(res) {
+				continue
+			}
+			for _, name := range r.LockedNames(res) {
+				for _, viewer := range viewers {
+					if viewer == namespace {
+						continue
+					}
+					kept := lockedInherited(res, viewer, viewWithout(r, res, viewer, name, after, namespace))
+					for it := range lockedInherited(res, viewer, viewAssuming(r, res, viewer, name, before)) {
+						if kept.Has(it) {
+							continue
+						}
+						if lost[it] == nil {
+							lost[it] = sets.New[string]()
+						}
+						lost[it].Insert(viewer)
+					}
+				}
+			}
+		}
+		out = sortedLocked(lost)
+	})
+	return out, err
+}
+
+// viewWithout is viewAssuming without the sources of the namespace gone.
+func viewWithout(r watchmux.Reader, resource, namespace, name string, get merge.NamespaceGetter, gone string) []merge.Result {
+	lineage := merge.Resolve(r.Policy(), namespace, get)
+	levels := merge.Levels(lineage, r.GlobalNamespace(resource), func(ns string) []merge.Item {
+		if ns == gone {
+			return nil
+		}
+		if it, ok := r.Source(resource, ns, name); ok {
+			return []merge.Item{it}
+		}
+		return nil
+	})
+	return merge.MergeWith(resource, levels, r.Options(resource))
 }

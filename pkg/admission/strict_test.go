@@ -278,3 +278,66 @@ func TestFanoutOfCandidateConversion(t *testing.T) {
 		})
 	}
 }
+
+// TestNamespaceDeletionNeedsUnlock: deleting a namespace others inherit
+// from takes its locked sources out of their views, and its children lose
+// what its ancestors pass down: that needs unlock on each, as opting out
+// does (issue 24, suggested by the first item's direction).
+func TestNamespaceDeletionNeedsUnlock(t *testing.T) {
+	t.Parallel()
+	nsList := []*corev1.Namespace{ns(global, ""), ns("top", ""), ns("org", "top", parentUID(nsUID("top"))), ns("team-a", "org", recorded), ns("solo", "")}
+	sources := []*rbacv1.RoleBinding{roleBinding(global, "g-lock", isLocked), roleBinding("top", "t-lock", isLocked), roleBinding("org", "o-lock", isLocked), roleBinding("org", "open")}
+	deletion := func(name string) *admissionv1.AdmissionRequest {
+		req := request(admissionv1.Delete, nsGR, "", name, ns(name, ""), nil)
+		return req
+	}
+	tests := []struct {
+		name    string
+		req     *admissionv1.AdmissionRequest
+		answers map[authorizationv1.ResourceAttributes]answer
+		want    []string // "" : allowed
+	}{
+		{name: "a leaf", req: deletion("team-a")},
+		{name: "a namespace nobody inherits from", req: deletion("solo")},
+		{
+			name: "a parent, without unlock",
+			req:  deletion("org"),
+			want: []string{`deleting namespace "org"`, "org/o-lock (in the views of team-a)", "top/t-lock (in the views of team-a)"},
+		},
+		{
+			name:    "a parent, with unlock on what its children lose",
+			req:     deletion("org"),
+			answers: allowAll(unlockAll(rolebindings, "org"), unlockAll(rolebindings, "top")),
+		},
+		{
+			name: "the global namespace",
+			req:  deletion(global),
+			want: []string{"implicit-global/g-lock (in the views of org, solo, team-a"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := hierarchyMux(t, nsList, sources...)
+			g := admission.NewGuards(admission.NewIndex(m), &fakeAuthorizer{answers: tc.answers}, served, global)
+			resp, _ := review(t, g, admission.PathNamespaceDeletions, tc.req)
+			if resp == nil {
+				t.Fatal("no answer")
+			}
+			if len(tc.want) == 0 {
+				if !resp.Allowed {
+					t.Fatalf("refused: %+v", resp.Result)
+				}
+				return
+			}
+			if resp.Allowed || resp.Result == nil {
+				t.Fatalf("allowed, want a denial with %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(resp.Result.Message, w) {
+					t.Errorf("message %q lacks %q", resp.Result.Message, w)
+				}
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -82,6 +83,9 @@ func withSynced(cfg *admissionregistrationv1.ValidatingWebhookConfiguration, sha
 				w.MatchConditions[j].Expression = shadow
 			case WebhookFanout:
 				w.MatchConditions[j].Expression = fanout
+			case WebhookNamespaceDeletions:
+				// The same namespaces: those others inherit from.
+				w.MatchConditions[j].Expression = strings.Replace(fanout, "request.namespace in ", "request.name in ", 1)
 			}
 		}
 	}

@@ -29,6 +29,9 @@ const (
 	// implicit.dev/stage label.
 	WebhookCandidates = "candidates.implicit.dev"
 	WebhookStages     = "stages.implicit.dev"
+	// WebhookNamespaceDeletions guards deleting a namespace others inherit
+	// from; its match condition names those namespaces (ConditionSync).
+	WebhookNamespaceDeletions = "namespace-deletions.implicit.dev"
 	// WebhookParentUID is the one webhook of the MutatingWebhookConfiguration.
 	WebhookParentUID = "parent-uid.implicit.dev"
 )
@@ -139,6 +142,8 @@ func Configuration(name string, served []schema.GroupResource, client func(path 
 				sourceRule(WebhookCandidates), candidateTouchedCondition, candidateTouchedExpr),
 			webhook(WebhookStages, PathStages, admissionregistrationv1.Fail, 5,
 				namespaceRules(), stageChangedCondition, stageChanged),
+			webhook(WebhookNamespaceDeletions, PathNamespaceDeletions, admissionregistrationv1.Fail, 5,
+				namespaceDeleteRules(), syncedCondition, "false"),
 		},
 	}
 	return c
@@ -268,6 +273,24 @@ func ShadowCondition(g MatchInputs, globalNamespace string) string {
 		return "false"
 	}
 	return fmt.Sprintf("request.namespace != %s && (%s)", quote(globalNamespace), strings.Join(parts, " || "))
+}
+
+// namespaceDeleteRules match the deletion of namespaces.
+func namespaceDeleteRules() []admissionregistrationv1.RuleWithOperations {
+	return []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete},
+		Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces"},
+			Scope: ptr.To(admissionregistrationv1.ClusterScope)},
+	}}
+}
+
+// DeletionCondition is the match condition of the namespace deletions
+// guard: the namespaces others inherit from.
+func DeletionCondition(g MatchInputs) string {
+	if len(g.Inherited) == 0 {
+		return "false"
+	}
+	return "request.name in " + list(g.Inherited)
 }
 
 // FanoutCondition matches requests in the namespaces others inherit from.

@@ -38,7 +38,7 @@ func TestConfiguration(t *testing.T) {
 	if cfg.Name != "implicit-apiserver" {
 		t.Errorf("name %q, want implicit-apiserver", cfg.Name)
 	}
-	if want := []string{admission.PathLocks, admission.PathShadows, admission.PathParents, admission.PathFanout, admission.PathMaterialized, admission.PathCandidates, admission.PathStages}; !reflect.DeepEqual(paths, want) {
+	if want := []string{admission.PathLocks, admission.PathShadows, admission.PathParents, admission.PathFanout, admission.PathMaterialized, admission.PathCandidates, admission.PathStages, admission.PathNamespaceDeletions}; !reflect.DeepEqual(paths, want) {
 		t.Errorf("client configs asked for %q, want %q", paths, want)
 	}
 
@@ -116,6 +116,15 @@ func TestConfiguration(t *testing.T) {
 			Operations: []admissionregistrationv1.OperationType{c, u},
 			Rule: admissionregistrationv1.Rule{
 				APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces", "namespaces/status", "namespaces/finalize"},
+				Scope: ptr.To(admissionregistrationv1.ClusterScope),
+			},
+		}}},
+		// Deleting a namespace others inherit from: the synced condition
+		// names them.
+		{admission.WebhookNamespaceDeletions, admission.PathNamespaceDeletions, "implicit-sources", admissionregistrationv1.Fail, 5, []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{d},
+			Rule: admissionregistrationv1.Rule{
+				APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces"},
 				Scope: ptr.To(admissionregistrationv1.ClusterScope),
 			},
 		}}},
