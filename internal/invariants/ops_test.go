@@ -58,9 +58,9 @@ type srcEdit struct {
 	content       int // -1 keeps it
 	lock, overlay tri
 	// candidate: set makes it a candidate for candFor with selector.
-	candidate        tri
+	candidate         tri
 	candFor, selector string
-	dropCopyLabel    bool
+	dropCopyLabel     bool
 }
 
 // nsEdit is what a create or update of a namespace sets.
