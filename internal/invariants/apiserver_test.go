@@ -1,0 +1,689 @@
+package invariants
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	k8sadmission "k8s.io/apiserver/pkg/admission"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/cel/environment"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/views"
+	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
+)
+
+// The harness plays kube-apiserver: it authorizes a request with the
+// actors' RBAC, calls the mutating webhooks, then every validating webhook
+// whose rules and match conditions (CEL, as kube-apiserver evaluates them)
+// match, in an order the op fixes, and stores the object only if none
+// refused. Two mirrors follow the world: truth, fed at once (the views the
+// invariants are judged on, and the authorization webhook's), and lagging,
+// fed a few ops late (what the guards decide from).
+
+// shared is built once per test: the overlayers (a schema each) and the
+// webhook configurations.
+type shared struct {
+	overlayers map[string]merge.Options
+	validating []admissionregistrationv1.ValidatingWebhook
+	mutating   []admissionregistrationv1.MutatingWebhook
+	compiler   plugincel.ConditionCompiler
+	matchers   map[string]matchconditions.Matcher
+	crInformer cache.SharedIndexInformer
+}
+
+func newShared(tb testing.TB) *shared {
+	s := &shared{
+		overlayers: map[string]merge.Options{
+			rolebindings: {Overlayer: testfixture.BuiltinOverlayer(tb, "rbac.authorization.k8s.io/v1", "RoleBinding")},
+			roles:        {Overlayer: testfixture.BuiltinOverlayer(tb, "rbac.authorization.k8s.io/v1", "Role")},
+			netpols:      {Overlayer: testfixture.BuiltinOverlayer(tb, "networking.k8s.io/v1", "NetworkPolicy")},
+		},
+		compiler: plugincel.NewConditionCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())),
+		matchers: map[string]matchconditions.Matcher{},
+	}
+	client := func(path string) admissionregistrationv1.WebhookClientConfig {
+		return admissionregistrationv1.WebhookClientConfig{URL: ptr.To(path)}
+	}
+	s.validating = admission.Configuration("implicit-apiserver", served, client).Webhooks
+	s.mutating = admission.MutatingConfiguration("implicit-apiserver", client).Webhooks
+	factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
+	s.crInformer = factory.Rbac().V1().ClusterRoles().Informer()
+	for _, cr := range clusterRoles {
+		if err := s.crInformer.GetIndexer().Add(cr); err != nil {
+			tb.Fatalf("adding ClusterRole %s: %v", cr.Name, err)
+		}
+	}
+	return s
+}
+
+// pending is a write the lagging mirror has not seen yet.
+type pending struct {
+	due    int
+	stream string
+	apply  func(m *watchmux.Mux)
+}
+
+type harness struct {
+	*shared
+	w       *world
+	actors  map[string]*actor
+	oracle  *rbacOracle
+	truth   *watchmux.Mux
+	lagging *watchmux.Mux
+	queue   []pending
+	lastDue map[string]int
+	step    int
+	clock   *testingclock.FakePassiveClock
+	guards  *admission.Guards
+	authz   *authz.Authorizer
+	// lastParents is when the parents guard last admitted a request: its
+	// assumptions live assumeFor (30s) at most.
+	lastParents time.Time
+	// transcript of the current op: verdicts and outcome.
+	transcript []string
+	// violations found so far.
+	violations []violation
+	// badBefore and badNow are the subjects of bad states after the last
+	// op and this one (violateState).
+	badBefore, badNow map[string]bool
+	// current is the op being played; memoryBroken is set when the guards
+	// admitted it only thanks to their memory.
+	current      op
+	memoryBroken bool
+	// sampleGrants checks a sample of the grants after each op (the
+	// exploration); replays check them all.
+	sampleGrants bool
+}
+
+// assumeFor is the parents guard's assumptions' lifetime (hierarchy.go).
+const assumeFor = 30 * time.Second
+
+func newMux(s *shared) *watchmux.Mux {
+	objects := views.NewObjects(map[string]func() runtime.Object{
+		rolebindings: func() runtime.Object { return &rbacv1.RoleBinding{} },
+		roles:        func() runtime.Object { return &rbacv1.Role{} },
+		netpols:      func() runtime.Object { return &networkingv1.NetworkPolicy{} },
+	}, 0)
+	m := watchmux.New(testfixture.Policy(), resources, objects, watchmux.Options{})
+	for _, r := range resources {
+		m.SetMergeOptions(r, s.overlayers[r])
+	}
+	return m
+}
+
+func newHarness(s *shared) (*harness, error) {
+	h := &harness{shared: s, w: newWorld(), actors: newActors(), lastDue: map[string]int{},
+		clock: testingclock.NewFakePassiveClock(epoch)}
+	h.oracle = &rbacOracle{actors: h.actors, w: h.w}
+	h.truth, h.lagging = newMux(s), newMux(s)
+	h.guards = h.newGuards()
+	a, err := authz.New(h.truth, s.crInformer, 0)
+	if err != nil {
+		return nil, err
+	}
+	h.authz = a
+	h.setup()
+	h.truth.MarkSynced()
+	h.lagging.MarkSynced()
+	return h, nil
+}
+
+// newGuards returns guards as the server wires them, over the lagging
+// mirror, with no memory.
+func (h *harness) newGuards() *admission.Guards {
+	g := admission.NewGuards(admission.NewIndex(h.lagging), h.oracle, served, global)
+	g.SetNamespaces(h.w)
+	g.SetServerIdentity(server)
+	g.Materialize(netpols)
+	g.SetClock(h.clock)
+	return g
+}
+
+// setup writes the cluster every sequence starts from, as the org would:
+//
+//	implicit-global  RoleBinding g-lock (locked), x; Roles quota-admin, r;
+//	                 NetworkPolicies deny (locked), allow
+//	p                RoleBinding rb (locked), Role r (harmless)
+//	├── a            (alice)
+//	│   └── b        (alice)
+//	├── c            (alice, carol)
+//	└── d            (bob)
+//	e                (alice), a root
+func (h *harness) setup() {
+	for _, ns := range []struct{ name, parent string }{{global, ""}, {"p", ""}, {"a", "p"}, {"b", "a"}, {"c", "p"}, {"d", "p"}, {"e", ""}} {
+		n := newNamespace(ns.name)
+		if ns.parent != "" {
+			n.Labels[merge.LabelParent] = ns.parent
+			n.Annotations = map[string]string{merge.AnnotationParentUID: string(h.w.namespaces[ns.parent].UID)}
+		}
+		h.store("org", nil, n)
+	}
+	src := func(resource, namespace, name string, v int, locked bool) {
+		o := newSource(resource, namespace, name, v)
+		if locked {
+			metaOf(o).SetAnnotations(map[string]string{merge.AnnotationLocked: "true"})
+		}
+		h.store("org", nil, o)
+	}
+	src(rolebindings, global, "g-lock", 0, true)
+	src(rolebindings, global, "x", 2+1*len(roleRefs), false)
+	src(roles, global, "quota-admin", 1, false)
+	src(roles, global, "r", 3, false)
+	src(netpols, global, "deny", 0, true)
+	src(netpols, global, "allow", 1, false)
+	src(rolebindings, "p", "rb", 0+1*len(roleRefs), true)
+	src(roles, "p", "r", 0, false)
+}
+
+// store writes obj (nil: deletes old) to the world as writer, and feeds
+// both mirrors: the truth at once, the lagging one lag ops later.
+func (h *harness) storeLag(writer string, old, obj runtime.Object, lag int) {
+	now := h.clock.Now()
+	switch o := obj.(type) {
+	case *corev1.Namespace:
+		if old == nil {
+			o.UID = h.w.nextUID("ns-" + o.Name)
+			o.CreationTimestamp = metav1.NewTime(now)
+			h.w.creator[o.Name] = writer
+		}
+		o.ResourceVersion = h.w.nextRV()
+		h.w.namespaces[o.Name] = o
+		h.feed("namespaces", lag, func(m *watchmux.Mux) { m.OnNamespace(o.DeepCopy(), false) })
+		return
+	case nil:
+		if ns, ok := old.(*corev1.Namespace); ok {
+			delete(h.w.namespaces, ns.Name)
+			delete(h.w.creator, ns.Name)
+			h.feed("namespaces", lag, func(m *watchmux.Mux) { m.OnNamespace(ns.DeepCopy(), true) })
+			return
+		}
+	}
+	var k key
+	var resource string
+	if obj != nil {
+		m := metaOf(obj)
+		resource = resourceOf(obj)
+		k = key{resource, m.GetNamespace(), m.GetName()}
+		if old == nil {
+			m.SetUID(h.w.nextUID("uid-" + m.GetNamespace() + "-" + m.GetName()))
+			m.SetCreationTimestamp(metav1.NewTime(now))
+		}
+		m.SetResourceVersion(h.w.nextRV())
+		st := &stored{obj: obj, writer: writer}
+		if c := m.GetAnnotations()[merge.AnnotationCandidateFor]; c != "" {
+			if s, ok := h.w.objs[key{resource, k.namespace, c}]; ok {
+				st.stableLocked = merge.IsLocked(metaOf(s.obj).GetAnnotations())
+			}
+		}
+		h.w.objs[k] = st
+	} else {
+		m := metaOf(old)
+		resource = resourceOf(old)
+		k = key{resource, m.GetNamespace(), m.GetName()}
+		delete(h.w.objs, k)
+	}
+	// Copies are never sources: the informer's filter (watchmux.AddSource)
+	// makes one that gains the label a deletion, one that loses it an
+	// addition.
+	oldSrc := old != nil && !isCopy(old)
+	newSrc := obj != nil && !isCopy(obj)
+	switch {
+	case newSrc:
+		c := obj.DeepCopyObject()
+		h.feed(resource, lag, func(m *watchmux.Mux) { m.OnSource(resource, c.DeepCopyObject(), false) })
+	case oldSrc:
+		c := old.DeepCopyObject()
+		h.feed(resource, lag, func(m *watchmux.Mux) { m.OnSource(resource, c.DeepCopyObject(), true) })
+	}
+}
+
+func (h *harness) store(writer string, old, obj runtime.Object) { h.storeLag(writer, old, obj, 0) }
+
+func resourceOf(o runtime.Object) string {
+	switch o.(type) {
+	case *rbacv1.RoleBinding:
+		return rolebindings
+	case *rbacv1.Role:
+		return roles
+	case *networkingv1.NetworkPolicy:
+		return netpols
+	}
+	panic(fmt.Sprintf("no resource for %T", o))
+}
+
+// feed applies f to the truth now and queues it for the lagging mirror,
+// in order within its stream (one informer's events never overtake).
+func (h *harness) feed(stream string, lag int, f func(m *watchmux.Mux)) {
+	f(h.truth)
+	due := max(h.step+lag, h.lastDue[stream])
+	h.lastDue[stream] = due
+	h.queue = append(h.queue, pending{due: due, stream: stream, apply: f})
+	h.deliver()
+}
+
+// deliver feeds the lagging mirror what is due.
+func (h *harness) deliver() {
+	rest := h.queue[:0]
+	for _, p := range h.queue {
+		if p.due <= h.step {
+			p.apply(h.lagging)
+		} else {
+			rest = append(rest, p)
+		}
+	}
+	h.queue = rest
+}
+
+// caughtUp reports whether the lagging mirror shows every write.
+func (h *harness) caughtUp() bool { return len(h.queue) == 0 }
+
+func (h *harness) logf(format string, args ...any) {
+	h.transcript = append(h.transcript, fmt.Sprintf(format, args...))
+}
+
+// request is one request of an op as kube-apiserver admits it.
+type request struct {
+	actor     *actor
+	op        admissionv1.Operation
+	gvr       schema.GroupVersionResource
+	namespace string
+	name      string
+	old, obj  runtime.Object
+	dryRun    bool
+}
+
+func gvrOf(resource string) schema.GroupVersionResource {
+	if resource == "namespaces" {
+		return schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	}
+	return grOf[resource].WithVersion("v1")
+}
+
+// webhook is a webhook of either configuration, as the dispatcher sees it.
+type webhook struct {
+	name       string
+	path       string
+	rules      []admissionregistrationv1.RuleWithOperations
+	conditions []admissionregistrationv1.MatchCondition
+	fail       bool
+}
+
+// conditions are a webhook's match conditions with the synced ones as
+// ConditionSync writes them from the guards' mirror.
+func (h *harness) conditions(name string, cs []admissionregistrationv1.MatchCondition) []admissionregistrationv1.MatchCondition {
+	g, ok := admission.NewIndex(h.lagging).Guarded()
+	out := make([]admissionregistrationv1.MatchCondition, len(cs))
+	copy(out, cs)
+	for i := range out {
+		if out[i].Name != "implicit-sources" || !ok {
+			continue
+		}
+		switch name {
+		case admission.WebhookShadows:
+			out[i].Expression = admission.ShadowCondition(g, global)
+		case admission.WebhookFanout:
+			out[i].Expression = admission.FanoutCondition(g)
+		}
+	}
+	return out
+}
+
+func (h *harness) validatingWebhooks() []webhook {
+	out := make([]webhook, 0, len(h.validating))
+	for _, w := range h.validating {
+		out = append(out, webhook{name: w.Name, path: *w.ClientConfig.URL, rules: w.Rules,
+			conditions: h.conditions(w.Name, w.MatchConditions), fail: w.FailurePolicy == nil || *w.FailurePolicy == admissionregistrationv1.Fail})
+	}
+	return out
+}
+
+func (h *harness) mutatingWebhooks() []webhook {
+	out := make([]webhook, 0, len(h.mutating))
+	for _, w := range h.mutating {
+		out = append(out, webhook{name: w.Name, path: *w.ClientConfig.URL, rules: w.Rules,
+			conditions: w.MatchConditions, fail: w.FailurePolicy == nil || *w.FailurePolicy == admissionregistrationv1.Fail})
+	}
+	return out
+}
+
+// matches reports whether the webhook's rules and match conditions select r.
+func (h *harness) matches(w webhook, r request) (bool, error) {
+	ruleOK := false
+	for _, rule := range w.rules {
+		if ruleMatches(rule, r) {
+			ruleOK = true
+			break
+		}
+	}
+	if !ruleOK {
+		return false, nil
+	}
+	for _, c := range w.conditions {
+		m, err := h.matcher(c)
+		if err != nil {
+			return false, err
+		}
+		var obj, old runtime.Object
+		if r.obj != nil {
+			obj = r.obj.DeepCopyObject()
+		}
+		if r.old != nil {
+			old = r.old.DeepCopyObject()
+		}
+		gvk := schema.GroupVersionKind{}
+		for _, o := range []runtime.Object{obj, old} {
+			if o != nil {
+				gvk = o.GetObjectKind().GroupVersionKind()
+				break
+			}
+		}
+		attrs := k8sadmission.NewAttributesRecord(obj, old, gvk, r.namespace, r.name, r.gvr, "", k8sadmission.Operation(r.op), nil, r.dryRun,
+			&user.DefaultInfo{Name: r.actor.name, Groups: r.actor.user().Groups})
+		va, err := k8sadmission.NewVersionedAttributes(attrs, gvk, nil)
+		if err != nil {
+			return false, err
+		}
+		res := m.Match(context.Background(), va, nil, nil)
+		if res.Error != nil {
+			return false, fmt.Errorf("%s: %w", w.name, res.Error)
+		}
+		if !res.Matches {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func (h *harness) matcher(c admissionregistrationv1.MatchCondition) (matchconditions.Matcher, error) {
+	if m, ok := h.matchers[c.Expression]; ok {
+		return m, nil
+	}
+	eval := h.compiler.CompileCondition([]plugincel.ExpressionAccessor{&matchconditions.MatchCondition{Name: c.Name, Expression: c.Expression}},
+		plugincel.OptionalVariableDeclarations{HasAuthorizer: true}, environment.StoredExpressions)
+	if errs := eval.CompilationErrors(); len(errs) > 0 {
+		return nil, fmt.Errorf("match condition %s does not compile: %v", c.Name, errs)
+	}
+	m := matchconditions.NewMatcher(eval, ptr.To(admissionregistrationv1.Fail), "webhook", "validate", c.Name)
+	h.matchers[c.Expression] = m
+	return m, nil
+}
+
+func ruleMatches(rule admissionregistrationv1.RuleWithOperations, r request) bool {
+	has := func(xs []string, x string) bool {
+		for _, s := range xs {
+			if s == "*" || s == x {
+				return true
+			}
+		}
+		return false
+	}
+	ops := make([]string, len(rule.Operations))
+	for i, o := range rule.Operations {
+		ops[i] = string(o)
+	}
+	if !has(ops, string(r.op)) || !has(rule.APIGroups, r.gvr.Group) || !has(rule.APIVersions, r.gvr.Version) {
+		return false
+	}
+	resOK := false
+	for _, res := range rule.Resources {
+		if res == "*" || res == r.gvr.Resource || res == "*/*" {
+			resOK = true
+		}
+	}
+	if !resOK {
+		return false
+	}
+	if rule.Scope != nil && *rule.Scope != admissionregistrationv1.AllScopes {
+		clusterScoped := r.gvr.Resource == "namespaces"
+		if clusterScoped != (*rule.Scope == admissionregistrationv1.ClusterScope) {
+			return false
+		}
+	}
+	return true
+}
+
+// admissionRequest is r as the webhooks are sent it.
+func admissionRequest(r request, uid string) *admissionv1.AdmissionRequest {
+	gvr := metav1.GroupVersionResource{Group: r.gvr.Group, Version: r.gvr.Version, Resource: r.gvr.Resource}
+	gvk := metav1.GroupVersionKind{}
+	for _, o := range []runtime.Object{r.obj, r.old} {
+		if o != nil {
+			k := o.GetObjectKind().GroupVersionKind()
+			gvk = metav1.GroupVersionKind{Group: k.Group, Version: k.Version, Kind: k.Kind}
+			break
+		}
+	}
+	return &admissionv1.AdmissionRequest{
+		UID: types.UID(uid), Kind: gvk, Resource: gvr, RequestResource: &gvr, Name: r.name, Namespace: r.namespace,
+		Operation: r.op, UserInfo: r.actor.user(), Object: raw(r.obj), OldObject: raw(r.old), DryRun: ptr.To(r.dryRun),
+	}
+}
+
+func raw(o runtime.Object) runtime.RawExtension {
+	if o == nil {
+		return runtime.RawExtension{}
+	}
+	b, err := json.Marshal(o)
+	if err != nil {
+		panic(err)
+	}
+	return runtime.RawExtension{Raw: b}
+}
+
+// call posts req to the guard at path of g as kube-apiserver does.
+func call(g *admission.Guards, path string, req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, error) {
+	body, err := json.Marshal(&admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}, Request: req,
+	})
+	if err != nil {
+		return nil, err
+	}
+	hr := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+	hr.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	g.Handler(path).ServeHTTP(rec, hr)
+	if rec.Code != http.StatusOK {
+		return nil, fmt.Errorf("HTTP %d: %s", rec.Code, strings.TrimSpace(rec.Body.String()))
+	}
+	var out admissionv1.AdmissionReview
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil {
+		return nil, fmt.Errorf("undecodable answer %q: %v", rec.Body.String(), err)
+	}
+	return out.Response, nil
+}
+
+// verdict is one webhook's answer.
+type verdict struct {
+	webhook string
+	allowed bool
+	message string
+}
+
+func (v verdict) String() string {
+	if v.allowed {
+		return v.webhook + ": allowed"
+	}
+	msg := v.message
+	if len(msg) > 160 {
+		msg = msg[:160] + "..."
+	}
+	return v.webhook + ": REFUSED: " + msg
+}
+
+// ask calls the webhooks ws of g on req, in the order given; a webhook
+// that fails (503, an undecodable answer) refuses when its failure policy
+// is Fail.
+func ask(g *admission.Guards, ws []webhook, req *admissionv1.AdmissionRequest) []verdict {
+	out := make([]verdict, 0, len(ws))
+	for _, w := range ws {
+		resp, err := call(g, w.path, req)
+		switch {
+		case err != nil:
+			out = append(out, verdict{webhook: w.name, allowed: !w.fail, message: err.Error()})
+		case !resp.Allowed:
+			msg := ""
+			if resp.Result != nil {
+				msg = resp.Result.Message
+			}
+			out = append(out, verdict{webhook: w.name, message: msg})
+		default:
+			out = append(out, verdict{webhook: w.name, allowed: true})
+		}
+	}
+	return out
+}
+
+func allAllowed(vs []verdict) bool {
+	for _, v := range vs {
+		if !v.allowed {
+			return false
+		}
+	}
+	return true
+}
+
+// admit runs r through the mutating then the validating webhooks, as
+// kube-apiserver does, and checks the guards' memory on the way. It
+// returns the object as mutated and whether every webhook allowed it.
+func (h *harness) admit(r request, order *rand.Rand, attempt int) (runtime.Object, bool) {
+	uid := fmt.Sprintf("req-%d-%d", h.step, attempt)
+	for _, w := range h.mutatingWebhooks() {
+		ok, err := h.matches(w, r)
+		if err != nil {
+			h.violate("harness", "", "%v", err)
+			return nil, false
+		}
+		if !ok {
+			continue
+		}
+		resp, err := call(h.guards, w.path, admissionRequest(r, uid))
+		if err != nil {
+			h.logf("  mutating %s: failed: %v", w.name, err)
+			if w.fail {
+				return nil, false
+			}
+			continue
+		}
+		if !resp.Allowed {
+			h.logf("  mutating %s: REFUSED: %s", w.name, resp.Result.Message)
+			return nil, false
+		}
+		if len(resp.Patch) > 0 {
+			patched, err := applyPatch(r.obj, resp.Patch)
+			if err != nil {
+				h.violate("harness", "", "applying the patch of %s: %v", w.name, err)
+				return nil, false
+			}
+			h.logf("  mutating %s: patched %s", w.name, resp.Patch)
+			r.obj = patched
+		}
+	}
+	var ws []webhook
+	for _, w := range h.validatingWebhooks() {
+		ok, err := h.matches(w, r)
+		if err != nil {
+			h.violate("harness", "", "%v", err)
+			return nil, false
+		}
+		if ok {
+			ws = append(ws, w)
+		}
+	}
+	order.Shuffle(len(ws), func(i, j int) { ws[i], ws[j] = ws[j], ws[i] })
+	req := admissionRequest(r, uid)
+	got := ask(h.guards, ws, req)
+	for _, v := range got {
+		h.logf("  %s", v)
+	}
+	allowed := allAllowed(got)
+	h.checkMemory(ws, req, allowed)
+	for _, v := range got {
+		if v.webhook == admission.WebhookParents && v.allowed && !r.dryRun {
+			h.lastParents = h.clock.Now()
+		}
+	}
+	return r.obj, allowed
+}
+
+// applyPatch applies a JSON patch of add, replace and remove operations on
+// object members, the patches the mutating guard writes.
+func applyPatch(obj runtime.Object, patch []byte) (runtime.Object, error) {
+	var ops []struct {
+		Op    string `json:"op"`
+		Path  string `json:"path"`
+		Value any    `json:"value"`
+	}
+	if err := json.Unmarshal(patch, &ops); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, err
+	}
+	unescape := strings.NewReplacer("~1", "/", "~0", "~")
+	for _, o := range ops {
+		parts := strings.Split(strings.TrimPrefix(o.Path, "/"), "/")
+		cur := doc
+		for _, p := range parts[:len(parts)-1] {
+			next, ok := cur[unescape.Replace(p)].(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("path %s: %s is not an object", o.Path, p)
+			}
+			cur = next
+		}
+		last := unescape.Replace(parts[len(parts)-1])
+		switch o.Op {
+		case "add", "replace":
+			cur[last] = o.Value
+		case "remove":
+			if _, ok := cur[last]; !ok {
+				return nil, fmt.Errorf("remove %s: no such member", o.Path)
+			}
+			delete(cur, last)
+		default:
+			return nil, fmt.Errorf("unsupported patch op %q", o.Op)
+		}
+	}
+	b, err = json.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	out := reflect.New(reflect.TypeOf(obj).Elem()).Interface().(runtime.Object)
+	if err := json.Unmarshal(b, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

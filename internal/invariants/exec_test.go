@@ -1,0 +1,281 @@
+package invariants
+
+import (
+	"math/rand/v2"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+)
+
+// run plays op as kube-apiserver would serve it, then lets the materializer
+// catch up, and checks the invariants. It reports whether a write was
+// stored.
+func (h *harness) run(o op) bool {
+	h.step++
+	h.clock.SetTime(h.clock.Now().Add(time.Second))
+	h.deliver()
+	h.transcript = nil
+	h.current, h.memoryBroken = o, false
+	h.badBefore, h.badNow = h.badNow, map[string]bool{}
+	before := h.snapshot()
+	stored := h.serve(o)
+	h.materialize()
+	if stored {
+		h.checkLocks(o, before)
+	}
+	h.checkApproved()
+	h.checkMaterialized()
+	if h.sampleGrants {
+		h.checkGrants(rand.New(rand.NewPCG(o.order, 7)))
+	} else {
+		h.checkGrants(nil)
+	}
+	return stored
+}
+
+// serve authorizes, admits and stores o.
+func (h *harness) serve(o op) bool {
+	a := h.actors[o.actor]
+	r, ok := h.build(a, o)
+	if !ok {
+		return false
+	}
+	verb := map[admissionv1.Operation]string{admissionv1.Create: "create", admissionv1.Update: "update", admissionv1.Delete: "delete"}[r.op]
+	attrs := authorizationv1.ResourceAttributes{Verb: verb, Group: r.gvr.Group, Resource: r.gvr.Resource, Namespace: r.namespace, Name: r.name}
+	if r.gvr.Resource == "namespaces" {
+		attrs.Namespace = ""
+	}
+	if !h.oracle.may(a.name, attrs) {
+		h.logf("  forbidden by RBAC")
+		return false
+	}
+	rng := rand.New(rand.NewPCG(o.order, uint64(h.step)))
+	wrote := false
+	for attempt := 0; attempt <= o.repeat; attempt++ {
+		if attempt > 0 {
+			// A retry is built again from what the client read: the
+			// same intent against the world as it is now.
+			if r, ok = h.build(a, o); !ok {
+				return wrote
+			}
+		}
+		obj, allowed := h.admit(r, rng, attempt)
+		if !allowed || r.dryRun {
+			if !allowed {
+				h.logf("  => refused")
+			} else {
+				h.logf("  => admitted, dry run: nothing stored")
+			}
+			continue
+		}
+		if h.persist(a, o, r, obj) {
+			wrote = true
+		}
+	}
+	return wrote
+}
+
+// build turns o into a request against the world as it is, or false when
+// kube-apiserver would answer before admission (not found, or a namespace
+// that does not exist or is being deleted).
+func (h *harness) build(a *actor, o op) (request, bool) {
+	r := request{actor: a, dryRun: o.dryRun}
+	switch o.kind {
+	case opNSCreate, opNSUpdate, opNSDelete:
+		r.gvr, r.name = gvrOf("namespaces"), o.name
+		cur, exists := h.w.namespaces[o.name]
+		switch o.kind {
+		case opNSCreate:
+			if exists { // AlreadyExists comes after admission
+				r.old = nil
+			}
+			n := newNamespace(o.name)
+			applyNSEdit(n, o.ns)
+			r.op, r.obj = admissionv1.Create, n
+		case opNSUpdate:
+			if !exists {
+				h.logf("  namespace %s not found", o.name)
+				return r, false
+			}
+			n := cur.DeepCopy()
+			applyNSEdit(n, o.ns)
+			r.op, r.old, r.obj = admissionv1.Update, cur.DeepCopy(), n
+		case opNSDelete:
+			if !exists || cur.DeletionTimestamp != nil {
+				h.logf("  namespace %s not found or already terminating", o.name)
+				return r, false
+			}
+			r.op, r.old = admissionv1.Delete, cur.DeepCopy()
+		}
+		return r, true
+	}
+	k := key{o.resource, o.namespace, o.name}
+	r.gvr, r.namespace, r.name = gvrOf(o.resource), o.namespace, o.name
+	cur, exists := h.w.objs[k]
+	switch o.kind {
+	case opCreate:
+		ns, ok := h.w.namespaces[o.namespace]
+		if !ok || ns.DeletionTimestamp != nil {
+			h.logf("  namespace %s not found or terminating (NamespaceLifecycle)", o.namespace)
+			return r, false
+		}
+		obj := newSource(o.resource, o.namespace, o.name, o.src.content)
+		applySrcEdit(obj, o.src)
+		r.op, r.obj = admissionv1.Create, obj
+	case opUpdate, opCopyWrite:
+		if !exists {
+			h.logf("  %s not found", k)
+			return r, false
+		}
+		obj := cur.obj.DeepCopyObject()
+		applySrcEdit(obj, o.src)
+		if o.kind == opCopyWrite && o.src.dropCopyLabel {
+			l := labelsOf(metaOf(obj))
+			delete(l, merge.LabelMaterialized)
+			metaOf(obj).SetLabels(l)
+		}
+		r.op, r.old, r.obj = admissionv1.Update, cur.obj.DeepCopyObject(), obj
+	case opDelete:
+		if !exists {
+			h.logf("  %s not found", k)
+			return r, false
+		}
+		r.op, r.old = admissionv1.Delete, cur.obj.DeepCopyObject()
+	}
+	return r, true
+}
+
+func applyNSEdit(n *corev1.Namespace, e nsEdit) {
+	if n.Labels == nil {
+		n.Labels = map[string]string{}
+	}
+	switch e.parent {
+	case set:
+		n.Labels[merge.LabelParent] = e.parentN
+	case clear:
+		delete(n.Labels, merge.LabelParent)
+	}
+	switch e.inherit {
+	case set:
+		n.Labels[merge.LabelInherit] = "false"
+	case clear:
+		delete(n.Labels, merge.LabelInherit)
+	}
+	switch e.stage {
+	case set:
+		n.Labels[merge.LabelStage] = e.stageV
+	case clear:
+		delete(n.Labels, merge.LabelStage)
+	}
+	a := annotationsOf(n)
+	switch e.exclude {
+	case set:
+		a[merge.AnnotationExclude] = e.exclV
+	case clear:
+		delete(a, merge.AnnotationExclude)
+	}
+	if len(a) == 0 {
+		a = nil
+	}
+	n.Annotations = a
+}
+
+func applySrcEdit(obj runtime.Object, e srcEdit) {
+	if e.content >= 0 {
+		setContent(obj, e.content)
+	}
+	m := metaOf(obj)
+	a := annotationsOf(m)
+	flag := func(t tri, k, v string) {
+		switch t {
+		case set:
+			a[k] = v
+		case clear:
+			delete(a, k)
+		}
+	}
+	flag(e.lock, merge.AnnotationLocked, "true")
+	flag(e.overlay, merge.AnnotationMerge, "overlay")
+	flag(e.candidate, merge.AnnotationCandidateFor, e.candFor)
+	flag(e.candidate, merge.AnnotationCanarySelector, e.selector)
+	if len(a) == 0 {
+		a = nil
+	}
+	m.SetAnnotations(a)
+}
+
+// persist stores an admitted write, as etcd would: a creation of what
+// exists fails (after admission, as in kube-apiserver). A namespace's
+// deletion is played to its end at once: marked terminating, emptied by
+// the namespace controller, removed.
+func (h *harness) persist(a *actor, o op, r request, obj runtime.Object) bool {
+	switch r.op {
+	case admissionv1.Create:
+		if r.gvr.Resource == "namespaces" {
+			if _, ok := h.w.namespaces[r.name]; ok {
+				h.logf("  => AlreadyExists (after admission)")
+				return false
+			}
+			h.storeLag(a.name, nil, obj, o.lag)
+			if !a.all {
+				a.admin[r.name] = true
+			}
+			h.logf("  => stored")
+			return true
+		}
+		if _, ok := h.w.objs[key{o.resource, r.namespace, r.name}]; ok {
+			h.logf("  => AlreadyExists (after admission)")
+			return false
+		}
+		h.storeLag(a.name, nil, obj, o.lag)
+	case admissionv1.Update:
+		if r.gvr.Resource == "namespaces" {
+			n := obj.(*corev1.Namespace)
+			cur := h.w.namespaces[r.name]
+			n.UID, n.CreationTimestamp, n.DeletionTimestamp = cur.UID, cur.CreationTimestamp, cur.DeletionTimestamp
+			h.storeLag(a.name, cur, n, o.lag)
+			h.logf("  => stored")
+			return true
+		}
+		cur := h.w.objs[key{o.resource, r.namespace, r.name}]
+		m := metaOf(obj)
+		m.SetUID(metaOf(cur.obj).GetUID())
+		m.SetCreationTimestamp(metaOf(cur.obj).GetCreationTimestamp())
+		h.storeLag(a.name, cur.obj, obj, o.lag)
+	case admissionv1.Delete:
+		if r.gvr.Resource == "namespaces" {
+			h.deleteNamespace(a, r.name, o.lag)
+			h.logf("  => namespace deleted (and emptied)")
+			return true
+		}
+		cur := h.w.objs[key{o.resource, r.namespace, r.name}]
+		h.storeLag(a.name, cur.obj, nil, o.lag)
+	}
+	h.logf("  => stored")
+	return true
+}
+
+// deleteNamespace plays a namespace's deletion: terminating, its objects
+// deleted by the namespace controller, then gone.
+func (h *harness) deleteNamespace(a *actor, name string, lag int) {
+	cur := h.w.namespaces[name]
+	term := cur.DeepCopy()
+	now := metav1.NewTime(h.clock.Now())
+	term.DeletionTimestamp = &now
+	h.storeLag(a.name, cur, term, lag)
+	for _, k := range h.w.keys("") {
+		if k.namespace == name {
+			h.storeLag("system:serviceaccount:kube-system:namespace-controller", h.w.objs[k].obj, nil, lag)
+		}
+	}
+	h.storeLag(a.name, h.w.namespaces[name], nil, lag)
+	for _, x := range h.actors {
+		delete(x.admin, name)
+	}
+}

@@ -1,0 +1,226 @@
+package invariants
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestInvariants plays random sequences of requests by random actors
+// through every guard, as kube-apiserver calls them, and checks the four
+// invariants of DESIGN.md ("Guards") after every admitted change:
+//
+//   - locks: no admitted change by an actor without unlock on a locked
+//     source takes its item out of a view where it was, or changes a field
+//     it sets there; and a candidate stands in for a locked source only if
+//     someone who may unlock it wrote it;
+//   - grants: the authorization webhook answers as the inherited bindings
+//     would grant as real RBAC objects (oracle_test.go);
+//   - materialized: in a tenant namespace, the real object under a locked
+//     inherited name is the view's item (its copy);
+//   - guard memory: what the guards admit, guards without memory over the
+//     same mirror admit too, and once every assumption has expired both
+//     decide alike;
+//
+// and, from issue 24 item 8, that an admitted write to a copy is not
+// silently undone.
+//
+// Each sequence is deterministic per seed. The run lasts
+// IMPLICIT_INVARIANTS_DURATION (default 2s, 1s with -short; make fuzz sets
+// it to FUZZTIME), from seed IMPLICIT_INVARIANTS_SEED (default 1). A broken
+// invariant is shrunk to a short sequence and printed with every webhook's
+// verdict. The items of issue 24 still open on main are listed in openItems:
+// their violations are logged, not failed, unless IMPLICIT_INVARIANTS_STRICT=1;
+// any other violation fails the test. Remove an item from openItems when its
+// fix merges.
+func TestInvariants(t *testing.T) {
+	duration := 2 * time.Second
+	if testing.Short() {
+		duration = time.Second
+	}
+	if v := os.Getenv("IMPLICIT_INVARIANTS_DURATION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("IMPLICIT_INVARIANTS_DURATION=%q: %v", v, err)
+		}
+		duration = d
+	}
+	seed := uint64(1)
+	if v := os.Getenv("IMPLICIT_INVARIANTS_SEED"); v != "" {
+		s, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("IMPLICIT_INVARIANTS_SEED=%q: %v", v, err)
+		}
+		seed = s
+	}
+	strict := os.Getenv("IMPLICIT_INVARIANTS_STRICT") == "1"
+
+	s := newShared(t)
+	found := map[string]*finding{}
+	sequences, ops, writes := 0, 0, 0
+	deadline := time.Now().Add(duration)
+	for n := uint64(0); time.Now().Before(deadline); n++ {
+		sequences++
+		rng := rand.New(rand.NewPCG(seed, n))
+		h := mustHarness(t, s)
+		h.sampleGrants = true
+		var played []op
+		seen := map[string]bool{}
+		for range opsPerSequence {
+			o := h.gen(rng)
+			played = append(played, o)
+			ops++
+			if h.run(o) {
+				writes++
+			}
+			// Each kind once per sequence: a broken state stays broken.
+			for _, v := range h.violations {
+				k := v.kind()
+				if seen[k] {
+					continue
+				}
+				seen[k] = true
+				if f, ok := found[k]; ok {
+					f.count++
+				} else {
+					found[k] = &finding{v: v, seed: seed, sequence: n, count: 1, ops: append([]op(nil), played...)}
+				}
+			}
+		}
+	}
+	t.Logf("%d sequences, %d requests (%d stored), seed %d, %s", sequences, ops, writes, seed, duration)
+
+	kinds := make([]string, 0, len(found))
+	for k := range found {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	// Shrinking gets as long as the search had, at most.
+	shrinkUntil := time.Now().Add(duration)
+	for _, k := range kinds {
+		f := found[k]
+		shrunk := shrink(t, s, f.ops, k, shrinkUntil)
+		report := fmt.Sprintf("%s\nfound in %d sequence(s); first in sequence %d of seed %d; shrunk from %d to %d requests:\n%s",
+			f.v, f.count, f.sequence, f.seed, len(f.ops), len(shrunk), replay(t, s, shrunk, k))
+		if why, open := openItems[f.v.item]; open && !strict {
+			t.Logf("KNOWN OPEN (issue 24 item %s, %s): %s", f.v.item, why, report)
+			continue
+		}
+		t.Errorf("%s", report)
+	}
+}
+
+// opsPerSequence bounds a sequence: long enough for assumptions and a
+// lagging mirror to matter, short enough to shrink quickly.
+const opsPerSequence = 40
+
+// openItems are the items of issue 24 still open on main, by the item a
+// violation names: their violations are logged, not failed (unless
+// IMPLICIT_INVARIANTS_STRICT=1). Remove an entry when its fix merges.
+var openItems = map[string]string{
+	"1":           "a refused write leaves an assumption that admits a cycle (or any other loss)",
+	"1/ns-delete": "deleting a namespace that holds locked sources inherited elsewhere needs unlock",
+	"2":           "an inherited binding's Role resolves in its source namespace's view",
+	"4":           "a candidate written before a lock outlives it",
+	"5":           "a locked materialized item vs the tenant's object",
+	"8":           "a write to a materialized copy is silently undone",
+	// Not in issue 24's list, found by this test:
+	//   - deleting a namespace between a locked source and its viewers
+	//     cuts them off it (their parent is gone);
+	//   - a source elsewhere becomes a locked item of a materialized kind
+	//     (locked, or a locked candidate) where a tenant's own object
+	//     already holds its name;
+	//   - the candidates guard reads whether the stable source is locked
+	//     from its mirror, which may not show a lock set a moment ago;
+	//   - a re-parented namespace's own locked object is displaced by a
+	//     locked item of the same name it now inherits (the parents guard
+	//     counts inherited locked items only).
+	"new/ns-delete-middle":                   "deleting a namespace whose subtree inherits locked items through it",
+	"new/lock-over-existing":                 "a lock placed over a name tenants' objects already hold",
+	"new/candidate-of-lock-not-yet-mirrored": "a candidate of a source locked a moment ago, admitted without unlock",
+	"new/local-lock-displaced":               "a namespace's own locked object displaced by a locked item it comes to inherit",
+}
+
+type finding struct {
+	v        violation
+	seed     uint64
+	sequence uint64
+	count    int
+	ops      []op
+}
+
+func (v violation) kind() string { return v.invariant + " / item " + v.item }
+
+func mustHarness(t *testing.T, s *shared) *harness {
+	t.Helper()
+	h, err := newHarness(s)
+	if err != nil {
+		t.Fatalf("building the harness: %v", err)
+	}
+	return h
+}
+
+// reproduces plays ops on a new harness and reports whether a violation of
+// kind k happens.
+func reproduces(t *testing.T, s *shared, ops []op, k string) bool {
+	h := mustHarness(t, s)
+	for _, o := range ops {
+		h.run(o)
+		for _, v := range h.violations {
+			if v.kind() == k {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// shrink leaves ops out, one at a time, while the violation of kind k
+// still happens: a minimal-ish sequence, within a bounded number of tries
+// and until the deadline.
+func shrink(t *testing.T, s *shared, ops []op, k string, deadline time.Time) []op {
+	cur := append([]op(nil), ops...)
+	tries := 0
+	more := func() bool { return tries < 400 && time.Now().Before(deadline) }
+	for changed := true; changed && more(); {
+		changed = false
+		for i := 0; i < len(cur) && more(); i++ {
+			cand := append(append([]op(nil), cur[:i]...), cur[i+1:]...)
+			tries++
+			if reproduces(t, s, cand, k) {
+				cur, changed = cand, true
+				i--
+			}
+		}
+	}
+	return cur
+}
+
+// replay plays ops and prints each with its verdicts, and the violations.
+func replay(t *testing.T, s *shared, ops []op, k string) string {
+	h := mustHarness(t, s)
+	var b strings.Builder
+	reported := 0
+	for i, o := range ops {
+		h.run(o)
+		fmt.Fprintf(&b, "  %2d. %s\n", i+1, o)
+		for _, line := range h.transcript {
+			fmt.Fprintf(&b, "      %s\n", line)
+		}
+		broken := false
+		for _, v := range h.violations[reported:] {
+			fmt.Fprintf(&b, "      BROKEN: %s\n", v)
+			broken = broken || v.kind() == k
+		}
+		reported = len(h.violations)
+		if broken {
+			break
+		}
+	}
+	return b.String()
+}

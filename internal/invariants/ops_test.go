@@ -1,0 +1,275 @@
+package invariants
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+)
+
+// An op is one request of one actor, with every random choice fixed in it
+// (the lag of the mirror, the order of the webhooks' answers), so that a
+// sequence replays alike and can be shrunk by leaving ops out. An op that no
+// longer fits the world (an update of what does not exist) fails as
+// kube-apiserver would fail it.
+type op struct {
+	actor string
+	kind  opKind
+	// resource, namespace and name of a source; name alone for a namespace.
+	resource, namespace, name string
+	src                       srcEdit
+	ns                        nsEdit
+	dryRun                    bool
+	// repeat sends the same request again that many times (a client's
+	// retry after a timeout).
+	repeat int
+	// lag is how many ops later the mirror sees the write.
+	lag int
+	// order seeds the order in which the validating webhooks answer.
+	order uint64
+}
+
+type opKind int
+
+const (
+	opCreate opKind = iota
+	opUpdate
+	opDelete
+	opNSCreate
+	opNSUpdate
+	opNSDelete
+	// opCopyWrite updates a materialized copy as `kubectl apply` would:
+	// its content, keeping its labels unless src.dropCopyLabel.
+	opCopyWrite
+)
+
+// tri is keep, set or clear.
+type tri int
+
+const (
+	keep tri = iota
+	set
+	clear
+)
+
+// srcEdit is what a create or update of a source sets.
+type srcEdit struct {
+	content       int // -1 keeps it
+	lock, overlay tri
+	// candidate: set makes it a candidate for candFor with selector.
+	candidate         tri
+	candFor, selector string
+	dropCopyLabel     bool
+}
+
+// nsEdit is what a create or update of a namespace sets.
+type nsEdit struct {
+	parent  tri
+	parentN string
+	// inherit set labels implicit.dev/inherit: "false"; clear removes it.
+	inherit tri
+	stage   tri
+	stageV  string
+	exclude tri
+	exclV   string
+}
+
+func (t tri) show(name, v string) string {
+	switch t {
+	case set:
+		if v == "" {
+			return name
+		}
+		return name + "=" + v
+	case clear:
+		return "-" + name
+	}
+	return ""
+}
+
+func (o op) String() string {
+	var b strings.Builder
+	verb := map[opKind]string{opCreate: "CREATE", opUpdate: "UPDATE", opDelete: "DELETE", opNSCreate: "CREATE", opNSUpdate: "UPDATE", opNSDelete: "DELETE", opCopyWrite: "UPDATE(copy)"}[o.kind]
+	fmt.Fprintf(&b, "%s %s ", o.actor, verb)
+	var parts []string
+	add := func(s string) {
+		if s != "" {
+			parts = append(parts, s)
+		}
+	}
+	switch o.kind {
+	case opNSCreate, opNSUpdate, opNSDelete:
+		fmt.Fprintf(&b, "namespace %s", o.name)
+		add(o.ns.parent.show("parent", o.ns.parentN))
+		add(o.ns.inherit.show("inherit=false", ""))
+		add(o.ns.stage.show("stage", o.ns.stageV))
+		add(o.ns.exclude.show("exclude", o.ns.exclV))
+	default:
+		fmt.Fprintf(&b, "%s %s/%s", o.resource, o.namespace, o.name)
+		if o.src.content >= 0 && o.kind != opDelete {
+			add(fmt.Sprintf("content#%d", o.src.content))
+		}
+		add(o.src.lock.show("locked", ""))
+		add(o.src.overlay.show("overlay", ""))
+		add(o.src.candidate.show("candidate-for", o.src.candFor))
+		if o.src.candidate == set {
+			add(fmt.Sprintf("canary-selector=%q", o.src.selector))
+		}
+		if o.src.dropCopyLabel {
+			add("-" + merge.LabelMaterialized)
+		}
+	}
+	if len(parts) > 0 {
+		fmt.Fprintf(&b, " {%s}", strings.Join(parts, " "))
+	}
+	if o.dryRun {
+		b.WriteString(" --dry-run=server")
+	}
+	if o.repeat > 0 {
+		fmt.Fprintf(&b, " (sent %d times)", o.repeat+1)
+	}
+	if o.lag > 0 {
+		fmt.Fprintf(&b, " [mirror %d ops behind]", o.lag)
+	}
+	return b.String()
+}
+
+// Pools the generator draws from.
+var (
+	namespacePool = []string{"p", "a", "b", "c", "d", "e", "f"}
+	stages        = []string{"canary", "x"}
+	selectors     = []string{"implicit.dev/stage=canary", "!implicit.dev/stage", "implicit.dev/stage in (canary,x)"}
+	exclusions    = []string{"rolebindings/*", "networkpolicies/deny", "rolebindings/g-lock", "roles/*", "networkpolicies/*"}
+	lags          = []int{0, 0, 0, 0, 1, 1, 2, 3, 6}
+)
+
+// gen draws the next op from the world as it is.
+func (h *harness) gen(rng *rand.Rand) op {
+	pick := func(xs []string) string { return xs[rng.IntN(len(xs))] }
+	triOf := func(pSet, pClear float64) tri {
+		switch f := rng.Float64(); {
+		case f < pSet:
+			return set
+		case f < pSet+pClear:
+			return clear
+		}
+		return keep
+	}
+	o := op{actor: pick(actorNames), lag: lags[rng.IntN(len(lags))], order: rng.Uint64(), src: srcEdit{content: -1}}
+	if rng.Float64() < 0.12 {
+		o.dryRun = true
+	}
+	if rng.Float64() < 0.06 {
+		o.repeat = 1
+	}
+	names := h.w.namespaceNames()
+	switch f := rng.Float64(); {
+	case f < 0.30: // a namespace's place, tenancy, stage, exclusions
+		o.kind = opNSUpdate
+		o.name = pick(names)
+		for o.ns == (nsEdit{}) {
+			if o.ns.parent = triOf(0.35, 0.08); o.ns.parent == set {
+				o.ns.parentN = pick(append(names, "f"))
+			}
+			o.ns.inherit = triOf(0.12, 0.12)
+			if o.ns.stage = triOf(0.18, 0.08); o.ns.stage == set {
+				o.ns.stageV = pick(stages)
+			}
+			if o.ns.exclude = triOf(0.15, 0.08); o.ns.exclude == set {
+				o.ns.exclV = pick(exclusions)
+			}
+		}
+	case f < 0.36:
+		o.kind = opNSCreate
+		o.name = pick(namespacePool)
+		if rng.Float64() < 0.6 {
+			o.ns.parent, o.ns.parentN = set, pick(names)
+		}
+		if rng.Float64() < 0.25 {
+			o.ns.inherit = set
+		}
+		if rng.Float64() < 0.15 {
+			o.ns.stage, o.ns.stageV = set, pick(stages)
+		}
+	case f < 0.39:
+		o.kind = opNSDelete
+		o.name = pick(namespacePool)
+	case f < 0.45:
+		copies := h.copies()
+		if len(copies) == 0 {
+			return h.gen(rng)
+		}
+		k := copies[rng.IntN(len(copies))]
+		o.kind, o.resource, o.namespace, o.name = opCopyWrite, k.resource, k.namespace, k.name
+		o.src.content = rng.IntN(contents(k.resource))
+		o.src.dropCopyLabel = rng.Float64() < 0.2
+	default: // a source
+		o.resource = resources[rng.IntN(len(resources))]
+		// Mostly where the actor may write: a forbidden request tests
+		// nothing but RBAC.
+		a := h.actors[o.actor]
+		var mine []string
+		for _, n := range append(names, global) {
+			if a.isAdmin(n) {
+				mine = append(mine, n)
+			}
+		}
+		if len(mine) > 0 && rng.Float64() < 0.8 {
+			o.namespace = pick(mine)
+		} else {
+			o.namespace = pick(append(names, global, global))
+		}
+		var existing, free []string
+		for _, n := range sourceNames[o.resource] {
+			if _, ok := h.w.objs[key{o.resource, o.namespace, n}]; ok {
+				existing = append(existing, n)
+			} else {
+				free = append(free, n)
+			}
+		}
+		switch f := rng.Float64(); {
+		case len(existing) > 0 && f < 0.15:
+			o.kind, o.name = opDelete, pick(existing)
+			return o
+		case len(existing) > 0 && (f < 0.6 || len(free) == 0):
+			o.kind, o.name = opUpdate, pick(existing)
+			if rng.Float64() < 0.5 {
+				o.src.content = rng.IntN(contents(o.resource))
+			}
+		default:
+			o.kind = opCreate
+			o.name = pick(sourceNames[o.resource])
+			if len(free) > 0 && rng.Float64() < 0.8 {
+				o.name = pick(free)
+			}
+			o.src.content = rng.IntN(contents(o.resource))
+		}
+		o.src.lock = triOf(0.3, 0.15)
+		o.src.overlay = triOf(0.15, 0.1)
+		if o.src.candidate = triOf(0.2, 0.08); o.src.candidate == set {
+			// Mostly a candidate for a source beside it.
+			targets := sourceNames[o.resource]
+			if len(existing) > 0 && rng.Float64() < 0.8 {
+				targets = existing
+			}
+			o.src.candFor = pick(targets)
+			if o.src.candFor == o.name {
+				o.src.candidate = keep
+			}
+			o.src.selector = pick(selectors)
+		}
+	}
+	return o
+}
+
+// copies are the materialized copies in the world, sorted.
+func (h *harness) copies() []key {
+	var out []key
+	for _, k := range h.w.keys("") {
+		if isCopy(h.w.objs[k].obj) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
