@@ -105,9 +105,10 @@ type harness struct {
 	clock   *testingclock.FakePassiveClock
 	guards  *admission.Guards
 	authz   *authz.Authorizer
-	// lastParents is when the parents guard last admitted a request: its
-	// assumptions live assumeFor (30s) at most.
-	lastParents time.Time
+	// lastRemembered is when a guard that remembers what it admits (the
+	// parents, locks and candidates guards) last admitted a request: that
+	// memory lives assumeFor (30s) at most.
+	lastRemembered time.Time
 	// transcript of the current op: verdicts and outcome.
 	transcript []string
 	// violations found so far.
@@ -343,15 +344,13 @@ func (h *harness) conditions(name string, cs []admissionregistrationv1.MatchCond
 	g, ok := admission.NewIndex(h.lagging).Guarded()
 	out := make([]admissionregistrationv1.MatchCondition, len(cs))
 	copy(out, cs)
+	synced := admission.SyncedConditions(g, global)
 	for i := range out {
 		if out[i].Name != "implicit-sources" || !ok {
 			continue
 		}
-		switch name {
-		case admission.WebhookShadows:
-			out[i].Expression = admission.ShadowCondition(g, global)
-		case admission.WebhookFanout:
-			out[i].Expression = admission.FanoutCondition(g)
+		if expr, found := synced[name]; found {
+			out[i].Expression = expr
 		}
 	}
 	return out
@@ -627,8 +626,12 @@ func (h *harness) admit(r request, order *rand.Rand, attempt int) (runtime.Objec
 	allowed := allAllowed(got)
 	h.checkMemory(ws, req, allowed)
 	for _, v := range got {
-		if v.webhook == admission.WebhookParents && v.allowed && !r.dryRun {
-			h.lastParents = h.clock.Now()
+		// The guards that remember what they admitted: the parents
+		// guard (assumptions), the locks and candidates guards (locks
+		// and candidates admitted a moment ago).
+		remembers := v.webhook == admission.WebhookParents || v.webhook == admission.WebhookLocks || v.webhook == admission.WebhookCandidates
+		if remembers && v.allowed && !r.dryRun {
+			h.lastRemembered = h.clock.Now()
 		}
 	}
 	return r.obj, allowed

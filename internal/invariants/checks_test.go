@@ -409,7 +409,7 @@ func (h *harness) checkMaterialized() {
 // mirror admit too; and once every assumption has expired and the mirror
 // shows every write, both decide alike.
 func (h *harness) checkMemory(ws []webhook, req *admissionv1.AdmissionRequest, allowed bool) {
-	quiet := h.caughtUp() && h.clock.Now().Sub(h.lastParents) > assumeFor
+	quiet := h.caughtUp() && h.clock.Now().Sub(h.lastRemembered) > assumeFor
 	if !allowed && !quiet {
 		return
 	}

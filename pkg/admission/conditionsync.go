@@ -131,7 +131,7 @@ func (s *ConditionSync) sync(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
-	want := syncedConditions(g, s.GlobalNamespace)
+	want := SyncedConditions(g, s.GlobalNamespace)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cfg, err := s.Client.Get(ctx, s.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -186,9 +186,9 @@ func setConditions(cfg *admissionregistrationv1.ValidatingWebhookConfiguration, 
 	return changed
 }
 
-// syncedConditions are the "implicit-sources" match conditions the server
+// SyncedConditions are the "implicit-sources" match conditions the server
 // keeps current, by webhook.
-func syncedConditions(g MatchInputs, globalNamespace string) map[string]string {
+func SyncedConditions(g MatchInputs, globalNamespace string) map[string]string {
 	return map[string]string{
 		WebhookShadows:            ShadowCondition(g, globalNamespace),
 		WebhookFanout:             FanoutCondition(g),

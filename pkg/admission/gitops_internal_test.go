@@ -39,7 +39,7 @@ func TestGitOpsIgnoredFieldsAreWhatTheServerWrites(t *testing.T) {
 	// beside the defaults.
 	before := InClusterConfiguration()
 	after := before.DeepCopy()
-	setConditions(after, syncedConditions(MatchInputs{LockedNames: map[string][]string{"rolebindings": {"admins"}}, Inherited: []string{"org"}}, "implicit-global"))
+	setConditions(after, SyncedConditions(MatchInputs{LockedNames: map[string][]string{"rolebindings": {"admins"}}, Inherited: []string{"org"}}, "implicit-global"))
 	setRules(after, []schema.GroupResource{
 		{Group: "rbac.authorization.k8s.io", Resource: "rolebindings"},
 		{Group: "rbac.authorization.k8s.io", Resource: "roles"},

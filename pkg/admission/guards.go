@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -45,6 +46,9 @@ type Index interface {
 	// LockedStandIns lists, for resources, the locked items namespace or
 	// its subtree would newly inherit under a name it holds an object of.
 	LockedStandIns(namespace string, next NamespaceMeta, assumed Assumed, resources []string) ([]LockedItem, error)
+	// ObjectsUnderLock lists the namespaces that would inherit the source
+	// namespace/name, locked as obj, while holding an object of that name.
+	ObjectsUnderLock(resource, namespace, name string, obj *unstructured.Unstructured) ([]string, error)
 	// DeletionLoss lists the locked items that would leave other
 	// namespaces' views if namespace were deleted.
 	DeletionLoss(namespace string, assumed Assumed) ([]LockedItem, error)
@@ -277,11 +281,6 @@ func (g *Guards) Locks(ctx context.Context, req *admissionv1.AdmissionRequest) d
 	if !wasLocked && !isLocked {
 		return allow()
 	}
-	if isLocked && !wasLocked && req.Operation != admissionv1.Delete && !candidateTouched(s) {
-		if d := g.openCandidate(s); !d.allowed {
-			return d
-		}
-	}
 	// A locked object goes with its namespace: whoever may delete the
 	// namespace may delete what is in it, and the namespace controller,
 	// which empties it, must not be stopped by a lock.
@@ -295,6 +294,17 @@ func (g *Guards) Locks(ctx context.Context, req *admissionv1.AdmissionRequest) d
 		return unavailable(fmt.Errorf("checking the unlock permission: %w", err))
 	}
 	if allowed {
+		// Who may lock is told why a lock can't be set now.
+		if isLocked && !wasLocked && req.Operation != admissionv1.Delete && s.subresource == "" {
+			if !candidateTouched(s) {
+				if d := g.openCandidate(s); !d.allowed {
+					return d
+				}
+			}
+			if d := g.lockOverObjects(s); !d.allowed {
+				return d
+			}
+		}
 		if isLocked && req.Operation != admissionv1.Delete && (req.DryRun == nil || !*req.DryRun) {
 			g.recent.lock(recentKey{s.resource, s.namespace, s.name})
 		}
@@ -321,6 +331,33 @@ func (g *Guards) Locks(ctx context.Context, req *admissionv1.AdmissionRequest) d
 		msg += ": " + reason
 	}
 	return deny("%s", msg)
+}
+
+// lockOverObjects refuses to make a source of a materialized kind a locked
+// item of namespaces that hold an object of their own under its name (a
+// candidate: under its stable name): there that object, not the locked
+// item, would be the real object engines enforce (DESIGN.md's third
+// invariant). Nobody may: those objects must go first.
+func (g *Guards) lockOverObjects(s source) decision {
+	if !g.isMaterialized(s.resource) || s.obj == nil {
+		return allow()
+	}
+	name := s.name
+	if c, _ := candidateOf(s.obj); c != nil {
+		if c.For == "" || strings.Contains(c.For, "/") {
+			return allow() // malformed: the candidates guard refuses it
+		}
+		name = c.For
+	}
+	holders, err := g.index.ObjectsUnderLock(s.resource, s.namespace, name, s.obj)
+	if err != nil {
+		return unavailable(fmt.Errorf("reading which namespaces hold objects named %s: %w", name, err))
+	}
+	if len(holders) == 0 {
+		return allow()
+	}
+	return deny("%s would lock %q in namespaces that hold an object of their own under that name: %s. This kind is delivered as real objects (delivery: Materialize), so those objects, not the locked item, would be what is enforced there: delete or rename them first",
+		s, name, viewers(holders))
 }
 
 // openCandidate refuses to lock the source s while it has an open

@@ -181,6 +181,11 @@ func (f *fakeIndex) LockedStandIns(namespace string, _ admission.NamespaceMeta, 
 	return f.standIns[namespace], nil
 }
 
+// ObjectsUnderLock implements admission.Index: no namespace holds one.
+func (f *fakeIndex) ObjectsUnderLock(string, string, string, *unstructured.Unstructured) ([]string, error) {
+	return nil, nil
+}
+
 // DeletionLoss implements admission.Index: lost answers it too.
 func (f *fakeIndex) DeletionLoss(namespace string, _ admission.Assumed) ([]admission.LockedItem, error) {
 	return f.lost[namespace], f.lossErr

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sort"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
@@ -389,4 +390,26 @@ func viewWithout(r watchmux.Reader, resource, namespace, name string, get merge.
 		return nil
 	})
 	return merge.MergeWith(resource, levels, r.Options(resource))
+}
+
+// ObjectsUnderLock implements Index: the namespaces that would inherit the
+// source namespace/name locked, as obj, while holding an object of their
+// own under that name, sorted.
+func (x *MuxIndex) ObjectsUnderLock(resource, namespace, name string, obj *unstructured.Unstructured) (out []string, err error) {
+	item := merge.Item{Namespace: namespace, Name: name, Object: obj, UID: obj.GetUID(), Locked: true, Overlay: merge.WantsOverlay(obj.GetAnnotations())}
+	err = x.read(func(r watchmux.Reader) {
+		if !isServed(r, resource) {
+			return
+		}
+		for _, viewer := range r.Reached(resource, namespace) {
+			if viewer == namespace {
+				continue
+			}
+			if _, own := r.Source(resource, viewer, name); own && inheritsFrom(r, resource, viewer, namespace, item) {
+				out = append(out, viewer)
+			}
+		}
+	})
+	slices.Sort(out)
+	return out, err
 }
