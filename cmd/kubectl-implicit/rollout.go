@@ -81,14 +81,19 @@ func (o *options) rolloutPromoteCommand() *cobra.Command {
 1. Update the stable source with the candidate's content, the stable source's
    resourceVersion as precondition: every top-level field but apiVersion,
    kind, metadata and status (a RoleBinding's subjects; its roleRef must be
-   the stable one's), and the candidate's labels and annotations without the
-   candidate annotations. With no stable source (a staged creation), create it.
+   the stable one's), and the candidate's labels and annotations, added to
+   the stable source's, without the candidate annotations. The stable
+   source's implicit.dev/locked and implicit.dev/merge stay whatever the
+   candidate says. With no stable source (a staged creation), create it.
 2. Delete the candidate, its uid and resourceVersion as preconditions: only
    the version promoted.
 
-If the second write fails, the stable source is promoted and the candidate
-still exists: delete it. --dry-run prints what would be written (-o json for
-JSON, YAML by default) and writes nothing.`,
+If the second write fails, the stable source holds the candidate's content
+and the command fails, saying what to do: if the candidate still exists,
+delete it (or, if it changed since it was read, check it and promote again);
+if it was deleted meanwhile (an abort), the version the update replaced is
+printed, to write back if the abort should stand. --dry-run prints what
+would be written (-o json for JSON, YAML by default) and writes nothing.`,
 		Example: `  kubectl implicit rollout promote rolebinding org-viewers -n implicit-global --dry-run
   kubectl implicit rollout promote rolebinding org-viewers -n implicit-global`,
 		Args: cobra.ExactArgs(2),
