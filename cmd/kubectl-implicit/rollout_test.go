@@ -301,17 +301,29 @@ func get(t *testing.T, c *dynamicfake.FakeDynamicClient, res schema.GroupVersion
 
 func TestRolloutPromote(t *testing.T) {
 	t.Parallel()
-	stable := binding("org-viewers", "stable-uid", "7", map[string]string{lastApplied: "stable's"}, "view", "org:viewers")
-	stable.SetLabels(map[string]string{"tier": "old"})
-	cand := binding("org-viewers.next", "cand-uid", "8", candidateAnnotations("org-viewers", merge.AnnotationLocked, "true", lastApplied, "candidate's"), "view", "org:viewers", "org:auditors")
-	cand.SetLabels(map[string]string{"tier": "org"})
+	// A locked stable source with labels of its own; a candidate that
+	// repeats neither the lock nor the tier label (issue 24, item 3).
+	stable := binding("org-viewers", "stable-uid", "7", map[string]string{merge.AnnotationLocked: "true", lastApplied: "stable's", "note": "stable's"}, "view", "org:viewers")
+	stable.SetLabels(map[string]string{"tier": "org", "owner": "platform"})
+	cand := binding("org-viewers.next", "cand-uid", "8", candidateAnnotations("org-viewers", lastApplied, "candidate's", "note", "candidate's", "reviewed", "yes"), "view", "org:viewers", "org:auditors")
+	cand.SetLabels(map[string]string{"owner": "release"})
 
 	// The bindings as promoted: the stable one's metadata, the candidate's
-	// subjects, labels and annotations (less the candidate ones).
-	promotedBinding := binding("org-viewers", "stable-uid", "7", map[string]string{merge.AnnotationLocked: "true", lastApplied: "stable's"}, "view", "org:viewers", "org:auditors")
-	promotedBinding.SetLabels(map[string]string{"tier": "org"})
-	created := binding("org-viewers", "", "", map[string]string{merge.AnnotationLocked: "true"}, "view", "org:viewers", "org:auditors")
-	created.SetLabels(map[string]string{"tier": "org"})
+	// subjects, and its labels and annotations (less the candidate ones)
+	// added to the stable one's, whose lock stays.
+	promotedBinding := binding("org-viewers", "stable-uid", "7", map[string]string{merge.AnnotationLocked: "true", lastApplied: "stable's", "note": "candidate's", "reviewed": "yes"}, "view", "org:viewers", "org:auditors")
+	promotedBinding.SetLabels(map[string]string{"tier": "org", "owner": "release"})
+	created := binding("org-viewers", "", "", map[string]string{"note": "candidate's", "reviewed": "yes"}, "view", "org:viewers", "org:auditors")
+	created.SetLabels(map[string]string{"owner": "release"})
+
+	// An unlocked stable source whose candidate stages a lock and an
+	// overlay: neither is promoted, and the output says so.
+	plain := binding("org-viewers", "stable-uid", "7", nil, "view", "org:viewers")
+	lockingCand := binding("org-viewers.next", "cand-uid", "8", candidateAnnotations("org-viewers", merge.AnnotationLocked, "true", merge.AnnotationMerge, "overlay"), "view", "org:auditors")
+	plainPromoted := binding("org-viewers", "stable-uid", "7", nil, "view", "org:auditors")
+	// A staged creation keeps the candidate's lock: there is no stable lock to keep.
+	lockedCreation := binding("org-viewers.next", "cand-uid", "8", candidateAnnotations("org-viewers", merge.AnnotationLocked, "true"), "view", "org:auditors")
+	lockedCreated := binding("org-viewers", "", "", map[string]string{merge.AnnotationLocked: "true"}, "view", "org:auditors")
 
 	policy := func(name string, uid types.UID, rv string, annotations map[string]string, spec map[string]any) *unstructured.Unstructured {
 		return object("networking.k8s.io/v1", "NetworkPolicy", globalNS, name, uid, rv, annotations, map[string]any{"spec": spec})
@@ -346,18 +358,28 @@ func TestRolloutPromote(t *testing.T) {
 			return false, nil, c.Tracker().Update(rbSource, edited, globalNS)
 		})
 	}
+	// abortedOn deletes the candidate (a concurrent rollout abort) when
+	// the stable source is written with verb, after the promotion read it.
+	abortedOn := func(verb string) func(*dynamicfake.FakeDynamicClient) {
+		return func(c *dynamicfake.FakeDynamicClient) {
+			c.PrependReactor(verb, "rolebindings", func(clienttesting.Action) (bool, runtime.Object, error) {
+				return false, nil, c.Tracker().Delete(rbSource, globalNS, "org-viewers.next")
+			})
+		}
+	}
 
 	for _, tc := range []struct {
-		name     string
-		source   schema.GroupVersionResource
-		stable   string
-		objs     []runtime.Object
-		react    func(*dynamicfake.FakeDynamicClient)
-		dryRun   bool
-		wantErr  func(error) bool
-		wantOut  []string
-		wantErrs []string // printError's lines
-		verbs    []string
+		name       string
+		source     schema.GroupVersionResource
+		stable     string
+		objs       []runtime.Object
+		react      func(*dynamicfake.FakeDynamicClient)
+		dryRun     bool
+		wantErr    func(error) bool
+		wantOut    []string
+		wantNotOut []string
+		wantErrs   []string // printError's lines
+		verbs      []string
 		// After the run: the stable source (nil: none), whether the candidate still exists.
 		wantStable    *unstructured.Unstructured
 		wantCandidate string
@@ -389,7 +411,7 @@ func TestRolloutPromote(t *testing.T) {
 			wantOut: []string{"org-viewers updated in implicit-global from candidate org-viewers.next"},
 			wantErrs: []string{
 				`Error from server (Forbidden): rolebindings.rbac.authorization.k8s.io "org-viewers.next" is forbidden: implicit.dev: deleting this candidate needs unlock`,
-				"error: the stable source rolebindings.rbac.authorization.k8s.io/org-viewers in implicit-global is promoted, but the candidate org-viewers.next still exists: delete it (kubectl delete rolebindings.rbac.authorization.k8s.io org-viewers.next -n implicit-global)",
+				"error: the stable source rolebindings.rbac.authorization.k8s.io/org-viewers in implicit-global now holds the content of the candidate org-viewers.next as read at resourceVersion 8, and the candidate still exists: delete it (kubectl delete rolebindings.rbac.authorization.k8s.io org-viewers.next -n implicit-global)",
 			},
 			verbs:         []string{"get org-viewers", "list", "update org-viewers", "delete org-viewers.next"},
 			wantStable:    promotedBinding,
@@ -401,11 +423,58 @@ func TestRolloutPromote(t *testing.T) {
 			wantErr: func(err error) bool { var p *partialError; return errors.As(err, &p) && apierrors.IsConflict(err) },
 			wantErrs: []string{
 				`Error from server (Conflict): Operation cannot be fulfilled on rolebindings.rbac.authorization.k8s.io "org-viewers.next": the ResourceVersion in the precondition does not match`,
-				"error: the stable source rolebindings.rbac.authorization.k8s.io/org-viewers in implicit-global is promoted, but the candidate org-viewers.next still exists: it changed after it was read, so the version promoted may not be its latest: check it, then promote again or delete it (kubectl delete rolebindings.rbac.authorization.k8s.io org-viewers.next -n implicit-global)",
+				"error: the stable source rolebindings.rbac.authorization.k8s.io/org-viewers in implicit-global now holds the content of the candidate org-viewers.next as read at resourceVersion 8, but the candidate changed or was replaced after that read, and still exists: check it, then promote again to take its current version, or delete it (kubectl delete rolebindings.rbac.authorization.k8s.io org-viewers.next -n implicit-global)",
 			},
 			verbs:         []string{"get org-viewers", "list", "update org-viewers", "delete org-viewers.next"},
 			wantStable:    promotedBinding,
 			wantCandidate: "org-viewers.next",
+		},
+		{
+			name: "the candidate was aborted after it was read: an error that says what the source holds, and the version it replaced", source: rbSource, stable: "org-viewers",
+			objs: []runtime.Object{stable, cand}, react: abortedOn("update"),
+			wantErr: func(err error) bool { var p *partialError; return errors.As(err, &p) && apierrors.IsNotFound(err) },
+			wantOut: []string{
+				"org-viewers updated in implicit-global from candidate org-viewers.next",
+				"The version of rolebindings.rbac.authorization.k8s.io/org-viewers the promotion replaced (resourceVersion 7), for kubectl replace -f:",
+				"  name: org:viewers\n",
+				"    tier: org\n",
+			},
+			wantNotOut: []string{"org:auditors", "resourceVersion:", "uid:", "deleted in"},
+			wantErrs: []string{
+				`Error from server (NotFound): rolebindings.rbac.authorization.k8s.io "org-viewers.next" not found`,
+				"error: the stable source rolebindings.rbac.authorization.k8s.io/org-viewers in implicit-global now holds the content of the candidate org-viewers.next as read at resourceVersion 8, but the candidate was deleted after that read (a rollout abort?): if the abort should stand, write back the version it replaced, printed above (kubectl replace -f FILE); if the promotion should stand, nothing is left to do",
+			},
+			verbs:      []string{"get org-viewers", "list", "update org-viewers", "delete org-viewers.next"},
+			wantStable: promotedBinding,
+		},
+		{
+			name: "a staged creation's candidate was aborted after it was read", source: rbSource, stable: "org-viewers",
+			objs: []runtime.Object{cand}, react: abortedOn("create"),
+			wantErr: func(err error) bool { var p *partialError; return errors.As(err, &p) && apierrors.IsNotFound(err) },
+			wantErrs: []string{
+				`Error from server (NotFound): rolebindings.rbac.authorization.k8s.io "org-viewers.next" not found`,
+				"error: the stable source rolebindings.rbac.authorization.k8s.io/org-viewers in implicit-global now holds the content of the candidate org-viewers.next as read at resourceVersion 8, but the candidate was deleted after that read (a rollout abort?): if the abort should stand, delete the created source (kubectl delete rolebindings.rbac.authorization.k8s.io org-viewers -n implicit-global); if the promotion should stand, nothing is left to do",
+			},
+			verbs:      []string{"get org-viewers", "list", "create org-viewers", "delete org-viewers.next"},
+			wantStable: created,
+		},
+		{
+			name: "a candidate's lock and merge mode are not promoted over the stable source's", source: rbSource, stable: "org-viewers",
+			objs: []runtime.Object{plain, lockingCand},
+			wantOut: []string{
+				`The candidate's implicit.dev/locked: "true" is not promoted: the stable source's stays (absent); change it with kubectl annotate.`,
+				`The candidate's implicit.dev/merge: "overlay" is not promoted: the stable source's stays (absent); change it with kubectl annotate.`,
+				"org-viewers.next deleted",
+			},
+			verbs:      []string{"get org-viewers", "list", "update org-viewers", "delete org-viewers.next"},
+			wantStable: plainPromoted,
+		},
+		{
+			name: "a staged creation takes the candidate's lock", source: rbSource, stable: "org-viewers",
+			objs:       []runtime.Object{lockedCreation},
+			wantNotOut: []string{"is not promoted"},
+			verbs:      []string{"get org-viewers", "list", "create org-viewers", "delete org-viewers.next"},
+			wantStable: lockedCreated,
 		},
 		{
 			name: "the first write conflicts: nothing deleted", source: rbSource, stable: "org-viewers",
@@ -472,6 +541,11 @@ func TestRolloutPromote(t *testing.T) {
 			for _, line := range tc.wantOut {
 				if !strings.Contains(out.String(), line) {
 					t.Errorf("output lacks %q:\n%s", line, out.String())
+				}
+			}
+			for _, s := range tc.wantNotOut {
+				if strings.Contains(out.String(), s) {
+					t.Errorf("output has %q:\n%s", s, out.String())
 				}
 			}
 			if len(tc.wantErrs) > 0 {

@@ -35,9 +35,17 @@ import (
 // names, uids and versions never do (spliceable checks each value). Each
 // encoding is tested once per template: it must be JSON, and the item
 // encoded with a second set of placeholders, of other lengths, must be
-// exactly the splice of the first encoding with the second set's values.
-// An encoding that fails, or can't be cut, encodes each tenant's item
-// whole, as before. FuzzSplice checks the spliced bytes against the plain
+// exactly the splice of the first encoding with the second set's values;
+// and the item of the member that asked first, encoded whole before either
+// (those bytes are its own), must be the splice of the first encoding with
+// its values. The encoder may keep state between calls: k8s.io/apiserver's
+// watch encoder for tables writes column definitions on its first call
+// only, then changes its identifier. Encoded first, the member's own item
+// gets what the encoder meant for it, and a template encoded after the
+// change doesn't splice under the old identifier: that identifier's items
+// are encoded whole, each watcher's first event with its headers. An
+// encoding that fails, or can't be cut, encodes each tenant's item whole,
+// as before. FuzzSplice checks the spliced bytes against the plain
 // encoder's for every view kind.
 
 // placeholders are the values of the three fields in a template.
@@ -189,33 +197,46 @@ func sourceUIDOf(r merge.Result) types.UID {
 }
 
 // cutFor returns the template's encoding with id, cut, making it once.
-func (t *itemTemplate) cutFor(id runtime.Identifier, encode func(runtime.Object, io.Writer) error) *cut {
+// When it makes it, it first encodes the item of the member s that asks,
+// whole, and returns those bytes (or the error) as own: s's encoding, to
+// write as it is. own is nil when the cut was made before.
+func (t *itemTemplate) cutFor(id runtime.Identifier, encode func(runtime.Object, io.Writer) error, s *splicedObject) (c *cut, own *bytes.Buffer, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if c, ok := t.cuts[id]; ok {
-		return c
+		return c, nil, nil
 	}
-	c := &cut{}
+	c = &cut{}
 	t.cuts[id] = c
+	// s's item first: an encoder that keeps state between calls (table
+	// headers on the first call only) gives it what it meant for this
+	// call. encode owns what it is given: copies, never the template.
+	mine := &bytes.Buffer{}
+	obj, err := s.object()
+	if err == nil {
+		err = encode(obj.DeepCopyObject(), mine)
+	}
+	if err != nil {
+		return c, nil, err // each item encodes whole, and reports its own error
+	}
 	var a, b bytes.Buffer
-	// encode owns what it is given: copies, never the template.
 	if encode(t.a.DeepCopyObject(), &a) != nil || encode(t.b.DeepCopyObject(), &b) != nil {
-		return c // each item encodes whole, and reports its own error
+		return c, mine, nil
 	}
 	if !json.Valid(a.Bytes()) || !json.Valid(b.Bytes()) {
-		return c
+		return c, mine, nil
 	}
 	parts, fields, ok := cutAt(a.Bytes(), cutA)
 	if !ok {
-		return c
+		return c, mine, nil
 	}
-	c.parts, c.fields = parts, fields
-	if !bytes.Equal(c.splice(checkB), b.Bytes()) {
-		c.parts, c.fields = nil, nil
-		return c
+	try := &cut{parts: parts, fields: fields}
+	values := s.values()
+	if !bytes.Equal(try.splice(checkB), b.Bytes()) || !valuesSpliceable(values) || !bytes.Equal(try.splice(values), mine.Bytes()) {
+		return c, mine, nil
 	}
-	c.ok = true
-	return c
+	c.parts, c.fields, c.ok = parts, fields, true
+	return c, mine, nil
 }
 
 // cutAt cuts encoded at every occurrence of the placeholders p. ok is false
@@ -274,8 +295,15 @@ func (c *cut) splice(values placeholders) []byte {
 // with this item's values spliced in, or, for an encoding that doesn't
 // splice, the whole item encoded.
 func (s *splicedObject) CacheEncode(id runtime.Identifier, encode func(runtime.Object, io.Writer) error, w io.Writer) error {
-	values := placeholders{s.namespace, string(UID(s.t.sourceUID, s.namespace)), formatRV(s.rv)}
-	if c := s.t.cutFor(id, encode); c.ok && spliceable(values[fieldNamespace]) && spliceable(values[fieldUID]) {
+	values := s.values()
+	c, own, err := s.t.cutFor(id, encode, s)
+	switch {
+	case err != nil:
+		return err
+	case own != nil:
+		_, err := w.Write(own.Bytes())
+		return err
+	case c.ok && valuesSpliceable(values):
 		// One write: a framer may make a frame of each.
 		_, err := w.Write(c.splice(values))
 		return err
@@ -285,6 +313,17 @@ func (s *splicedObject) CacheEncode(id runtime.Identifier, encode func(runtime.O
 		return err
 	}
 	return encode(obj.DeepCopyObject(), w)
+}
+
+// values are the item's own values of the three fields.
+func (s *splicedObject) values() placeholders {
+	return placeholders{s.namespace, string(UID(s.t.sourceUID, s.namespace)), formatRV(s.rv)}
+}
+
+// valuesSpliceable reports whether an item's values splice: its namespace
+// and uid (a version is digits).
+func valuesSpliceable(v placeholders) bool {
+	return spliceable(v[fieldNamespace]) && spliceable(v[fieldUID])
 }
 
 // object returns the whole item, built once; shared: read only.

@@ -161,8 +161,8 @@ func FuzzSplice(f *testing.F) {
 		})
 		// calls counts the spliced items' encodings by resource and
 		// encoding: a JSON encoding splices, so its two members cost the
-		// template's two encodings (one per set of placeholders), and
-		// nothing more.
+		// first member's own encoding and the template's two (one per set
+		// of placeholders), and nothing more.
 		calls := map[string]int{}
 		for resource, src := range spliceSources(name, label, subject, port) {
 			r := merge.Result{Item: merge.Item{Namespace: global, Name: name, Locked: true, Object: src}, Scope: merge.ScopeGlobal}
@@ -197,10 +197,97 @@ func FuzzSplice(f *testing.F) {
 				}
 			}
 			for _, encName := range []string{"json", "json-pretty", "json watch frame"} {
-				if n := calls[resource+" "+encName]; n != 2 {
-					t.Errorf("%s, %s: the members' items took %d encodings, want the template's 2: the encoding did not splice", resource, encName, n)
+				if n := calls[resource+" "+encName]; n != 3 {
+					t.Errorf("%s, %s: the members' items took %d encodings, want 3 (the first member's and the template's 2): the encoding did not splice", resource, encName, n)
 				}
 			}
 		}
 	})
+}
+
+// tableEncoder encodes as k8s.io/apiserver's watch encoder does for a
+// watch with Accept: application/json;as=Table (handlers/response.go,
+// watchEmbeddedEncoder): column definitions on its first call only, then
+// no headers, its identifier following. One per watcher.
+type tableEncoder struct {
+	item  func(runtime.Object, io.Writer) error
+	calls int
+}
+
+func (e *tableEncoder) identifier() runtime.Identifier {
+	if e.calls == 0 {
+		return `{"name":"watch-embedded","target":"Table"}`
+	}
+	return `{"name":"watch-embedded","target":"Table","noHeaders":true}`
+}
+
+func (e *tableEncoder) encode(obj runtime.Object, w io.Writer) error {
+	var item bytes.Buffer
+	if err := e.item(obj, &item); err != nil {
+		return err
+	}
+	headers := e.calls == 0
+	e.calls++
+	var out bytes.Buffer
+	out.WriteString(`{"kind":"Table","apiVersion":"meta.k8s.io/v1",`)
+	if headers {
+		out.WriteString(`"columnDefinitions":[{"name":"Name","type":"string"}],`)
+	}
+	out.WriteString(`"rows":[{"cells":[],"object":`)
+	out.Write(item.Bytes())
+	out.WriteString(`}]}`)
+	_, err := w.Write(out.Bytes())
+	return err
+}
+
+// TestSpliceStatefulEncoder watches a batch's members in table format,
+// as kubectl get -w does: each watcher's first event carries the column
+// definitions and its later ones don't, whether its member's item made
+// the template's cut, came after it, or was spliced; every event's bytes
+// are its item's, encoded whole by a watcher's encoder in the same state
+// (issue 24: the first event lacked them, the cut's two encodings having
+// used up the encoder's headers).
+func TestSpliceStatefulEncoder(t *testing.T) {
+	t.Parallel()
+	item := encoders(t)["json"]
+	src := spliceSources("org-viewers", "blue", "org:viewers", 80)[rolebindings.Resource]
+	r := merge.Result{Item: merge.Item{Namespace: global, Name: "org-viewers", Locked: true, Object: src}, Scope: merge.ScopeGlobal}
+	objs := views.NewObjects(newObject(), 0)
+	namespaces := []string{"team-a", "team-b", "team-c"}
+	// Two watchers of every namespace (-A), one after the other: the
+	// second meets the cuts the first made.
+	for w := range 2 {
+		enc := &tableEncoder{item: item}
+		for i, ns := range namespaces {
+			member, err := objs.BatchItem(rolebindings.Resource, ns, r, uint64(10+i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			whole, err := objs.Item(rolebindings.Resource, ns, r, uint64(10+i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref := &tableEncoder{item: item, calls: enc.calls}
+			var want bytes.Buffer
+			if err := whole.(runtime.CacheableObject).CacheEncode(ref.identifier(), ref.encode, &want); err != nil {
+				t.Fatal(err)
+			}
+			var got bytes.Buffer
+			if err := member.(runtime.CacheableObject).CacheEncode(enc.identifier(), enc.encode, &got); err != nil {
+				t.Fatal(err)
+			}
+			headers := strings.Contains(got.String(), "columnDefinitions")
+			if first := i == 0; headers != first {
+				t.Errorf("watcher %d, event %d (%s): column definitions %v, want %v\n%s", w, i, ns, headers, first, got.String())
+			}
+			if !bytes.Equal(got.Bytes(), want.Bytes()) {
+				t.Errorf("watcher %d, event %d (%s): bytes differ\n got %s\nwant %s", w, i, ns, got.Bytes(), want.Bytes())
+			}
+		}
+		// The second watcher's later events are spliced from the cut
+		// the first one's made without headers: its encoder ran once.
+		if w == 1 && enc.calls != 1 {
+			t.Errorf("the second watcher's encoder ran %d times, want once (its first event): its later events did not splice", enc.calls)
+		}
+	}
 }

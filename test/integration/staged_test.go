@@ -128,6 +128,13 @@ func watchName(t *testing.T, dyn dynamic.Interface, name string, namespaces ...s
 // after the last expected one.
 func (ws nsWatches) expect(t *testing.T, step string, want map[string][]string) {
 	t.Helper()
+	ws.expectDescribed(t, step, want, func(u *unstructured.Unstructured) string { return versionOf(u).String() })
+}
+
+// expectDescribed is expect with each event described as its type and
+// describe of its object.
+func (ws nsWatches) expectDescribed(t *testing.T, step string, want map[string][]string, describe func(*unstructured.Unstructured) string) {
+	t.Helper()
 	got := map[string][]string{}
 	deadline := time.Now().Add(converge)
 	quietUntil := time.Time{}
@@ -159,7 +166,7 @@ func (ws nsWatches) expect(t *testing.T, step string, want map[string][]string) 
 				}
 				desc := string(e.Type)
 				if u, ok := e.Object.(*unstructured.Unstructured); ok {
-					desc += " " + versionOf(u).String()
+					desc += " " + describe(u)
 				}
 				got[ns] = append(got[ns], desc)
 			default:
