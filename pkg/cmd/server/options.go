@@ -76,8 +76,8 @@ type Options struct {
 	// HistoryBytes bounds the estimated bytes of the watch history.
 	HistoryBytes int64
 	// KubeAPIQPS and KubeAPIBurst limit the server's requests to the host
-	// and hub clusters: the guards' access reviews and lookups, the
-	// webhook configuration sync, Events, the configured kinds' polling.
+	// and hub clusters: the guards' parent lookups, the webhook
+	// configuration sync, Events, the configured kinds' polling.
 	KubeAPIQPS   float32
 	KubeAPIBurst int
 	// AccessReviewQPS and AccessReviewBurst limit the guards' access
@@ -187,7 +187,8 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	o.Recommended.CoreAPI.AddFlags(fss.FlagSet("host cluster"))
 	hostFS := fss.FlagSet("host cluster")
 	hostFS.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS,
-		"Requests per second to the host (and hub) kube-apiserver: every guarded write asks it access reviews, so keep it well above the rate of guarded writes.")
+		"Requests per second to the host (and hub) kube-apiserver: the guards' parent lookups, the webhook configuration sync, Events, "+
+			"the configured kinds' polling (the guards' access reviews have --access-review-qps).")
 	hostFS.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst,
 		"Burst of requests to the host (and hub) kube-apiserver above --kube-api-qps.")
 	gfs := fss.FlagSet("guards")
