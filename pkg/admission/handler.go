@@ -2,8 +2,10 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -14,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/review"
+	"github.com/implicit-dev/implicit-apiserver/pkg/accessreview"
 )
 
 // Paths of the guards on implicit-apiserver's secure port.
@@ -68,6 +71,11 @@ func (g *Guards) Handler(path string) http.Handler {
 	if decide == nil {
 		return http.NotFoundHandler()
 	}
+	if path == PathParents {
+		// One decision per tenant at a time under the parents guard's lock
+		// (turns.go).
+		decide = newTenantTurns().inTurn(decide)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var in admissionv1.AdmissionReview
 		if !admissionReview.Decode(w, r, &in) {
@@ -77,11 +85,13 @@ func (g *Guards) Handler(path string) http.Handler {
 			http.Error(w, "an AdmissionReview without a request", http.StatusBadRequest)
 			return
 		}
+		ctx, cancel := g.reviewContext(r)
+		defer cancel()
 		var d decision
 		if err := g.synced(); err != nil {
 			d = unavailable(fmt.Errorf("implicit-apiserver has not read every namespace and source yet: %w", err))
 		} else {
-			d = decide(r.Context(), in.Request)
+			d = refuseOverload(decide(ctx, in.Request))
 		}
 		if d.unavailable != nil {
 			// Let the webhook's failure policy decide.
@@ -102,6 +112,43 @@ func (g *Guards) Handler(path string) http.Handler {
 			klog.ErrorS(err, "Writing an AdmissionReview response", "path", path)
 		}
 	})
+}
+
+// reviewContext is the context one admission review is decided in: it ends
+// when kube-apiserver stops waiting (the webhook's timeout, which it sends
+// as the timeout query parameter), and it counts the access reviews the
+// decision asks when the authorizer caps them (accessreview.Reviewer).
+func (g *Guards) reviewContext(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := r.Context(), context.CancelFunc(func() {})
+	if t, err := time.ParseDuration(r.URL.Query().Get("timeout")); err == nil && t > 0 {
+		ctx, cancel = context.WithTimeout(ctx, t)
+	}
+	if b, ok := g.authz.(interface {
+		Budget(context.Context) context.Context
+	}); ok {
+		ctx = b.Budget(ctx)
+	}
+	return ctx, cancel
+}
+
+// refuseOverload turns a decision that could not be made because the
+// requester asked too much into a refusal of that request, which says so:
+// too many access reviews for one request (a retry asks as many), or too
+// many of the same requester's waiting (a retry later may pass). Left to
+// the failure policy, a webhook configured with Ignore would admit them.
+func refuseOverload(d decision) decision {
+	switch {
+	case d.unavailable == nil:
+		return d
+	case errors.Is(d.unavailable, accessreview.ErrTooManyReviews):
+		return deny("refused: deciding this request needs more permission checks than one request may ask (%v); "+
+			"a grant without resourceNames (e.g. the %q verb on every object of the kind in the source namespace) answers them at once", d.unavailable, UnlockVerb)
+	case errors.Is(d.unavailable, accessreview.ErrTooManyWaiting):
+		d = deny("refused for now: %v; retry later", d.unavailable)
+		d.code = http.StatusTooManyRequests
+		return d
+	}
+	return d
 }
 
 // SARAuthorizer asks the host cluster with SubjectAccessReviews.

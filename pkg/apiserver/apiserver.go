@@ -11,8 +11,10 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/accessreview"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
@@ -50,6 +52,12 @@ type ExtraConfig struct {
 	// Client and Informers reach the host cluster: namespaces and sources.
 	Client    kubernetes.Interface
 	Informers informers.SharedInformerFactory
+	// AccessReviews asks the guards' SubjectAccessReviews, on a client of
+	// its own without a rate limit of its own: AccessReviewOptions sets the
+	// rate, shared fairly between requesters, the cache and the cap per
+	// admission review (pkg/accessreview). Nil: Client's.
+	AccessReviews       authorizationclient.SubjectAccessReviewInterface
+	AccessReviewOptions accessreview.Options
 	// Watch tunes the watch multiplexer.
 	Watch watchmux.Options
 	// WebhookConfiguration names the ValidatingWebhookConfiguration whose
@@ -74,6 +82,10 @@ type MaterializeConfig struct {
 	// LeaseNamespace and LeaseName name the leader election's Lease; no
 	// namespace: no election.
 	LeaseNamespace, LeaseName string
+	// LeaseClient renews the Lease, on a connection and rate limit of its
+	// own, so that no other traffic delays a renewal; nil: ExtraConfig's
+	// Client.
+	LeaseClient kubernetes.Interface
 }
 
 // HubConfig reaches the hub cluster of the global sources.

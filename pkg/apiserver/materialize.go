@@ -56,8 +56,12 @@ func (c CompletedConfig) startMaterializer(gs *genericapiserver.GenericAPIServer
 			}
 			var recorder record.EventRecorder = newRecorder(ctx, x.Client)
 			m := materialize.New(mux, x.Materialize.Dynamic, kinds, recorder, materialize.Options{})
+			lease := x.Materialize.LeaseClient
+			if lease == nil {
+				lease = x.Client
+			}
 			m.RunWithLeaderElection(ctx, materialize.Election{
-				Client: x.Client, Namespace: x.Materialize.LeaseNamespace, Name: x.Materialize.LeaseName,
+				Client: lease, Namespace: x.Materialize.LeaseNamespace, Name: x.Materialize.LeaseName,
 			})
 		}()
 		return nil

@@ -7,6 +7,7 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/klog/v2"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/accessreview"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
@@ -25,9 +26,17 @@ func (c CompletedConfig) installGuards(gs *genericapiserver.GenericAPIServer, mu
 	for _, k := range typed {
 		served = append(served, k.Source.GroupResource())
 	}
+	// The guards' access reviews: cached a moment, capped per admission
+	// review, and each requester in turn (pkg/accessreview), on a client of
+	// their own so that they neither wait for nor delay the server's other
+	// requests to the host.
+	reviews := x.AccessReviews
+	if reviews == nil && x.Client != nil {
+		reviews = x.Client.AuthorizationV1().SubjectAccessReviews()
+	}
 	var sar admission.Authorizer = admission.SARAuthorizer{}
-	if x.Client != nil {
-		sar = admission.SARAuthorizer{Client: x.Client.AuthorizationV1().SubjectAccessReviews()}
+	if reviews != nil {
+		sar = accessreview.New(admission.SARAuthorizer{Client: reviews}, x.AccessReviewOptions)
 	}
 	index := admission.NewIndex(mux)
 	guards := admission.NewGuards(index, sar, served, x.Policy.GlobalNamespace)

@@ -39,6 +39,7 @@
 //	IMPLICIT_TOOLS_BIN=$(hack/build-tools.sh) IMPLICIT_BINARY=$PWD/_output/bin/implicit-apiserver \
 //	  go run ./test/bench -short   # a quick look: N=200
 //	make bench BENCH_ARGS='-namespaces 2000,10000 -globals 100 -qps50-runs 0'   # only the fan-out sizes of issue 15
+//	go run ./test/bench -guard-flood  # one tenant floods the guards (issue 24, item 7): the others' latency, the Lease
 //
 // Everything runs on loopback, under one deadline (-timeout); the processes
 // are stopped on the way out.
@@ -79,6 +80,14 @@ type options struct {
 	outDir          string
 	plotPath        string
 	implicitArgs    []string
+
+	// The guard flood (guardflood.go) instead of the sweep.
+	guardFlood       bool
+	floodLoops       int
+	floodLocked      int
+	floodSamples     int
+	floodMax         int
+	floodCaseTimeout time.Duration
 }
 
 func main() {
@@ -107,6 +116,13 @@ func main() {
 	flag.StringVar(&implicitArgs, "implicit-args", "", "extra implicit-apiserver flags, space-separated (e.g. --http2-max-streams-per-connection=20)")
 	flag.StringVar(&replot, "replot", "", "only redraw the plot (-plot) from this results.json")
 	flag.DurationVar(&roundTimeout, "round-timeout", roundTimeout, "deadline of one propagation round (plus N/50 s for the QPS 50 copy and for each materialization round)")
+	flag.BoolVar(&o.guardFlood, "guard-flood", false, "instead of the sweep: one tenant floods the parents guard with refused opt-outs "+
+		"(issue 24 item 7) while another changes a namespace's parent; reports that latency with and without the flood, and whether the materializer kept its Lease")
+	flag.IntVar(&o.floodLoops, "flood-loops", 10, "-guard-flood: parallel loops of the flooding tenant")
+	flag.IntVar(&o.floodLocked, "flood-locked", 20, "-guard-flood: locked global items (each one unlock access review per refused opt-out)")
+	flag.IntVar(&o.floodSamples, "flood-samples", 100, "-guard-flood: the other tenant's parent changes per case, one after the other")
+	flag.IntVar(&o.floodMax, "flood-max", 20000, "-guard-flood: most requests of the flood per case")
+	flag.DurationVar(&o.floodCaseTimeout, "flood-case-timeout", 3*time.Minute, "-guard-flood: most time of one case's parent changes")
 	flag.Parse()
 	if o.short {
 		set := map[string]bool{}
@@ -127,6 +143,27 @@ func main() {
 	if replot != "" {
 		if err := replotFrom(replot, o.plotPath); err != nil {
 			fail(1, "replot: %v", err)
+		}
+		return
+	}
+	if o.guardFlood {
+		if o.binDir == "" || o.binary == "" {
+			fail(2, "bench needs -bin-dir (or IMPLICIT_TOOLS_BIN) and -implicit-binary (or IMPLICIT_BINARY)")
+		}
+		if o.floodLoops < 1 || o.floodLocked < 1 || o.floodSamples < 1 || o.floodMax < 1 {
+			fail(2, "-flood-loops, -flood-locked, -flood-samples and -flood-max must be positive")
+		}
+		o.implicitArgs = strings.Fields(implicitArgs)
+		if err := os.MkdirAll(o.outDir, 0o755); err != nil {
+			fail(1, "%v", err)
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		ctx, cancel := context.WithTimeout(ctx, o.timeout)
+		err := guardFlood(ctx, o)
+		cancel()
+		stop()
+		if err != nil {
+			fail(1, "guard flood: %v", err)
 		}
 		return
 	}

@@ -11,7 +11,8 @@ import (
 
 // TestKubeAPIClientLimits checks the host client's rate limit flags: their
 // defaults are far above client-go's 5 per second, which had every guarded
-// write wait behind the others' access reviews, and nonsense is refused.
+// write wait behind the others' access reviews, and nonsense is refused;
+// likewise the guards' own access review limits.
 func TestKubeAPIClientLimits(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -25,6 +26,10 @@ func TestKubeAPIClientLimits(t *testing.T) {
 		{name: "set", args: []string{"--kube-api-qps=20", "--kube-api-burst=40"}, wantQPS: 20, wantBurst: 40},
 		{name: "zero qps", args: []string{"--kube-api-qps=0"}, wantQPS: 0, wantBurst: 100, wantErr: "--kube-api-qps must be positive"},
 		{name: "zero burst", args: []string{"--kube-api-burst=0"}, wantQPS: 50, wantBurst: 0, wantErr: "--kube-api-burst must be at least 1"},
+		{name: "access reviews set", args: []string{"--access-review-qps=10", "--access-review-burst=20", "--access-reviews-per-request=8"}, wantQPS: 50, wantBurst: 100},
+		{name: "zero access review qps", args: []string{"--access-review-qps=0"}, wantQPS: 50, wantBurst: 100, wantErr: "--access-review-qps must be positive"},
+		{name: "zero access review burst", args: []string{"--access-review-burst=0"}, wantQPS: 50, wantBurst: 100, wantErr: "--access-review-burst must be at least 1"},
+		{name: "zero access reviews per request", args: []string{"--access-reviews-per-request=0"}, wantQPS: 50, wantBurst: 100, wantErr: "--access-reviews-per-request must be at least 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -40,7 +45,7 @@ func TestKubeAPIClientLimits(t *testing.T) {
 			}
 			err := o.Validate()
 			switch {
-			case tt.wantErr == "" && err != nil && strings.Contains(err.Error(), "kube-api"):
+			case tt.wantErr == "" && err != nil && (strings.Contains(err.Error(), "kube-api") || strings.Contains(err.Error(), "access-review")):
 				t.Errorf("Validate: %v", err)
 			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
 				t.Errorf("Validate: %v, want %q", err, tt.wantErr)

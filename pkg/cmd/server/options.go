@@ -30,6 +30,7 @@ import (
 	"k8s.io/kube-openapi/pkg/common"
 	netutils "k8s.io/utils/net"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/accessreview"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apiserver"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
@@ -75,10 +76,16 @@ type Options struct {
 	// HistoryBytes bounds the estimated bytes of the watch history.
 	HistoryBytes int64
 	// KubeAPIQPS and KubeAPIBurst limit the server's requests to the host
-	// and hub clusters: the guards' access reviews and lookups, the
-	// webhook configuration sync, Events, the configured kinds' polling.
+	// and hub clusters: the guards' parent lookups, the webhook
+	// configuration sync, Events, the configured kinds' polling.
 	KubeAPIQPS   float32
 	KubeAPIBurst int
+	// AccessReviewQPS and AccessReviewBurst limit the guards' access
+	// reviews, on a client of their own, shared fairly between requesters;
+	// AccessReviewsPerRequest caps those one admission review may ask.
+	AccessReviewQPS         float32
+	AccessReviewBurst       int
+	AccessReviewsPerRequest int
 	// MaterializeQPS and MaterializeBurst limit the writes of materialized
 	// copies; MaterializeLeaseName and MaterializeLeaseNamespace name the
 	// Lease of the materializer's leader election (namespace default: the
@@ -119,18 +126,21 @@ func NewOptions() *Options {
 	// generic authentication and authorization leave them alone.
 	rec.Authorization.AlwaysAllowPaths = withWebhookPaths(rec.Authorization.AlwaysAllowPaths)
 	return &Options{
-		WebhookConfiguration: "implicit-apiserver",
-		Recommended:          rec,
-		GlobalNamespace:      "implicit-global",
-		ExcludeNamespaces:    []string{"kube-system", "kube-public", "kube-node-lease"},
-		HostSchemaTimeout:    2 * time.Minute,
-		MaxDepth:             32,
-		HistoryBytes:         watchmux.DefaultHistoryBytes,
-		KubeAPIQPS:           50,
-		KubeAPIBurst:         100,
-		MaterializeQPS:       50,
-		MaterializeBurst:     100,
-		MaterializeLeaseName: materialize.DefaultLeaseName,
+		WebhookConfiguration:    "implicit-apiserver",
+		Recommended:             rec,
+		GlobalNamespace:         "implicit-global",
+		ExcludeNamespaces:       []string{"kube-system", "kube-public", "kube-node-lease"},
+		HostSchemaTimeout:       2 * time.Minute,
+		MaxDepth:                32,
+		HistoryBytes:            watchmux.DefaultHistoryBytes,
+		KubeAPIQPS:              50,
+		KubeAPIBurst:            100,
+		AccessReviewQPS:         accessreview.DefaultQPS,
+		AccessReviewBurst:       accessreview.DefaultBurst,
+		AccessReviewsPerRequest: accessreview.DefaultPerAdmission,
+		MaterializeQPS:          50,
+		MaterializeBurst:        100,
+		MaterializeLeaseName:    materialize.DefaultLeaseName,
 	}
 }
 
@@ -177,9 +187,19 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	o.Recommended.CoreAPI.AddFlags(fss.FlagSet("host cluster"))
 	hostFS := fss.FlagSet("host cluster")
 	hostFS.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS,
-		"Requests per second to the host (and hub) kube-apiserver: every guarded write asks it access reviews, so keep it well above the rate of guarded writes.")
+		"Requests per second to the host (and hub) kube-apiserver: the guards' parent lookups, the webhook configuration sync, Events, "+
+			"the configured kinds' polling (the guards' access reviews have --access-review-qps).")
 	hostFS.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst,
 		"Burst of requests to the host (and hub) kube-apiserver above --kube-api-qps.")
+	gfs := fss.FlagSet("guards")
+	gfs.Float32Var(&o.AccessReviewQPS, "access-review-qps", o.AccessReviewQPS,
+		"SubjectAccessReviews per second the admission guards may ask the host, on a connection of their own; requesters take turns "+
+			"(a ServiceAccount's turn is its namespace's), so one requester's flood can't delay the others.")
+	gfs.IntVar(&o.AccessReviewBurst, "access-review-burst", o.AccessReviewBurst,
+		"Burst of the guards' SubjectAccessReviews above --access-review-qps.")
+	gfs.IntVar(&o.AccessReviewsPerRequest, "access-reviews-per-request", o.AccessReviewsPerRequest,
+		"Most SubjectAccessReviews one guarded request may need; a request needing more is refused, saying why "+
+			"(e.g. opting out of many locked items granted one by one).")
 	mfs := fss.FlagSet("materialize")
 	mfs.Float32Var(&o.MaterializeQPS, "materialize-qps", o.MaterializeQPS,
 		"Writes per second of materialized copies (kinds configured with delivery: Materialize), across all namespaces.")
@@ -273,6 +293,15 @@ func (o *Options) Validate() error {
 	if o.KubeAPIBurst < 1 {
 		errs = append(errs, fmt.Errorf("--kube-api-burst must be at least 1"))
 	}
+	if o.AccessReviewQPS <= 0 {
+		errs = append(errs, fmt.Errorf("--access-review-qps must be positive"))
+	}
+	if o.AccessReviewBurst < 1 {
+		errs = append(errs, fmt.Errorf("--access-review-burst must be at least 1"))
+	}
+	if o.AccessReviewsPerRequest < 1 {
+		errs = append(errs, fmt.Errorf("--access-reviews-per-request must be at least 1"))
+	}
 	if o.MaterializeQPS <= 0 {
 		errs = append(errs, fmt.Errorf("--materialize-qps must be positive"))
 	}
@@ -341,6 +370,13 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 		}
 	}
 
+	// The guards' access reviews: no client-side limit (the fair queue of
+	// pkg/accessreview holds the rate) and a connection of their own.
+	reviews, err := kubernetes.NewForConfig(ownConnection(gc.ClientConfig, -1, 0))
+	if err != nil {
+		return nil, fmt.Errorf("host cluster client: %w", err)
+	}
+
 	var mat apiserver.MaterializeConfig
 	if o.config.materialized() {
 		// The copies' writes have their own rate limit.
@@ -350,6 +386,12 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 			return nil, fmt.Errorf("host cluster client: %w", err)
 		}
 		mat.LeaseName, mat.LeaseNamespace = o.MaterializeLeaseName, o.MaterializeLeaseNamespace
+		// The Lease is renewed on a client of its own: a flood of guarded
+		// writes must not cost the materializer its Lease. A renewal is a
+		// read and a write every 2s.
+		if mat.LeaseClient, err = kubernetes.NewForConfig(ownConnection(gc.ClientConfig, 5, 10)); err != nil {
+			return nil, fmt.Errorf("host cluster client: %w", err)
+		}
 		if mat.LeaseNamespace == "" {
 			mat.LeaseNamespace = o.PodNamespace
 		}
@@ -364,16 +406,20 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 	return &apiserver.Config{
 		GenericConfig: gc,
 		ExtraConfig: apiserver.ExtraConfig{
-			Kinds:                o.config.Kinds,
-			HostSchemas:          host,
-			Namer:                namer.GetDefinitionName,
-			Overlayer:            merge.NewOverlayer,
-			Dynamic:              dyn,
-			Policy:               o.policy(),
-			Scheme:               scheme,
-			Codecs:               codecs,
-			Client:               client,
-			Informers:            gc.SharedInformerFactory,
+			Kinds:         o.config.Kinds,
+			HostSchemas:   host,
+			Namer:         namer.GetDefinitionName,
+			Overlayer:     merge.NewOverlayer,
+			Dynamic:       dyn,
+			Policy:        o.policy(),
+			Scheme:        scheme,
+			Codecs:        codecs,
+			Client:        client,
+			Informers:     gc.SharedInformerFactory,
+			AccessReviews: reviews.AuthorizationV1().SubjectAccessReviews(),
+			AccessReviewOptions: accessreview.Options{
+				QPS: float64(o.AccessReviewQPS), Burst: o.AccessReviewBurst, PerAdmission: o.AccessReviewsPerRequest,
+			},
 			WebhookConfiguration: o.WebhookConfiguration,
 			Hub:                  hub,
 			WebhookCallers:       callers,
@@ -443,6 +489,17 @@ func withWebhookPaths(paths []string) []string {
 		}
 	}
 	return out
+}
+
+// ownConnection returns a copy of cfg with the rate limit qps and burst
+// (qps < 0: none) that opens a connection of its own: client-go shares one
+// transport, and so one HTTP/2 connection, between the clients of equal TLS
+// configurations unless their dialers differ.
+func ownConnection(cfg *rest.Config, qps float32, burst int) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.QPS, c.Burst = qps, burst
+	c.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	return c
 }
 
 // limitClient sets the client-side rate limit of a host or hub client. Left

@@ -1,0 +1,7 @@
+// Package accessreview asks the host cluster the guards' access questions
+// (SubjectAccessReviews) so that no tenant can starve the others: a short
+// decision cache, a cap on the questions one admission review may ask, and
+// a fair queue in front of a client of their own. It builds on any
+// Authorizer (pkg/admission's SARAuthorizer) and on client-go's clock;
+// docs/design.md ("Guards") and docs/benchmarks.md say why and how much.
+package accessreview
