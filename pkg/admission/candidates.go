@@ -29,6 +29,9 @@ type CandidateSource struct {
 	// Name is the candidate's own name; For the stable name it stages ("" when
 	// its implicit.dev/candidate-for is missing).
 	Name, For string
+	// Locked: the candidate itself carries implicit.dev/locked (writing it
+	// so needed unlock).
+	Locked bool
 }
 
 // candidateOf parses the candidate annotations of u: nil when u is nil or
@@ -112,7 +115,7 @@ func (g *Guards) Candidates(ctx context.Context, req *admissionv1.AdmissionReque
 		return d
 	}
 	if req.DryRun == nil || !*req.DryRun {
-		g.recent.candidate(recentKey{s.resource, s.namespace, newC.For}, s.name)
+		g.recent.candidate(recentKey{s.resource, s.namespace, newC.For}, s.name, locked(s.obj))
 	}
 	return g.candidateReach(s, s.obj, newC, false)
 }

@@ -361,27 +361,30 @@ func (g *Guards) lockOverObjects(s source) decision {
 }
 
 // openCandidate refuses to lock the source s while it has an open
-// candidate, in the mirror or admitted a moment ago: the candidate was
-// written when the source was not locked, without unlock, and would stand
-// in for the locked source in its canaries. Whoever holds unlock promotes
-// or aborts it first.
+// candidate that is not locked itself, in the mirror or admitted a moment
+// ago: the candidate was written without unlock, when the source was not
+// locked, and would stand in for the locked source in its canaries. Whoever
+// holds unlock promotes or aborts it first. A locked candidate (a staged
+// creation of a locked source, which needed unlock to write) may be
+// promoted.
 func (g *Guards) openCandidate(s source) decision {
-	name, found := g.recent.candidateOf(recentKey{s.resource, s.namespace, s.name})
-	if !found {
-		others, err := g.index.Candidates(s.resource, s.namespace)
-		if err != nil {
-			return unavailable(fmt.Errorf("reading the candidates of namespace %s: %w", s.namespace, err))
-		}
-		for _, o := range others {
-			if o.For == s.name {
-				name, found = o.Name, true
-				break
-			}
+	var open []string
+	if c, found := g.recent.candidateOf(recentKey{s.resource, s.namespace, s.name}); found && !c.locked {
+		open = append(open, c.name)
+	}
+	others, err := g.index.Candidates(s.resource, s.namespace)
+	if err != nil {
+		return unavailable(fmt.Errorf("reading the candidates of namespace %s: %w", s.namespace, err))
+	}
+	for _, o := range others {
+		if o.For == s.name && !o.Locked && !slices.Contains(open, o.Name) {
+			open = append(open, o.Name)
 		}
 	}
-	if !found {
+	if len(open) == 0 {
 		return allow()
 	}
+	name := open[0]
 	return deny("%s has the open candidate %q: locking a source that has a candidate is refused, as the candidate was written without the lock; promote it (kubectl implicit rollout promote) or abort it (delete %q) first",
 		s, name, name)
 }

@@ -204,7 +204,7 @@ func (x *MuxIndex) Candidates(resource, namespace string) (out []CandidateSource
 			return
 		}
 		for _, it := range r.Candidates(resource, namespace) {
-			out = append(out, CandidateSource{Name: it.Name, For: it.Candidate.For})
+			out = append(out, CandidateSource{Name: it.Name, For: it.Candidate.For, Locked: it.Locked})
 		}
 	})
 	return out, err

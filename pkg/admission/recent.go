@@ -28,8 +28,9 @@ type recent struct {
 }
 
 type recentCandidate struct {
-	name  string
-	until time.Time
+	name   string
+	locked bool
+	until  time.Time
 }
 
 func newRecent() *recent {
@@ -56,24 +57,24 @@ func (r *recent) locked(k recentKey) bool {
 }
 
 // candidate records that a candidate called name staging the stable
-// source k was admitted.
-func (r *recent) candidate(k recentKey, name string) {
+// source k was admitted, locked itself or not.
+func (r *recent) candidate(k recentKey, name string, locked bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.candidates[k] = recentCandidate{name: name, until: r.clock.Now().Add(r.ttl)}
+	r.candidates[k] = recentCandidate{name: name, locked: locked, until: r.clock.Now().Add(r.ttl)}
 }
 
 // candidateOf returns the candidate admitted lately for the stable source
 // k, if any.
-func (r *recent) candidateOf(k recentKey) (string, bool) {
+func (r *recent) candidateOf(k recentKey) (recentCandidate, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c, ok := r.candidates[k]
 	if ok && r.clock.Now().After(c.until) {
 		delete(r.candidates, k)
-		return "", false
+		return recentCandidate{}, false
 	}
-	return c.name, ok
+	return c, ok
 }
 
 // setClock replaces the clock (tests use a fake one).

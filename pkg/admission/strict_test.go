@@ -362,3 +362,17 @@ func TestLockOverTenantObjects(t *testing.T) {
 		t.Fatalf("a locked global open (no tenant holds the name) answered %+v, want allowed", resp)
 	}
 }
+
+// TestPromoteLockedStagedCreation: a candidate that is locked itself (a
+// staged creation of a locked source, which needed unlock to write) does not
+// stop its promotion, the creation of the locked stable source.
+func TestPromoteLockedStagedCreation(t *testing.T) {
+	t.Parallel()
+	nsList := []*corev1.Namespace{ns(global, ""), ns("org", ""), ns("team-a", "org", recorded)}
+	m := hierarchyMux(t, nsList, roleBinding("org", "rb-next", candidateFor("rb", "!"+merge.LabelStage), isLocked))
+	g := admission.NewGuards(admission.NewIndex(m), &fakeAuthorizer{answers: allowAll(unlock(rolebindings, "org", "rb"))}, served, global)
+	resp, _ := review(t, g, admission.PathLocks, request(admissionv1.Create, rolebindings, "org", "rb", nil, roleBinding("org", "rb", isLocked)))
+	if resp == nil || !resp.Allowed {
+		t.Fatalf("promoting a locked staged creation answered %+v, want allowed", resp)
+	}
+}
