@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -94,6 +95,13 @@ func (g *Guards) Candidates(ctx context.Context, req *admissionv1.AdmissionReque
 	}
 	if !writes {
 		if req.Operation == admissionv1.Delete && s.subresource == "" && oldC.For != "" {
+			// What the mirror shows of the candidate being deleted has
+			// landed: once the mirror no longer shows it, it is forgotten.
+			if others, err := g.index.Candidates(s.resource, s.namespace); err == nil {
+				g.recent.observe(recentKey{s.resource, s.namespace, oldC.For}, func(name string) bool {
+					return slices.ContainsFunc(others, func(o CandidateSource) bool { return o.Name == name })
+				})
+			}
 			return g.candidateReach(s, s.old, oldC, true)
 		}
 		return allow()

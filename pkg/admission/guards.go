@@ -369,12 +369,15 @@ func (g *Guards) lockOverObjects(s source) decision {
 // promoted.
 func (g *Guards) openCandidate(s source) decision {
 	var open []string
-	if c, found := g.recent.candidateOf(recentKey{s.resource, s.namespace, s.name}); found && !c.locked {
-		open = append(open, c.name)
-	}
 	others, err := g.index.Candidates(s.resource, s.namespace)
 	if err != nil {
 		return unavailable(fmt.Errorf("reading the candidates of namespace %s: %w", s.namespace, err))
+	}
+	inMirror := func(name string) bool {
+		return slices.ContainsFunc(others, func(o CandidateSource) bool { return o.Name == name && o.For == s.name })
+	}
+	if c, found := g.recent.observe(recentKey{s.resource, s.namespace, s.name}, inMirror); found && !c.locked && !inMirror(c.name) {
+		open = append(open, c.name)
 	}
 	for _, o := range others {
 		if o.For == s.name && !o.Locked && !slices.Contains(open, o.Name) {

@@ -30,6 +30,9 @@ type recent struct {
 type recentCandidate struct {
 	name   string
 	locked bool
+	// landed: the mirror has shown the candidate; once it no longer does,
+	// it was deleted and is forgotten.
+	landed bool
 	until  time.Time
 }
 
@@ -64,17 +67,30 @@ func (r *recent) candidate(k recentKey, name string, locked bool) {
 	r.candidates[k] = recentCandidate{name: name, locked: locked, until: r.clock.Now().Add(r.ttl)}
 }
 
-// candidateOf returns the candidate admitted lately for the stable source
-// k, if any.
-func (r *recent) candidateOf(k recentKey) (recentCandidate, bool) {
+// observe reconciles what is remembered of the candidate for the stable
+// source k with the mirror, which holds it or not (inMirror): one the
+// mirror has shown is marked landed, and one that landed and is gone from
+// the mirror is forgotten (deleted). It returns the candidate still
+// remembered, if any.
+func (r *recent) observe(k recentKey, inMirror func(name string) bool) (recentCandidate, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c, ok := r.candidates[k]
-	if ok && r.clock.Now().After(c.until) {
+	if !ok {
+		return recentCandidate{}, false
+	}
+	switch {
+	case r.clock.Now().After(c.until):
+		delete(r.candidates, k)
+		return recentCandidate{}, false
+	case inMirror(c.name):
+		c.landed = true
+		r.candidates[k] = c
+	case c.landed:
 		delete(r.candidates, k)
 		return recentCandidate{}, false
 	}
-	return c, ok
+	return c, true
 }
 
 // setClock replaces the clock (tests use a fake one).
