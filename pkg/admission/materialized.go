@@ -13,9 +13,10 @@ import (
 )
 
 // SetServerIdentity names the server's own user: the only one that may
-// create, change or delete materialized copies (label
-// implicit.dev/materialized), and set or remove the label. Until it is set,
-// the materialized guard can't decide (503: the failure policy applies).
+// create materialized copies (label implicit.dev/materialized) or set the
+// label, and whose writes to a copy keep it (OwnCopy). Until it is set, the
+// materialized and own-copy guards can't decide (503: the failure policy
+// applies).
 func (g *Guards) SetServerIdentity(username string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
