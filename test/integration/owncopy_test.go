@@ -149,6 +149,16 @@ spec:
 	want["own-other"] = map[string]string{"own-locked": ownGlobal + ":global-locked"}
 	waitForCopies(t, kube, "the global own-deny's copies are gone; own-team-a's follows own-org's", want)
 	checkOrgDeny("once the global source is deleted")
+	// The materializer knew the object as its copy: no conflict reported.
+	events, err := kube.CoreV1().Events("own-org").List(ctx, metav1.ListOptions{FieldSelector: "reason=MaterializeConflict"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		if e.InvolvedObject.Name == "own-deny" {
+			t.Errorf("the object made own-org's own was reported as a conflict: %s", e.Message)
+		}
+	}
 	t.Cleanup(func() {
 		err := kube.NetworkingV1().NetworkPolicies("own-org").Delete(context.Background(), "own-deny", metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
