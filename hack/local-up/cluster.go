@@ -111,12 +111,13 @@ func startCluster(ctx context.Context, o options, spec clusterSpec) (_ *cluster,
 			return nil, fmt.Errorf("registering implicit-apiserver with the aggregation layer (log %s): %w", c.implicit.LogPath(), err)
 		}
 	}
-	// The parent-uid webhook comes before the examples, so that their
-	// parent labels record their parents' uids; it refuses nothing.
+	// The mutating webhooks (parent-uid, own-copy) come before the
+	// examples, so that their parent labels record their parents' uids;
+	// they refuse nothing.
 	if c.implicit != nil {
-		c.say("registering the parent-uid webhook (MutatingWebhookConfiguration %s)", controlplane.GuardsConfiguration)
+		c.say("registering the parent-uid and own-copy webhooks (MutatingWebhookConfiguration %s)", controlplane.GuardsConfiguration)
 		if err := c.cp.RegisterParentUID(ctx, c.implicit); err != nil {
-			return nil, fmt.Errorf("registering the parent-uid webhook: %w", err)
+			return nil, fmt.Errorf("registering the mutating webhooks: %w", err)
 		}
 	}
 	if err := c.applyExamples(ctx, spec.examples); err != nil {

@@ -80,7 +80,8 @@ const GuardsConfiguration = "implicit-apiserver-local"
 
 // RegisterGuards registers implicit-apiserver's admission guards for the
 // served source resources, called on the aggregated server's loopback URL:
-// the parent-uid webhook (RegisterParentUID) and the validating guards.
+// the mutating parent-uid and own-copy webhooks (RegisterParentUID) and the
+// validating guards.
 // implicit-apiserver then keeps the source-dependent match conditions
 // current.
 func (cp *ControlPlane) RegisterGuards(ctx context.Context, a *AggregatedServer, served []schema.GroupResource) error {
@@ -101,10 +102,12 @@ func (cp *ControlPlane) RegisterGuards(ctx context.Context, a *AggregatedServer,
 	return cp.ApplyValidatingWebhookConfiguration(ctx, cfg)
 }
 
-// RegisterParentUID registers implicit-apiserver's mutating parent-uid
-// webhook alone (MutatingWebhookConfiguration GuardsConfiguration): every
-// parent label admitted from now on records its parent's uid. It refuses
-// nothing, so it can come before objects the validating guards would.
+// RegisterParentUID registers implicit-apiserver's mutating webhooks alone
+// (MutatingWebhookConfiguration GuardsConfiguration): every parent label
+// admitted from now on records its parent's uid, and every write to a
+// materialized copy by anyone but the server makes it its writer's own.
+// They refuse nothing, so they can come before objects the validating
+// guards would.
 func (cp *ControlPlane) RegisterParentUID(ctx context.Context, a *AggregatedServer) error {
 	var cerr error
 	cfg := admission.MutatingConfiguration(GuardsConfiguration, func(path string) admissionregistrationv1.WebhookClientConfig {

@@ -34,13 +34,15 @@ const (
 	// PathNamespaceDeletions guards deleting a namespace others inherit
 	// from (hierarchy.go).
 	PathNamespaceDeletions = "/admission/namespace-deletions"
-	// PathParentUID is the mutating guard's.
+	// PathParentUID and PathOwnCopy are the mutating guards' (parentuid.go,
+	// owncopy.go).
 	PathParentUID = "/admission/parent-uid"
+	PathOwnCopy   = "/admission/own-copy"
 )
 
 // Paths are every guard's path, for the authorization always-allow list:
 // kube-apiserver calls webhooks without credentials.
-var Paths = []string{PathLocks, PathShadows, PathParents, PathFanout, PathMaterialized, PathCandidates, PathStages, PathNamespaceDeletions, PathParentUID}
+var Paths = []string{PathLocks, PathShadows, PathParents, PathFanout, PathMaterialized, PathCandidates, PathStages, PathNamespaceDeletions, PathParentUID, PathOwnCopy}
 
 // admissionReview is what the guards are sent; a request body is bounded
 // as kube-apiserver bounds objects.
@@ -67,6 +69,7 @@ func (g *Guards) Handler(path string) http.Handler {
 		PathCandidates:         g.Candidates,
 		PathStages:             g.Stages,
 		PathParentUID:          g.ParentUID,
+		PathOwnCopy:            g.OwnCopy,
 	}[path]
 	if decide == nil {
 		return http.NotFoundHandler()

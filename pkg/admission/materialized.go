@@ -13,9 +13,10 @@ import (
 )
 
 // SetServerIdentity names the server's own user: the only one that may
-// create, change or delete materialized copies (label
-// implicit.dev/materialized), and set or remove the label. Until it is set,
-// the materialized guard can't decide (503: the failure policy applies).
+// create materialized copies (label implicit.dev/materialized) or set the
+// label, and whose writes to a copy keep it (OwnCopy). Until it is set, the
+// materialized and own-copy guards can't decide (503: the failure policy
+// applies).
 func (g *Guards) SetServerIdentity(username string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -56,11 +57,15 @@ func copyTouched(s source) bool { return materialized(s.old) || materialized(s.o
 
 // Materialized guards the materialized copies: only the server's own
 // identity may set the label implicit.dev/materialized (a forged one would
-// hide a tenant's object from every view), remove it, or change or delete
-// a copy. Anyone else's change of a copy needs what the same change of its
-// source needs (update or delete on the source, and unlock when the source
-// is locked), and is then allowed with a warning: the server writes the
-// copy back as the view says. A copy goes with its namespace.
+// hide a tenant's object from every view). Anyone else's update that
+// removes it (OwnCopy removes it from every such update) makes the copy
+// the writer's own, judged as a shadow of the inherited item would be
+// (madeOwn: refused for a locked item). Anyone else's change that keeps
+// the label (through the status subresource, or without the OwnCopy
+// webhook) or deletion of a copy needs what the same change of its source
+// needs (update or delete on the source, and unlock when the source is
+// locked), and is then allowed with a warning: the server writes the copy
+// back as the view says. A copy goes with its namespace.
 func (g *Guards) Materialized(ctx context.Context, req *admissionv1.AdmissionRequest) decision {
 	s, ok, err := g.source(req, subresourceStatus)
 	if !ok {
@@ -85,7 +90,7 @@ func (g *Guards) Materialized(ctx context.Context, req *admissionv1.AdmissionReq
 		return deny("%s: only implicit-apiserver (%s) may set the label %s: a materialized copy is never a source, so the label would hide this object from every view",
 			s, id, merge.LabelMaterialized)
 	case req.Operation == admissionv1.Update && !is:
-		return deny("%s is a materialized copy: only implicit-apiserver (%s) may remove its label %s", s, id, merge.LabelMaterialized)
+		return g.madeOwn(ctx, req, s)
 	case req.Operation == admissionv1.Delete && g.index.Terminating(s.namespace):
 		return allow()
 	}

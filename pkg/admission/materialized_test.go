@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,6 +49,7 @@ func TestMaterialized(t *testing.T) {
 	updateSource := sourceAttrs("update", networkpolicies, global, "deny")
 	deleteSource := sourceAttrs("delete", networkpolicies, global, "deny")
 	unlockSource := unlock(networkpolicies, global, "deny")
+	createHere := sourceAttrs("create", networkpolicies, team, "deny")
 	asServer := func(r *admissionv1.AdmissionRequest) *admissionv1.AdmissionRequest {
 		r.UserInfo.Username = server
 		return r
@@ -95,10 +97,60 @@ func TestMaterialized(t *testing.T) {
 			wantMessage: []string{"only implicit-apiserver", merge.LabelMaterialized},
 		},
 		{
-			name:        "a tenant removing the label from a copy is denied",
+			name:         "a write that removes the label makes the copy its writer's own: whoever may create it there may",
+			identity:     server,
+			answers:      allowAll(createHere),
+			req:          request(update, networkpolicies, team, "deny", np(cp()...), np()),
+			wantAllowed:  true,
+			wantSAR:      []authorizationv1.ResourceAttributes{createHere},
+			wantWarnings: []string{`implicit.dev: networkpolicies.networking.k8s.io "deny" in namespace "team-a" was a materialized copy of implicit-global/deny: this write made it the namespace's own (label implicit.dev/materialized removed); it shadows the inherited item here and in the namespaces below, and implicit-apiserver no longer writes it`},
+		},
+		{
+			name:        "making a copy one's own needs create on it",
 			identity:    server,
 			req:         request(update, networkpolicies, team, "deny", np(cp()...), np()),
-			wantMessage: []string{"materialized copy", "remove its label"},
+			wantMessage: []string{"materialized copy of implicit-global/deny", "make it the namespace's own", `"create" permission`},
+			wantSAR:     []authorizationv1.ResourceAttributes{createHere},
+		},
+		{
+			name:        "a locked source's copy can't be made one's own, even with unlock: it would shadow the lock",
+			identity:    server,
+			index:       &fakeIndex{locked: map[string]bool{"networkpolicies " + global + " deny": true}},
+			answers:     allowAll(createHere, unlockSource, unlock(networkpolicies, team, "deny")),
+			req:         request(update, networkpolicies, team, "deny", np(cp(isLocked)...), np(isLocked)),
+			wantMessage: []string{"materialized copy of the locked global source implicit-global/deny", merge.AnnotationLocked, "can't be shadowed"},
+		},
+		{
+			name:     "nor the copy of an item the view inherits locked (a stale copy)",
+			identity: server,
+			index: &fakeIndex{inherited: map[string]merge.Result{"networkpolicies " + team + " deny": {
+				Item: merge.Item{Namespace: "org", Name: "deny", Locked: true}, Scope: merge.ScopeParent,
+			}}},
+			answers:     allowAll(createHere),
+			req:         request(update, networkpolicies, team, "deny", np(cp()...), np()),
+			wantMessage: []string{"locked parent source org/deny", "can't be shadowed"},
+		},
+		{
+			name:         "a write that makes a copy one's own and locks it needs unlock on it too",
+			identity:     server,
+			answers:      allowAll(createHere),
+			req:          request(update, networkpolicies, team, "deny", np(cp()...), np(isLocked)),
+			wantMessage:  []string{`"unlock" permission`, "namespace team-a"},
+			wantSAR:      []authorizationv1.ResourceAttributes{createHere, unlock(networkpolicies, team, "deny")},
+			wantWarnings: nil,
+		},
+		{
+			name:        "a write that makes a copy one's own can't make it a candidate at once",
+			identity:    server,
+			answers:     allowAll(createHere),
+			req:         request(update, networkpolicies, team, "deny", np(cp()...), np(annotated(merge.AnnotationCandidateFor, "web"))),
+			wantMessage: []string{"can't make it a candidate"},
+		},
+		{
+			name:        "the server removes the label",
+			identity:    server,
+			req:         asServer(request(update, networkpolicies, team, "deny", np(cp()...), np())),
+			wantAllowed: true,
 		},
 		{
 			name:        "a tenant editing a copy is denied, naming the source",
@@ -256,5 +308,116 @@ func TestMaterializedTouchedCondition(t *testing.T) {
 		{"delete of a copy", at(d, np(mat), nil), true},
 		{"delete of an object of its own", at(d, np(), nil), false},
 		{"status of a copy", admissionAttrs{op: u, gvr: gvr, namespace: "team-a", name: "deny", sub: "status", old: np(mat), obj: np(mat)}, true},
+	})
+}
+
+// TestOwnCopy: the mutating guard removes the copy label and the provenance
+// from anyone's update of a copy but the server's.
+func TestOwnCopy(t *testing.T) {
+	t.Parallel()
+	const team = "team-a"
+	update := admissionv1.Update
+	np := func(opts ...objOpt) *networkingv1.NetworkPolicy { return networkPolicy(team, "deny", opts...) }
+	provenance := []objOpt{
+		labelled(merge.LabelMaterialized, "true"), labelled(merge.LabelScope, "global"), labelled(merge.LabelSourceNamespace, global),
+		annotated(merge.AnnotationSourceUID, "u"), annotated(merge.AnnotationSourceResourceVersion, "7"),
+	}
+	withProvenance := func(opts ...objOpt) []objOpt { return append(append([]objOpt{}, provenance...), opts...) }
+	asServer := func(r *admissionv1.AdmissionRequest) *admissionv1.AdmissionRequest {
+		r.UserInfo.Username = server
+		return r
+	}
+	const removeAll = `[{"op":"remove","path":"/metadata/labels/implicit.dev~1materialized"},` +
+		`{"op":"remove","path":"/metadata/labels/implicit.dev~1scope"},` +
+		`{"op":"remove","path":"/metadata/labels/implicit.dev~1source-namespace"},` +
+		`{"op":"remove","path":"/metadata/annotations/implicit.dev~1source-uid"},` +
+		`{"op":"remove","path":"/metadata/annotations/implicit.dev~1source-resource-version"}]`
+	for _, tc := range []guardCase{
+		{
+			name:        "an update of a copy (kubectl apply over it) loses the label and the provenance",
+			identity:    server,
+			req:         request(update, networkpolicies, team, "deny", np(withProvenance()...), np(withProvenance(annotated("mine", "yes"))...)),
+			wantAllowed: true,
+			wantPatch:   removeAll,
+		},
+		{
+			name:        "only what is left is removed",
+			identity:    server,
+			req:         request(update, networkpolicies, team, "deny", np(withProvenance()...), np(labelled(merge.LabelMaterialized, "true"), labelled("team", "a"))),
+			wantAllowed: true,
+			wantPatch:   `[{"op":"remove","path":"/metadata/labels/implicit.dev~1materialized"}]`,
+		},
+		{
+			name:        "an update that removed everything itself needs no patch",
+			identity:    server,
+			req:         request(update, networkpolicies, team, "deny", np(withProvenance()...), np()),
+			wantAllowed: true,
+		},
+		{
+			name:        "the server's own writes keep the label",
+			identity:    server,
+			req:         asServer(request(update, networkpolicies, team, "deny", np(withProvenance()...), np(withProvenance()...))),
+			wantAllowed: true,
+		},
+		{
+			name:        "an object that is no copy is left alone",
+			identity:    server,
+			req:         request(update, networkpolicies, team, "deny", np(labelled(merge.LabelScope, "x")), np(labelled(merge.LabelScope, "x"))),
+			wantAllowed: true,
+		},
+		{
+			name:        "a label other than \"true\" is no copy",
+			identity:    server,
+			req:         request(update, networkpolicies, team, "deny", np(labelled(merge.LabelMaterialized, "false")), np(labelled(merge.LabelMaterialized, "false"))),
+			wantAllowed: true,
+		},
+		{
+			name:        "a kind that is not served is left alone",
+			identity:    server,
+			req:         request(update, schema.GroupResource{Resource: "configmaps"}, team, "deny", np(withProvenance()...), np(withProvenance()...)),
+			wantAllowed: true,
+		},
+		{
+			name:       "before the server knows its identity it can't tell its writes from others'",
+			req:        request(update, networkpolicies, team, "deny", np(withProvenance()...), np(withProvenance()...)),
+			wantStatus: http.StatusServiceUnavailable,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			runGuard(t, admission.PathOwnCopy, tc)
+		})
+	}
+}
+
+func TestCopyWrittenCondition(t *testing.T) {
+	t.Parallel()
+	u, d := k8sadmission.Update, k8sadmission.Delete
+	gvr := schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "networkpolicies"}
+	np := func(opts ...objOpt) *networkingv1.NetworkPolicy { return networkPolicy("team-a", "deny", opts...) }
+	mat := labelled(merge.LabelMaterialized, "true")
+	at := func(op k8sadmission.Operation, old, obj *networkingv1.NetworkPolicy) admissionAttrs {
+		a := admissionAttrs{op: op, gvr: gvr, namespace: "team-a", name: "deny"}
+		if old != nil {
+			a.old = old
+		}
+		if obj != nil {
+			a.obj = obj
+		}
+		return a
+	}
+	var w admissionregistrationv1.MutatingWebhook
+	for _, m := range admission.MutatingConfiguration("implicit-apiserver", clientConfig).Webhooks {
+		if m.Name == admission.WebhookOwnCopy {
+			w = m
+		}
+	}
+	runMatches(t, asValidating(w), []matchCase{
+		{"update of a copy", at(u, np(mat), np(mat)), true},
+		{"update of a copy removing the label", at(u, np(mat), np()), true},
+		{"update adding the label", at(u, np(), np(mat)), false},
+		{"update of an object labelled false", at(u, np(labelled(merge.LabelMaterialized, "false")), np(mat)), false},
+		{"update of an object of its own", at(u, np(labelled("team", "a")), np()), false},
+		{"delete of a copy", at(d, np(mat), nil), false},
 	})
 }

@@ -32,8 +32,10 @@ const (
 	// WebhookNamespaceDeletions guards deleting a namespace others inherit
 	// from; its match condition names those namespaces (ConditionSync).
 	WebhookNamespaceDeletions = "namespace-deletions.implicit.dev"
-	// WebhookParentUID is the one webhook of the MutatingWebhookConfiguration.
+	// WebhookParentUID and WebhookOwnCopy are the webhooks of the
+	// MutatingWebhookConfiguration.
 	WebhookParentUID = "parent-uid.implicit.dev"
+	WebhookOwnCopy   = "own-copy.implicit.dev"
 )
 
 // Match condition names: the fixed ones, and the one ConditionSync keeps
@@ -45,6 +47,7 @@ const (
 	copyTouchedCondition      = "materialized-touched"
 	candidateTouchedCondition = "candidate-touched"
 	stageChangedCondition     = "stage-changed"
+	copyWrittenCondition      = "materialized-written"
 	syncedCondition           = "implicit-sources"
 )
 
@@ -60,6 +63,12 @@ const lockTouched = `(has(request.subResource) && request.subResource == '` + su
 // removed ones.
 const copyTouchedExpr = `(oldObject != null && has(oldObject.metadata.labels) && '` + merge.LabelMaterialized + `' in oldObject.metadata.labels) || ` +
 	`(object != null && has(object.metadata.labels) && '` + merge.LabelMaterialized + `' in object.metadata.labels)`
+
+// copyWritten is true when the old object is a materialized copy (the
+// label "true") and the new object exists: the writes OwnCopy may make
+// their writer's own.
+const copyWritten = `oldObject != null && object != null && has(oldObject.metadata.labels) && '` + merge.LabelMaterialized + `' in oldObject.metadata.labels && ` +
+	`oldObject.metadata.labels['` + merge.LabelMaterialized + `'] == 'true'`
 
 // candidateTouchedExpr is true when the old or the new object carries
 // either candidate annotation, whatever its value: candidates, malformed
@@ -161,27 +170,46 @@ func namespaceRules() []admissionregistrationv1.RuleWithOperations {
 }
 
 // MutatingConfiguration returns the MutatingWebhookConfiguration of the
-// parent-uid guard: it records the uid of the parent a namespace's
+// mutating guards; client gives each one's client config from its path.
+// Both fail closed.
+//
+// The parent-uid guard records the uid of the parent a namespace's
 // implicit.dev/parent names, on the namespace requests that set, change or
-// remove the label or the annotation. client gives its client config from
-// its path. It fails closed: a label admitted without the uid of the
-// parent it meant would be refused by the parent guard anyway.
+// remove the label or the annotation: a label admitted without the uid of
+// the parent it meant would be refused by the parent guard anyway.
+//
+// The own-copy guard makes a write to a materialized copy its writer's own
+// (it removes the copy label), on the UPDATEs of namespaced objects of any
+// kind whose old object carries the label "true": only copies do (only the
+// server may set it), and any kind may be materialized, so its rules need
+// no keeping current. Failing closed refuses those writes only, as the
+// validating materialized guard does.
 func MutatingConfiguration(name string, client func(path string) admissionregistrationv1.WebhookClientConfig) *admissionregistrationv1.MutatingWebhookConfiguration {
-	return &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app.kubernetes.io/name": "implicit-apiserver"}},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name:                    WebhookParentUID,
-			ClientConfig:            client(PathParentUID),
-			Rules:                   namespaceRules(),
+	webhook := func(name, path string, rules []admissionregistrationv1.RuleWithOperations, condName, cond string) admissionregistrationv1.MutatingWebhook {
+		return admissionregistrationv1.MutatingWebhook{
+			Name:                    name,
+			ClientConfig:            client(path),
+			Rules:                   rules,
 			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
 			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
 			TimeoutSeconds:          ptr.To(int32(5)),
 			AdmissionReviewVersions: []string{"v1"},
-			// Another mutating webhook that touches the label or the
-			// annotation after this one gets it called again.
+			// Another mutating webhook that touches what this one writes
+			// after it gets it called again.
 			ReinvocationPolicy: ptr.To(admissionregistrationv1.IfNeededReinvocationPolicy),
-			MatchConditions:    []admissionregistrationv1.MatchCondition{{Name: parentTouchedCondition, Expression: parentTouched}},
-		}},
+			MatchConditions:    []admissionregistrationv1.MatchCondition{{Name: condName, Expression: cond}},
+		}
+	}
+	return &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app.kubernetes.io/name": "implicit-apiserver"}},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{
+			webhook(WebhookParentUID, PathParentUID, namespaceRules(), parentTouchedCondition, parentTouched),
+			webhook(WebhookOwnCopy, PathOwnCopy, []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*"},
+					Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
+			}}, copyWrittenCondition, copyWritten),
+		},
 	}
 }
 

@@ -418,8 +418,8 @@ func TestParentTouchedCondition(t *testing.T) {
 	t.Parallel()
 	c, u := k8sadmission.Create, k8sadmission.Update
 	cfg := admission.MutatingConfiguration("implicit-apiserver", clientConfig)
-	if len(cfg.Webhooks) != 1 {
-		t.Fatalf("%d webhooks, want 1", len(cfg.Webhooks))
+	if len(cfg.Webhooks) != 2 || cfg.Webhooks[0].Name != admission.WebhookParentUID {
+		t.Fatalf("webhooks %+v, want parent-uid first of 2", cfg.Webhooks)
 	}
 	runMatches(t, asValidating(cfg.Webhooks[0]), []matchCase{
 		{"create with a parent", nsAt(c, nil, ns("team-a", "org")), true},
@@ -445,39 +445,53 @@ func asValidating(w admissionregistrationv1.MutatingWebhook) admissionregistrati
 func TestMutatingConfiguration(t *testing.T) {
 	t.Parallel()
 	cfg := admission.MutatingConfiguration("implicit-apiserver", clientConfig)
-	if cfg.Name != "implicit-apiserver" || len(cfg.Webhooks) != 1 {
-		t.Fatalf("configuration %q with %d webhooks, want implicit-apiserver with 1", cfg.Name, len(cfg.Webhooks))
+	if cfg.Name != "implicit-apiserver" || len(cfg.Webhooks) != 2 {
+		t.Fatalf("configuration %q with %d webhooks, want implicit-apiserver with 2", cfg.Name, len(cfg.Webhooks))
 	}
-	w := cfg.Webhooks[0]
-	if w.Name != admission.WebhookParentUID {
-		t.Errorf("webhook %q, want %q", w.Name, admission.WebhookParentUID)
+	wantRules := map[string][]admissionregistrationv1.RuleWithOperations{
+		admission.WebhookParentUID: {{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+			Rule: admissionregistrationv1.Rule{
+				APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces", "namespaces/status", "namespaces/finalize"},
+				Scope: ptr.To(admissionregistrationv1.ClusterScope),
+			},
+		}},
+		// Any kind may be materialized; the match condition sends copies only.
+		admission.WebhookOwnCopy: {{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+			Rule: admissionregistrationv1.Rule{
+				APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*"},
+				Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+			},
+		}},
 	}
-	if !reflect.DeepEqual(w.ClientConfig, clientConfig(admission.PathParentUID)) {
-		t.Errorf("client config %+v, want the one of %s", w.ClientConfig, admission.PathParentUID)
-	}
-	if ptr.Deref(w.FailurePolicy, "") != admissionregistrationv1.Fail {
-		t.Errorf("failure policy %v, want Fail", ptr.Deref(w.FailurePolicy, ""))
-	}
-	if ptr.Deref(w.SideEffects, "") != admissionregistrationv1.SideEffectClassNone {
-		t.Errorf("side effects %v, want None", ptr.Deref(w.SideEffects, ""))
-	}
-	if ptr.Deref(w.ReinvocationPolicy, "") != admissionregistrationv1.IfNeededReinvocationPolicy {
-		t.Errorf("reinvocation %v, want IfNeeded", ptr.Deref(w.ReinvocationPolicy, ""))
-	}
-	wantRules := []admissionregistrationv1.RuleWithOperations{{
-		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-		Rule: admissionregistrationv1.Rule{
-			APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces", "namespaces/status", "namespaces/finalize"},
-			Scope: ptr.To(admissionregistrationv1.ClusterScope),
-		},
-	}}
-	if !reflect.DeepEqual(w.Rules, wantRules) {
-		t.Errorf("rules %+v, want %+v", w.Rules, wantRules)
-	}
-	newMatcher(t, asValidating(w))
+	paths := map[string]string{admission.WebhookParentUID: admission.PathParentUID, admission.WebhookOwnCopy: admission.PathOwnCopy}
 	in := admission.InClusterMutatingConfiguration()
-	if in.Kind != "MutatingWebhookConfiguration" || in.Webhooks[0].ClientConfig.Service == nil || ptr.Deref(in.Webhooks[0].ClientConfig.Service.Path, "") != admission.PathParentUID {
-		t.Errorf("in-cluster configuration %+v, want the Service's %s", in, admission.PathParentUID)
+	for i, w := range cfg.Webhooks {
+		path, ok := paths[w.Name]
+		if !ok {
+			t.Errorf("webhook %q, want one of %v", w.Name, paths)
+			continue
+		}
+		if !reflect.DeepEqual(w.ClientConfig, clientConfig(path)) {
+			t.Errorf("%s: client config %+v, want the one of %s", w.Name, w.ClientConfig, path)
+		}
+		if ptr.Deref(w.FailurePolicy, "") != admissionregistrationv1.Fail {
+			t.Errorf("%s: failure policy %v, want Fail", w.Name, ptr.Deref(w.FailurePolicy, ""))
+		}
+		if ptr.Deref(w.SideEffects, "") != admissionregistrationv1.SideEffectClassNone {
+			t.Errorf("%s: side effects %v, want None", w.Name, ptr.Deref(w.SideEffects, ""))
+		}
+		if ptr.Deref(w.ReinvocationPolicy, "") != admissionregistrationv1.IfNeededReinvocationPolicy {
+			t.Errorf("%s: reinvocation %v, want IfNeeded", w.Name, ptr.Deref(w.ReinvocationPolicy, ""))
+		}
+		if !reflect.DeepEqual(w.Rules, wantRules[w.Name]) {
+			t.Errorf("%s: rules %+v, want %+v", w.Name, w.Rules, wantRules[w.Name])
+		}
+		newMatcher(t, asValidating(w))
+		if in.Kind != "MutatingWebhookConfiguration" || in.Webhooks[i].ClientConfig.Service == nil || ptr.Deref(in.Webhooks[i].ClientConfig.Service.Path, "") != path {
+			t.Errorf("in-cluster configuration %+v, want the Service's %s", in, path)
+		}
 	}
 }
 

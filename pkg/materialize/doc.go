@@ -9,13 +9,19 @@
 // It owns the copies and nothing else:
 //
 //   - an inherited item (scope parent or global) becomes a copy of the same
-//     name, written with server-side apply (field manager implicit-apiserver,
-//     force), with the view item's labels and provenance annotations and the
-//     materialized label; local items are the tenant's own and never touched;
-//   - a copy whose item left the view is deleted;
-//   - a tenant object already holding an inherited name is never
-//     overwritten: it is reported (an Event on the namespace, a log line and
-//     implicit_materialize_conflicts_total);
+//     name, with the view item's labels and provenance annotations and the
+//     materialized label: created with Create, then kept with server-side
+//     apply (field manager implicit-apiserver, force) under a
+//     resourceVersion precondition; local items are the tenant's own and
+//     never touched;
+//   - a copy whose item left the view is deleted, under uid and
+//     resourceVersion preconditions;
+//   - a tenant object holding an inherited name is never overwritten, even
+//     one created between the materializer's read and its write (the Create
+//     fails with AlreadyExists): it is reported (an Event on the object, a
+//     log line and implicit_materialize_conflicts_total); a copy a write
+//     made its writer's own (the label removed at admission) is no copy any
+//     more, and the preconditions keep every write off it;
 //   - a copy changed or deleted behind the guards (drift) is overwritten or
 //     recreated and counted in implicit_materialize_drift_repaired_total.
 //

@@ -83,7 +83,9 @@ func newMux(unsynced bool, srcs ...*networkingv1.NetworkPolicy) *watchmux.Mux {
 // fakeHost is a fake dynamic client whose apply creates or replaces the
 // object with the applied one (server-side apply with force, as far as a
 // copy that sets every field it has goes), honouring a resourceVersion
-// precondition; it counts writes.
+// precondition, whose create gives the object a uid and a resourceVersion,
+// and whose delete honours uid and resourceVersion preconditions; it
+// counts writes (attempts).
 type fakeHost struct {
 	*dynamicfake.FakeDynamicClient
 	mu     sync.Mutex
@@ -133,8 +135,34 @@ func newFakeHost(t testing.TB, objs ...runtime.Object) *fakeHost {
 		u.SetResourceVersion(fmt.Sprint(h.bump()))
 		return true, u, tracker.Update(npGVR, u, pa.GetNamespace())
 	})
+	h.PrependReactor("create", "*", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		u := action.(clienttesting.CreateAction).GetObject().(*unstructured.Unstructured).DeepCopy()
+		h.record("create " + u.GetNamespace() + "/" + u.GetName())
+		if u.GetResourceVersion() != "" {
+			return true, nil, apierrors.NewBadRequest("resourceVersion should not be set on objects to be created")
+		}
+		u.SetUID(types.UID(fmt.Sprintf("uid-copy-%d", h.bump())))
+		u.SetResourceVersion(fmt.Sprint(h.bump()))
+		if err := tracker.Create(npGVR, u, action.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		return true, u, nil
+	})
 	h.PrependReactor("delete", "*", func(action clienttesting.Action) (bool, runtime.Object, error) {
-		h.record("delete " + action.GetNamespace() + "/" + action.(clienttesting.DeleteAction).GetName())
+		da := action.(clienttesting.DeleteAction)
+		h.record("delete " + action.GetNamespace() + "/" + da.GetName())
+		pre := da.GetDeleteOptions().Preconditions
+		if pre == nil {
+			return false, nil, nil
+		}
+		cur, err := tracker.Get(npGVR, action.GetNamespace(), da.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		c := cur.(*unstructured.Unstructured)
+		if (pre.UID != nil && *pre.UID != c.GetUID()) || (pre.ResourceVersion != nil && *pre.ResourceVersion != c.GetResourceVersion()) {
+			return true, nil, apierrors.NewConflict(npGVR.GroupResource(), da.GetName(), fmt.Errorf("precondition failed: have uid %s, resourceVersion %s", c.GetUID(), c.GetResourceVersion()))
+		}
 		return false, nil, nil
 	})
 	h.PrependReactor("update", "*", func(action clienttesting.Action) (bool, runtime.Object, error) {

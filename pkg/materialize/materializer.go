@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
@@ -95,7 +96,7 @@ func (o *Options) defaults() {
 // namespaces (the workqueue never hands one namespace to two workers), and
 // one that logs the namespaces behind. Everything stops when Run's context
 // is cancelled, and Run returns once it has. mu guards the bookkeeping the
-// workers share (dirty, seen, reported).
+// workers share (dirty, seen, reported, wrote, uids).
 type Materializer struct {
 	views    Views
 	dyn      dynamic.Interface
@@ -123,6 +124,10 @@ type Materializer struct {
 	// and a copy at that version needs no drift check (queueing its
 	// namespace again would only count it as pending once more).
 	wrote map[copyKey]string
+	// uids holds the uid of each copy the informers have shown or the
+	// materializer wrote: an object of that uid without the label is a
+	// copy a write made its writer's own, no tenant object in the way.
+	uids map[copyKey]types.UID
 }
 
 type copyKey struct{ resource, namespace, name string }
@@ -135,6 +140,7 @@ func New(views Views, dyn dynamic.Interface, kinds []Kind, recorder record.Event
 	return &Materializer{
 		views: views, dyn: dyn, kinds: slices.Clone(kinds), recorder: recorder, opts: opts,
 		dirty: map[string]time.Time{}, seen: map[copyKey]string{}, reported: map[copyKey]string{}, wrote: map[copyKey]string{},
+		uids: map[copyKey]types.UID{},
 	}
 }
 
@@ -277,6 +283,7 @@ func (r *run) copyHandler(k Kind) cache.ResourceEventHandler {
 		key := copyKey{k.Resource, u.GetNamespace(), u.GetName()}
 		r.m.mu.Lock()
 		r.m.seen[key] = sourceVersion(u)
+		r.m.uids[key] = u.GetUID()
 		rv := u.GetResourceVersion()
 		echo := rv != "" && r.m.wrote[key] == rv
 		r.m.mu.Unlock()

@@ -23,7 +23,7 @@ var (
 	writes = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace:      "implicit",
 		Name:           "materialize_writes_total",
-		Help:           "Writes of materialized copies, by resource and operation (apply, replace, delete).",
+		Help:           "Writes of materialized copies, by resource and operation (create, apply, replace, delete).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"resource", "operation"})
 	driftRepaired = metrics.NewCounterVec(&metrics.CounterOpts{

@@ -90,7 +90,9 @@ func (m *Materializer) reconcileKind(ctx context.Context, k Kind, namespace stri
 		key := copyKey{k.Resource, namespace, name}
 		if cur == nil {
 			// The informer may lag: read the name itself before writing,
-			// so that a tenant object holding it is never overwritten.
+			// so that a tenant object holding it is reported, not written.
+			// The read only saves a doomed create: a tenant object created
+			// after it makes the create fail (write), never become a copy.
 			live, err := client.Get(ctx, name, metav1.GetOptions{})
 			switch {
 			case apierrors.IsNotFound(err):
@@ -114,6 +116,11 @@ func (m *Materializer) reconcileKind(ctx context.Context, k Kind, namespace stri
 		m.mu.Unlock()
 		written, err := m.write(ctx, k, client, cur, w)
 		n += written
+		var taken *tenantHolds
+		if errors.As(err, &taken) {
+			m.conflict(k, namespace, taken.object, w)
+			continue
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -128,7 +135,13 @@ func (m *Materializer) reconcileKind(ctx context.Context, k Kind, namespace stri
 			continue
 		}
 		c := copies[name]
-		err := client.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(c.GetUID())}})
+		// Only the copy that was read is deleted: the resourceVersion
+		// precondition fails if the object changed since, in particular if
+		// a write made it its writer's own (the label removed at
+		// admission). A conflict is retried from a fresh read.
+		err := client.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{
+			UID: ptr.To(c.GetUID()), ResourceVersion: ptr.To(c.GetResourceVersion()),
+		}})
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, err)
 			continue
@@ -138,59 +151,103 @@ func (m *Materializer) reconcileKind(ctx context.Context, k Kind, namespace stri
 		m.mu.Lock()
 		delete(m.seen, copyKey{k.Resource, namespace, name})
 		delete(m.wrote, copyKey{k.Resource, namespace, name})
+		delete(m.uids, copyKey{k.Resource, namespace, name})
 		m.mu.Unlock()
 		klog.V(2).InfoS("Deleted a materialized copy whose item left the view", "resource", k.Resource, "copy", klog.KRef(namespace, name))
 	}
 	return n, utilerrors.NewAggregate(errs)
 }
 
-// write applies w over cur (nil: a new copy). An existing copy is applied
-// with its resourceVersion as precondition: only the copy that was read is
-// overwritten. Fields another manager owns survive an apply: when the
-// result still differs from w, it is replaced whole. The copy's
-// resourceVersion after the last write is remembered (wrote), so that its
-// echo on the copies' informer is not taken for drift.
+// write makes w the copy: a new copy (cur nil) is created, never applied,
+// so that an object created since the name was read is never taken over
+// (AlreadyExists: tenantHolds when that object is no copy); an existing
+// copy is applied with its resourceVersion as precondition, so that only
+// the copy that was read is overwritten, not an object a write made its
+// own meanwhile. Fields another manager owns survive an apply: when the
+// result still differs from w, it is replaced whole, again with a
+// precondition. The copy's resourceVersion after the last write is
+// remembered (wrote), so that its echo on the copies' informer is not
+// taken for drift.
 func (m *Materializer) write(ctx context.Context, k Kind, client resourceClient, cur, w *unstructured.Unstructured) (int, error) {
-	apply := w.DeepCopy()
+	var got *unstructured.Unstructured
+	var err error
+	if cur == nil {
+		got, err = client.Create(ctx, w.DeepCopy(), metav1.CreateOptions{FieldManager: FieldManager})
+		if apierrors.IsAlreadyExists(err) {
+			live, gerr := client.Get(ctx, w.GetName(), metav1.GetOptions{})
+			switch {
+			case gerr != nil:
+				// Gone again, or unreadable: retried from a fresh read.
+				return 0, fmt.Errorf("creating the copy %s: %w; reading what holds its name: %w", w.GetName(), err, gerr)
+			case !merge.IsMaterialized(live.GetLabels()):
+				return 0, &tenantHolds{object: live}
+			}
+			// A copy of the server's own, not yet in the informer:
+			// overwritten as it is.
+			cur = live
+		} else if err != nil {
+			return 0, err
+		} else {
+			writes.WithLabelValues(k.Resource, "create").Inc()
+		}
+	}
+	n := 0
 	if cur != nil {
+		apply := w.DeepCopy()
 		apply.SetResourceVersion(cur.GetResourceVersion())
+		got, err = client.Apply(ctx, w.GetName(), apply, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+		if err != nil {
+			return 0, err
+		}
+		writes.WithLabelValues(k.Resource, "apply").Inc()
 	}
-	got, err := client.Apply(ctx, w.GetName(), apply, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
-	if err != nil {
-		return 0, err
-	}
-	writes.WithLabelValues(k.Resource, "apply").Inc()
+	n++
 	if upToDate(got, w) {
 		m.remember(k, got)
-		return 1, nil
+		return n, nil
 	}
 	replace := w.DeepCopy()
 	replace.SetResourceVersion(got.GetResourceVersion())
 	got, err = client.Update(ctx, replace, metav1.UpdateOptions{FieldManager: FieldManager})
 	if err != nil {
-		return 1, err
+		return n, err
 	}
 	writes.WithLabelValues(k.Resource, "replace").Inc()
 	m.remember(k, got)
-	return 2, nil
+	return n + 1, nil
+}
+
+// tenantHolds: an object that is no copy holds the name a copy was to be
+// created under.
+type tenantHolds struct{ object *unstructured.Unstructured }
+
+func (e *tenantHolds) Error() string {
+	return fmt.Sprintf("%s is held by an object that is no copy", e.object.GetName())
 }
 
 // remember notes the resourceVersion a write of the materializer's left
 // the copy at.
 func (m *Materializer) remember(k Kind, c *unstructured.Unstructured) {
+	key := copyKey{k.Resource, c.GetNamespace(), c.GetName()}
 	m.mu.Lock()
-	m.wrote[copyKey{k.Resource, c.GetNamespace(), c.GetName()}] = c.GetResourceVersion()
+	m.wrote[key] = c.GetResourceVersion()
+	m.uids[key] = c.GetUID()
 	m.mu.Unlock()
 }
 
 // resourceClient is the part of dynamic.ResourceInterface write uses.
 type resourceClient interface {
+	Create(ctx context.Context, obj *unstructured.Unstructured, options metav1.CreateOptions, subresources ...string) (*unstructured.Unstructured, error)
+	Get(ctx context.Context, name string, options metav1.GetOptions, subresources ...string) (*unstructured.Unstructured, error)
 	Apply(ctx context.Context, name string, obj *unstructured.Unstructured, options metav1.ApplyOptions, subresources ...string) (*unstructured.Unstructured, error)
 	Update(ctx context.Context, obj *unstructured.Unstructured, options metav1.UpdateOptions, subresources ...string) (*unstructured.Unstructured, error)
 }
 
 // conflict reports, once per tenant object, an inherited item that is not
-// materialized because the tenant's own object holds its name.
+// materialized because the tenant's own object holds its name. A former
+// copy (its uid is one the materializer knew as a copy's) is no conflict:
+// a write made it its writer's own, and the view will show it as such once
+// it has read that write; it is logged only.
 func (m *Materializer) conflict(k Kind, namespace string, tenant, w *unstructured.Unstructured) {
 	key := copyKey{k.Resource, namespace, tenant.GetName()}
 	m.mu.Lock()
@@ -199,9 +256,15 @@ func (m *Materializer) conflict(k Kind, namespace string, tenant, w *unstructure
 		return
 	}
 	m.reported[key] = string(tenant.GetUID())
+	formerCopy := m.uids[key] == tenant.GetUID()
 	m.mu.Unlock()
-	conflicts.WithLabelValues(k.Resource).Inc()
 	source := w.GetLabels()[merge.LabelSourceNamespace] + "/" + w.GetName()
+	if formerCopy {
+		klog.InfoS("A materialized copy is no copy any more: a write made it its writer's own", "resource", k.Resource,
+			"object", klog.KRef(namespace, tenant.GetName()), "source", source)
+		return
+	}
+	conflicts.WithLabelValues(k.Resource).Inc()
 	klog.InfoS("Inherited item not materialized: an object of the namespace's own holds its name", "resource", k.Resource,
 		"object", klog.KRef(namespace, tenant.GetName()), "source", source, "scope", w.GetLabels()[merge.LabelScope])
 	if m.recorder != nil {

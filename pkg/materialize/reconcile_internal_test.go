@@ -67,12 +67,12 @@ func TestReconcile(t *testing.T) {
 			"web":          {"org", "parent", "org-web"},
 		},
 		wantOwn:    []string{"mine"},
-		wantWrites: []string{"apply team-a/default-deny", "apply team-a/web"},
+		wantWrites: []string{"create team-a/default-deny", "create team-a/web"},
 	}, {
 		name:       "a namespace without a parent inherits the global items",
 		namespace:  "team-b",
 		wantCopies: map[string]copyOf{"default-deny": {global, "global", "all"}, "web": {global, "global", "global-web"}},
-		wantWrites: []string{"apply team-b/default-deny", "apply team-b/web"},
+		wantWrites: []string{"create team-b/default-deny", "create team-b/web"},
 	}, {
 		name:       "an excluded namespace gets none, and a copy found there is deleted",
 		namespace:  "kube-system",
@@ -121,7 +121,7 @@ func TestReconcile(t *testing.T) {
 		},
 		wantCopies:    map[string]copyOf{"web": {global, "global", "global-web"}},
 		wantOwn:       []string{"default-deny"},
-		wantWrites:    []string{"apply team-b/web"},
+		wantWrites:    []string{"create team-b/web"},
 		wantConflicts: 1,
 	}, {
 		name:      "fail-static: before the sources are read nothing is written or deleted",
@@ -229,8 +229,8 @@ func TestReconcileDeletedCopyIsDrift(t *testing.T) {
 	if _, err := m.reconcile(context.Background(), "team-b", host.list(t)); err != nil {
 		t.Fatal(err)
 	}
-	if got := host.takeWrites(); !slices.Equal(got, []string{"apply team-b/default-deny"}) {
-		t.Errorf("writes %q, want the copy applied again", got)
+	if got := host.takeWrites(); !slices.Equal(got, []string{"create team-b/default-deny"}) {
+		t.Errorf("writes %q, want the copy created again", got)
 	}
 	if d := counter(t, driftRepaired.WithLabelValues("networkpolicies")) - drift0; d != 1 {
 		t.Errorf("drift repaired +%v, want +1", d)

@@ -37,7 +37,8 @@ const (
 	// LabelMaterialized "true" marks a real object the server wrote as the
 	// copy of an inherited view item (delivery: Materialize). Copies are
 	// never sources: the multiplexer ignores objects that carry it, and
-	// only the server's own identity may set or remove it.
+	// only the server's own identity may set it (anyone else's write to a
+	// copy removes it at admission: the object becomes its writer's own).
 	LabelMaterialized = "implicit.dev/materialized"
 
 	// LabelScope on a view item: local, parent or global.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -47,7 +49,8 @@ const matConverge = 90 * time.Second
 //     and in no excluded namespace;
 //   - a parent's item wins over the global one, and a local item is untouched;
 //   - copies are never sources: the suite's server's views ignore them;
-//   - a tenant's edit or deletion of a copy, or a forged label, is refused;
+//   - a tenant's edit of a copy makes it the tenant's own (owncopy_test.go
+//     shows the rest); its deletion of a copy, or a forged label, is refused;
 //   - a tenant's own object holding a locked inherited name is never
 //     overwritten, and the conflict is reported (an Event on the namespace);
 //   - a copy deleted or changed while the guards were down comes back;
@@ -137,8 +140,9 @@ func TestMaterialize(t *testing.T) {
 	for _, f := range deny.ManagedFields {
 		managers = append(managers, f.Manager+"/"+string(f.Operation))
 	}
-	if !slices.Contains(managers, "implicit-apiserver/Apply") {
-		t.Errorf("the copy's field managers are %v, want implicit-apiserver/Apply", managers)
+	// Created with Create (an Update entry), never applied over a name.
+	if !slices.Contains(managers, "implicit-apiserver/Update") {
+		t.Errorf("the copy's field managers are %v, want implicit-apiserver/Update", managers)
 	}
 
 	t.Log("copies are never sources: the suite's server (global namespace implicit-global, where mat-global is no global scope) " +
@@ -148,24 +152,26 @@ func TestMaterialize(t *testing.T) {
 		"mat-web": {Scope: "parent", Source: "mat-org"},
 	})
 
-	t.Log("a tenant (admin of mat-team-b) may not edit or delete a copy, nor forge the label")
+	t.Log("a tenant's (admin of mat-team-b) edit of a copy makes it the tenant's own (dry run: nothing kept); it may not delete a copy, nor forge the label")
 	createRoleBinding(t, kube, "mat-team-b", "mat-tenant-admin", "admin", "mat:tenants")
 	tenantCfg, err := cp.UserConfig("mat-tenant", "mat:tenants")
 	if err != nil {
 		t.Fatal(err)
 	}
 	tenant := kubernetes.NewForConfigOrDie(tenantCfg)
-	eventually(t, "the tenant's edit of a copy is refused", func(ctx context.Context) error {
+	eventually(t, "the tenant's edit of a copy makes it the tenant's own", func(ctx context.Context) error {
 		c, err := tenant.NetworkingV1().NetworkPolicies("mat-team-b").Get(ctx, "mat-deny", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		c.Spec.PodSelector.MatchLabels = map[string]string{"app": "nothing"}
-		_, err = tenant.NetworkingV1().NetworkPolicies("mat-team-b").Update(ctx, c, metav1.UpdateOptions{})
-		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "materialized copy") {
-			return errorf("update: %v, want Forbidden naming a materialized copy", err)
+		got, err := tenant.NetworkingV1().NetworkPolicies("mat-team-b").Update(ctx, c, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return errorf("update: %v, want it admitted", err)
 		}
-		t.Logf("refused: %v", err)
+		if merge.IsMaterialized(got.Labels) || got.Labels[merge.LabelScope] != "" {
+			return errorf("the edited copy keeps the label or its provenance: %v", got.Labels)
+		}
 		return nil
 	})
 	if err := tenant.NetworkingV1().NetworkPolicies("mat-team-b").Delete(ctx, "mat-deny", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
@@ -217,6 +223,7 @@ func TestMaterialize(t *testing.T) {
 
 	t.Log("with the guards down, one copy is deleted and another changed: both are repaired")
 	withoutGuards(t, func() {
+		withoutOwnCopy(t)
 		if err := kube.NetworkingV1().NetworkPolicies("mat-team-b").Delete(ctx, "mat-deny", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -273,6 +280,43 @@ func TestMaterialize(t *testing.T) {
 	if _, err := kube.NetworkingV1().NetworkPolicies("mat-team-a").Get(ctx, "mat-own", metav1.GetOptions{}); err != nil {
 		t.Errorf("mat-team-a's own policy: %v", err)
 	}
+}
+
+// withoutOwnCopy removes the own-copy webhook from the mutating
+// configuration: a write to a copy then keeps the label, as behind every
+// guard. withoutGuards registers it again with the others.
+func withoutOwnCopy(t *testing.T) {
+	t.Helper()
+	kube, _ := admin(t)
+	client := kube.AdmissionregistrationV1().MutatingWebhookConfigurations()
+	cfg, err := client.Get(t.Context(), controlplane.GuardsConfiguration, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Webhooks = slices.DeleteFunc(cfg.Webhooks, func(w admissionregistrationv1.MutatingWebhook) bool {
+		return w.Name == admission.WebhookOwnCopy
+	})
+	if _, err := client.Update(t.Context(), cfg, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "kube-apiserver no longer calls the own-copy webhook", func(ctx context.Context) error {
+		copies, err := kube.NetworkingV1().NetworkPolicies("").List(ctx, metav1.ListOptions{
+			LabelSelector: labels.SelectorFromSet(labels.Set{merge.LabelMaterialized: "true"}).String(), Limit: 1,
+		})
+		if err != nil || len(copies.Items) == 0 {
+			return errorf("no copy to try: %v", err)
+		}
+		c := &copies.Items[0]
+		c.Annotations = map[string]string{"try": "x"}
+		got, err := kube.NetworkingV1().NetworkPolicies(c.Namespace).Update(ctx, c, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return err
+		}
+		if !merge.IsMaterialized(got.Labels) {
+			return errorf("a dry-run update of %s/%s still loses the label", c.Namespace, c.Name)
+		}
+		return nil
+	})
 }
 
 // policy is a NetworkPolicy for pods labelled app (every pod when "").
