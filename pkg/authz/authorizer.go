@@ -37,16 +37,19 @@ type Decision struct {
 type Authorizer struct {
 	views        Views
 	clusterRoles rbaclisters.ClusterRoleLister
+	// clusterRoleBindings are the requester's real cluster-wide rules, which
+	// a delegation (delegation.go) counts beside the namespace's.
+	clusterRoleBindings rbaclisters.ClusterRoleBindingLister
 	// clusterRoleGen counts ClusterRole changes: cached decisions that read
 	// a ClusterRole carry it.
 	clusterRoleGen atomic.Uint64
 	cache          *decisionCache
 }
 
-// New returns an authorizer reading views and the ClusterRoles of
-// clusterRoles, keeping the latest cacheSize decisions (DefaultCacheSize if
-// <= 0) within DefaultCacheBytes.
-func New(views Views, clusterRoles cache.SharedIndexInformer, cacheSize int) (*Authorizer, error) {
+// New returns an authorizer reading views, the ClusterRoles of clusterRoles
+// and the ClusterRoleBindings of clusterRoleBindings, keeping the latest
+// cacheSize decisions (DefaultCacheSize if <= 0) within DefaultCacheBytes.
+func New(views Views, clusterRoles, clusterRoleBindings cache.SharedIndexInformer, cacheSize int) (*Authorizer, error) {
 	if cacheSize <= 0 {
 		cacheSize = DefaultCacheSize
 	}
@@ -54,7 +57,12 @@ func New(views Views, clusterRoles cache.SharedIndexInformer, cacheSize int) (*A
 	if err != nil {
 		return nil, err
 	}
-	a := &Authorizer{views: views, clusterRoles: rbaclisters.NewClusterRoleLister(clusterRoles.GetIndexer()), cache: c}
+	a := &Authorizer{
+		views:               views,
+		clusterRoles:        rbaclisters.NewClusterRoleLister(clusterRoles.GetIndexer()),
+		clusterRoleBindings: rbaclisters.NewClusterRoleBindingLister(clusterRoleBindings.GetIndexer()),
+		cache:               c,
+	}
 	bump := func(any) { a.clusterRoleGen.Add(1) }
 	if _, err := clusterRoles.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: bump,
@@ -80,6 +88,16 @@ func New(views Views, clusterRoles cache.SharedIndexInformer, cacheSize int) (*A
 func (a *Authorizer) Authorize(attrs Attributes) (Decision, error) {
 	if attrs.Namespace == "" {
 		return Decision{}, nil
+	}
+	if isBind(attrs) {
+		// Decided every time: a delegation reads the namespace's real
+		// bindings and the ClusterRoleBindings, which no generation
+		// stands for, and kube-apiserver asks it on binding writes only.
+		var d Decision
+		if _, err := a.views.Read(func(r watchmux.Reader) { d = a.decideBind(r, attrs) }); err != nil {
+			return Decision{}, err
+		}
+		return d, nil
 	}
 	gen, err := a.views.LineageGeneration(attrs.Namespace)
 	if err != nil {

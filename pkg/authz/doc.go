@@ -5,6 +5,8 @@
 // roleRef resolved as RBAC resolves it where the binding is written: a
 // ClusterRole, or the real Role in the binding's own namespace, never one
 // that namespace only inherits.
+// kube-apiserver's bind check of a RoleBinding write is answered as RBAC's
+// escalation check would, with the inherited rules counted (delegation.go).
 // Anything else gets no opinion, never a denial: kube-apiserver's own RBAC
 // decides local RoleBindings, and an outage only withdraws inherited access.
 //
