@@ -76,7 +76,8 @@ func (c CompletedConfig) installGuards(gs *genericapiserver.GenericAPIServer, mu
 // RoleBindings grant access.
 func (c CompletedConfig) installAuthorizer(gs *genericapiserver.GenericAPIServer, mux *watchmux.Mux) error {
 	x := c.ExtraConfig
-	authorizer, err := authz.New(mux, x.Informers.Rbac().V1().ClusterRoles().Informer(), 0)
+	rbac := x.Informers.Rbac().V1()
+	authorizer, err := authz.New(mux, rbac.ClusterRoles().Informer(), rbac.ClusterRoleBindings().Informer(), 0)
 	if err != nil {
 		return err
 	}

@@ -2,9 +2,11 @@ package authz
 
 import (
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/types"
 	rbaclisters "k8s.io/client-go/listers/rbac/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -35,16 +37,19 @@ type Decision struct {
 type Authorizer struct {
 	views        Views
 	clusterRoles rbaclisters.ClusterRoleLister
+	// clusterRoleBindings are the requester's real cluster-wide rules, which
+	// a delegation (delegation.go) counts beside the namespace's.
+	clusterRoleBindings rbaclisters.ClusterRoleBindingLister
 	// clusterRoleGen counts ClusterRole changes: cached decisions that read
 	// a ClusterRole carry it.
 	clusterRoleGen atomic.Uint64
 	cache          *decisionCache
 }
 
-// New returns an authorizer reading views and the ClusterRoles of
-// clusterRoles, keeping the latest cacheSize decisions (DefaultCacheSize if
-// <= 0) within DefaultCacheBytes.
-func New(views Views, clusterRoles cache.SharedIndexInformer, cacheSize int) (*Authorizer, error) {
+// New returns an authorizer reading views, the ClusterRoles of clusterRoles
+// and the ClusterRoleBindings of clusterRoleBindings, keeping the latest
+// cacheSize decisions (DefaultCacheSize if <= 0) within DefaultCacheBytes.
+func New(views Views, clusterRoles, clusterRoleBindings cache.SharedIndexInformer, cacheSize int) (*Authorizer, error) {
 	if cacheSize <= 0 {
 		cacheSize = DefaultCacheSize
 	}
@@ -52,7 +57,12 @@ func New(views Views, clusterRoles cache.SharedIndexInformer, cacheSize int) (*A
 	if err != nil {
 		return nil, err
 	}
-	a := &Authorizer{views: views, clusterRoles: rbaclisters.NewClusterRoleLister(clusterRoles.GetIndexer()), cache: c}
+	a := &Authorizer{
+		views:               views,
+		clusterRoles:        rbaclisters.NewClusterRoleLister(clusterRoles.GetIndexer()),
+		clusterRoleBindings: rbaclisters.NewClusterRoleBindingLister(clusterRoleBindings.GetIndexer()),
+		cache:               c,
+	}
 	bump := func(any) { a.clusterRoleGen.Add(1) }
 	if _, err := clusterRoles.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: bump,
@@ -79,6 +89,16 @@ func (a *Authorizer) Authorize(attrs Attributes) (Decision, error) {
 	if attrs.Namespace == "" {
 		return Decision{}, nil
 	}
+	if isBind(attrs) {
+		// Decided every time: a delegation reads the namespace's real
+		// bindings and the ClusterRoleBindings, which no generation
+		// stands for, and kube-apiserver asks it on binding writes only.
+		var d Decision
+		if _, err := a.views.Read(func(r watchmux.Reader) { d = a.decideBind(r, attrs) }); err != nil {
+			return Decision{}, err
+		}
+		return d, nil
+	}
 	gen, err := a.views.LineageGeneration(attrs.Namespace)
 	if err != nil {
 		return Decision{}, err
@@ -87,28 +107,56 @@ func (a *Authorizer) Authorize(attrs Attributes) (Decision, error) {
 	var key string
 	if attrs.keyLen() <= MaxCachedKeyBytes {
 		key = fmt.Sprintf("%s\x00%s\x00%d", attrs.key(), gen, a.clusterRoleGen.Load())
-		if d, ok := a.cache.get(key); ok {
-			decisionsCached.Inc()
-			return d, nil
+		if c, ok := a.cache.get(key); ok {
+			fresh, err := a.current(c.roles)
+			if err != nil {
+				return Decision{}, err
+			}
+			if fresh {
+				decisionsCached.Inc()
+				return c.d, nil
+			}
 		}
 	}
-	var d Decision
-	if _, err := a.views.Read(func(r watchmux.Reader) { d = a.decide(r, attrs) }); err != nil {
+	var c cached
+	if _, err := a.views.Read(func(r watchmux.Reader) { c = a.decide(r, attrs) }); err != nil {
 		return Decision{}, err
 	}
 	if key != "" {
-		a.cache.add(key, d)
+		a.cache.add(key, c)
 	}
-	return d, nil
+	return c.d, nil
 }
 
-// decide looks for an inherited binding that grants attrs.
-func (a *Authorizer) decide(r watchmux.Reader, attrs Attributes) Decision {
+// current reports whether the real Roles a cached decision resolved are
+// still the ones the mirror holds. The views' generations don't stand for
+// them: a Role a lock or a candidate keeps out of its own namespace's view
+// changes no view, yet a binding there resolves it.
+func (a *Authorizer) current(roles []roleVersion) (bool, error) {
+	if len(roles) == 0 {
+		return true, nil
+	}
+	fresh := true
+	_, err := a.views.Read(func(r watchmux.Reader) {
+		for _, want := range roles {
+			if _, got := realRole(r, want.namespace, want.name, want.cluster); got != want {
+				fresh = false
+				return
+			}
+		}
+	})
+	return fresh, err
+}
+
+// decide looks for an inherited binding that grants attrs, and records the
+// real Roles it resolved on the way.
+func (a *Authorizer) decide(r watchmux.Reader, attrs Attributes) cached {
+	var c cached
 	for _, res := range r.Results(resourceRoleBindings, attrs.Namespace, "") {
 		if res.Scope == merge.ScopeLocal {
 			continue // kube-apiserver's RBAC decides local bindings
 		}
-		reason, ok := a.grants(r, attrs, res)
+		reason, ok := a.grants(r, attrs, res, &c.roles)
 		if !ok {
 			continue
 		}
@@ -121,18 +169,20 @@ func (a *Authorizer) decide(r watchmux.Reader, attrs Attributes) Decision {
 			if !found {
 				continue
 			}
-			if _, ok := a.grants(r, attrs, inh); !ok {
+			if _, ok := a.grants(r, attrs, inh, &c.roles); !ok {
 				continue
 			}
 		}
-		return Decision{Allowed: true, Reason: reason}
+		c.d = Decision{Allowed: true, Reason: reason}
+		return c
 	}
-	return Decision{}
+	return c
 }
 
 // grants reports whether the RoleBinding of a view item, as the view shows
 // it (merged with its overlays), grants attrs, and why.
-func (a *Authorizer) grants(r watchmux.Reader, attrs Attributes, res merge.Result) (string, bool) {
+// The real Roles it resolves are added to roles.
+func (a *Authorizer) grants(r watchmux.Reader, attrs Attributes, res merge.Result, roles *[]roleVersion) (string, bool) {
 	rb, ok := viewObject(res).(*rbacv1.RoleBinding)
 	if !ok || rb.RoleRef.APIGroup != rbacv1.GroupName {
 		return "", false
@@ -140,7 +190,8 @@ func (a *Authorizer) grants(r watchmux.Reader, attrs Attributes, res merge.Resul
 	if !anySubject(attrs, rb.Subjects, attrs.Namespace) {
 		return "", false
 	}
-	rules, via := a.rules(r, rb, roleRefSource(res))
+	ns, cluster := roleRefSource(res)
+	rules, via := a.rules(r, rb, ns, cluster, roles)
 	for _, rule := range rules {
 		if ruleAllows(attrs, rule) {
 			// The view item's name: a candidate's item has the stable
@@ -173,24 +224,25 @@ func viewObject(res merge.Result) any {
 	return res.Item.Object
 }
 
-// roleRefSource is the namespace of the source whose roleRef the merged
-// binding shows, where its Role is looked up: every RoleBinding sets its
-// roleRef, so it is the topmost locked layer's (no layer below may change
-// it), or else the nearest layer's. An overlay repeating a locked roleRef
-// can't make it name the Role of its own namespace.
-func roleRefSource(res merge.Result) string {
+// roleRefSource is the namespace (and cluster) of the source whose roleRef
+// the merged binding shows, where its Role is looked up: every RoleBinding
+// sets its roleRef, so it is the topmost locked layer's (no layer below may
+// change it), or else the nearest layer's. An overlay repeating a locked
+// roleRef can't make it name the Role of its own namespace. Overlays are
+// lower scopes than the item they merge onto, so never a hub's.
+func roleRefSource(res merge.Result) (namespace, cluster string) {
 	if res.Item.Locked {
-		return res.Item.Namespace
+		return res.Item.Namespace, res.Item.Cluster
 	}
 	for _, o := range res.Overlays {
 		if o.Locked {
-			return o.Namespace
+			return o.Namespace, ""
 		}
 	}
 	if n := len(res.Overlays); n > 0 {
-		return res.Overlays[n-1].Namespace
+		return res.Overlays[n-1].Namespace, ""
 	}
-	return res.Item.Namespace
+	return res.Item.Namespace, res.Item.Cluster
 }
 
 func anySubject(attrs Attributes, subjects []rbacv1.Subject, namespace string) bool {
@@ -202,10 +254,15 @@ func anySubject(attrs Attributes, subjects []rbacv1.Subject, namespace string) b
 	return false
 }
 
-// rules resolves a binding's roleRef. A Role is resolved in the view of
-// the binding's own namespace, where the binding comes from: a namespace
-// below it can't change what the binding grants by shadowing the Role.
-func (a *Authorizer) rules(r watchmux.Reader, rb *rbacv1.RoleBinding, sourceNamespace string) ([]rbacv1.PolicyRule, string) {
+// rules resolves a binding's roleRef as RBAC resolves it where the binding
+// is written: a ClusterRole, or the real Role of that name in the binding's
+// own source namespace (and cluster). Never a Role that namespace only sees
+// in its view: one it inherits from above, a candidate staged for it, or
+// one merged with overlays. The binding's author passed RBAC's escalation
+// check for that real Role alone, so when it does not exist the binding
+// grants nothing, and a namespace below can't change what it grants by
+// shadowing the Role either. The Role resolved is added to roles.
+func (a *Authorizer) rules(r watchmux.Reader, rb *rbacv1.RoleBinding, sourceNamespace, cluster string, roles *[]roleVersion) ([]rbacv1.PolicyRule, string) {
 	switch rb.RoleRef.Kind {
 	case "ClusterRole":
 		cr, err := a.clusterRoles.Get(rb.RoleRef.Name)
@@ -214,11 +271,37 @@ func (a *Authorizer) rules(r watchmux.Reader, rb *rbacv1.RoleBinding, sourceName
 		}
 		return cr.Rules, "ClusterRole " + cr.Name
 	case "Role":
-		for _, res := range r.Results(resourceRoles, sourceNamespace, rb.RoleRef.Name) {
-			if role, ok := viewObject(res).(*rbacv1.Role); ok {
-				return role.Rules, fmt.Sprintf("Role %s/%s", res.Item.Namespace, role.Name)
-			}
+		role, v := realRole(r, sourceNamespace, rb.RoleRef.Name, cluster)
+		if !slices.Contains(*roles, v) {
+			*roles = append(*roles, v)
+		}
+		if role != nil {
+			return role.Rules, fmt.Sprintf("Role %s/%s", sourceNamespace, role.Name)
 		}
 	}
 	return nil, ""
+}
+
+// roleVersion names the real Role a decision resolved, and the version it
+// read: uid and resourceVersion empty when there was none.
+type roleVersion struct {
+	namespace, name, cluster string
+	uid                      types.UID
+	resourceVersion          string
+}
+
+// realRole returns the Role source object namespace/name of cluster, and
+// the version read.
+func realRole(r watchmux.Reader, namespace, name, cluster string) (*rbacv1.Role, roleVersion) {
+	v := roleVersion{namespace: namespace, name: name, cluster: cluster}
+	it, ok := r.Source(resourceRoles, namespace, name)
+	if !ok || it.Cluster != cluster {
+		return nil, v
+	}
+	role, ok := it.Object.(*rbacv1.Role)
+	if !ok {
+		return nil, v
+	}
+	v.uid, v.resourceVersion = role.UID, role.ResourceVersion
+	return role, v
 }

@@ -25,7 +25,17 @@ const (
 	// bytes: the list element, the map slot, the string and Decision
 	// headers, rounded up.
 	entryOverhead = 256
+	// roleOverhead estimates what each real Role an entry resolved costs
+	// beyond its strings: the string headers of a roleVersion.
+	roleOverhead = 80
 )
+
+// cached is a decision as the cache keeps it, with the real Roles it
+// resolved: it stands only while they are the mirror's (Authorizer.current).
+type cached struct {
+	d     Decision
+	roles []roleVersion
+}
 
 // decisionCache is an LRU cache of decisions bounded both by entries and by
 // an estimate of the bytes they hold (entryBytes). Adding an entry evicts
@@ -36,13 +46,13 @@ type decisionCache struct {
 	maxBytes int64
 
 	mu    sync.Mutex
-	lru   *simplelru.LRU[string, Decision]
+	lru   *simplelru.LRU[string, cached]
 	bytes int64 // estimated bytes held; mu
 }
 
 func newDecisionCache(entries int, maxBytes int64) (*decisionCache, error) {
 	c := &decisionCache{maxBytes: maxBytes}
-	lru, err := simplelru.NewLRU(entries, func(key string, d Decision) {
+	lru, err := simplelru.NewLRU(entries, func(key string, d cached) {
 		// Called with mu held, from Add and RemoveOldest.
 		c.bytes -= entryBytes(key, d)
 	})
@@ -54,12 +64,16 @@ func newDecisionCache(entries int, maxBytes int64) (*decisionCache, error) {
 }
 
 // entryBytes estimates the memory an entry holds.
-func entryBytes(key string, d Decision) int64 {
-	return int64(len(key)+len(d.Reason)) + entryOverhead
+func entryBytes(key string, d cached) int64 {
+	n := int64(len(key)+len(d.d.Reason)) + entryOverhead
+	for _, r := range d.roles {
+		n += int64(len(r.namespace)+len(r.name)+len(r.cluster)+len(r.uid)+len(r.resourceVersion)) + roleOverhead
+	}
+	return n
 }
 
 // get returns the decision cached under key.
-func (c *decisionCache) get(key string) (Decision, bool) {
+func (c *decisionCache) get(key string) (cached, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.lru.Get(key)
@@ -68,7 +82,7 @@ func (c *decisionCache) get(key string) (Decision, bool) {
 // add caches d under key unless the entry alone would be larger than
 // MaxCachedKeyBytes or the byte bound, and evicts the least recently used
 // entries until both bounds hold.
-func (c *decisionCache) add(key string, d Decision) {
+func (c *decisionCache) add(key string, d cached) {
 	if len(key) > MaxCachedKeyBytes {
 		return
 	}

@@ -13,7 +13,7 @@ func TestDecisionCache(t *testing.T) {
 		p := strconv.Itoa(i) + ":"
 		return p + strings.Repeat("k", n-len(p))
 	}
-	allowed := Decision{Allowed: true, Reason: "because"}
+	allowed := cached{d: Decision{Allowed: true, Reason: "because"}}
 	tests := []struct {
 		name     string
 		entries  int
@@ -75,7 +75,7 @@ func TestDecisionCache(t *testing.T) {
 // bytes, and the least recently used entry is the one evicted.
 func TestDecisionCacheReplace(t *testing.T) {
 	t.Parallel()
-	short, long := Decision{}, Decision{Allowed: true, Reason: strings.Repeat("r", 500)}
+	short, long := cached{}, cached{d: Decision{Allowed: true, Reason: strings.Repeat("r", 500)}}
 	c, err := newDecisionCache(10, 3*entryBytes("a", long))
 	if err != nil {
 		t.Fatal(err)

@@ -2,8 +2,11 @@
 // kube-apiserver's authorization webhook (SubjectAccessReview v1) from the
 // merged views. A namespaced resource request is allowed when an inherited
 // (global or parent) RoleBinding in the namespace's view grants it, with the
-// roleRef resolved where the binding comes from (so nothing below the
-// binding's scope can change what it grants) or against a ClusterRole.
+// roleRef resolved as RBAC resolves it where the binding is written: a
+// ClusterRole, or the real Role in the binding's own namespace, never one
+// that namespace only inherits.
+// kube-apiserver's bind check of a RoleBinding write is answered as RBAC's
+// escalation check would, with the inherited rules counted (delegation.go).
 // Anything else gets no opinion, never a denial: kube-apiserver's own RBAC
 // decides local RoleBindings, and an outage only withdraws inherited access.
 //
@@ -14,7 +17,8 @@
 // Decisions are made in memory from the watch multiplexer's mirror and a
 // ClusterRole cache, and kept in an LRU cache keyed by the request and the
 // generation of every view they read, so a change that could alter an
-// answer makes the cached one unreachable at once. The cache is bounded in
+// answer makes the cached one unreachable at once; one that resolved a Role
+// is used only while the mirror holds that Role's version it read. The cache is bounded in
 // entries and in estimated bytes, and never keeps a request whose key is
 // longer than MaxCachedKeyBytes: whoever may ask can't fill memory with
 // long, unique requests (cache.go).

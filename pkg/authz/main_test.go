@@ -191,7 +191,8 @@ type fixture struct {
 
 // fixtureOptions tune newFixture.
 type fixtureOptions struct {
-	clusterRoles []*rbacv1.ClusterRole
+	clusterRoles        []*rbacv1.ClusterRole
+	clusterRoleBindings []*rbacv1.ClusterRoleBinding
 	// unsynced leaves the mux unsynced.
 	unsynced bool
 	// cacheSize of the authorizer (default if 0).
@@ -214,11 +215,15 @@ func newFixture(tb testing.TB, opts fixtureOptions, objs ...runtime.Object) *fix
 	for _, cr := range opts.clusterRoles {
 		crs = append(crs, cr)
 	}
+	for _, crb := range opts.clusterRoleBindings {
+		crs = append(crs, crb)
+	}
 	client := fake.NewClientset(crs...)
 	factory := informers.NewSharedInformerFactory(client, opts.resync)
 	informer := factory.Rbac().V1().ClusterRoles().Informer()
+	bindings := factory.Rbac().V1().ClusterRoleBindings().Informer()
 	v := &countingViews{Mux: m}
-	a, err := authz.New(v, informer, opts.cacheSize)
+	a, err := authz.New(v, informer, bindings, opts.cacheSize)
 	if err != nil {
 		tb.Fatalf("authz.New: %v", err)
 	}
@@ -228,8 +233,8 @@ func newFixture(tb testing.TB, opts fixtureOptions, objs ...runtime.Object) *fix
 		factory.Shutdown()
 	})
 	factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
-		tb.Fatal("the ClusterRole informer did not sync")
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced, bindings.HasSynced) {
+		tb.Fatal("the ClusterRole informers did not sync")
 	}
 	return &fixture{mux: m, views: v, client: client, informer: informer, authz: a}
 }

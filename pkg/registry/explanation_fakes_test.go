@@ -43,6 +43,8 @@ type fakeQuestions struct {
 	sources     map[string]bool // "resource/namespace/name"
 	// previewed records the last preview's arguments.
 	previewed *previewCall
+	// preview is the preview's answer, if set.
+	preview *v1alpha1.PreviewStatus
 }
 
 type previewCall struct {
@@ -71,6 +73,9 @@ func (f *fakeQuestions) SourceExists(resource, namespace, name string) (bool, er
 
 func (f *fakeQuestions) Preview(resource, namespace, name string, obj runtime.Object) (v1alpha1.PreviewStatus, error) {
 	f.previewed = &previewCall{resource, namespace, name, obj}
+	if f.preview != nil {
+		return *f.preview, nil
+	}
 	return v1alpha1.PreviewStatus{Name: name, Reached: 1}, nil
 }
 

@@ -31,9 +31,11 @@ type Previewer interface {
 // namespace of a source: what an edit of it (create, update or delete) would
 // change in the views, namespace by namespace. The requester must be allowed
 // the edit itself (create, update or delete of the source, checked as a
-// SubjectAccessReview of the host would), so a preview reveals nothing the
-// edit wouldn't: it names the namespaces the source reaches, which inherit
-// from the source's namespace.
+// SubjectAccessReview of the host would). The answer names a namespace the
+// edit reaches, and the sources of its view item, only when the requester
+// may get that view item there (as an explanation needs): the edit's author
+// need not read its children, which may have shadowed or excluded what made
+// it their reader. The others are counted in status.hidden.
 type PreviewStorage struct {
 	src   Previewer
 	authz authorizer.UnconditionalAuthorizer
@@ -147,6 +149,9 @@ func (s *PreviewStorage) Create(ctx context.Context, obj runtime.Object, validat
 	if err != nil {
 		return nil, err
 	}
+	if st, err = s.readable(ctx, resource, name, st); err != nil {
+		return nil, err
+	}
 	out := in.DeepCopy()
 	out.Namespace = ns
 	// Nothing is stored: no fields are managed.
@@ -187,4 +192,52 @@ func (s *PreviewStorage) proposed(k Kind, namespace string, raw *runtime.RawExte
 		return nil, "", apierrors.NewBadRequest(fmt.Sprintf("spec.object is not a valid %s: %v", k.Kind, err))
 	}
 	return empty, u.GetName(), nil
+}
+
+// MaxPreviewReviews is how many namespaces a preview asks the authorizer
+// about, one access review each: a namespace past them is hidden, so a
+// subtree of thousands of namespaces can't make one preview send thousands
+// of SubjectAccessReviews. One who may get the view item in every namespace
+// is asked once.
+const MaxPreviewReviews = 256
+
+// readable leaves out of st the namespaces whose view item name the
+// requester may not get, counting them in st.Hidden: a view item names its
+// namespace and the sources of its lineage, which its reader sees anyway.
+func (s *PreviewStorage) readable(ctx context.Context, resource, name string, st v1alpha1.PreviewStatus) (v1alpha1.PreviewStatus, error) {
+	view := v1alpha1.SchemeGroupVersion.WithResource(resource).GroupResource()
+	err := allowed(ctx, s.authz, view, "get", "", name)
+	switch {
+	case err == nil:
+		return st, nil
+	case apierrors.IsUnauthorized(err):
+		return st, err
+	}
+	may := map[string]bool{}
+	hidden := map[string]bool{}
+	visible := func(ns string) bool {
+		ok, asked := may[ns]
+		if !asked {
+			ok = len(may) < MaxPreviewReviews && allowed(ctx, s.authz, view, "get", ns, name) == nil
+			may[ns] = ok
+		}
+		if !ok {
+			hidden[ns] = true
+		}
+		return ok
+	}
+	out := st
+	out.Changed, out.Unchanged = nil, nil
+	for _, c := range st.Changed {
+		if visible(c.Namespace) {
+			out.Changed = append(out.Changed, c)
+		}
+	}
+	for _, u := range st.Unchanged {
+		if visible(u.Namespace) {
+			out.Unchanged = append(out.Unchanged, u)
+		}
+	}
+	out.Hidden = len(hidden)
+	return out, nil
 }

@@ -65,6 +65,9 @@ type Reader interface {
 	Serves(resource string) bool
 	// Source returns the source item namespace/name of resource.
 	Source(resource, namespace, name string) (merge.Item, bool)
+	// SourcesIn returns namespace's source items of resource, candidates
+	// included, sorted by name: the namespace's real objects.
+	SourcesIn(resource, namespace string) []merge.Item
 	// NameItems returns the items of namespace that a view item name is
 	// merged from: the source of that name and the candidates for it
 	// (merge.StageLevels puts them in its place where a viewer's stage
@@ -147,6 +150,16 @@ func (r reader) Serves(resource string) bool {
 func (r reader) Source(resource, namespace, name string) (merge.Item, bool) {
 	it, ok := r.st.sources[resource][namespace][name]
 	return it, ok
+}
+
+func (r reader) SourcesIn(resource, namespace string) []merge.Item {
+	byName := r.st.sources[resource][namespace]
+	out := make([]merge.Item, 0, len(byName))
+	for _, it := range byName {
+		out = append(out, it)
+	}
+	slices.SortFunc(out, func(a, b merge.Item) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 func (r reader) NameItems(resource, namespace, name string) []merge.Item {

@@ -153,6 +153,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"reached":   integer("How many namespaces' views the edit could change."),
 		"changed":   list("The namespaces whose view item would change.", modelPrefix+"NamespaceChange"),
 		"unchanged": list("The namespaces a lock, a shadow or an exclusion keeps unchanged.", modelPrefix+"NamespaceUnchanged"),
+		"hidden":    integer("How many namespaces are left out of changed and unchanged: the requester may not get this view item there."),
 	}, []string{"operation", "name", "reached"}, modelPrefix+"NamespaceChange", modelPrefix+"NamespaceUnchanged"))
 	add(d("NamespaceChange", "NamespaceChange is how one namespace's view item would change.", map[string]spec.Schema{
 		"namespace": str("The viewing namespace."),

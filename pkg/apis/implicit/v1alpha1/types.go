@@ -221,6 +221,10 @@ type PreviewStatus struct {
 	// Unchanged are the namespaces a lock, a shadow or an exclusion keeps
 	// unchanged, sorted.
 	Unchanged []NamespaceUnchanged `json:"unchanged,omitempty"`
+	// Hidden is how many namespaces are left out of Changed and Unchanged
+	// because the requester may not get this view item there: a preview
+	// names only what the requester may read.
+	Hidden int `json:"hidden,omitempty"`
 }
 
 // NamespaceChange is how one namespace's view item would change.
