@@ -58,6 +58,9 @@ type shared struct {
 	compiler   plugincel.ConditionCompiler
 	matchers   map[string]matchconditions.Matcher
 	crInformer cache.SharedIndexInformer
+	// crbInformer holds no ClusterRoleBindings: the actors' grants are
+	// RoleBindings (the webhook reads them for bind delegation only).
+	crbInformer cache.SharedIndexInformer
 }
 
 func newShared(tb testing.TB) *shared {
@@ -77,6 +80,7 @@ func newShared(tb testing.TB) *shared {
 	s.mutating = admission.MutatingConfiguration("implicit-apiserver", client).Webhooks
 	factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
 	s.crInformer = factory.Rbac().V1().ClusterRoles().Informer()
+	s.crbInformer = factory.Rbac().V1().ClusterRoleBindings().Informer()
 	for _, cr := range clusterRoles {
 		if err := s.crInformer.GetIndexer().Add(cr); err != nil {
 			tb.Fatalf("adding ClusterRole %s: %v", cr.Name, err)
@@ -147,7 +151,7 @@ func newHarness(s *shared) (*harness, error) {
 	h.oracle = &rbacOracle{actors: h.actors, w: h.w}
 	h.truth, h.lagging = newMux(s), newMux(s)
 	h.guards = h.newGuards()
-	a, err := authz.New(h.truth, s.crInformer, 0)
+	a, err := authz.New(h.truth, s.crInformer, s.crbInformer, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -48,7 +48,9 @@ type Index interface {
 	LockedStandIns(namespace string, next NamespaceMeta, assumed Assumed, resources []string) ([]LockedItem, error)
 	// ObjectsUnderLock lists the namespaces that would inherit the source
 	// namespace/name, locked as obj, while holding an object of that name.
-	ObjectsUnderLock(resource, namespace, name string, obj *unstructured.Unstructured) ([]string, error)
+	// holders are namespaces known to hold one that the mirror may not
+	// show yet.
+	ObjectsUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, holders []string) ([]string, error)
 	// DeletionLoss lists the locked items that would leave other
 	// namespaces' views if namespace were deleted.
 	DeletionLoss(namespace string, assumed Assumed) ([]LockedItem, error)
@@ -295,12 +297,14 @@ func (g *Guards) Locks(ctx context.Context, req *admissionv1.AdmissionRequest) d
 	}
 	if allowed {
 		// Who may lock is told why a lock can't be set now.
-		if isLocked && !wasLocked && req.Operation != admissionv1.Delete && s.subresource == "" {
-			if !candidateTouched(s) {
-				if d := g.openCandidate(s); !d.allowed {
-					return d
-				}
+		if isLocked && !wasLocked && req.Operation != admissionv1.Delete && s.subresource == "" && !candidateTouched(s) {
+			if d := g.openCandidate(s); !d.allowed {
+				return d
 			}
+		}
+		// A lock newly set, or a locked candidate that stands in for
+		// another name than before.
+		if isLocked && req.Operation != admissionv1.Delete && s.subresource == "" && (!wasLocked || standsFor(s.old) != standsFor(s.obj)) {
 			if d := g.lockOverObjects(s); !d.allowed {
 				return d
 			}
@@ -349,7 +353,7 @@ func (g *Guards) lockOverObjects(s source) decision {
 		}
 		name = c.For
 	}
-	holders, err := g.index.ObjectsUnderLock(s.resource, s.namespace, name, s.obj)
+	holders, err := g.index.ObjectsUnderLock(s.resource, s.namespace, name, s.obj, g.recent.adopters(s.resource, name))
 	if err != nil {
 		return unavailable(fmt.Errorf("reading which namespaces hold objects named %s: %w", name, err))
 	}
@@ -358,6 +362,18 @@ func (g *Guards) lockOverObjects(s source) decision {
 	}
 	return deny("%s would lock %q in namespaces that hold an object of their own under that name: %s. This kind is delivered as real objects (delivery: Materialize), so those objects, not the locked item, would be what is enforced there: delete or rename them first",
 		s, name, viewers(holders))
+}
+
+// standsFor is the name u shows under in views: its stable name when it is
+// a candidate, its own otherwise ("" for nil).
+func standsFor(u *unstructured.Unstructured) string {
+	if u == nil {
+		return ""
+	}
+	if c, _ := candidateOf(u); c != nil {
+		return c.For
+	}
+	return u.GetName()
 }
 
 // openCandidate refuses to lock the source s while it has an open
@@ -443,11 +459,17 @@ func (g *Guards) lockedInherited(s source) (merge.Result, bool, error) {
 	g.hierarchy.mu.Lock()
 	assumed := g.hierarchy.currentLocked(g.index)
 	g.hierarchy.mu.Unlock()
-	inh, found, err = g.index.InheritedAssuming(s.resource, s.namespace, s.name, assumed)
-	if err != nil || !found || !inh.Locked() {
-		return merge.Result{}, false, err
+	// Both ways: an assumption may only add a lock found, never hide one.
+	for _, a := range []Assumed{nil, assumed} {
+		inh, found, err = g.index.InheritedAssuming(s.resource, s.namespace, s.name, a)
+		if err != nil {
+			return merge.Result{}, false, err
+		}
+		if found && inh.Locked() {
+			return inh, true, nil
+		}
 	}
-	return inh, true, nil
+	return merge.Result{}, false, nil
 }
 
 // Fanout warns of every update or delete of an inherited source: how many

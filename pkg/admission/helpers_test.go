@@ -182,7 +182,7 @@ func (f *fakeIndex) LockedStandIns(namespace string, _ admission.NamespaceMeta, 
 }
 
 // ObjectsUnderLock implements admission.Index: no namespace holds one.
-func (f *fakeIndex) ObjectsUnderLock(string, string, string, *unstructured.Unstructured) ([]string, error) {
+func (f *fakeIndex) ObjectsUnderLock(string, string, string, *unstructured.Unstructured, []string) ([]string, error) {
 	return nil, nil
 }
 

@@ -283,10 +283,10 @@ func (g *Guards) assumeIfSame(req *admissionv1.AdmissionRequest, name string, ol
 func unionLocked(a, b []LockedItem) []LockedItem {
 	at := map[lockedKey]int{}
 	for i, it := range a {
-		at[lockedKey{it.Resource, it.Namespace, it.Name}] = i
+		at[lockedKey{resource: it.Resource, namespace: it.Namespace, name: it.Name}] = i
 	}
 	for _, it := range b {
-		k := lockedKey{it.Resource, it.Namespace, it.Name}
+		k := lockedKey{resource: it.Resource, namespace: it.Namespace, name: it.Name}
 		i, ok := at[k]
 		if !ok {
 			at[k] = len(a)
@@ -423,7 +423,7 @@ func (g *Guards) mayUnlockAll(ctx context.Context, req *admissionv1.AdmissionReq
 		if !ok {
 			continue // no longer served
 		}
-		wholesale := lockedKey{it.Resource, it.Namespace, ""}
+		wholesale := lockedKey{resource: it.Resource, namespace: it.Namespace}
 		all, seen := unlocked[wholesale]
 		if !seen {
 			var err error
@@ -438,7 +438,7 @@ func (g *Guards) mayUnlockAll(ctx context.Context, req *admissionv1.AdmissionReq
 		if all {
 			continue
 		}
-		key := lockedKey{it.Resource, it.Namespace, it.Name}
+		key := lockedKey{resource: it.Resource, namespace: it.Namespace, name: it.Name}
 		if unlocked[key] {
 			continue
 		}

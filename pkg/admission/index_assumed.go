@@ -122,20 +122,27 @@ func lockedLoss(r watchmux.Reader, namespace string, next NamespaceMeta, assumed
 	return sortedLocked(lost)
 }
 
-// lockedKey identifies a locked source item of a resource.
-type lockedKey struct{ resource, namespace, name string }
+// lockedKey identifies a locked source item of a resource; overlay is set
+// when the item is merged onto another rather than winning its name.
+type lockedKey struct {
+	resource, namespace, name string
+	overlay                   bool
+}
 
-// lockedInherited returns the locked items of view that come from another
-// namespace than viewer: the winners and the overlays.
+// lockedInherited returns the locked items of view: the winners and the
+// overlays, the viewer's own included (a namespace's own locked object is
+// lost too when an inherited locked item of its name displaces it). A
+// winner that becomes an overlay is lost as a winner: the locked item
+// above it takes the fields both set.
 func lockedInherited(resource, viewer string, view []merge.Result) sets.Set[lockedKey] {
 	out := sets.New[lockedKey]()
 	for _, r := range view {
-		if r.Item.Locked && r.Item.Namespace != viewer {
-			out.Insert(lockedKey{resource, r.Item.Namespace, r.Item.Name})
+		if r.Item.Locked {
+			out.Insert(lockedKey{resource: resource, namespace: r.Item.Namespace, name: r.Item.Name})
 		}
 		for _, o := range r.Overlays {
-			if o.Locked && o.Namespace != viewer {
-				out.Insert(lockedKey{resource, o.Namespace, o.Name})
+			if o.Locked {
+				out.Insert(lockedKey{resource: resource, namespace: o.Namespace, name: o.Name, overlay: true})
 			}
 		}
 	}
@@ -311,8 +318,18 @@ func (x *MuxIndex) LockedStandIns(namespace string, next NamespaceMeta, assumed 
 
 // sortedLocked lists items by resource, namespace and name.
 func sortedLocked(items map[lockedKey]sets.Set[string]) []LockedItem {
-	out := make([]LockedItem, 0, len(items))
+	// An item lost as a winner in one view and as an overlay in another
+	// is one item.
+	merged := map[lockedKey]sets.Set[string]{}
 	for k, viewers := range items {
+		k.overlay = false
+		if merged[k] == nil {
+			merged[k] = sets.New[string]()
+		}
+		merged[k].Insert(viewers.UnsortedList()...)
+	}
+	out := make([]LockedItem, 0, len(merged))
+	for k, viewers := range merged {
 		out = append(out, LockedItem{Resource: k.resource, Namespace: k.namespace, Name: k.name, Viewers: sets.List(viewers)})
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -394,8 +411,8 @@ func viewWithout(r watchmux.Reader, resource, namespace, name string, get merge.
 
 // ObjectsUnderLock implements Index: the namespaces that would inherit the
 // source namespace/name locked, as obj, while holding an object of their
-// own under that name, sorted.
-func (x *MuxIndex) ObjectsUnderLock(resource, namespace, name string, obj *unstructured.Unstructured) (out []string, err error) {
+// own under that name (in the mirror, or among holders), sorted.
+func (x *MuxIndex) ObjectsUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, holders []string) (out []string, err error) {
 	item := merge.Item{Namespace: namespace, Name: name, Object: obj, UID: obj.GetUID(), Locked: true, Overlay: merge.WantsOverlay(obj.GetAnnotations())}
 	err = x.read(func(r watchmux.Reader) {
 		if !isServed(r, resource) {
@@ -405,7 +422,8 @@ func (x *MuxIndex) ObjectsUnderLock(resource, namespace, name string, obj *unstr
 			if viewer == namespace {
 				continue
 			}
-			if _, own := r.Source(resource, viewer, name); own && inheritsFrom(r, resource, viewer, namespace, item) {
+			_, own := r.Source(resource, viewer, name)
+			if (own || slices.Contains(holders, viewer)) && inheritsFrom(r, resource, viewer, namespace, item) {
 				out = append(out, viewer)
 			}
 		}

@@ -90,7 +90,13 @@ func (g *Guards) Materialized(ctx context.Context, req *admissionv1.AdmissionReq
 		return deny("%s: only implicit-apiserver (%s) may set the label %s: a materialized copy is never a source, so the label would hide this object from every view",
 			s, id, merge.LabelMaterialized)
 	case req.Operation == admissionv1.Update && !is:
-		return g.madeOwn(ctx, req, s)
+		d := g.madeOwn(ctx, req, s)
+		if d.allowed && (req.DryRun == nil || !*req.DryRun) {
+			// Until the mirror shows it, the lock guard must know the
+			// namespace now holds an object of its own under the name.
+			g.recent.adopt(recentKey{s.resource, s.namespace, s.name})
+		}
+		return d
 	case req.Operation == admissionv1.Delete && g.index.Terminating(s.namespace):
 		return allow()
 	}

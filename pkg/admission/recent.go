@@ -25,6 +25,9 @@ type recent struct {
 	// admitted candidates stage, with the candidate's name.
 	locks      map[recentKey]time.Time
 	candidates map[recentKey]recentCandidate
+	// adopted are the materialized copies written into objects of their
+	// namespace's own (the copy label removed) a moment ago.
+	adopted map[recentKey]time.Time
 }
 
 type recentCandidate struct {
@@ -37,7 +40,7 @@ type recentCandidate struct {
 }
 
 func newRecent() *recent {
-	return &recent{clock: clock.RealClock{}, ttl: assumeFor, locks: map[recentKey]time.Time{}, candidates: map[recentKey]recentCandidate{}}
+	return &recent{clock: clock.RealClock{}, ttl: assumeFor, locks: map[recentKey]time.Time{}, candidates: map[recentKey]recentCandidate{}, adopted: map[recentKey]time.Time{}}
 }
 
 // lock records that the source k was admitted locked.
@@ -91,6 +94,32 @@ func (r *recent) observe(k recentKey, inMirror func(name string) bool) (recentCa
 		return recentCandidate{}, false
 	}
 	return c, true
+}
+
+// adopt records that the copy k became an object of its namespace's own.
+func (r *recent) adopt(k recentKey) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.adopted[k] = r.clock.Now().Add(r.ttl)
+}
+
+// adopters returns the namespaces whose copy of resource/name became an
+// object of their own a moment ago.
+func (r *recent) adopters(resource, name string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	now := r.clock.Now()
+	for k, until := range r.adopted {
+		if now.After(until) {
+			delete(r.adopted, k)
+			continue
+		}
+		if k.resource == resource && k.name == name {
+			out = append(out, k.namespace)
+		}
+	}
+	return out
 }
 
 // setClock replaces the clock (tests use a fake one).
