@@ -50,9 +50,17 @@ a lineage deeper than --max-depth, a namespace that opted out.`,
 				if !apierrors.IsForbidden(err) {
 					return err
 				}
-				if ns, err = o.namespace(); err != nil {
+				// Who may not list every namespace's hierarchy gets the
+				// current namespace's: the kubeconfig's, else "default".
+				named := false
+				if ns, named, err = o.config.ToRawKubeConfigLoader().Namespace(); err != nil {
 					return err
 				}
+				err = o.printSubtree(ctx, cmd.OutOrStdout(), dyn, ns)
+				if !named && apierrors.IsForbidden(err) {
+					return fmt.Errorf("%w\n(no namespace is named, and you may not list every namespace's hierarchy: name yours, kubectl implicit tree NAMESPACE, or set your kubeconfig's namespace)", err)
+				}
+				return err
 			}
 			return o.printSubtree(ctx, cmd.OutOrStdout(), dyn, ns)
 		},
