@@ -163,9 +163,20 @@ func readObjects(file string, stdin io.Reader) ([]*unstructured.Unstructured, er
 func (o *options) printPreviews(w io.Writer, previews []*v1alpha1.Preview) error {
 	switch {
 	case o.output == "json" && len(previews) > 1:
-		return printObject(w, o.output, map[string]any{"apiVersion": "v1", "kind": "List", "items": previews})
-	case o.output != "":
+		items := make([]any, 0, len(previews))
+		for _, p := range previews {
+			content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
+			if err != nil {
+				return err
+			}
+			items = append(items, content)
+		}
+		return printObject(w, o.output, map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
+	case !isTable(o.output):
 		for i, p := range previews {
+			if p.Name == "" {
+				p.Name = p.Status.Name // -o name: preview.implicit.dev/NAME
+			}
 			if i > 0 && o.output == "yaml" {
 				fmt.Fprintln(w, "---")
 			}

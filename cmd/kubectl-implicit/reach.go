@@ -80,7 +80,15 @@ their count. It lists the view in every namespace (-A): an org admin's question.
 			sort.Slice(out.Namespaces, func(i, j int) bool { return out.Namespaces[i].Namespace < out.Namespaces[j].Namespace })
 			out.Count = len(out.Namespaces)
 			w := cmd.OutOrStdout()
-			if o.output != "" {
+			switch o.output {
+			case "", "wide":
+			case "name":
+				// The names to act on are the namespaces': namespace/NAME.
+				for _, r := range out.Namespaces {
+					fmt.Fprintln(w, "namespace/"+r.Namespace)
+				}
+				return nil
+			default:
 				return printObject(w, o.output, out)
 			}
 			fmt.Fprintf(w, "%s/%s of %s reaches %d namespace(s).\n", resource, name, source, out.Count)

@@ -63,7 +63,7 @@ implicit.dev/candidate) and those that see the stable version.`,
 			if err != nil {
 				return err
 			}
-			if o.output != "" {
+			if !isTable(o.output) {
 				return printObject(cmd.OutOrStdout(), o.output, st)
 			}
 			return printRolloutStatus(cmd.OutOrStdout(), st)

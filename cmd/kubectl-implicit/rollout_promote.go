@@ -45,7 +45,7 @@ func (r *rollout) promote(ctx context.Context, w io.Writer, dryRun bool, output 
 	if err != nil {
 		return err
 	}
-	if output == "" {
+	if isTable(output) {
 		output = "yaml"
 	}
 	did, would := "updated", "updated"

@@ -15,6 +15,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/version"
@@ -31,6 +32,10 @@ const (
 // errChanged tells run that diff found changes: not an error.
 var errChanged = errors.New("changes found")
 
+// displayName is how kubectl runs the plugin, and how its help and
+// version name it.
+const displayName = "kubectl implicit"
+
 // options are what every subcommand shares: the kubeconfig flags and -o.
 type options struct {
 	config  *genericclioptions.ConfigFlags
@@ -41,9 +46,19 @@ type options struct {
 // run executes the plugin with args and returns its exit code.
 func run(ctx context.Context, args []string, streams genericiooptions.IOStreams) int {
 	o := &options{config: genericclioptions.NewConfigFlags(true), streams: streams}
+	// The server's warnings (the guards', a deprecation) print as kubectl
+	// prints them, "Warning: ..." on standard error, once each; client-go
+	// would log them with klog.
+	warnings := rest.NewWarningWriter(streams.ErrOut, rest.WarningWriterOptions{Deduplicate: true})
+	o.config.WithWrapConfigFn(func(c *rest.Config) *rest.Config {
+		c.WarningHandler = warnings
+		return c
+	})
 	root := &cobra.Command{
-		Use:   "kubectl implicit",
-		Short: "Ask implicit-apiserver why a view holds what it holds, where a namespace stands, and what an edit would change",
+		// Use is the command's name; help and usage lines read displayName.
+		Use:         "implicit",
+		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: displayName},
+		Short:       "Ask implicit-apiserver why a view holds what it holds, where a namespace stands, and what an edit would change",
 		Long: `kubectl implicit answers the questions views leave open, from implicit.dev's
 hierarchies, explanations and previews and its views:
 
@@ -58,12 +73,13 @@ hierarchies, explanations and previews and its views:
 		SilenceErrors: true,
 		Version:       version.Version,
 	}
+	root.SetVersionTemplate(versionLine + "\n")
 	root.SetArgs(args)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
 	o.config.AddFlags(root.PersistentFlags())
-	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: yaml or json (default: a table).")
-	root.AddCommand(o.treeCommand(), o.whyCommand(), o.reachCommand(), o.diffCommand(), o.rolloutCommand())
+	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: "+outputFormats+". Default: a table.")
+	root.AddCommand(o.treeCommand(), o.whyCommand(), o.reachCommand(), o.diffCommand(), o.rolloutCommand(), versionCommand())
 	err := root.ExecuteContext(ctx)
 	switch {
 	case err == nil:
@@ -102,12 +118,21 @@ func printError(w io.Writer, err error) {
 }
 
 // validateOutput checks -o.
-func (o *options) validateOutput() error {
-	switch o.output {
-	case "", "yaml", "json":
-		return nil
+func (o *options) validateOutput() error { return validateOutput(o.output) }
+
+// versionLine is what version and --version print.
+var versionLine = displayName + " version " + version.Version
+
+func versionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the plugin's version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), versionLine)
+			return err
+		},
 	}
-	return fmt.Errorf("--output %q: want yaml or json", o.output)
 }
 
 // dynamicClient returns a client of the current context.
@@ -147,16 +172,33 @@ func (o *options) viewResource(kind string) (string, error) {
 		name = name[:i] // a group suffix: the view is named by the resource
 	}
 	r, err := mapper.ResourceFor(schema.GroupVersionResource{Group: v1alpha1.GroupName, Resource: name})
-	if err != nil {
-		// Short names (netpol, rb) are the source kinds': resolve them there.
-		if src, serr := mapper.ResourceFor(schema.GroupVersionResource{Resource: name}); serr == nil {
-			if r, err = mapper.ResourceFor(schema.GroupVersionResource{Group: v1alpha1.GroupName, Resource: src.Resource}); err == nil {
-				return r.Resource, nil
-			}
-		}
-		return "", fmt.Errorf("implicit.dev serves no view of %q: %w", kind, err)
+	if err == nil {
+		return r.Resource, nil
 	}
-	return r.Resource, nil
+	// Short names (netpol, a CRD's) are the source kinds': resolve them
+	// there; then the abbreviations users type that Kubernetes does not
+	// publish (rb, np).
+	for _, alias := range []string{name, abbreviations[name]} {
+		if alias == "" {
+			continue
+		}
+		src, serr := mapper.ResourceFor(schema.GroupVersionResource{Resource: alias})
+		if serr != nil {
+			continue
+		}
+		if r, verr := mapper.ResourceFor(schema.GroupVersionResource{Group: v1alpha1.GroupName, Resource: src.Resource}); verr == nil {
+			return r.Resource, nil
+		}
+	}
+	return "", fmt.Errorf("implicit.dev serves no view of %q: %w", kind, err)
+}
+
+// abbreviations are the short names users type for the default views'
+// source kinds that Kubernetes publishes none for (netpol it publishes).
+// Discovery wins: a short name the host serves is never looked up here.
+var abbreviations = map[string]string{
+	"rb": "rolebindings",
+	"np": "networkpolicies",
 }
 
 // fromUnstructured converts a server answer into its typed object.

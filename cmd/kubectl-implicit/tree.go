@@ -50,9 +50,17 @@ a lineage deeper than --max-depth, a namespace that opted out.`,
 				if !apierrors.IsForbidden(err) {
 					return err
 				}
-				if ns, err = o.namespace(); err != nil {
+				// Who may not list every namespace's hierarchy gets the
+				// current namespace's: the kubeconfig's, else "default".
+				named := false
+				if ns, named, err = o.config.ToRawKubeConfigLoader().Namespace(); err != nil {
 					return err
 				}
+				err = o.printSubtree(ctx, cmd.OutOrStdout(), dyn, ns)
+				if !named && apierrors.IsForbidden(err) {
+					return fmt.Errorf("%w\n(no namespace is named, and you may not list every namespace's hierarchy: name yours, kubectl implicit tree NAMESPACE, or set your kubeconfig's namespace)", err)
+				}
+				return err
 			}
 			return o.printSubtree(ctx, cmd.OutOrStdout(), dyn, ns)
 		},
@@ -80,9 +88,8 @@ func listHierarchies(ctx context.Context, dyn dynamic.Interface) (*v1alpha1.Hier
 // printForest prints every namespace's tree: roots are the namespaces that
 // inherit from no parent.
 func (o *options) printForest(w io.Writer, all *v1alpha1.HierarchyList) error {
-	if o.output != "" {
-		all.APIVersion, all.Kind = v1alpha1.SchemeGroupVersion.String(), "HierarchyList"
-		return printObject(w, o.output, all)
+	if !isTable(o.output) {
+		return printHierarchies(w, o.output, all)
 	}
 	byName := map[string]*v1alpha1.Hierarchy{}
 	var roots []string
@@ -127,9 +134,8 @@ func (o *options) printSubtree(ctx context.Context, w io.Writer, dyn dynamic.Int
 		byName[child] = ch
 		queue = append(queue, ch.Status.Children...)
 	}
-	if o.output != "" {
+	if !isTable(o.output) {
 		list := &v1alpha1.HierarchyList{}
-		list.APIVersion, list.Kind = v1alpha1.SchemeGroupVersion.String(), "HierarchyList"
 		names := make([]string, 0, len(byName))
 		for n := range byName {
 			names = append(names, n)
@@ -138,7 +144,7 @@ func (o *options) printSubtree(ctx context.Context, w io.Writer, dyn dynamic.Int
 		for _, n := range names {
 			list.Items = append(list.Items, *byName[n])
 		}
-		return printObject(w, o.output, list)
+		return printHierarchies(w, o.output, list)
 	}
 	// The ancestors, farthest first, each one level deeper.
 	indent := ""
@@ -156,6 +162,16 @@ func (o *options) printSubtree(ctx context.Context, w io.Writer, dyn dynamic.Int
 	}
 	printNode(w, byName, ns, first, indent, map[string]bool{})
 	return nil
+}
+
+// printHierarchies prints list as -o format asks, its items with their
+// apiVersion and kind (-o name prints hierarchy.implicit.dev/NAMESPACE).
+func printHierarchies(w io.Writer, format string, list *v1alpha1.HierarchyList) error {
+	list.APIVersion, list.Kind = v1alpha1.SchemeGroupVersion.String(), "HierarchyList"
+	for i := range list.Items {
+		list.Items[i].APIVersion, list.Items[i].Kind = v1alpha1.SchemeGroupVersion.String(), "Hierarchy"
+	}
+	return printObject(w, format, list)
 }
 
 // printNode prints name (after first) and its children below it (after rest).

@@ -56,7 +56,13 @@ namespace. NAME need not be in the view. Needs get on the view in the namespace.
 			if err := fromUnstructured(u.Object, e); err != nil {
 				return err
 			}
-			if o.output != "" {
+			if !isTable(o.output) {
+				// An explanation is named after the item it explains
+				// (-o name: explanation.implicit.dev/NAME).
+				if e.Name == "" {
+					e.Name = e.Spec.Name
+				}
+				e.APIVersion, e.Kind = v1alpha1.SchemeGroupVersion.String(), "Explanation"
 				return printObject(cmd.OutOrStdout(), o.output, e)
 			}
 			return printExplanation(cmd.OutOrStdout(), e)

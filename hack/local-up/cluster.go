@@ -120,6 +120,13 @@ func startCluster(ctx context.Context, o options, spec clusterSpec) (_ *cluster,
 			return nil, fmt.Errorf("registering the mutating webhooks: %w", err)
 		}
 	}
+	// The users' RBAC comes with the server: without it a namespace's
+	// admin may not read its views or ask the plugin's questions.
+	if c.implicit != nil {
+		if err := c.applyUserRoles(ctx, o.artifacts, o.withControllerManager); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.applyExamples(ctx, spec.examples); err != nil {
 		return nil, err
 	}
@@ -166,6 +173,37 @@ func (c *cluster) processes() map[string]watched {
 		out[c.prefix()+"implicit-apiserver"] = watched{c.implicit.Process().Exited(), c.implicit.LogTail}
 	}
 	return out
+}
+
+// userRoles are the files of artifacts/base holding the RBAC the chart
+// installs for users (test/chart compares the chart's with them): the
+// ClusterRoles that aggregate the views into admin (and the NetworkPolicy
+// views into view and edit), and the questions (hierarchies, explanations,
+// previews) into all three.
+var userRoles = []string{
+	"clusterrole-implicit-viewer.yaml",
+	"clusterrole-implicit-viewer-networkpolicies.yaml",
+	"clusterrole-implicit-questions.yaml",
+}
+
+// applyUserRoles applies userRoles from dir. The ClusterRoles reach users
+// through the built-in admin, edit and view roles, which
+// kube-controller-manager's clusterrole-aggregation controller fills.
+func (c *cluster) applyUserRoles(ctx context.Context, dir string, aggregated bool) error {
+	args := []string{"apply"}
+	for _, f := range userRoles {
+		args = append(args, "-f", filepath.Join(dir, f))
+	}
+	c.say("applying the users' RBAC: %s", strings.Join(userRoles, ", "))
+	stdout, _, err := c.cp.Kubectl(ctx, args...)
+	fmt.Print(indent(stdout))
+	if err != nil {
+		return fmt.Errorf("applying the users' RBAC from %s: %w", dir, err)
+	}
+	if !aggregated {
+		c.say("WARNING: without kube-controller-manager nothing aggregates these roles into admin, edit and view")
+	}
+	return nil
 }
 
 // applyExamples applies dir with kubectl apply -R. A few attempts allow for

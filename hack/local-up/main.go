@@ -39,6 +39,7 @@ type options struct {
 	implicitBinary        string
 	workDir               string
 	examples              string
+	artifacts             string
 	config                string
 	withControllerManager bool
 	fleet                 bool
@@ -51,6 +52,7 @@ func main() {
 	flag.StringVar(&o.implicitBinary, "implicit-binary", "", "implicit-apiserver binary to run; without it only the control plane runs")
 	flag.StringVar(&o.workDir, "work-dir", "_output/local-up", "directory for PKI, etcd data, logs and admin.kubeconfig; its etcd data is wiped on start")
 	flag.StringVar(&o.examples, "examples", "artifacts/examples", "directory applied with `kubectl apply -R -f` once everything runs (skipped if missing)")
+	flag.StringVar(&o.artifacts, "artifacts", "artifacts/base", "directory of the shipped manifests, whose ClusterRoles for users (clusterrole-implicit-*.yaml) are applied to every cluster running implicit-apiserver")
 	flag.StringVar(&o.config, "config", "", "ImplicitConfiguration file, passed to implicit-apiserver as --config")
 	flag.BoolVar(&o.withControllerManager, "with-controller-manager", true, "also run kube-controller-manager (namespace deletion, garbage collection)")
 	flag.BoolVar(&o.fleet, "fleet", false, "run a fleet instead of one cluster: a hub (in <work-dir>/hub) and members member-1 and member-2 (in <work-dir>/member-N) whose implicit-apiservers read the global sources from the hub; needs --implicit-binary")
@@ -168,6 +170,12 @@ The kubectl plugin (built by make build) answers the questions labels only hint 
   kubectl implicit why rolebinding ci-bot -n team-b                  # why it is not there: an exclusion
   kubectl implicit tree                                              # the hierarchy, problems marked
   kubectl implicit reach rolebinding ci-bot -n implicit-global       # which namespaces see it
+
+A tenant, platform:admins (admin of org-platform, inherited by team-a and team-b), for its namespaces:
+
+  kubectl get implicit -n team-a --as=pat --as-group=platform:admins
+  kubectl implicit why rolebinding ci-bot -n team-b --as=pat --as-group=platform:admins
+  kubectl implicit tree org-platform --as=pat --as-group=platform:admins
 
 `, plugins)
 	}

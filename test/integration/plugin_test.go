@@ -55,7 +55,12 @@ func buildPlugin(t *testing.T) string {
 // run runs `kubectl implicit args...`; the kubeconfig comes from KUBECONFIG,
 // as kubectl passes no flags given before a plugin's name.
 func (u pluginUser) run(ctx context.Context, args ...string) pluginRun {
-	cmd := exec.CommandContext(ctx, "kubectl", append([]string{"implicit"}, args...)...)
+	return u.kubectl(ctx, append([]string{"implicit"}, args...)...)
+}
+
+// kubectl runs `kubectl args...` as run does.
+func (u pluginUser) kubectl(ctx context.Context, args ...string) pluginRun {
+	cmd := exec.CommandContext(ctx, "kubectl", args...)
 	cmd.Env = append(os.Environ(), "PATH="+u.path, "KUBECONFIG="+u.kubeconfig, "HOME="+u.home)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -75,9 +80,15 @@ func (u pluginUser) run(ctx context.Context, args ...string) pluginRun {
 // expect runs until the exit code is code and check passes, and returns the run.
 func (u pluginUser) expect(code int, check func(pluginRun) error, args ...string) pluginRun {
 	u.t.Helper()
+	return u.expectKubectl(code, check, append([]string{"implicit"}, args...)...)
+}
+
+// expectKubectl is expect for `kubectl args...`.
+func (u pluginUser) expectKubectl(code int, check func(pluginRun) error, args ...string) pluginRun {
+	u.t.Helper()
 	var last pluginRun
-	eventually(u.t, u.name+": kubectl implicit "+strings.Join(args, " "), func(ctx context.Context) error {
-		last = u.run(ctx, args...)
+	eventually(u.t, u.name+": kubectl "+strings.Join(args, " "), func(ctx context.Context) error {
+		last = u.kubectl(ctx, args...)
 		if last.code != code {
 			return fmt.Errorf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", last.code, code, last.stdout, last.stderr)
 		}
@@ -88,7 +99,7 @@ func (u pluginUser) expect(code int, check func(pluginRun) error, args ...string
 		}
 		return nil
 	})
-	u.t.Logf("%s$ kubectl implicit %s  (exit %d)\n%s", u.name, strings.Join(args, " "), last.code, last.stdout)
+	u.t.Logf("%s$ kubectl %s  (exit %d)\n%s", u.name, strings.Join(args, " "), last.code, last.stdout)
 	return last
 }
 

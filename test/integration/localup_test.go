@@ -1,0 +1,175 @@
+package integration
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// localUpStart bounds how long local-up may take to print "Everything
+// runs." (about 40 s on a quiet machine with the tools built).
+const localUpStart = 4 * time.Minute
+
+// TestLocalUpTenant runs `make run`'s local-up (hack/local-up, with the
+// flags the Makefile passes) on a control plane of its own, and runs the
+// README tour's tenant half as a user types it: `kubectl get implicit`,
+// `kubectl implicit why` and `kubectl implicit tree`, impersonating a
+// namespace admin of the examples with --as and --as-group, the plugin
+// found on PATH. The admin of a namespace reads its views and asks its
+// questions only through the ClusterRoles the chart installs for users
+// (artifacts/base/clusterrole-implicit-*.yaml), which local-up applies: if
+// it stops applying them, this test fails with Forbidden.
+func TestLocalUpTenant(t *testing.T) {
+	root, err := filepath.Abs(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary, err := filepath.Abs(os.Getenv(binaryEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := buildPlugin(t)
+	localUp := filepath.Join(t.TempDir(), "local-up")
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", localUp, "./hack/local-up")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building local-up: %v\n%s", err, out)
+	}
+
+	work := t.TempDir()
+	stopLocalUp := startLocalUp(t, root, localUp, "--bin-dir="+os.Getenv(toolsBinEnv), "--implicit-binary="+binary, "--work-dir="+work)
+	defer stopLocalUp()
+
+	kubeconfig := filepath.Join(work, "admin.kubeconfig")
+	// The examples' platform:admins are admin of org-platform (its
+	// RoleBinding platform-admins), and so of team-a and team-b, which
+	// inherit the binding (the authorization webhook grants it there).
+	asAdmin := []string{"--as=pat", "--as-group=platform:admins"}
+	u := pluginUser{t: t, name: "pat", path: path, kubeconfig: kubeconfig, home: t.TempDir()}
+	contains := func(wants ...string) func(pluginRun) error {
+		return func(r pluginRun) error {
+			for _, w := range wants {
+				if !strings.Contains(r.stdout, w) {
+					return fmt.Errorf("no %q in the output", w)
+				}
+			}
+			return nil
+		}
+	}
+
+	t.Log("a namespace admin lists every view of team-a")
+	u.expectKubectl(0, contains(
+		"rolebinding.implicit.dev/team-a-devs", "rolebinding.implicit.dev/platform-admins",
+		"role.implicit.dev/org-config-reader", "networkpolicy.implicit.dev/default-deny-ingress",
+	), append([]string{"get", "implicit", "-n", "team-a"}, asAdmin...)...)
+
+	t.Log("... asks why ci-bot is not in team-b's view")
+	u.expectKubectl(0, contains("rolebindings/ci-bot is not in the view of team-b", "Excluded"),
+		append([]string{"implicit", "why", "rolebinding", "ci-bot", "-n", "team-b"}, asAdmin...)...)
+
+	t.Log("... and prints org-platform's tree")
+	u.expectKubectl(0, contains("org-platform\n├── team-a\n└── team-b\n"),
+		append([]string{"implicit", "tree", "-n", "org-platform"}, asAdmin...)...)
+
+	t.Log("without -n, the plugin asks about the kubeconfig's namespace, not default")
+	teamA := filepath.Join(t.TempDir(), "team-a.kubeconfig")
+	b, err := os.ReadFile(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(teamA, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	inTeamA := u
+	inTeamA.kubeconfig = teamA
+	inTeamA.expectKubectl(0, nil, "config", "set-context", "--current", "--namespace=team-a")
+	inTeamA.expectKubectl(0, contains("org-platform\n└── team-a\n"), append([]string{"implicit", "tree"}, asAdmin...)...)
+	inTeamA.expectKubectl(0, contains("rolebindings/ci-bot is in the view of team-a"),
+		append([]string{"implicit", "why", "rolebinding", "ci-bot"}, asAdmin...)...)
+
+	t.Log("naming no namespace the admin may read says how to name one")
+	u.expectKubectl(2, func(r pluginRun) error {
+		if !strings.Contains(r.stderr, `hierarchies.implicit.dev "default" is forbidden`) || !strings.Contains(r.stderr, "kubectl implicit tree NAMESPACE") {
+			return fmt.Errorf("stderr %q: want the Forbidden and how to name a namespace", r.stderr)
+		}
+		return nil
+	}, append([]string{"implicit", "tree"}, asAdmin...)...)
+
+	t.Log("a team's edit reads its effective NetworkPolicies, not its RoleBindings")
+	asDev := []string{"--as=dev", "--as-group=team-a:devs"}
+	u.expectKubectl(0, contains("default-deny-ingress"), append([]string{"get", "networkpolicies.implicit.dev", "-n", "team-a"}, asDev...)...)
+	u.expectKubectl(1, func(r pluginRun) error {
+		if !strings.Contains(r.stderr, "Forbidden") {
+			return fmt.Errorf("stderr %q: want Forbidden", r.stderr)
+		}
+		return nil
+	}, append([]string{"get", "rolebindings.implicit.dev", "-n", "team-a"}, asDev...)...)
+}
+
+// startLocalUp runs local-up in dir with args until it prints that
+// everything runs, and returns the function that stops it with SIGINT, as
+// Ctrl-C does, and waits for it.
+func startLocalUp(t *testing.T, dir, binary string, args ...string) (stop func()) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = dir
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	// local-up dies with the test binary; its processes die with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stop = func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(time.Minute):
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Errorf("local-up did not stop within a minute of SIGINT; its output:\n%s", out.String())
+		}
+		if t.Failed() {
+			t.Logf("local-up's output:\n%s", out.String())
+		}
+	}
+	deadline := time.After(localUpStart)
+	for !strings.Contains(out.String(), "Everything runs.") {
+		select {
+		case err := <-exited:
+			t.Fatalf("local-up exited (%v) before everything ran; its output:\n%s", err, out.String())
+		case <-deadline:
+			stop()
+			t.Fatalf("local-up did not start within %s; its output:\n%s", localUpStart, out.String())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return stop
+}
+
+// syncBuffer is a bytes.Buffer for one writer and one reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
