@@ -630,10 +630,16 @@ func (h *harness) admit(r request, order *rand.Rand, attempt int) (runtime.Objec
 	allowed := allAllowed(got)
 	h.checkMemory(ws, req, allowed)
 	for _, v := range got {
-		// The guards that remember what they admitted: the parents
-		// guard (assumptions), the locks and candidates guards (locks
-		// and candidates admitted a moment ago).
-		remembers := v.webhook == admission.WebhookParents || v.webhook == admission.WebhookLocks || v.webhook == admission.WebhookCandidates
+		// The guards that remember what they admitted: the parents and
+		// namespace-deletions guards (assumptions), the locks,
+		// candidates, shadows and materialized guards (locks,
+		// candidates and objects of a locked name admitted a moment ago).
+		remembers := false
+		switch v.webhook {
+		case admission.WebhookParents, admission.WebhookNamespaceDeletions, admission.WebhookLocks,
+			admission.WebhookCandidates, admission.WebhookShadows, admission.WebhookMaterialized:
+			remembers = true
+		}
 		if remembers && v.allowed && !r.dryRun {
 			h.lastRemembered = h.clock.Now()
 		}

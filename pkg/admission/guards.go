@@ -42,15 +42,19 @@ type Index interface {
 	ParentCycleAssuming(namespace, parent string, assumed Assumed) []string
 	// LockedLoss lists the locked items that would leave the views of
 	// namespace and its subtree if its labels and annotations became next.
-	LockedLoss(namespace string, next NamespaceMeta, assumed Assumed) ([]LockedItem, error)
+	// pending are the source writes admitted a moment ago.
+	LockedLossPending(namespace string, next NamespaceMeta, assumed Assumed, pending Pending) ([]LockedItem, error)
 	// LockedStandIns lists, for resources, the locked items namespace or
 	// its subtree would newly inherit under a name it holds an object of.
-	LockedStandIns(namespace string, next NamespaceMeta, assumed Assumed, resources []string) ([]LockedItem, error)
+	LockedStandIns(namespace string, next NamespaceMeta, assumed Assumed, resources []string, pending Pending) ([]LockedItem, error)
 	// ObjectsUnderLock lists the namespaces that would inherit the source
 	// namespace/name, locked as obj, while holding an object of that name.
 	// holders are namespaces known to hold one that the mirror may not
 	// show yet.
 	ObjectsUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, holders []string) ([]string, error)
+	// LockedUnderLock lists the locked sources of other namespaces that the
+	// source namespace/name, locked as obj, would displace.
+	LockedUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, pending Pending) ([]LockedItem, error)
 	// DeletionLoss lists the locked items that would leave other
 	// namespaces' views if namespace were deleted.
 	DeletionLoss(namespace string, assumed Assumed) ([]LockedItem, error)
@@ -59,7 +63,7 @@ type Index interface {
 	NamespaceMeta(namespace string) (meta NamespaceMeta, found bool)
 	// InheritedAssuming is Inherited with assumed applied; a namespace
 	// nobody knows yet is taken as a new tenant with no labels.
-	InheritedAssuming(resource, namespace, name string, assumed Assumed) (merge.Result, bool, error)
+	InheritedAssuming(resource, namespace, name string, assumed Assumed, pending Pending) (merge.Result, bool, error)
 	// SourceLocked reports whether the source namespace/name is locked.
 	SourceLocked(resource, namespace, name string) (bool, error)
 	// Terminating reports whether namespace is being deleted.
@@ -273,8 +277,13 @@ func (g *Guards) Locks(ctx context.Context, req *admissionv1.AdmissionRequest) d
 	if err != nil {
 		return deny("%v", err)
 	}
-	if copyTouched(s) {
+	switch {
+	case materialized(s.obj) || s.obj == nil && materialized(s.old):
 		return allow() // a copy is no source: Materialized guards it
+	case materialized(s.old):
+		// A copy made the writer's own (OwnCopy removed its label): a
+		// source from now on, judged as one created as written.
+		s.old = nil
 	}
 	wasLocked, isLocked, err := g.locked(s)
 	if err != nil {
@@ -308,9 +317,12 @@ func (g *Guards) Locks(ctx context.Context, req *admissionv1.AdmissionRequest) d
 			if d := g.lockOverObjects(s); !d.allowed {
 				return d
 			}
+			if d := g.lockOverLocks(ctx, req, s); !d.allowed {
+				return d
+			}
 		}
 		if isLocked && req.Operation != admissionv1.Delete && (req.DryRun == nil || !*req.DryRun) {
-			g.recent.lock(recentKey{s.resource, s.namespace, s.name})
+			g.recent.lock(recentKey{s.resource, s.namespace, s.name}, s.obj)
 		}
 		return allow()
 	}
@@ -362,6 +374,32 @@ func (g *Guards) lockOverObjects(s source) decision {
 	}
 	return deny("%s would lock %q in namespaces that hold an object of their own under that name: %s. This kind is delivered as real objects (delivery: Materialize), so those objects, not the locked item, would be what is enforced there: delete or rename them first",
 		s, name, viewers(holders))
+}
+
+// lockOverLocks checks that whoever locks s may unlock the locked sources
+// of other namespaces it would displace below it (a namespace's own locked
+// item under the same name becomes an overlay of s, and s takes the fields
+// both set).
+func (g *Guards) lockOverLocks(ctx context.Context, req *admissionv1.AdmissionRequest, s source) decision {
+	if s.obj == nil {
+		return allow()
+	}
+	name := standsFor(s.obj)
+	if name == "" || strings.Contains(name, "/") {
+		return allow()
+	}
+	var lost []LockedItem
+	for _, p := range []Pending{{}, g.recent.pending()} {
+		l, err := g.index.LockedUnderLock(s.resource, s.namespace, name, s.obj, p)
+		if err != nil {
+			return unavailable(fmt.Errorf("reading the locked items %s would displace: %w", s, err))
+		}
+		lost = unionLocked(lost, l)
+	}
+	if len(lost) == 0 {
+		return allow()
+	}
+	return g.mayUnlockAll(ctx, req, fmt.Sprintf("locking %s", s), lost, map[lockedKey]bool{})
 }
 
 // standsFor is the name u shows under in views: its stable name when it is
@@ -433,6 +471,12 @@ func (g *Guards) Shadows(_ context.Context, req *admissionv1.AdmissionRequest) d
 		return unavailable(err)
 	}
 	if !found {
+		// An object named like a locked item, created a moment ago: until
+		// the mirror shows it, the parents and lock guards must know it is
+		// there.
+		if s.obj != nil && (req.DryRun == nil || !*req.DryRun) {
+			g.recent.adopt(recentKey{s.resource, s.namespace, s.name}, s.obj)
+		}
 		return allow()
 	}
 	var annotations map[string]string
@@ -461,7 +505,11 @@ func (g *Guards) lockedInherited(s source) (merge.Result, bool, error) {
 	g.hierarchy.mu.Unlock()
 	// Both ways: an assumption may only add a lock found, never hide one.
 	for _, a := range []Assumed{nil, assumed} {
-		inh, found, err = g.index.InheritedAssuming(s.resource, s.namespace, s.name, a)
+		var pending Pending
+		if a != nil {
+			pending = g.recent.pending()
+		}
+		inh, found, err = g.index.InheritedAssuming(s.resource, s.namespace, s.name, a, pending)
 		if err != nil {
 			return merge.Result{}, false, err
 		}

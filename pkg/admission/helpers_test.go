@@ -147,8 +147,8 @@ func (f *fakeIndex) ParentCycleAssuming(namespace, parent string, _ admission.As
 	return f.cycles[namespace+" "+parent]
 }
 
-// LockedLoss implements admission.Index.
-func (f *fakeIndex) LockedLoss(namespace string, next admission.NamespaceMeta, assumed admission.Assumed) ([]admission.LockedItem, error) {
+// LockedLossPending implements admission.Index.
+func (f *fakeIndex) LockedLossPending(namespace string, next admission.NamespaceMeta, assumed admission.Assumed, _ admission.Pending) ([]admission.LockedItem, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lossCalls = append(f.lossCalls, lossCall{namespace, next, assumed})
@@ -162,7 +162,7 @@ func (f *fakeIndex) losses() []lossCall {
 }
 
 // InheritedAssuming implements admission.Index: as Inherited.
-func (f *fakeIndex) InheritedAssuming(resource, namespace, name string, _ admission.Assumed) (merge.Result, bool, error) {
+func (f *fakeIndex) InheritedAssuming(resource, namespace, name string, _ admission.Assumed, _ admission.Pending) (merge.Result, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r, ok := f.inherited[resource+" "+namespace+" "+name]
@@ -177,12 +177,17 @@ func (f *fakeIndex) NamespaceMeta(string) (admission.NamespaceMeta, bool) {
 
 // LockedStandIns implements admission.Index: standIns answers it by
 // namespace.
-func (f *fakeIndex) LockedStandIns(namespace string, _ admission.NamespaceMeta, _ admission.Assumed, _ []string) ([]admission.LockedItem, error) {
+func (f *fakeIndex) LockedStandIns(namespace string, _ admission.NamespaceMeta, _ admission.Assumed, _ []string, _ admission.Pending) ([]admission.LockedItem, error) {
 	return f.standIns[namespace], nil
 }
 
 // ObjectsUnderLock implements admission.Index: no namespace holds one.
 func (f *fakeIndex) ObjectsUnderLock(string, string, string, *unstructured.Unstructured, []string) ([]string, error) {
+	return nil, nil
+}
+
+// LockedUnderLock implements admission.Index: nothing is displaced.
+func (f *fakeIndex) LockedUnderLock(string, string, string, *unstructured.Unstructured, admission.Pending) ([]admission.LockedItem, error) {
 	return nil, nil
 }
 

@@ -117,6 +117,9 @@ func superseded(index Index, name string, as assumption) bool {
 	if as.old == nil {
 		return found
 	}
+	if as.meta.Gone {
+		return !found // gone from the mirror too
+	}
 	return !found || hierarchyKeys(cur) != hierarchyKeys(*as.old)
 }
 
@@ -242,7 +245,12 @@ func (g *Guards) judgeLocked(name string, next NamespaceMeta, exists, newParent 
 	}
 	var lost []LockedItem
 	for _, a := range []Assumed{nil, assumed} {
-		l, err := g.index.LockedLoss(name, next, a)
+		// The mirror alone, then with everything remembered applied.
+		var pending Pending
+		if a != nil {
+			pending = g.recent.pending()
+		}
+		l, err := g.index.LockedLossPending(name, next, a, pending)
 		if err != nil {
 			return judgement{d: unavailable(fmt.Errorf("computing the locked items namespace %s would lose: %w", name, err))}
 		}
@@ -482,7 +490,11 @@ func (g *Guards) standIns(name string, next NamespaceMeta, assumed Assumed) deci
 	if len(resources) == 0 {
 		return allow()
 	}
-	items, err := g.index.LockedStandIns(name, next, assumed, resources)
+	var pending Pending
+	if assumed != nil {
+		pending = g.recent.pending()
+	}
+	items, err := g.index.LockedStandIns(name, next, assumed, resources, pending)
 	if err != nil {
 		return unavailable(fmt.Errorf("computing the locked items namespace %s would inherit: %w", name, err))
 	}
@@ -567,8 +579,24 @@ func (g *Guards) NamespaceDeletions(ctx context.Context, req *admissionv1.Admiss
 		}
 		lost = unionLocked(lost, l)
 	}
-	if len(lost) == 0 {
-		return allow()
+	if len(lost) > 0 {
+		if d := g.mayUnlockAll(ctx, req, fmt.Sprintf("deleting namespace %q", req.Name), lost, map[lockedKey]bool{}); !d.allowed {
+			return d
+		}
 	}
-	return g.mayUnlockAll(ctx, req, fmt.Sprintf("deleting namespace %q", req.Name), lost, map[lockedKey]bool{})
+	// Until the mirror shows it gone, the namespace is assumed gone: a
+	// child moved below it a moment later must not be judged as still
+	// inheriting through it.
+	if req.DryRun == nil || !*req.DryRun {
+		if meta, found := g.index.NamespaceMeta(req.Name); found {
+			g.hierarchy.mu.Lock()
+			g.hierarchy.byName[req.Name] = assumption{
+				meta:  NamespaceMeta{Gone: true},
+				old:   &meta,
+				until: g.hierarchy.clock.Now().Add(g.hierarchy.ttl),
+			}
+			g.hierarchy.mu.Unlock()
+		}
+	}
+	return allow()
 }

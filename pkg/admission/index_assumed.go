@@ -21,6 +21,9 @@ import (
 type NamespaceMeta struct {
 	Labels      map[string]string
 	Annotations map[string]string
+	// Gone: the namespace's deletion was admitted; it is assumed not to
+	// exist.
+	Gone bool
 }
 
 // Assumed are namespaces whose labels and annotations the guards assume as
@@ -76,7 +79,13 @@ func parentCycle(get merge.NamespaceGetter, namespace, parent string) []string {
 // it. Both are computed with assumed applied. A namespace that does not
 // exist loses nothing: its creation takes nothing from anyone.
 func (x *MuxIndex) LockedLoss(namespace string, next NamespaceMeta, assumed Assumed) (out []LockedItem, err error) {
-	err = x.read(func(r watchmux.Reader) { out = lockedLoss(r, namespace, next, assumed) })
+	return x.LockedLossPending(namespace, next, assumed, Pending{})
+}
+
+// LockedLossPending implements Index: LockedLoss with the source writes
+// pending applied (sources admitted locked count as locked).
+func (x *MuxIndex) LockedLossPending(namespace string, next NamespaceMeta, assumed Assumed, pending Pending) (out []LockedItem, err error) {
+	err = x.read(func(r watchmux.Reader) { out = lockedLoss(pending.over(r), namespace, next, assumed) })
 	return out, err
 }
 
@@ -157,6 +166,8 @@ func assuming(r watchmux.Reader, assumed Assumed) merge.NamespaceGetter {
 		switch {
 		case !isAssumed:
 			return ns, ok
+		case a.Gone:
+			return nil, false
 		case !ok:
 			return &merge.Namespace{Name: name, Labels: a.Labels, Annotations: a.Annotations}, true
 		}
@@ -224,10 +235,12 @@ func (x *MuxIndex) NamespaceMeta(namespace string) (meta NamespaceMeta, found bo
 // namespace neither the mirror nor assumed holds is taken as just created
 // with no labels: a tenant that inherits the global sources (a namespace and
 // an object created back to back reach the guards before the mirror shows
-// the namespace). Candidates are left out: a candidate of a locked source is
-// locked as it is (Inherited, from the mirror, weighs them).
-func (x *MuxIndex) InheritedAssuming(resource, namespace, name string, assumed Assumed) (res merge.Result, found bool, err error) {
-	err = x.read(func(r watchmux.Reader) {
+// the namespace). The pending source writes are applied. Candidates are
+// left out: a candidate of a locked source is locked as it is (Inherited,
+// from the mirror, weighs them).
+func (x *MuxIndex) InheritedAssuming(resource, namespace, name string, assumed Assumed, pending Pending) (res merge.Result, found bool, err error) {
+	err = x.read(func(mirror watchmux.Reader) {
+		r := pending.over(mirror)
 		if !isServed(r, resource) {
 			return
 		}
@@ -270,8 +283,9 @@ func orNew(get merge.NamespaceGetter) merge.NamespaceGetter {
 // For a materialized kind that object, not the locked item, is the real
 // object engines enforce there: the change would let a lock be stood in for
 // from below. Computed with assumed applied.
-func (x *MuxIndex) LockedStandIns(namespace string, next NamespaceMeta, assumed Assumed, resources []string) (out []LockedItem, err error) {
-	err = x.read(func(r watchmux.Reader) {
+func (x *MuxIndex) LockedStandIns(namespace string, next NamespaceMeta, assumed Assumed, resources []string, pending Pending) (out []LockedItem, err error) {
+	err = x.read(func(mirror watchmux.Reader) {
+		r := pending.over(mirror)
 		before := assuming(r, assumed)
 		cur, ok := before(namespace)
 		if !ok {
@@ -295,7 +309,7 @@ func (x *MuxIndex) LockedStandIns(namespace string, next NamespaceMeta, assumed 
 			}
 			for _, name := range r.LockedNames(res) {
 				for _, viewer := range subtree {
-					if _, own := r.Source(res, viewer, name); !own {
+					if _, own := r.Source(res, viewer, name); !own && !pending.owns(res, viewer, name) {
 						continue
 					}
 					was := lockedInherited(res, viewer, viewAssuming(r, res, viewer, name, before))
@@ -429,5 +443,118 @@ func (x *MuxIndex) ObjectsUnderLock(resource, namespace, name string, obj *unstr
 		}
 	})
 	slices.Sort(out)
+	return out, err
+}
+
+// SourceRef names a source: its view resource, namespace and name.
+type SourceRef struct{ Resource, Namespace, Name string }
+
+// Pending are source writes the guards admitted a moment ago that the
+// mirror may not show yet: sources admitted locked, and materialized
+// copies made their namespace's own. Applied, they can only add locked
+// items, and objects standing under them: judgements made with them are
+// only stricter.
+type Pending struct {
+	Locked, Owned []SourceRef
+	// objects are the Locked and Owned objects as written: sources the
+	// mirror may not show yet.
+	objects map[SourceRef]*unstructured.Unstructured
+}
+
+// over returns r with p's locks applied: a source admitted locked is read
+// as locked, and its name is among the locked names.
+func (p Pending) over(r watchmux.Reader) watchmux.Reader {
+	if len(p.Locked) == 0 && len(p.Owned) == 0 {
+		return r
+	}
+	return pendingReader{Reader: r, p: p}
+}
+
+func (p Pending) owns(resource, namespace, name string) bool {
+	return slices.Contains(p.Owned, SourceRef{resource, namespace, name})
+}
+
+// pendingReader is a mirror with pending locks applied.
+type pendingReader struct {
+	watchmux.Reader
+	p Pending
+}
+
+// Source implements watchmux.Reader: a source admitted locked is locked,
+// and a copy made its namespace's own is a source, as written, until the
+// mirror shows it.
+func (r pendingReader) Source(resource, namespace, name string) (merge.Item, bool) {
+	ref := SourceRef{resource, namespace, name}
+	it, ok := r.Reader.Source(resource, namespace, name)
+	if obj := r.p.objects[ref]; !ok && obj != nil {
+		it = merge.Item{Namespace: namespace, Name: name, UID: obj.GetUID(), Object: obj,
+			Locked: merge.IsLocked(obj.GetAnnotations()), Overlay: merge.WantsOverlay(obj.GetAnnotations())}
+		ok = true
+	}
+	if ok && slices.Contains(r.p.Locked, ref) {
+		it.Locked = true
+	}
+	return it, ok
+}
+
+// LockedNames implements watchmux.Reader, with the names admitted locked.
+func (r pendingReader) LockedNames(resource string) []string {
+	names := r.Reader.LockedNames(resource)
+	for _, l := range r.p.Locked {
+		if l.Resource == resource && !slices.Contains(names, l.Name) {
+			names = append(names, l.Name)
+		}
+	}
+	for _, o := range r.p.Owned {
+		if obj := r.p.objects[o]; o.Resource == resource && obj != nil && merge.IsLocked(obj.GetAnnotations()) && !slices.Contains(names, o.Name) {
+			names = append(names, o.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// LockedUnderLock implements Index: the locked sources of other namespaces
+// under name that the source namespace/name, locked as obj, would displace
+// from the views they win (they become overlays of it, or leave): each
+// owner's lock would be overridden from above. Computed with pending.
+func (x *MuxIndex) LockedUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, pending Pending) (out []LockedItem, err error) {
+	item := merge.Item{Namespace: namespace, Name: name, Object: obj, UID: obj.GetUID(), Locked: true, Overlay: merge.WantsOverlay(obj.GetAnnotations())}
+	err = x.read(func(mirror watchmux.Reader) {
+		r := pending.over(mirror)
+		if !isServed(r, resource) {
+			return
+		}
+		lost := map[lockedKey]sets.Set[string]{}
+		for _, viewer := range r.Reached(resource, namespace) {
+			if viewer == namespace {
+				continue
+			}
+			get := func(ns string) []merge.Item {
+				if it, ok := r.Source(resource, ns, name); ok {
+					return []merge.Item{it}
+				}
+				return nil
+			}
+			before := merge.MergeWith(resource, merge.Levels(r.Lineage(viewer), r.GlobalNamespace(resource), get), r.Options(resource))
+			after := merge.MergeWith(resource, merge.Levels(r.Lineage(viewer), r.GlobalNamespace(resource), func(ns string) []merge.Item {
+				if ns == namespace {
+					return []merge.Item{item}
+				}
+				return get(ns)
+			}), r.Options(resource))
+			kept := lockedInherited(resource, viewer, after)
+			for it := range lockedInherited(resource, viewer, before) {
+				if it.namespace == namespace || kept.Has(it) {
+					continue
+				}
+				if lost[it] == nil {
+					lost[it] = sets.New[string]()
+				}
+				lost[it].Insert(viewer)
+			}
+		}
+		out = sortedLocked(lost)
+	})
 	return out, err
 }

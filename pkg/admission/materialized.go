@@ -94,7 +94,7 @@ func (g *Guards) Materialized(ctx context.Context, req *admissionv1.AdmissionReq
 		if d.allowed && (req.DryRun == nil || !*req.DryRun) {
 			// Until the mirror shows it, the lock guard must know the
 			// namespace now holds an object of its own under the name.
-			g.recent.adopt(recentKey{s.resource, s.namespace, s.name})
+			g.recent.adopt(recentKey{s.resource, s.namespace, s.name}, s.obj)
 		}
 		return d
 	case req.Operation == admissionv1.Delete && g.index.Terminating(s.namespace):

@@ -150,11 +150,13 @@ func (g *Guards) copyLockedBy(s source, srcNS string) (string, error) {
 			return fmt.Sprintf("%s source %s/%s", scope, srcNS, s.name), nil
 		}
 	}
-	inh, found, err := g.index.Inherited(s.resource, s.namespace, s.name)
+	// The mirror, and what the guards admitted a moment ago (a lock, a
+	// namespace change) that it may not show yet.
+	inh, found, err := g.lockedInherited(s)
 	if err != nil {
 		return "", fmt.Errorf("reading what %s inherits: %w", s.namespace, err)
 	}
-	if found && inh.Locked() {
+	if found {
 		return fmt.Sprintf("%s source %s/%s", inh.Scope, inh.Item.Namespace, inh.Item.Name), nil
 	}
 	if srcNS == "" && locked(s.old) {

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/clock"
 )
 
@@ -23,11 +24,11 @@ type recent struct {
 	ttl   time.Duration
 	// locks are the sources admitted locked; candidates the stable names
 	// admitted candidates stage, with the candidate's name.
-	locks      map[recentKey]time.Time
+	locks      map[recentKey]recentObject
 	candidates map[recentKey]recentCandidate
 	// adopted are the materialized copies written into objects of their
-	// namespace's own (the copy label removed) a moment ago.
-	adopted map[recentKey]time.Time
+	// namespace's own (the copy label removed) a moment ago, as written.
+	adopted map[recentKey]recentObject
 }
 
 type recentCandidate struct {
@@ -40,22 +41,22 @@ type recentCandidate struct {
 }
 
 func newRecent() *recent {
-	return &recent{clock: clock.RealClock{}, ttl: assumeFor, locks: map[recentKey]time.Time{}, candidates: map[recentKey]recentCandidate{}, adopted: map[recentKey]time.Time{}}
+	return &recent{clock: clock.RealClock{}, ttl: assumeFor, locks: map[recentKey]recentObject{}, candidates: map[recentKey]recentCandidate{}, adopted: map[recentKey]recentObject{}}
 }
 
-// lock records that the source k was admitted locked.
-func (r *recent) lock(k recentKey) {
+// lock records that the source k was admitted locked, as obj.
+func (r *recent) lock(k recentKey, obj *unstructured.Unstructured) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.locks[k] = r.clock.Now().Add(r.ttl)
+	r.locks[k] = recentObject{obj: obj, until: r.clock.Now().Add(r.ttl)}
 }
 
 // locked reports whether the source k was admitted locked lately.
 func (r *recent) locked(k recentKey) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	until, ok := r.locks[k]
-	if ok && r.clock.Now().After(until) {
+	l, ok := r.locks[k]
+	if ok && r.clock.Now().After(l.until) {
 		delete(r.locks, k)
 		return false
 	}
@@ -96,11 +97,18 @@ func (r *recent) observe(k recentKey, inMirror func(name string) bool) (recentCa
 	return c, true
 }
 
-// adopt records that the copy k became an object of its namespace's own.
-func (r *recent) adopt(k recentKey) {
+// recentObject is an object as a write admitted a moment ago made it.
+type recentObject struct {
+	obj   *unstructured.Unstructured
+	until time.Time
+}
+
+// adopt records that the copy k became obj, an object of its namespace's
+// own.
+func (r *recent) adopt(k recentKey, obj *unstructured.Unstructured) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.adopted[k] = r.clock.Now().Add(r.ttl)
+	r.adopted[k] = recentObject{obj: obj, until: r.clock.Now().Add(r.ttl)}
 }
 
 // adopters returns the namespaces whose copy of resource/name became an
@@ -110,8 +118,8 @@ func (r *recent) adopters(resource, name string) []string {
 	defer r.mu.Unlock()
 	var out []string
 	now := r.clock.Now()
-	for k, until := range r.adopted {
-		if now.After(until) {
+	for k, a := range r.adopted {
+		if now.After(a.until) {
 			delete(r.adopted, k)
 			continue
 		}
@@ -120,6 +128,30 @@ func (r *recent) adopters(resource, name string) []string {
 		}
 	}
 	return out
+}
+
+// pending returns the locks and adoptions admitted a moment ago.
+func (r *recent) pending() Pending {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.clock.Now()
+	var p Pending
+	p.objects = map[SourceRef]*unstructured.Unstructured{}
+	for k, l := range r.locks {
+		if !now.After(l.until) {
+			ref := SourceRef{k.resource, k.namespace, k.name}
+			p.Locked = append(p.Locked, ref)
+			p.objects[ref] = l.obj
+		}
+	}
+	for k, a := range r.adopted {
+		if !now.After(a.until) {
+			ref := SourceRef{k.resource, k.namespace, k.name}
+			p.Owned = append(p.Owned, ref)
+			p.objects[ref] = a.obj
+		}
+	}
+	return p
 }
 
 // setClock replaces the clock (tests use a fake one).
