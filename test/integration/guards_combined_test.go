@@ -83,7 +83,9 @@ func TestDeleteParentNeedsUnlock(t *testing.T) {
 	if _, err := kube.RbacV1().ClusterRoles().Create(t.Context(), deleter, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = kube.RbacV1().ClusterRoles().Delete(context.Background(), deleter.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = kube.RbacV1().ClusterRoles().Delete(context.Background(), deleter.Name, metav1.DeleteOptions{})
+	})
 	gdBindUser(t, kube, "gdd-org", "gdd-alice-deleter", "ClusterRole", deleter.Name, "gdd-alice")
 	createRoleBinding(t, kube, "gdd-org", "gdd-rb", "view", "gdd-auditors", locked)
 	waitForView(t, dyn, viewRoleBindings, "gdd-team", "gdd-rb", map[string]viewItem{"gdd-rb": {Scope: "parent", Source: "gdd-org"}})
