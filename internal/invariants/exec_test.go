@@ -36,6 +36,7 @@ func (h *harness) run(o op) bool {
 	} else {
 		h.checkGrants(nil)
 	}
+	h.checkDelegation()
 	return stored
 }
 
