@@ -24,7 +24,7 @@ type cacheEntry struct {
 	expires time.Time
 }
 
-// decisions caches answers, allows and denials alike, for ttl, at most max
+// decisions caches answers (the Reviewer puts allows only) for ttl, at most max
 // of them. Every entry lives as long, so insertion order is expiry order:
 // order holds the entries oldest first, and a full cache drops its oldest.
 type decisions struct {

@@ -130,6 +130,12 @@ func (r *Reviewer) Allowed(ctx context.Context, user authenticationv1.UserInfo, 
 	if err != nil {
 		return false, "", err
 	}
-	r.cache.put(key, answer{allowed: allowed, reason: reason})
+	// Only allows are kept: a grant a user was just given (kubectl auth
+	// can-i already says yes) must count at once, so a denial is asked
+	// again every time. A flood of refused requests is bounded by the
+	// fair queue and the budget per review, not by the cache.
+	if allowed {
+		r.cache.put(key, answer{allowed: allowed, reason: reason})
+	}
 	return allowed, reason, nil
 }

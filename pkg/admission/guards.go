@@ -504,7 +504,15 @@ func (g *Guards) lockedInherited(s source) (merge.Result, bool, error) {
 	assumed := g.hierarchy.currentLocked(g.index)
 	g.hierarchy.mu.Unlock()
 	// Both ways: an assumption may only add a lock found, never hide one.
-	for _, a := range []Assumed{nil, assumed} {
+	// The mirror alone knows nothing of a namespace created a moment ago:
+	// there the creation the parents guard admitted is all there is.
+	unknown := Assumed{}
+	if a, ok := assumed[s.namespace]; ok {
+		if _, inMirror := g.index.NamespaceMeta(s.namespace); !inMirror {
+			unknown[s.namespace] = a
+		}
+	}
+	for _, a := range []Assumed{unknown, assumed} {
 		var pending Pending
 		if a != nil {
 			pending = g.recent.pending()
