@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -180,46 +181,55 @@ func (o *options) canIList(cmd *cobra.Command) error {
 	return printRules(cmd.OutOrStdout(), own.Status, inherited.Status)
 }
 
-// printRules prints one table: a row per resource (and group) of each rule,
-// or per non-resource URL rule, with its source.
+// printRules prints one table, as kubectl auth can-i --list does with a
+// SOURCE column: a row per resource (resource.group/subresource) and its
+// resource names, or per non-resource URL rule, and source, with the verbs
+// of every rule of that source merged.
 func printRules(w io.Writer, own authorizationv1.SubjectRulesReviewStatus, inherited v1alpha1.RulesReviewStatus) error {
-	type row struct{ resource, urls, names, verbs, source string }
-	var rows []row
-	add := func(groups, resources, names, verbs []string, source string) {
+	type key struct{ resource, urls, names, source string }
+	verbs := map[key][]string{}
+	add := func(k key, vs []string) {
+		for _, v := range vs {
+			if !slices.Contains(verbs[k], v) {
+				verbs[k] = append(verbs[k], v)
+			}
+		}
+	}
+	addRule := func(groups, resources, names, vs []string, source string) {
 		for _, g := range groups {
 			for _, r := range resources {
-				res := r
-				if g != "" {
-					res = r + "." + g
-				}
-				rows = append(rows, row{res, "[]", list(names), list(verbs), source})
+				add(key{resource: combineResourceGroup(r, g), urls: "[]", names: list(names), source: source}, vs)
 			}
 		}
 	}
 	for _, r := range own.ResourceRules {
-		add(r.APIGroups, r.Resources, r.ResourceNames, r.Verbs, "rbac")
+		addRule(r.APIGroups, r.Resources, r.ResourceNames, r.Verbs, "rbac")
 	}
 	for _, r := range own.NonResourceRules {
-		rows = append(rows, row{"", list(r.NonResourceURLs), "[]", list(r.Verbs), "rbac"})
+		add(key{resource: "", urls: list(r.NonResourceURLs), names: "[]", source: "rbac"}, r.Verbs)
 	}
 	for _, r := range inherited.Rules {
 		source := fmt.Sprintf("inherited from %s %s/%s", r.Binding.Scope, r.Binding.Namespace, r.Binding.Name)
-		add(r.APIGroups, r.Resources, r.ResourceNames, r.Verbs, source)
+		addRule(r.APIGroups, r.Resources, r.ResourceNames, r.Verbs, source)
 	}
-	// As kubectl auth can-i --list: sorted by resource, then the rest.
-	sort.SliceStable(rows, func(i, j int) bool {
-		if rows[i].resource != rows[j].resource {
-			return rows[i].resource < rows[j].resource
+	keys := make([]key, 0, len(verbs))
+	for k := range verbs {
+		keys = append(keys, k)
+	}
+	// Resource rules first, by resource, then the non-resource URLs.
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if (a.resource == "") != (b.resource == "") {
+			return b.resource == ""
 		}
-		return rows[i].source < rows[j].source
+		return fmt.Sprint(a.resource, "\x00", a.urls, "\x00", a.names, "\x00", a.source) <
+			fmt.Sprint(b.resource, "\x00", b.urls, "\x00", b.names, "\x00", b.source)
 	})
 	t := newTable(w, "RESOURCES", "NON-RESOURCE URLS", "RESOURCE NAMES", "VERBS", "SOURCE")
-	for _, r := range rows {
-		res := r.resource
-		if res == "" {
-			res = "-"
-		}
-		t.row(res, r.urls, r.names, r.verbs, r.source)
+	for _, k := range keys {
+		vs := verbs[k]
+		sort.Strings(vs)
+		t.row(k.resource, k.urls, k.names, list(vs), k.source)
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -228,6 +238,19 @@ func printRules(w io.Writer, own authorizationv1.SubjectRulesReviewStatus, inher
 		fmt.Fprintln(w, "kube-apiserver's own list may be incomplete: "+own.EvaluationError)
 	}
 	return nil
+}
+
+// combineResourceGroup names a resource of group as kubectl auth can-i
+// --list does: resource.group/subresource.
+func combineResourceGroup(resource, group string) string {
+	r, sub, ok := strings.Cut(resource, "/")
+	if group != "" {
+		r += "." + group
+	}
+	if ok {
+		r += "/" + sub
+	}
+	return r
 }
 
 // list prints strings as kubectl auth can-i --list does: [a b].

@@ -37,7 +37,11 @@ func canIServer(t *testing.T) *httptest.Server {
 				return
 			}
 			rr.Status = authorizationv1.SubjectRulesReviewStatus{
-				ResourceRules: []authorizationv1.ResourceRule{{Verbs: []string{"get", "list"}, APIGroups: []string{""}, Resources: []string{"pods"}}},
+				ResourceRules: []authorizationv1.ResourceRule{
+					{Verbs: []string{"list", "get"}, APIGroups: []string{""}, Resources: []string{"pods"}},
+					{Verbs: []string{"get", "watch"}, APIGroups: []string{""}, Resources: []string{"pods"}},
+				},
+				NonResourceRules: []authorizationv1.NonResourceRule{{Verbs: []string{"get"}, NonResourceURLs: []string{"/healthz"}}},
 				Incomplete:    true, EvaluationError: "webhook authorizer does not support user rule resolution",
 			}
 			out = rr
@@ -45,7 +49,7 @@ func canIServer(t *testing.T) *httptest.Server {
 			var rr v1alpha1.RulesReview
 			_ = json.Unmarshal(b, &rr)
 			rr.Status = v1alpha1.RulesReviewStatus{User: "dana", Rules: []v1alpha1.InheritedRule{{
-				Verbs: []string{"create", "delete"}, APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"rolebindings"},
+				Verbs: []string{"create", "delete"}, APIGroups: []string{"rbac.authorization.k8s.io", "apps"}, Resources: []string{"rolebindings", "deployments/scale"},
 				Binding: v1alpha1.ItemReference{Namespace: "org", Name: "platform-admins", Scope: "parent"},
 				Role:    v1alpha1.RoleReference{Kind: "ClusterRole", Name: "admin"},
 			}}}
@@ -88,7 +92,9 @@ func TestCanI(t *testing.T) {
 	}
 	for _, want := range []string{
 		`(?m)^RESOURCES\s+NON-RESOURCE URLS\s+RESOURCE NAMES\s+VERBS\s+SOURCE$`,
-		`(?m)^pods\s+\[\]\s+\[\]\s+\[get list\]\s+rbac$`,
+		`(?m)^pods\s+\[\]\s+\[\]\s+\[get list watch\]\s+rbac$`,
+		`(?m)^deployments\.apps/scale\s+\[\]\s+\[\]\s+\[create delete\]\s+inherited from parent org/platform-admins$`,
+		`(?m)^<none>\s+\[/healthz\]\s+\[\]\s+\[get\]\s+rbac\n*$`,
 		`(?m)^rolebindings\.rbac\.authorization\.k8s\.io\s+\[\]\s+\[\]\s+\[create delete\]\s+inherited from parent org/platform-admins$`,
 	} {
 		if !regexp.MustCompile(want).MatchString(out) {
