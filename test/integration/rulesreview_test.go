@@ -40,9 +40,14 @@ func TestRulesReview(t *testing.T) {
 	if err != nil || !regexp.MustCompile(`(?m)^rulesreviews\s+implicit.dev/v1alpha1\s+true\s+RulesReview\s+create\s*$`).MatchString(out) {
 		t.Errorf("api-resources: no rulesreviews line (%v):\n%s", err, out)
 	}
-	if out, _, err := cp.Kubectl(t.Context(), "explain", "rulesreviews.implicit.dev.status.rules.role"); err != nil || !strings.Contains(out, "ClusterRole or Role") {
-		t.Errorf("kubectl explain rulesreviews.implicit.dev.status.rules.role: %v\n%s", err, out)
-	}
+	// kube-apiserver's aggregator refreshes the group's OpenAPI v3 a while after the server serves it.
+	eventually(t, "kubectl explain rulesreviews.implicit.dev.status.rules.role", func(ctx context.Context) error {
+		out, _, err := cp.Kubectl(ctx, "explain", "rulesreviews.implicit.dev.status.rules.role")
+		if err != nil || !strings.Contains(out, "ClusterRole or Role") {
+			return fmt.Errorf("%v\n%s", err, out)
+		}
+		return nil
+	})
 
 	kubeconfig, err := cp.WriteUserKubeconfig("rr-dana", "rr:platform-admins")
 	if err != nil {
