@@ -61,7 +61,7 @@ func run(ctx context.Context, args []string, streams genericiooptions.IOStreams)
 		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: displayName},
 		Short:       "Ask implicit-apiserver why a view holds what it holds, where a namespace stands, and what an edit would change",
 		Long: `kubectl implicit answers the questions views leave open, from implicit.dev's
-hierarchies, explanations and previews and its views:
+hierarchies, explanations, previews and rules reviews and its views:
 
   tree [NAMESPACE]            the hierarchy, problems marked (a namespace's lineage and subtree, or every namespace's)
   why KIND NAME -n NS         why NAME is, or is not, in NS's view of KIND: every scope, global down to NS
