@@ -42,7 +42,7 @@ func canIServer(t *testing.T) *httptest.Server {
 					{Verbs: []string{"get", "watch"}, APIGroups: []string{""}, Resources: []string{"pods"}},
 				},
 				NonResourceRules: []authorizationv1.NonResourceRule{{Verbs: []string{"get"}, NonResourceURLs: []string{"/healthz"}}},
-				Incomplete:    true, EvaluationError: "webhook authorizer does not support user rule resolution",
+				Incomplete:       true, EvaluationError: "webhook authorizer does not support user rule resolution",
 			}
 			out = rr
 		case strings.HasSuffix(r.URL.Path, "/namespaces/team-a/rulesreviews"):
