@@ -22,7 +22,8 @@ import (
 )
 
 // Exit codes: diff exits exitChanged when something would change, as
-// kubectl diff does; every command exits exitError on an error.
+// kubectl diff does, and can-i when the answer is no, as kubectl auth can-i
+// does; every command exits exitError on an error.
 const (
 	exitOK      = 0
 	exitChanged = 1
@@ -60,7 +61,7 @@ func run(ctx context.Context, args []string, streams genericiooptions.IOStreams)
 		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: displayName},
 		Short:       "Ask implicit-apiserver why a view holds what it holds, where a namespace stands, and what an edit would change",
 		Long: `kubectl implicit answers the questions views leave open, from implicit.dev's
-hierarchies, explanations and previews and its views:
+hierarchies, explanations, previews and rules reviews and its views:
 
   tree [NAMESPACE]            the hierarchy, problems marked (a namespace's lineage and subtree, or every namespace's)
   why KIND NAME -n NS         why NAME is, or is not, in NS's view of KIND: every scope, global down to NS
@@ -68,7 +69,9 @@ hierarchies, explanations and previews and its views:
   diff -f FILE                what applying (or, with --delete, deleting) FILE's sources would change, namespace by namespace;
                               exits 1 when something would change, 0 when nothing would, 2 on error
   rollout status|promote|abort KIND NAME -n NS
-                              a staged rollout: which namespaces see NS/NAME's candidate; promote it (two writes); abort it`,
+                              a staged rollout: which namespaces see NS/NAME's candidate; promote it (two writes); abort it
+  can-i VERB RESOURCE [NAME] -n NS | can-i --list -n NS
+                              what you may do in NS and why: local RBAC or which inherited RoleBinding; exits 1 on no`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version.Version,
@@ -79,12 +82,12 @@ hierarchies, explanations and previews and its views:
 	root.SetErr(streams.ErrOut)
 	o.config.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: "+outputFormats+". Default: a table.")
-	root.AddCommand(o.treeCommand(), o.whyCommand(), o.reachCommand(), o.diffCommand(), o.rolloutCommand(), versionCommand())
+	root.AddCommand(o.treeCommand(), o.whyCommand(), o.reachCommand(), o.diffCommand(), o.rolloutCommand(), o.canICommand(), versionCommand())
 	err := root.ExecuteContext(ctx)
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.Is(err, errChanged):
+	case errors.Is(err, errChanged), errors.Is(err, errDenied):
 		return exitChanged
 	default:
 		printError(streams.ErrOut, err)

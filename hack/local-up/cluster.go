@@ -179,7 +179,7 @@ func (c *cluster) processes() map[string]watched {
 // installs for users (test/chart compares the chart's with them): the
 // ClusterRoles that aggregate the views into admin (and the NetworkPolicy
 // views into view and edit), and the questions (hierarchies, explanations,
-// previews) into all three.
+// previews, rulesreviews) into all three.
 var userRoles = []string{
 	"clusterrole-implicit-viewer.yaml",
 	"clusterrole-implicit-viewer-networkpolicies.yaml",

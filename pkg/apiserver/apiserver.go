@@ -167,8 +167,13 @@ func (c CompletedConfig) New() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The authorization webhook's decisions, which the rules reviews list.
+	authorizer, err := c.newAuthorizer(mux)
+	if err != nil {
+		return nil, err
+	}
 	// The views, and the answers beside them, authorized like them.
-	group.Install(gs, mux)
+	group.Install(gs, mux, authorizer)
 
 	// The admission guards and the authorization webhook, on their own
 	// paths of the secure port.
@@ -176,9 +181,7 @@ func (c CompletedConfig) New() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.installAuthorizer(gs, mux); err != nil {
-		return nil, err
-	}
+	c.installAuthorizer(gs, authorizer)
 
 	// Every served kind, built in or found on the host later.
 	ctl, err := kinds.NewController(kinds.ControllerConfig{

@@ -72,17 +72,16 @@ func (c CompletedConfig) installGuards(gs *genericapiserver.GenericAPIServer, mu
 	})
 }
 
-// installAuthorizer serves the authorization webhook: inherited
-// RoleBindings grant access.
-func (c CompletedConfig) installAuthorizer(gs *genericapiserver.GenericAPIServer, mux *watchmux.Mux) error {
-	x := c.ExtraConfig
-	rbac := x.Informers.Rbac().V1()
-	authorizer, err := authz.New(mux, rbac.ClusterRoles().Informer(), rbac.ClusterRoleBindings().Informer(), 0)
-	if err != nil {
-		return err
-	}
-	gs.Handler.NonGoRestfulMux.Handle(authz.Path, x.WebhookCallers.Require(authorizer.Handler()))
-	return nil
+// newAuthorizer returns the authorization webhook's authorizer: inherited
+// RoleBindings grant access. The rules reviews list what it decides with.
+func (c CompletedConfig) newAuthorizer(mux *watchmux.Mux) (*authz.Authorizer, error) {
+	rbac := c.ExtraConfig.Informers.Rbac().V1()
+	return authz.New(mux, rbac.ClusterRoles().Informer(), rbac.ClusterRoleBindings().Informer(), 0)
+}
+
+// installAuthorizer serves the authorization webhook.
+func (c CompletedConfig) installAuthorizer(gs *genericapiserver.GenericAPIServer, authorizer *authz.Authorizer) {
+	gs.Handler.NonGoRestfulMux.Handle(authz.Path, c.ExtraConfig.WebhookCallers.Require(authorizer.Handler()))
 }
 
 // webhookCallers prepares the webhook endpoints' own authentication, before

@@ -180,19 +180,15 @@ func (a *Authorizer) decide(r watchmux.Reader, attrs Attributes) cached {
 }
 
 // grants reports whether the RoleBinding of a view item, as the view shows
-// it (merged with its overlays), grants attrs, and why.
+// it (merged with its overlays), grants attrs, and why: one of the rules
+// bindingRules lists (delegation.go), the rules RulesFor lists too.
 // The real Roles it resolves are added to roles.
 func (a *Authorizer) grants(r watchmux.Reader, attrs Attributes, res merge.Result, roles *[]roleVersion) (string, bool) {
-	rb, ok := viewObject(res).(*rbacv1.RoleBinding)
-	if !ok || rb.RoleRef.APIGroup != rbacv1.GroupName {
+	g, ok := a.bindingRules(r, attrs, res, roles)
+	if !ok {
 		return "", false
 	}
-	if !anySubject(attrs, rb.Subjects, attrs.Namespace) {
-		return "", false
-	}
-	ns, cluster := roleRefSource(res)
-	rules, via := a.rules(r, rb, ns, cluster, roles)
-	for _, rule := range rules {
+	for _, rule := range g.rules {
 		if ruleAllows(attrs, rule) {
 			// The view item's name: a candidate's item has the stable
 			// binding's, and says which candidate it shows.
@@ -200,7 +196,7 @@ func (a *Authorizer) grants(r watchmux.Reader, attrs Attributes, res merge.Resul
 			if c := res.Candidates(); c != "" {
 				staged = fmt.Sprintf(" (candidate %s)", c)
 			}
-			return fmt.Sprintf("implicit.dev: RoleBinding %q%s inherited from namespace %q (%s) grants %s", res.Item.Name, staged, res.Item.Namespace, res.Scope, via), true
+			return fmt.Sprintf("implicit.dev: RoleBinding %q%s inherited from namespace %q (%s) grants %s", res.Item.Name, staged, res.Item.Namespace, res.Scope, g.via), true
 		}
 	}
 	return "", false

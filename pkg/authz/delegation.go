@@ -69,19 +69,30 @@ func (a *Authorizer) decideBind(r watchmux.Reader, attrs Attributes) Decision {
 }
 
 // inheritedRules returns the rules the inherited bindings of attrs.Namespace
-// grant the requester, each binding's Role resolved as Authorize resolves
-// it, and the bindings they come from. A binding the namespace overlays
-// itself counts only when it grants the same without the overlay (the same
-// subject and role): Authorize grants what both grant.
+// grant the requester (inheritedBindings), and the bindings they come from.
 func (a *Authorizer) inheritedRules(r watchmux.Reader, attrs Attributes) ([]rbacv1.PolicyRule, []string) {
 	var rules []rbacv1.PolicyRule
 	var from []string
+	for _, b := range a.inheritedBindings(r, attrs) {
+		rules = append(rules, b.Rules...)
+		from = append(from, fmt.Sprintf("RoleBinding %q from namespace %q", b.Name, b.Namespace))
+	}
+	return rules, from
+}
+
+// inheritedBindings returns the inherited bindings of attrs.Namespace that
+// grant the requester rules, each binding's Role resolved as Authorize
+// resolves it. A binding the namespace overlays itself counts only when it
+// grants the same without the overlay (the same subject and role):
+// Authorize grants what both grant.
+func (a *Authorizer) inheritedBindings(r watchmux.Reader, attrs Attributes) []InheritedBinding {
+	var out []InheritedBinding
 	var deps []roleVersion
 	for _, res := range r.Results(resourceRoleBindings, attrs.Namespace, "") {
 		if res.Scope == merge.ScopeLocal {
 			continue
 		}
-		got, ref, ok := a.bindingRules(r, attrs, res, &deps)
+		g, ok := a.bindingRules(r, attrs, res, &deps)
 		if !ok {
 			continue
 		}
@@ -90,37 +101,53 @@ func (a *Authorizer) inheritedRules(r watchmux.Reader, attrs Attributes) ([]rbac
 			if !found {
 				continue
 			}
-			if _, inhRef, ok := a.bindingRules(r, attrs, inh, &deps); !ok || inhRef != ref {
+			if ig, ok := a.bindingRules(r, attrs, inh, &deps); !ok || ig.ref != g.ref {
 				continue
 			}
 		}
-		rules = append(rules, got...)
-		from = append(from, fmt.Sprintf("RoleBinding %q from namespace %q", res.Item.Name, res.Item.Namespace))
+		out = append(out, InheritedBinding{
+			Namespace: res.Item.Namespace, Name: res.Item.Name, Scope: string(res.Scope), Candidate: res.Candidates(),
+			Role: g.ref.RoleRef(), Rules: g.rules,
+		})
 	}
-	return rules, from
+	return out
 }
 
 // resolvedRef names the role a binding resolved: its kind, namespace and name.
 type resolvedRef struct{ kind, namespace, name string }
 
+// RoleRef returns ref as a Role exported.
+func (ref resolvedRef) RoleRef() ResolvedRole {
+	return ResolvedRole{Kind: ref.kind, Namespace: ref.namespace, Name: ref.name}
+}
+
+// granted is what one binding grants the requester: the rules of the role
+// it resolved, that role, and how a reason names it.
+type granted struct {
+	rules []rbacv1.PolicyRule
+	ref   resolvedRef
+	via   string
+}
+
 // bindingRules returns the rules the binding of a view item grants the
 // requester, and the role they come from; false if it names no subject of
-// the requester or its role does not resolve.
-func (a *Authorizer) bindingRules(r watchmux.Reader, attrs Attributes, res merge.Result, deps *[]roleVersion) ([]rbacv1.PolicyRule, resolvedRef, bool) {
+// the requester or its role does not resolve. Authorize decides with it,
+// and RulesFor lists with it.
+func (a *Authorizer) bindingRules(r watchmux.Reader, attrs Attributes, res merge.Result, deps *[]roleVersion) (granted, bool) {
 	rb, ok := viewObject(res).(*rbacv1.RoleBinding)
 	if !ok || rb.RoleRef.APIGroup != rbacv1.GroupName || !anySubject(attrs, rb.Subjects, attrs.Namespace) {
-		return nil, resolvedRef{}, false
+		return granted{}, false
 	}
 	ns, cluster := roleRefSource(res)
 	rules, via := a.rules(r, rb, ns, cluster, deps)
 	if via == "" {
-		return nil, resolvedRef{}, false
+		return granted{}, false
 	}
 	ref := resolvedRef{kind: rb.RoleRef.Kind, name: rb.RoleRef.Name}
 	if ref.kind == "Role" {
 		ref.namespace = ns
 	}
-	return rules, ref, true
+	return granted{rules: rules, ref: ref, via: via}, true
 }
 
 // realRules returns the requester's real RBAC rules in attrs.Namespace, as

@@ -7,6 +7,9 @@
 // that namespace only inherits.
 // kube-apiserver's bind check of a RoleBinding write is answered as RBAC's
 // escalation check would, with the inherited rules counted (delegation.go).
+// RulesFor lists a user's inherited rules in a namespace, binding by binding,
+// with the code the decisions are made with (review.go): the answer of
+// rulesreviews.implicit.dev.
 // Anything else gets no opinion, never a denial: kube-apiserver's own RBAC
 // decides local RoleBindings, and an outage only withdraws inherited access.
 //

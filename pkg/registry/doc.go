@@ -7,5 +7,9 @@
 // It reuses k8s.io/apiserver's REST machinery (rest.Getter, rest.Lister,
 // rest.TableConvertor) and replaces its etcd-backed store with a Viewer that
 // computes view items on read. It knows nothing of how views are merged: the
-// Viewer interface, defined here where it is used, is all it sees.
+// Viewer interface, defined here where it is used, is all it sees. The
+// question resources beside the views (hierarchies, explanations, previews,
+// rulesreviews) read their answers through interfaces defined here too:
+// pkg/registry/answers, and the authorization webhook's RulesFor (pkg/authz,
+// whose InheritedBinding type it converts).
 package registry

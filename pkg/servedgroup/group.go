@@ -65,7 +65,7 @@ type Group struct {
 	// groupAdded records that /apis lists the group.
 	groupAdded bool
 	// questions are the resources beside the views (hierarchies,
-	// explanations, previews), installed into every generation.
+	// explanations, previews, rulesreviews), installed into every generation.
 	questions map[string]rest.Storage
 }
 
@@ -108,10 +108,11 @@ func New(c Config) *Group {
 }
 
 // Install serves the group on gs, with the resources that answer questions
-// about the views read from mux beside the views.
-func (g *Group) Install(gs *genericapiserver.GenericAPIServer, mux *watchmux.Mux) {
+// about the views read from mux beside the views; rules lists the inherited
+// rules of a rules review (the authorization webhook's *authz.Authorizer).
+func (g *Group) Install(gs *genericapiserver.GenericAPIServer, mux *watchmux.Mux, rules registry.RulesLister) {
 	g.gs = gs
-	g.questions = questions(mux, gs.Authorizer, g.Kinds)
+	g.questions = questions(mux, rules, gs.Authorizer, g.Kinds)
 	gs.Handler.NonGoRestfulMux.Handle(genericapiserver.APIGroupPrefix+"/"+GroupName, g.groupHandler())
 	gs.Handler.NonGoRestfulMux.HandlePrefix(genericapiserver.APIGroupPrefix+"/"+GroupName+"/", g)
 }
@@ -337,12 +338,13 @@ type modelSample struct {
 func (m modelSample) OpenAPIModelName() string { return m.model }
 
 // questions returns the storage of the resources that answer questions about
-// the views: hierarchies, explanations and previews.
-func questions(mux *watchmux.Mux, authz authorizer.UnconditionalAuthorizer, kinds func() []registry.Kind) map[string]rest.Storage {
+// the views: hierarchies, explanations, previews and rules reviews.
+func questions(mux *watchmux.Mux, rules registry.RulesLister, authz authorizer.UnconditionalAuthorizer, kinds func() []registry.Kind) map[string]rest.Storage {
 	a := answers.New(mux)
 	return map[string]rest.Storage{
 		v1alpha1.ResourceHierarchies:  registry.NewHierarchyStorage(a),
 		v1alpha1.ResourceExplanations: registry.NewExplanationStorage(a, authz),
 		v1alpha1.ResourcePreviews:     registry.NewPreviewStorage(a, authz, kinds),
+		v1alpha1.ResourceRulesReviews: registry.NewRulesReviewStorage(rules, authz, watchmux.IsNotSynced),
 	}
 }

@@ -27,7 +27,7 @@ func NewScheme(kinds []registry.Kind) *runtime.Scheme {
 		s.AddKnownTypeWithName(SchemeGroupVersion.WithKind(k.Kind), k.New())
 		s.AddKnownTypeWithName(SchemeGroupVersion.WithKind(k.Kind+"List"), k.NewList())
 	}
-	// The answers beside the views: hierarchies, explanations, previews.
+	// The answers beside the views: hierarchies, explanations, previews, rulesreviews.
 	utilruntime.Must(v1alpha1.AddKnownTypes(s))
 	metav1.AddToGroupVersion(s, SchemeGroupVersion)
 	// List and get options arrive as meta v1; register them as

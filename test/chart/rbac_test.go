@@ -115,7 +115,7 @@ func TestReleaseValues(t *testing.T) {
 // TestViewerRoles: the chart's aggregated view-reading roles are the
 // artifacts': every view for admin, the NetworkPolicy views for view and
 // edit too, and never the RBAC views for view or edit; the questions'
-// role (hierarchies, explanations, previews) likewise.
+// role (hierarchies, explanations, previews, rulesreviews) likewise.
 func TestViewerRoles(t *testing.T) {
 	t.Parallel()
 	objs := mustTemplate(t)

@@ -185,3 +185,46 @@ func (in *ItemSummary) DeepCopy() *ItemSummary {
 	out.Overlays = slices.Clone(in.Overlays)
 	return &out
 }
+
+// DeepCopyInto copies in into out.
+func (in *RulesReview) DeepCopyInto(out *RulesReview) {
+	*out = *in
+	out.TypeMeta = in.TypeMeta
+	in.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	out.Spec.Groups = slices.Clone(in.Spec.Groups)
+	in.Status.DeepCopyInto(&out.Status)
+}
+
+// DeepCopy returns a deep copy.
+func (in *RulesReview) DeepCopy() *RulesReview {
+	if in == nil {
+		return nil
+	}
+	out := new(RulesReview)
+	in.DeepCopyInto(out)
+	return out
+}
+
+// DeepCopyObject implements runtime.Object.
+func (in *RulesReview) DeepCopyObject() runtime.Object { return in.DeepCopy() }
+
+// DeepCopyInto copies in into out.
+func (in *RulesReviewStatus) DeepCopyInto(out *RulesReviewStatus) {
+	*out = *in
+	out.Groups = slices.Clone(in.Groups)
+	if in.Rules != nil {
+		out.Rules = make([]InheritedRule, len(in.Rules))
+		for i := range in.Rules {
+			in.Rules[i].DeepCopyInto(&out.Rules[i])
+		}
+	}
+}
+
+// DeepCopyInto copies in into out.
+func (in *InheritedRule) DeepCopyInto(out *InheritedRule) {
+	*out = *in
+	out.Verbs = slices.Clone(in.Verbs)
+	out.APIGroups = slices.Clone(in.APIGroups)
+	out.Resources = slices.Clone(in.Resources)
+	out.ResourceNames = slices.Clone(in.ResourceNames)
+}

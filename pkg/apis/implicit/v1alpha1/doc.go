@@ -2,7 +2,8 @@
 // views: the answers the server gives about the views. Hierarchy (one per
 // namespace: its ancestors, children and hierarchy problems), and the
 // create-only reviews Explanation (why an item is or is not in a view) and
-// Preview (what an edit of a source would change, namespace by namespace).
+// Preview (what an edit of a source would change, namespace by namespace),
+// and RulesReview (the rules a user inherits in a namespace).
 //
 // The view kinds themselves reuse their sources' Go types and are registered
 // by pkg/apiserver. These types are hand-written, with hand-written deep

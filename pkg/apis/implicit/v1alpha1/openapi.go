@@ -24,6 +24,11 @@ func (PreviewStatus) OpenAPIModelName() string      { return modelPrefix + "Prev
 func (NamespaceChange) OpenAPIModelName() string    { return modelPrefix + "NamespaceChange" }
 func (ItemSummary) OpenAPIModelName() string        { return modelPrefix + "ItemSummary" }
 func (NamespaceUnchanged) OpenAPIModelName() string { return modelPrefix + "NamespaceUnchanged" }
+func (RulesReview) OpenAPIModelName() string        { return modelPrefix + "RulesReview" }
+func (RulesReviewSpec) OpenAPIModelName() string    { return modelPrefix + "RulesReviewSpec" }
+func (RulesReviewStatus) OpenAPIModelName() string  { return modelPrefix + "RulesReviewStatus" }
+func (InheritedRule) OpenAPIModelName() string      { return modelPrefix + "InheritedRule" }
+func (RoleReference) OpenAPIModelName() string      { return modelPrefix + "RoleReference" }
 
 // GetOpenAPIDefinitions returns the OpenAPI definitions of these kinds, by
 // model name: what openapi-gen would generate, written by hand.
@@ -171,5 +176,35 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"reason":    str("Locked, Shadowed or Excluded."),
 		"by":        str("The namespace of the lock, the shadowing item or the exclusion."),
 	}, []string{"namespace", "reason", "by"}))
+
+	add(d("RulesReview", "RulesReview asks what a user may do in the namespace through inherited RoleBindings. Create-only; never stored.",
+		with(map[string]spec.Schema{
+			"metadata": to("Standard object's metadata.", objectMeta),
+			"spec":     to("Whom to review: empty for the requester.", modelPrefix+"RulesReviewSpec"),
+			"status":   to("The answer.", modelPrefix+"RulesReviewStatus"),
+		}), []string{"spec"}, objectMeta, modelPrefix+"RulesReviewSpec", modelPrefix+"RulesReviewStatus"))
+	add(d("RulesReviewSpec", "RulesReviewSpec names whom to review: empty for the requester.", map[string]spec.Schema{
+		"user":   str("The user to review instead of the requester; needs impersonate on the user and each group."),
+		"groups": strings("The user's groups; they need user."),
+	}, nil))
+	add(d("RulesReviewStatus", "RulesReviewStatus is the answer.", map[string]spec.Schema{
+		"user":   str("The user the rules were computed for."),
+		"groups": strings("The user's groups."),
+		"rules":  list("The rules inherited bindings grant in the namespace, each with its binding.", modelPrefix+"InheritedRule"),
+	}, []string{"user"}, modelPrefix+"InheritedRule"))
+	add(d("InheritedRule", "InheritedRule is one rule an inherited RoleBinding grants.", map[string]spec.Schema{
+		"verbs":         strings("The verbs."),
+		"apiGroups":     strings("The API groups."),
+		"resources":     strings("The resources."),
+		"resourceNames": strings("The names the rule is restricted to."),
+		"binding":       to("The inherited RoleBinding's source, with its scope: parent or global.", modelPrefix+"ItemReference"),
+		"candidate":     str("The candidate the view shows in the binding's place."),
+		"role":          to("The role the binding resolves to.", modelPrefix+"RoleReference"),
+	}, []string{"verbs", "binding", "role"}, modelPrefix+"ItemReference", modelPrefix+"RoleReference"))
+	add(d("RoleReference", "RoleReference names a resolved role: a ClusterRole, or a Role in the binding's own source namespace.", map[string]spec.Schema{
+		"kind":      str("ClusterRole or Role."),
+		"namespace": str("The Role's namespace; empty for a ClusterRole."),
+		"name":      str("The role's name."),
+	}, []string{"kind", "name"}))
 	return out
 }

@@ -16,10 +16,11 @@ const (
 	ResourceHierarchies  = "hierarchies"
 	ResourceExplanations = "explanations"
 	ResourcePreviews     = "previews"
+	ResourceRulesReviews = "rulesreviews"
 )
 
 // Resources are the plural names of the answers: a view can't take them.
-var Resources = []string{ResourceHierarchies, ResourceExplanations, ResourcePreviews}
+var Resources = []string{ResourceHierarchies, ResourceExplanations, ResourcePreviews, ResourceRulesReviews}
 
 // AddKnownTypes registers the kinds in s under implicit.dev/v1alpha1.
 func AddKnownTypes(s *runtime.Scheme) error {
@@ -27,6 +28,7 @@ func AddKnownTypes(s *runtime.Scheme) error {
 		&Hierarchy{}, &HierarchyList{},
 		&Explanation{},
 		&Preview{},
+		&RulesReview{},
 	)
 	return nil
 }

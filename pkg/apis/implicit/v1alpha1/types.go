@@ -255,3 +255,60 @@ type NamespaceUnchanged struct {
 	// By is the namespace of the lock, the shadowing item or the exclusion.
 	By string `json:"by"`
 }
+
+// RulesReview asks what a user may do in a namespace (the RulesReview's)
+// through inherited RoleBindings: create it, and the answer comes back in
+// its status, like a SelfSubjectRulesReview's. It is never stored. It
+// reviews the requester, unless the spec names another user, whom the
+// requester must be allowed to impersonate (with each group named).
+type RulesReview struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   RulesReviewSpec   `json:"spec"`
+	Status RulesReviewStatus `json:"status,omitempty"`
+}
+
+// RulesReviewSpec names whom to review: empty for the requester.
+type RulesReviewSpec struct {
+	// User is the user to review instead of the requester; the requester
+	// needs impersonate on the user (and on each group).
+	User string `json:"user,omitempty"`
+	// Groups are the user's groups; they need User.
+	Groups []string `json:"groups,omitempty"`
+}
+
+// RulesReviewStatus is the answer.
+type RulesReviewStatus struct {
+	// User and Groups are whom the rules were computed for.
+	User   string   `json:"user"`
+	Groups []string `json:"groups,omitempty"`
+	// Rules are the rules inherited bindings grant in the namespace, each
+	// with the binding it comes from; the namespace's own bindings are
+	// kube-apiserver's RBAC's (a SelfSubjectRulesReview lists them).
+	Rules []InheritedRule `json:"rules,omitempty"`
+}
+
+// InheritedRule is one rule an inherited RoleBinding grants.
+type InheritedRule struct {
+	Verbs         []string `json:"verbs"`
+	APIGroups     []string `json:"apiGroups,omitempty"`
+	Resources     []string `json:"resources,omitempty"`
+	ResourceNames []string `json:"resourceNames,omitempty"`
+	// Binding is the inherited RoleBinding's source, with its scope from
+	// the namespace (parent or global).
+	Binding ItemReference `json:"binding"`
+	// Candidate names the candidate the view shows in the binding's place.
+	Candidate string `json:"candidate,omitempty"`
+	// Role is the role the binding's roleRef resolves to, as RBAC resolves
+	// it where the binding is written.
+	Role RoleReference `json:"role"`
+}
+
+// RoleReference names a resolved role: a ClusterRole (no namespace) or a
+// Role in the binding's own source namespace.
+type RoleReference struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+}

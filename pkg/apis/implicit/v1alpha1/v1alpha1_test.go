@@ -24,6 +24,9 @@ func TestDeepCopy(t *testing.T) {
 		&v1alpha1.Preview{Spec: v1alpha1.PreviewSpec{Object: &runtime.RawExtension{Raw: []byte(`{}`)}},
 			Status: v1alpha1.PreviewStatus{Changed: []v1alpha1.NamespaceChange{{Before: &v1alpha1.ItemSummary{Overlays: []string{"o"}}}},
 				Unchanged: []v1alpha1.NamespaceUnchanged{{Namespace: "n"}}}},
+		&v1alpha1.RulesReview{Spec: v1alpha1.RulesReviewSpec{User: "u", Groups: []string{"g"}},
+			Status: v1alpha1.RulesReviewStatus{Groups: []string{"g"}, Rules: []v1alpha1.InheritedRule{{Verbs: []string{"get"}, APIGroups: []string{""},
+				Resources: []string{"pods"}, ResourceNames: []string{"p"}, Binding: *item}}}},
 	} {
 		c := obj.DeepCopyObject()
 		if !reflect.DeepEqual(obj, c) {
@@ -79,7 +82,7 @@ func TestOpenAPIDefinitions(t *testing.T) {
 		return spec.MustCreateRef("#/definitions/" + path)
 	})
 	for _, m := range []interface{ OpenAPIModelName() string }{
-		v1alpha1.Hierarchy{}, v1alpha1.HierarchyList{}, v1alpha1.Explanation{}, v1alpha1.Preview{},
+		v1alpha1.Hierarchy{}, v1alpha1.HierarchyList{}, v1alpha1.Explanation{}, v1alpha1.Preview{}, v1alpha1.RulesReview{},
 	} {
 		if _, ok := defs[m.OpenAPIModelName()]; !ok {
 			t.Errorf("no definition of %s", m.OpenAPIModelName())
