@@ -106,28 +106,9 @@ func lockedLoss(r watchmux.Reader, namespace string, next NamespaceMeta, assumed
 	// Namespaces below namespace name it through their own labels, which
 	// the change leaves as they are: the subtree is the same after it.
 	subtree := subtreeAssuming(r, namespace, assumed)
-	lost := map[lockedKey]sets.Set[string]{}
-	for _, res := range r.Resources() {
-		if !r.Serves(res) {
-			continue
-		}
-		// Only names with a locked source can lose a locked item; merging
-		// one name at a time keeps this proportional to the locks.
-		for _, name := range r.LockedNames(res) {
-			for _, viewer := range subtree {
-				kept := lockedInherited(res, viewer, viewAssuming(r, res, viewer, name, after))
-				for it := range lockedInherited(res, viewer, viewAssuming(r, res, viewer, name, before)) {
-					if kept.Has(it) {
-						continue
-					}
-					if lost[it] == nil {
-						lost[it] = sets.New[string]()
-					}
-					lost[it].Insert(viewer)
-				}
-			}
-		}
-	}
+	lost := lockedLost(r, subtree, before, func(res, viewer, name string) []merge.Result {
+		return viewAssuming(r, res, viewer, name, after)
+	})
 	return sortedLocked(lost)
 }
 
@@ -380,32 +361,41 @@ func (x *MuxIndex) DeletionLoss(namespace string, assumed Assumed) (out []Locked
 		if slices.Contains(r.GlobalNamespaces(), namespace) {
 			viewers = r.Namespaces()
 		}
-		lost := map[lockedKey]sets.Set[string]{}
-		for _, res := range r.Resources() {
-			if !r.Serves(res) {
-				continue
-			}
-			for _, name := range r.LockedNames(res) {
-				for _, viewer := range viewers {
-					if viewer == namespace {
+		viewers = slices.DeleteFunc(slices.Clone(viewers), func(v string) bool { return v == namespace })
+		out = sortedLocked(lockedLost(r, viewers, before, func(res, viewer, name string) []merge.Result {
+			return viewWithout(r, res, viewer, name, after, namespace)
+		}))
+	})
+	return out, err
+}
+
+// lockedLost returns, for every locked name of every served resource, the
+// locked items of the viewers' views (as before gets the namespaces) that
+// are not in them after (as after merges them), with the viewers losing
+// each. Only names with a locked source can lose a locked item; merging one
+// name at a time keeps this proportional to the locks.
+func lockedLost(r watchmux.Reader, viewers []string, before merge.NamespaceGetter, after func(resource, viewer, name string) []merge.Result) map[lockedKey]sets.Set[string] {
+	lost := map[lockedKey]sets.Set[string]{}
+	for _, res := range r.Resources() {
+		if !r.Serves(res) {
+			continue
+		}
+		for _, name := range r.LockedNames(res) {
+			for _, viewer := range viewers {
+				kept := lockedInherited(res, viewer, after(res, viewer, name))
+				for it := range lockedInherited(res, viewer, viewAssuming(r, res, viewer, name, before)) {
+					if kept.Has(it) {
 						continue
 					}
-					kept := lockedInherited(res, viewer, viewWithout(r, res, viewer, name, after, namespace))
-					for it := range lockedInherited(res, viewer, viewAssuming(r, res, viewer, name, before)) {
-						if kept.Has(it) {
-							continue
-						}
-						if lost[it] == nil {
-							lost[it] = sets.New[string]()
-						}
-						lost[it].Insert(viewer)
+					if lost[it] == nil {
+						lost[it] = sets.New[string]()
 					}
+					lost[it].Insert(viewer)
 				}
 			}
 		}
-		out = sortedLocked(lost)
-	})
-	return out, err
+	}
+	return lost
 }
 
 // viewWithout is viewAssuming without the sources of the namespace gone.
