@@ -197,16 +197,23 @@ func (g *Guards) Parents(ctx context.Context, req *admissionv1.AdmissionRequest)
 		return d
 	}
 	next := NamespaceMeta{Labels: obj.GetLabels(), Annotations: obj.GetAnnotations()}
+	// The request's old object is what the namespace is now, whatever the
+	// mirror or an assumption says (it may not know a namespace re-created
+	// a moment ago).
+	var now *NamespaceMeta
+	if old != nil {
+		now = &NamespaceMeta{Labels: old.GetLabels(), Annotations: old.GetAnnotations()}
+	}
 	unlocked := map[lockedKey]bool{}
 	for range maxRejudge {
-		j := g.judgeHierarchy(name, next, old != nil, newParent, after.parent)
+		j := g.judgeHierarchy(name, next, now, newParent, after.parent)
 		if !j.d.allowed {
 			return j.d
 		}
 		if d := g.mayUnlock(ctx, req, name, before, after, j.lost, unlocked); !d.allowed {
 			return d
 		}
-		if g.assumeIfSame(req, name, old, next, newParent, after.parent, j) {
+		if g.assumeIfSame(req, name, old, now, next, newParent, after.parent, j) {
 			return allow()
 		}
 	}
@@ -224,16 +231,38 @@ type judgement struct {
 // judgeHierarchy judges a change of namespace name's labels and annotations
 // to next under the lock, against the mirror alone and with the
 // assumptions applied.
-func (g *Guards) judgeHierarchy(name string, next NamespaceMeta, exists, newParent bool, parent string) judgement {
+func (g *Guards) judgeHierarchy(name string, next NamespaceMeta, now *NamespaceMeta, newParent bool, parent string) judgement {
 	g.hierarchy.mu.Lock()
 	defer g.hierarchy.mu.Unlock()
-	return g.judgeLocked(name, next, exists, newParent, parent, g.hierarchy.currentLocked(g.index))
+	return g.judgeLocked(name, next, now, newParent, parent, g.hierarchy.currentLocked(g.index))
 }
 
 // judgeLocked is judgeHierarchy with hierarchy.mu held and the current
-// assumptions given.
-func (g *Guards) judgeLocked(name string, next NamespaceMeta, exists, newParent bool, parent string, assumed Assumed) judgement {
-	for _, a := range []Assumed{nil, assumed} {
+// assumptions given. now is the namespace as the request found it (nil:
+// it is being created).
+func (g *Guards) judgeLocked(name string, next NamespaceMeta, now *NamespaceMeta, newParent bool, parent string, assumed Assumed) judgement {
+	exists := now != nil
+	if exists {
+		// Both ways, the namespace itself is as the request found it.
+		mirror := Assumed{name: *now}
+		if _, known := g.index.NamespaceMeta(name); known {
+			mirror = nil // the mirror alone, as it is
+		}
+		withAssumed := maps.Clone(assumed)
+		if withAssumed == nil {
+			withAssumed = Assumed{}
+		}
+		withAssumed[name] = *now
+		return g.judgeBoth(name, next, true, newParent, parent, mirror, withAssumed)
+	}
+	return g.judgeBoth(name, next, false, newParent, parent, nil, assumed)
+}
+
+// judgeBoth judges against the mirror (with first applied: nil or the
+// namespace itself) and with the assumptions (second). A namespace being
+// created loses nothing.
+func (g *Guards) judgeBoth(name string, next NamespaceMeta, exists, newParent bool, parent string, first, second Assumed) judgement {
+	for _, a := range []Assumed{first, second} {
 		if newParent {
 			if d := g.parentPlace(name, parent, a); !d.allowed {
 				return judgement{d: d}
@@ -244,7 +273,7 @@ func (g *Guards) judgeLocked(name string, next NamespaceMeta, exists, newParent 
 		return judgement{d: allow()}
 	}
 	var lost []LockedItem
-	for _, a := range []Assumed{nil, assumed} {
+	for _, a := range []Assumed{first, second} {
 		// The mirror alone, then with everything remembered applied.
 		var pending Pending
 		if a != nil {
@@ -266,10 +295,10 @@ func (g *Guards) judgeLocked(name string, next NamespaceMeta, exists, newParent 
 // again with the assumptions as they are now finds the same: no new denial
 // and no locked item beyond those already allowed. Dry runs are not
 // assumed.
-func (g *Guards) assumeIfSame(req *admissionv1.AdmissionRequest, name string, old *unstructured.Unstructured, next NamespaceMeta, newParent bool, parent string, prev judgement) bool {
+func (g *Guards) assumeIfSame(req *admissionv1.AdmissionRequest, name string, old *unstructured.Unstructured, now *NamespaceMeta, next NamespaceMeta, newParent bool, parent string, prev judgement) bool {
 	g.hierarchy.mu.Lock()
 	defer g.hierarchy.mu.Unlock()
-	j := g.judgeLocked(name, next, old != nil, newParent, parent, g.hierarchy.currentLocked(g.index))
+	j := g.judgeLocked(name, next, now, newParent, parent, g.hierarchy.currentLocked(g.index))
 	if !j.d.allowed || len(unionLocked(prev.lost, j.lost)) != len(prev.lost) {
 		return false
 	}

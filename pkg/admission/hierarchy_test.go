@@ -340,8 +340,12 @@ func TestParentsHierarchy(t *testing.T) {
 					if c.namespace != "team-a" || c.next.Labels[merge.LabelInherit] != "false" {
 						t.Errorf("LockedLoss asked about %s with labels %v, want team-a with the new labels", c.namespace, c.next.Labels)
 					}
-					if i%2 == 0 && c.assumed != nil {
-						t.Errorf("question %d: assumed %v, want the mirror alone (nil)", i, c.assumed)
+					// The mirror alone, with at most the namespace itself as
+					// the request found it (the fake mirror does not know it).
+					for k := range c.assumed {
+						if i%2 == 0 && k != "team-a" {
+							t.Errorf("question %d: assumed %v, want the mirror alone and team-a as it is", i, c.assumed)
+						}
 					}
 				}
 			},

@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -111,20 +112,23 @@ func (r *recent) adopt(k recentKey, obj *unstructured.Unstructured) {
 	r.adopted[k] = recentObject{obj: obj, until: r.clock.Now().Add(r.ttl)}
 }
 
-// adopters returns the namespaces whose copy of resource/name became an
-// object of their own a moment ago.
+// adopters returns the namespaces that hold an object of resource/name
+// admitted a moment ago: a copy made their own, an object created under a
+// locked name, or a source admitted locked.
 func (r *recent) adopters(resource, name string) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []string
 	now := r.clock.Now()
-	for k, a := range r.adopted {
-		if now.After(a.until) {
-			delete(r.adopted, k)
-			continue
-		}
-		if k.resource == resource && k.name == name {
-			out = append(out, k.namespace)
+	for _, m := range []map[recentKey]recentObject{r.adopted, r.locks} {
+		for k, a := range m {
+			if now.After(a.until) {
+				delete(m, k)
+				continue
+			}
+			if k.resource == resource && k.name == name && !slices.Contains(out, k.namespace) {
+				out = append(out, k.namespace)
+			}
 		}
 	}
 	return out
