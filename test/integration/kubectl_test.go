@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestKubectl checks what a person sees with kubectl: columns, categories,
@@ -103,7 +104,13 @@ func TestKubectl(t *testing.T) {
 	}
 
 	t.Log("kubectl explain works from the published OpenAPI v3 and v2 (the aggregator fetches them in the background)")
-	eventually(t, "kubectl explain", func(ctx context.Context) error {
+	// Each try is bounded on its own: after the served group changed (a
+	// configured kind's CRD came and went in earlier tests), one fetch of
+	// the aggregated OpenAPI can take a while, and must not use up the
+	// whole wait.
+	eventuallyWithin(t, time.Second, 90*time.Second, "kubectl explain", func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
 		out, _, err := cp.Kubectl(ctx, "explain", "rolebindings.implicit.dev.subjects")
 		if err != nil {
 			return err
