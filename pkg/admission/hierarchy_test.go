@@ -13,6 +13,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -399,12 +400,21 @@ func TestParentsHierarchy(t *testing.T) {
 // sources; locked ones are annotated so.
 func hierarchyMux(t *testing.T, namespaces []*corev1.Namespace, sources ...*rbacv1.RoleBinding) *watchmux.Mux {
 	t.Helper()
-	m := watchmux.New(merge.Policy{GlobalNamespace: global}, []string{"rolebindings"}, nil, watchmux.Options{})
+	objs := make([]runtime.Object, 0, len(sources))
+	for _, rb := range sources {
+		objs = append(objs, rb)
+	}
+	return sourcesMux("rolebindings", namespaces, objs...)
+}
+
+// sourcesMux is a synced mux of resource over namespaces, with sources.
+func sourcesMux(resource string, namespaces []*corev1.Namespace, sources ...runtime.Object) *watchmux.Mux {
+	m := watchmux.New(merge.Policy{GlobalNamespace: global}, []string{resource}, nil, watchmux.Options{})
 	for _, n := range namespaces {
 		m.OnNamespace(n, false)
 	}
-	for _, rb := range sources {
-		m.OnSource("rolebindings", rb, false)
+	for _, o := range sources {
+		m.OnSource(resource, o, false)
 	}
 	m.MarkSynced()
 	return m

@@ -119,12 +119,12 @@ type lockedKey struct {
 	overlay                   bool
 }
 
-// lockedInherited returns the locked items of view: the winners and the
-// overlays, the viewer's own included (a namespace's own locked object is
+// lockedItems returns the locked items of a namespace's view: the winners
+// and the overlays, the namespace's own included (its own locked object is
 // lost too when an inherited locked item of its name displaces it). A
 // winner that becomes an overlay is lost as a winner: the locked item
 // above it takes the fields both set.
-func lockedInherited(resource, viewer string, view []merge.Result) sets.Set[lockedKey] {
+func lockedItems(resource string, view []merge.Result) sets.Set[lockedKey] {
 	out := sets.New[lockedKey]()
 	for _, r := range view {
 		if r.Item.Locked {
@@ -293,22 +293,27 @@ func (x *MuxIndex) LockedStandIns(namespace string, next NamespaceMeta, assumed 
 					if _, own := r.Source(res, viewer, name); !own && !pending.owns(res, viewer, name) {
 						continue
 					}
-					was := lockedInherited(res, viewer, viewAssuming(r, res, viewer, name, before))
-					for it := range lockedInherited(res, viewer, viewAssuming(r, res, viewer, name, after)) {
-						if was.Has(it) {
-							continue
-						}
-						if found[it] == nil {
-							found[it] = sets.New[string]()
-						}
-						found[it].Insert(viewer)
-					}
+					addMissing(found, viewer, lockedItems(res, viewAssuming(r, res, viewer, name, after)),
+						lockedItems(res, viewAssuming(r, res, viewer, name, before)))
 				}
 			}
 		}
 		out = sortedLocked(found)
 	})
 	return out, err
+}
+
+// addMissing records viewer for every item of from that minus lacks.
+func addMissing(into map[lockedKey]sets.Set[string], viewer string, from, minus sets.Set[lockedKey]) {
+	for it := range from {
+		if minus.Has(it) {
+			continue
+		}
+		if into[it] == nil {
+			into[it] = sets.New[string]()
+		}
+		into[it].Insert(viewer)
+	}
 }
 
 // sortedLocked lists items by resource, namespace and name.
@@ -382,16 +387,7 @@ func lockedLost(r watchmux.Reader, viewers []string, before merge.NamespaceGette
 		}
 		for _, name := range r.LockedNames(res) {
 			for _, viewer := range viewers {
-				kept := lockedInherited(res, viewer, after(res, viewer, name))
-				for it := range lockedInherited(res, viewer, viewAssuming(r, res, viewer, name, before)) {
-					if kept.Has(it) {
-						continue
-					}
-					if lost[it] == nil {
-						lost[it] = sets.New[string]()
-					}
-					lost[it].Insert(viewer)
-				}
+				addMissing(lost, viewer, lockedItems(res, viewAssuming(r, res, viewer, name, before)), lockedItems(res, after(res, viewer, name)))
 			}
 		}
 	}
@@ -533,16 +529,13 @@ func (x *MuxIndex) LockedUnderLock(resource, namespace, name string, obj *unstru
 				}
 				return get(ns)
 			}), r.Options(resource))
-			kept := lockedInherited(resource, viewer, after)
-			for it := range lockedInherited(resource, viewer, before) {
-				if it.namespace == namespace || kept.Has(it) {
-					continue
+			was := lockedItems(resource, before)
+			for it := range was {
+				if it.namespace == namespace {
+					was.Delete(it) // the lock being set is no loss
 				}
-				if lost[it] == nil {
-					lost[it] = sets.New[string]()
-				}
-				lost[it].Insert(viewer)
 			}
+			addMissing(lost, viewer, was, lockedItems(resource, after))
 		}
 		out = sortedLocked(lost)
 	})

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -85,15 +86,11 @@ func TestSupersededAssumptionIsDropped(t *testing.T) {
 
 // materializedMux is a synced mux of NetworkPolicies over namespaces.
 func materializedMux(namespaces []*corev1.Namespace, sources ...*networkingv1.NetworkPolicy) *watchmux.Mux {
-	m := watchmux.New(merge.Policy{GlobalNamespace: global}, []string{"networkpolicies"}, nil, watchmux.Options{})
-	for _, n := range namespaces {
-		m.OnNamespace(n, false)
-	}
+	objs := make([]runtime.Object, 0, len(sources))
 	for _, np := range sources {
-		m.OnSource("networkpolicies", np, false)
+		objs = append(objs, np)
 	}
-	m.MarkSynced()
-	return m
+	return sourcesMux("networkpolicies", namespaces, objs...)
 }
 
 var npGR = schema.GroupResource{Group: "networking.k8s.io", Resource: "networkpolicies"}
