@@ -1,0 +1,78 @@
+package admission
+
+import (
+	"slices"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
+)
+
+// SourceRef names a source: its view resource, namespace and name.
+type SourceRef struct{ Resource, Namespace, Name string }
+
+// Pending are source writes the guards admitted a moment ago that the
+// mirror may not show yet: sources admitted locked, and materialized
+// copies made their namespace's own. Applied, they can only add locked
+// items, and objects standing under them: judgements made with them are
+// only stricter.
+type Pending struct {
+	Locked, Owned []SourceRef
+	// objects are the Locked and Owned objects as written: sources the
+	// mirror may not show yet.
+	objects map[SourceRef]*unstructured.Unstructured
+}
+
+// over returns r with p's locks applied: a source admitted locked is read
+// as locked, and its name is among the locked names.
+func (p Pending) over(r watchmux.Reader) watchmux.Reader {
+	if len(p.Locked) == 0 && len(p.Owned) == 0 {
+		return r
+	}
+	return pendingReader{Reader: r, p: p}
+}
+
+func (p Pending) owns(resource, namespace, name string) bool {
+	return slices.Contains(p.Owned, SourceRef{resource, namespace, name})
+}
+
+// pendingReader is a mirror with pending locks applied.
+type pendingReader struct {
+	watchmux.Reader
+	p Pending
+}
+
+// Source implements watchmux.Reader: a source admitted locked is locked,
+// and a copy made its namespace's own is a source, as written, until the
+// mirror shows it.
+func (r pendingReader) Source(resource, namespace, name string) (merge.Item, bool) {
+	ref := SourceRef{resource, namespace, name}
+	it, ok := r.Reader.Source(resource, namespace, name)
+	if obj := r.p.objects[ref]; !ok && obj != nil {
+		it = merge.Item{Namespace: namespace, Name: name, UID: obj.GetUID(), Object: obj,
+			Locked: merge.IsLocked(obj.GetAnnotations()), Overlay: merge.WantsOverlay(obj.GetAnnotations())}
+		ok = true
+	}
+	if ok && slices.Contains(r.p.Locked, ref) {
+		it.Locked = true
+	}
+	return it, ok
+}
+
+// LockedNames implements watchmux.Reader, with the names admitted locked.
+func (r pendingReader) LockedNames(resource string) []string {
+	names := r.Reader.LockedNames(resource)
+	for _, l := range r.p.Locked {
+		if l.Resource == resource && !slices.Contains(names, l.Name) {
+			names = append(names, l.Name)
+		}
+	}
+	for _, o := range r.p.Owned {
+		if obj := r.p.objects[o]; o.Resource == resource && obj != nil && merge.IsLocked(obj.GetAnnotations()) && !slices.Contains(names, o.Name) {
+			names = append(names, o.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
