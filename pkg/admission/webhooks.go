@@ -347,7 +347,7 @@ func list(items []string) string {
 // cert-manager from the serving certificate.
 func InClusterConfiguration() *admissionregistrationv1.ValidatingWebhookConfiguration {
 	var served []schema.GroupResource
-	for _, k := range kinds.DefaultKinds() {
+	for _, k := range kinds.BuiltIns() {
 		served = append(served, k.Source.GroupResource())
 	}
 	cfg := Configuration("implicit-apiserver", served, inClusterClient)

@@ -16,9 +16,9 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/accessreview"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
+	"github.com/implicit-dev/implicit-apiserver/pkg/kindcontroller"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
-	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 	"github.com/implicit-dev/implicit-apiserver/pkg/servedgroup"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
@@ -29,13 +29,13 @@ type ExtraConfig struct {
 	// Kinds are the served kinds: the built-in ones (typed) are served from
 	// the start, the others from unstructured objects once the host serves
 	// them.
-	Kinds []kinds.KindConfig
+	Kinds []kinds.Kind
 	// HostSchemas are the host's OpenAPI schemas of the built-in Kinds.
-	HostSchemas kinds.HostSchemas
+	HostSchemas servedgroup.HostSchemas
 	// Namer names OpenAPI definitions (the scheme's namer).
 	Namer servedgroup.DefinitionNamer
 	// Overlayer builds a kind's overlayer from its schema; nil: no overlays.
-	Overlayer kinds.NewOverlayer
+	Overlayer kindcontroller.NewOverlayer
 	// Dynamic reaches the host cluster for the kinds that are not built in.
 	Dynamic dynamic.Interface
 	// KindPollInterval is how often the host is asked about the kinds that
@@ -173,7 +173,7 @@ func (c CompletedConfig) New() (*Server, error) {
 		return nil, err
 	}
 	// The views, and the answers beside them, authorized like them.
-	group.Install(gs, mux, authorizer)
+	group.Install(gs, questions(mux, authorizer, gs, group))
 
 	// The admission guards and the authorization webhook, on their own
 	// paths of the secure port.
@@ -184,7 +184,7 @@ func (c CompletedConfig) New() (*Server, error) {
 	c.installAuthorizer(gs, authorizer)
 
 	// Every served kind, built in or found on the host later.
-	ctl, err := kinds.NewController(kinds.ControllerConfig{
+	ctl, err := kindcontroller.New(kindcontroller.Config{
 		Kinds:       x.Kinds,
 		HostSchemas: x.HostSchemas,
 		Overlayer:   x.Overlayer,
@@ -214,7 +214,7 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // newObjects are the Go types of the typed kinds' items, by resource.
-func newObjects(typed []registry.Kind) map[string]func() runtime.Object {
+func newObjects(typed []kinds.Kind) map[string]func() runtime.Object {
 	out := make(map[string]func() runtime.Object, len(typed))
 	for _, k := range typed {
 		out[k.Resource()] = k.New
@@ -224,7 +224,7 @@ func newObjects(typed []registry.Kind) map[string]func() runtime.Object {
 
 // resources are the typed kinds' resources, which the mux serves from the
 // start.
-func resources(typed []registry.Kind) []string {
+func resources(typed []kinds.Kind) []string {
 	out := make([]string, 0, len(typed))
 	for _, k := range typed {
 		out = append(out, k.Resource())
@@ -234,12 +234,12 @@ func resources(typed []registry.Kind) []string {
 
 // kindsHub is the hub of the global sources as the kind controller reads
 // it; nil without one.
-func (c CompletedConfig) kindsHub(hub *hubHealth) *kinds.Hub {
+func (c CompletedConfig) kindsHub(hub *hubHealth) *kindcontroller.Hub {
 	x := c.ExtraConfig
 	if x.Hub == nil {
 		return nil
 	}
-	return &kinds.Hub{
+	return &kindcontroller.Hub{
 		Name:            x.Hub.Name,
 		Informers:       x.Hub.Informers,
 		Dynamic:         x.Hub.Dynamic,

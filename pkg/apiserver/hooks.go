@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/hierarchy"
-	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
+	"github.com/implicit-dev/implicit-apiserver/pkg/kindcontroller"
 	"github.com/implicit-dev/implicit-apiserver/pkg/servedgroup"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -20,7 +20,7 @@ import (
 // controller, the hub's informers and probes, the mux, the hierarchy
 // reporter) and ties readiness to the kinds being looked up and every
 // source being read.
-func (c CompletedConfig) addHooks(gs *genericapiserver.GenericAPIServer, mux *watchmux.Mux, ctl *kinds.Controller, group *servedgroup.Group, hub *hubHealth) error {
+func (c CompletedConfig) addHooks(gs *genericapiserver.GenericAPIServer, mux *watchmux.Mux, ctl *kindcontroller.Controller, group *servedgroup.Group, hub *hubHealth) error {
 	x := c.ExtraConfig
 	if err := gs.AddPostStartHook("implicit-served-kinds", func(ctx genericapiserver.PostStartHookContext) error {
 		go ctl.Run(ctx)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/materialize"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -24,24 +25,20 @@ import (
 // with materialized kinds, runs the materializer under leader election.
 func (c CompletedConfig) startMaterializer(gs *genericapiserver.GenericAPIServer, mux *watchmux.Mux, guards *admission.Guards) error {
 	x := c.ExtraConfig
-	var kinds []materialize.Kind
+	var materialized []kinds.Kind
 	var sources []schema.GroupVersionResource
-	for _, kc := range x.Kinds {
-		if !kc.Materialized() {
+	for _, k := range x.Kinds {
+		if !k.Materialized() {
 			continue
 		}
-		k := materialize.Kind{Resource: kc.Resource(), Source: kc.Source}
-		if kc.Typed != nil {
-			k.Kind = kc.Typed.Kind
-		}
-		kinds = append(kinds, k)
-		sources = append(sources, kc.Source)
-		guards.Materialize(kc.Resource())
+		materialized = append(materialized, k)
+		sources = append(sources, k.Source)
+		guards.Materialize(k.Resource())
 	}
 	if x.Client == nil {
 		return nil
 	}
-	if len(kinds) > 0 && x.Materialize.Dynamic == nil {
+	if len(materialized) > 0 && x.Materialize.Dynamic == nil {
 		return fmt.Errorf("materialized kinds %v need a host cluster client", sources)
 	}
 	return gs.AddPostStartHook("implicit-materializer", func(ctx genericapiserver.PostStartHookContext) error {
@@ -51,11 +48,11 @@ func (c CompletedConfig) startMaterializer(gs *genericapiserver.GenericAPIServer
 				return
 			}
 			guards.SetServerIdentity(id)
-			if len(kinds) == 0 {
+			if len(materialized) == 0 {
 				return
 			}
 			var recorder record.EventRecorder = newRecorder(ctx, x.Client)
-			m := materialize.New(mux, x.Materialize.Dynamic, kinds, recorder, materialize.Options{})
+			m := materialize.New(mux, x.Materialize.Dynamic, materialized, recorder, materialize.Options{})
 			lease := x.Materialize.LeaseClient
 			if lease == nil {
 				lease = x.Client

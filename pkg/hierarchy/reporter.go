@@ -19,7 +19,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
-	"github.com/implicit-dev/implicit-apiserver/pkg/views"
 )
 
 var hierarchyErrors = metrics.NewGaugeVec(&metrics.GaugeOpts{
@@ -130,7 +129,7 @@ func (r *Reporter) report() error {
 		if !ok {
 			return nil, false
 		}
-		return views.Namespace(ns), true
+		return merge.NamespaceOf(ns), true
 	}
 	// A problem is counted once, on the namespace that carries the label
 	// (for DepthExceeded, on each namespace too deep).

@@ -2,93 +2,99 @@ package kinds
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
-	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 )
 
-// Delivery says how a kind's view reaches its readers.
-type Delivery string
-
-// The deliveries of a kind.
-const (
-	// DeliveryView serves the view only (the default).
-	DeliveryView Delivery = "View"
-	// DeliveryMaterialize also writes the view's inherited items as real
-	// objects of the source kind into each tenant namespace
-	// (pkg/materialize), for engines that read only real objects.
-	DeliveryMaterialize Delivery = "Materialize"
-)
-
-// KindConfig describes one served kind: the source it is read from, how its
-// sources merge and how its view is delivered. Its view is named by the
-// source's resource, in implicit.dev/v1alpha1.
-type KindConfig struct {
-	// Source is the host's kind the view is made of.
-	Source schema.GroupVersionResource
-	// Strategy is how a lower scope's item meets an inherited one of the
-	// same name (Replace by default).
-	Strategy merge.Strategy
-	// GlobalNamespace, when set, holds this kind's global sources instead
-	// of the policy's global namespace. It is never a tenant.
+// Spec is a kind as a configuration file lists it, before validation.
+type Spec struct {
+	Source          schema.GroupVersionResource
+	Strategy        string
 	GlobalNamespace string
-	// Delivery is DeliveryView ("" too) or DeliveryMaterialize.
-	Delivery Delivery
-	// AggregateTo names the default roles (view, edit, admin) that may read
-	// the view of a kind that is not built in; the chart renders the
-	// ClusterRole, the server never writes one.
-	AggregateTo []string
-	// Typed, for a built-in kind, is its view served from its Go type from
-	// the start. Nil: the kind is served from unstructured objects once
-	// the host serves it and publishes its schema (Controller).
-	Typed *registry.Kind
+	Delivery        string
+	AggregateTo     []string
 }
 
-// Resource is the view's resource: the source's.
-func (k KindConfig) Resource() string { return k.Source.Resource }
+// aggregationRoles are the default roles a view's read access may be
+// aggregated into.
+var aggregationRoles = []string{"view", "edit", "admin"}
 
-// Materialized reports whether the view's items are also written as objects.
-func (k KindConfig) Materialized() bool { return k.Delivery == DeliveryMaterialize }
-
-// String describes a kind for logs and errors.
-func (k KindConfig) String() string { return fmt.Sprintf("%s (%s)", k.Source, k.Strategy) }
-
-// DefaultKinds are the built-in kinds: the views served from their Go types,
-// and the ones served without a configuration file.
-func DefaultKinds() []registry.Kind {
-	return []registry.Kind{registry.RoleBindings(), registry.Roles(), registry.NetworkPolicies()}
-}
-
-// Defaults is the configuration without a file: the built-in kinds, each
-// with the Replace strategy, the policy's global namespace and views only.
-func Defaults() []KindConfig {
-	builtIn := DefaultKinds()
-	out := make([]KindConfig, 0, len(builtIn))
-	for i := range builtIn {
-		out = append(out, KindConfig{Source: builtIn[i].Source, Typed: &builtIn[i]})
+// Configure validates a configured kind and returns it, with the built-in
+// kind's presentation when its source is one. Every problem is returned, in
+// words a user fixing the file can act on; the kind is valid when none is.
+// Whether the host serves the kind is checked later, against its discovery.
+func Configure(s Spec) (Kind, []string) {
+	gvr := s.Source
+	var problems []string
+	if gvr.Version == "" {
+		problems = append(problems, "version is required")
+	} else if msgs := validation.IsDNS1035Label(gvr.Version); len(msgs) > 0 {
+		problems = append(problems, fmt.Sprintf("version %q: %s", gvr.Version, strings.Join(msgs, ", ")))
 	}
-	return out
-}
-
-// BuiltIn returns the built-in kind of source, if source is one.
-func BuiltIn(source schema.GroupVersionResource) (registry.Kind, bool) {
-	for _, k := range DefaultKinds() {
-		if k.Source == source {
-			return k, true
+	if gvr.Resource == "" {
+		problems = append(problems, "resource is required")
+	} else if msgs := validation.IsDNS1123Subdomain(gvr.Resource); len(msgs) > 0 || strings.Contains(gvr.Resource, ".") {
+		problems = append(problems, fmt.Sprintf("resource %q: want a plural resource name such as rolebindings", gvr.Resource))
+	}
+	if gvr.Group != "" {
+		if msgs := validation.IsDNS1123Subdomain(gvr.Group); len(msgs) > 0 {
+			problems = append(problems, fmt.Sprintf("group %q: %s", gvr.Group, strings.Join(msgs, ", ")))
 		}
 	}
-	return registry.Kind{}, false
-}
-
-// Typed returns the kinds of ks served from their Go types, in order.
-func Typed(ks []KindConfig) []registry.Kind {
-	var out []registry.Kind
-	for _, k := range ks {
-		if k.Typed != nil {
-			out = append(out, *k.Typed)
+	if gvr.Group == "" && gvr.Resource == "secrets" {
+		// Every tenant that may read views would read every global
+		// Secret's data: inheritance is for policy, not credentials.
+		problems = append(problems, "secrets can't be served: a view would show every inherited Secret's data to every tenant that may read views")
+	}
+	if gvr.Group == v1alpha1.GroupName {
+		problems = append(problems, fmt.Sprintf("group %s is implicit-apiserver's own: views can't be sources", v1alpha1.GroupName))
+	}
+	if s.GlobalNamespace != "" {
+		if msgs := validation.IsDNS1123Label(s.GlobalNamespace); len(msgs) > 0 {
+			problems = append(problems, fmt.Sprintf("globalNamespace %q: %s", s.GlobalNamespace, strings.Join(msgs, ", ")))
 		}
 	}
-	return out
+	k, isBuiltIn := BuiltIn(gvr)
+	if isBuiltIn && len(s.AggregateTo) > 0 {
+		problems = append(problems, "aggregateTo is for configured kinds: a built-in view's readers are fixed "+
+			"(RoleBindings and Roles: admin; NetworkPolicies: view, edit and admin)")
+	}
+	for j, role := range s.AggregateTo {
+		if !slices.Contains(aggregationRoles, role) {
+			problems = append(problems, fmt.Sprintf("aggregateTo[%d] %q: want one of %s", j, role, strings.Join(aggregationRoles, ", ")))
+		} else if slices.Contains(s.AggregateTo[:j], role) {
+			problems = append(problems, fmt.Sprintf("aggregateTo[%d] %q: listed twice", j, role))
+		}
+	}
+	strategy := merge.Replace
+	switch s.Strategy {
+	case "", string(merge.Replace):
+	case string(merge.Overlay):
+		strategy = merge.Overlay
+	default:
+		problems = append(problems, fmt.Sprintf("strategy %q: want Replace or Overlay", s.Strategy))
+	}
+	delivery := DeliveryView
+	switch Delivery(s.Delivery) {
+	case "", DeliveryView:
+	case DeliveryMaterialize:
+		delivery = DeliveryMaterialize
+	default:
+		problems = append(problems, fmt.Sprintf("delivery %q: want %s (the default: views only) or %s (views, and their inherited items written as real objects into each tenant namespace)",
+			s.Delivery, DeliveryView, DeliveryMaterialize))
+	}
+	if len(problems) > 0 {
+		return Kind{}, problems
+	}
+	if !isBuiltIn {
+		k = Kind{Source: gvr}
+	}
+	k.Strategy, k.GlobalNamespace, k.Delivery, k.AggregateTo = strategy, s.GlobalNamespace, delivery, s.AggregateTo
+	return k, nil
 }

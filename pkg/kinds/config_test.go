@@ -7,10 +7,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-func TestDefaultKinds(t *testing.T) {
+func TestBuiltIns(t *testing.T) {
 	t.Parallel()
 	var got []string
-	for _, k := range DefaultKinds() {
+	for _, k := range BuiltIns() {
 		got = append(got, k.Source.String())
 	}
 	want := []string{
@@ -19,30 +19,26 @@ func TestDefaultKinds(t *testing.T) {
 		"networking.k8s.io/v1, Resource=networkpolicies",
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("DefaultKinds() = %q, want %q", got, want)
+		t.Errorf("BuiltIns() = %q, want %q", got, want)
 	}
 }
 
-// TestDefaults: without a configuration file every built-in kind is served
-// from its Go type, with the default strategy and the policy's global
-// namespace.
-func TestDefaults(t *testing.T) {
+// TestBuiltInsAreTyped: the built-in kinds are served from their Go types
+// from the start, with the default strategy and the policy's global
+// namespace, and know how to present their items.
+func TestBuiltInsAreTyped(t *testing.T) {
 	t.Parallel()
-	builtIn := DefaultKinds()
-	got := Defaults()
-	if len(got) != len(builtIn) {
-		t.Fatalf("%d kinds, want %d", len(got), len(builtIn))
-	}
-	for i, k := range got {
-		if k.Typed == nil || k.Typed.Source != builtIn[i].Source || k.Source != builtIn[i].Source {
-			t.Errorf("Defaults()[%d] = %v typed %v, want the built-in %v", i, k.Source, k.Typed, builtIn[i].Source)
+	builtIn := BuiltIns()
+	for i, k := range builtIn {
+		if !k.Typed() || k.Unstructured() || !k.Presented() {
+			t.Errorf("BuiltIns()[%d] %v: typed %v, presented %v; want both", i, k.Source, k.Typed(), k.Presented())
 		}
 		if k.Strategy != "" || k.GlobalNamespace != "" || k.Materialized() {
-			t.Errorf("Defaults()[%d] = %+v, want the defaults", i, k)
+			t.Errorf("BuiltIns()[%d] = %+v, want the defaults", i, k)
 		}
 	}
-	if typed := Typed(got); !reflect.DeepEqual(resourcesOf(typed), resourcesOf(builtIn)) {
-		t.Errorf("Typed(Defaults()) = %v, want %v", resourcesOf(typed), resourcesOf(builtIn))
+	if typed := Typed(append(builtIn, Kind{Source: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}})); !reflect.DeepEqual(resourcesOf(typed), resourcesOf(builtIn)) {
+		t.Errorf("Typed = %v, want %v", resourcesOf(typed), resourcesOf(builtIn))
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -40,7 +41,7 @@ func BenchmarkGlobalEdit(b *testing.B) {
 			mux.OnSource("networkpolicies", netpol(global, "default-deny", "v0", fmt.Sprint(rv)), false)
 			mux.MarkSynced()
 			host := newFakeHost(b)
-			m := New(mux, host, []Kind{npKind}, nil, Options{})
+			m := New(mux, host, []kinds.Kind{npKind}, nil, Options{})
 			list := host.list(b)
 			ctx := context.Background()
 			names := make([]string, n)

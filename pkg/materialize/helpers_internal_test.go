@@ -20,6 +20,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
@@ -33,7 +34,7 @@ const global = "implicit-global"
 
 var (
 	npGVR  = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "networkpolicies"}
-	npKind = Kind{Resource: "networkpolicies", Source: npGVR, Kind: "NetworkPolicy"}
+	npKind = kinds.NetworkPolicies()
 )
 
 func policy() merge.Policy {
@@ -210,7 +211,7 @@ func (h *fakeHost) objects(t testing.TB, namespace string) map[string]*unstructu
 
 // list is a lister of the copies from the fake host itself.
 func (h *fakeHost) list(t testing.TB) lister {
-	return func(_ Kind, namespace string) ([]*unstructured.Unstructured, error) {
+	return func(_ kinds.Kind, namespace string) ([]*unstructured.Unstructured, error) {
 		var out []*unstructured.Unstructured
 		sel := labels.SelectorFromSet(labels.Set{merge.LabelMaterialized: "true"})
 		for _, o := range h.objects(t, namespace) {

@@ -26,23 +26,13 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
 // FieldManager is the field manager of every write of a copy.
 const FieldManager = "implicit-apiserver"
-
-// Kind is one materialized kind.
-type Kind struct {
-	// Resource is the view's resource: the source's plural name.
-	Resource string
-	// Source is the source kind, whose real objects are the copies.
-	Source schema.GroupVersionResource
-	// Kind is the source kind's name (NetworkPolicy); "" when the view's
-	// items carry it (unstructured kinds).
-	Kind string
-}
 
 // Views is what the materializer reads of the views: *watchmux.Mux.
 type Views interface {
@@ -100,7 +90,7 @@ func (o *Options) defaults() {
 type Materializer struct {
 	views    Views
 	dyn      dynamic.Interface
-	kinds    []Kind
+	kinds    []kinds.Kind
 	recorder record.EventRecorder
 	opts     Options
 
@@ -132,13 +122,13 @@ type Materializer struct {
 
 type copyKey struct{ resource, namespace, name string }
 
-// New returns a materializer of kinds, reading views and writing with dyn
+// New returns a materializer of the kinds served, reading views and writing with dyn
 // (whose rate limit bounds the writes). recorder, when set, records
 // conflicts as Events on the namespaces.
-func New(views Views, dyn dynamic.Interface, kinds []Kind, recorder record.EventRecorder, opts Options) *Materializer {
+func New(views Views, dyn dynamic.Interface, served []kinds.Kind, recorder record.EventRecorder, opts Options) *Materializer {
 	opts.defaults()
 	return &Materializer{
-		views: views, dyn: dyn, kinds: slices.Clone(kinds), recorder: recorder, opts: opts,
+		views: views, dyn: dyn, kinds: slices.Clone(served), recorder: recorder, opts: opts,
 		dirty: map[string]time.Time{}, seen: map[copyKey]string{}, reported: map[copyKey]string{}, wrote: map[copyKey]string{},
 		uids: map[copyKey]types.UID{},
 	}
@@ -200,11 +190,11 @@ func (m *Materializer) Run(ctx context.Context) {
 // every namespace's view. Whenever a watch starts (the first, or again
 // after one closed), every namespace is queued: what happened in between
 // is found by comparing, not replayed.
-func (r *run) follow(ctx context.Context, k Kind) {
+func (r *run) follow(ctx context.Context, k kinds.Kind) {
 	// Fail-static: nothing is compared with an incomplete view. A kind
 	// served from a configuration may appear only later.
 	if err := wait.PollUntilContextCancel(ctx, time.Second, true, func(context.Context) (bool, error) {
-		return r.m.views.Serving(k.Resource), nil
+		return r.m.views.Serving(k.Resource()), nil
 	}); err != nil {
 		return
 	}
@@ -222,19 +212,19 @@ func (r *run) follow(ctx context.Context, k Kind) {
 		return
 	}
 	r.copiesMu.Lock()
-	r.copies[k.Resource] = inf
+	r.copies[k.Resource()] = inf
 	r.copiesMu.Unlock()
-	klog.InfoS("Materializing views", "resource", k.Resource, "source", k.Source.String())
+	klog.InfoS("Materializing views", "resource", k.Resource(), "source", k.Source.String())
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		if !r.m.views.Serving(k.Resource) {
+		if !r.m.views.Serving(k.Resource()) {
 			return
 		}
 		w, err := r.m.views.Watch(ctx, watchmux.WatchOptions{
-			Resource: k.Resource, SendInitialEvents: ptr.To(false),
-			GroupResource: schema.GroupResource{Group: viewGroup, Resource: k.Resource},
+			Resource: k.Resource(), SendInitialEvents: ptr.To(false),
+			GroupResource: schema.GroupResource{Group: viewGroup, Resource: k.Resource()},
 		})
 		if err != nil {
-			klog.ErrorS(err, "Watching views to materialize", "resource", k.Resource)
+			klog.ErrorS(err, "Watching views to materialize", "resource", k.Resource())
 			return
 		}
 		defer w.Stop()
@@ -245,7 +235,7 @@ func (r *run) follow(ctx context.Context, k Kind) {
 				return
 			case ev, ok := <-w.ResultChan():
 				if !ok {
-					klog.V(2).InfoS("Materializer's view watch closed: comparing every namespace again", "resource", k.Resource)
+					klog.V(2).InfoS("Materializer's view watch closed: comparing every namespace again", "resource", k.Resource())
 					return
 				}
 				if ev.Type == watch.Error || ev.Type == watch.Bookmark {
@@ -274,13 +264,13 @@ func namespaceOf(obj runtime.Object) string {
 
 // copyHandler queues the namespace of every copy that changes, and records
 // the source version each copy carries (seen).
-func (r *run) copyHandler(k Kind) cache.ResourceEventHandler {
+func (r *run) copyHandler(k kinds.Kind) cache.ResourceEventHandler {
 	note := func(obj any) {
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok || !merge.IsMaterialized(u.GetLabels()) {
 			return
 		}
-		key := copyKey{k.Resource, u.GetNamespace(), u.GetName()}
+		key := copyKey{k.Resource(), u.GetNamespace(), u.GetName()}
 		r.m.mu.Lock()
 		r.m.seen[key] = sourceVersion(u)
 		r.m.uids[key] = u.GetUID()
@@ -300,7 +290,7 @@ func (r *run) copyHandler(k Kind) cache.ResourceEventHandler {
 			}
 			if u, ok := obj.(*unstructured.Unstructured); ok {
 				r.m.mu.Lock()
-				delete(r.m.wrote, copyKey{k.Resource, u.GetNamespace(), u.GetName()})
+				delete(r.m.wrote, copyKey{k.Resource(), u.GetNamespace(), u.GetName()})
 				r.m.mu.Unlock()
 				r.enqueue(u.GetNamespace())
 			}
@@ -372,9 +362,9 @@ func (r *run) processNext(ctx context.Context) bool {
 var errNotReady = errors.New("the copies have not been read yet")
 
 // copyLister returns the copies of k in namespace, from the informer.
-func (r *run) copyLister(k Kind, namespace string) ([]*unstructured.Unstructured, error) {
+func (r *run) copyLister(k kinds.Kind, namespace string) ([]*unstructured.Unstructured, error) {
 	r.copiesMu.RLock()
-	inf := r.copies[k.Resource]
+	inf := r.copies[k.Resource()]
 	r.copiesMu.RUnlock()
 	if inf == nil {
 		return nil, errNotReady

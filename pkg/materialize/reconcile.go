@@ -20,13 +20,14 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
 // lister returns the copies of k in namespace (objects carrying the label).
-type lister func(k Kind, namespace string) ([]*unstructured.Unstructured, error)
+type lister func(k kinds.Kind, namespace string) ([]*unstructured.Unstructured, error)
 
 // reconcile makes namespace's copies of every kind its views serve equal to
 // the inherited items of its views. It returns how many writes it made.
@@ -44,20 +45,20 @@ func (m *Materializer) reconcile(ctx context.Context, namespace string, list lis
 	total := 0
 	var errs []error
 	for _, k := range m.kinds {
-		if !m.views.Serving(k.Resource) {
+		if !m.views.Serving(k.Resource()) {
 			continue // fail-static: follow queues every namespace once it is
 		}
 		n, err := m.reconcileKind(ctx, k, namespace, list)
 		total += n
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", k.Resource, err))
+			errs = append(errs, fmt.Errorf("%s: %w", k.Resource(), err))
 		}
 	}
 	return total, utilerrors.NewAggregate(errs)
 }
 
-func (m *Materializer) reconcileKind(ctx context.Context, k Kind, namespace string, list lister) (int, error) {
-	items, _, err := views.New(schema.GroupResource{Group: viewGroup, Resource: k.Resource}, m.views).List(ctx, namespace)
+func (m *Materializer) reconcileKind(ctx context.Context, k kinds.Kind, namespace string, list lister) (int, error) {
+	items, _, err := views.New(schema.GroupResource{Group: viewGroup, Resource: k.Resource()}, m.views).List(ctx, namespace)
 	if err != nil {
 		return 0, err
 	}
@@ -87,7 +88,7 @@ func (m *Materializer) reconcileKind(ctx context.Context, k Kind, namespace stri
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(want)) {
 		w, cur := want[name], copies[name]
-		key := copyKey{k.Resource, namespace, name}
+		key := copyKey{k.Resource(), namespace, name}
 		if cur == nil {
 			// The informer may lag: read the name itself before writing,
 			// so that a tenant object holding it is reported, not written.
@@ -126,8 +127,8 @@ func (m *Materializer) reconcileKind(ctx context.Context, k Kind, namespace stri
 			continue
 		}
 		if drift {
-			driftRepaired.WithLabelValues(k.Resource).Inc()
-			klog.InfoS("Repaired a materialized copy changed or deleted behind the guards", "resource", k.Resource, "copy", klog.KRef(namespace, name))
+			driftRepaired.WithLabelValues(k.Resource()).Inc()
+			klog.InfoS("Repaired a materialized copy changed or deleted behind the guards", "resource", k.Resource(), "copy", klog.KRef(namespace, name))
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(copies)) {
@@ -147,13 +148,13 @@ func (m *Materializer) reconcileKind(ctx context.Context, k Kind, namespace stri
 			continue
 		}
 		n++
-		writes.WithLabelValues(k.Resource, "delete").Inc()
+		writes.WithLabelValues(k.Resource(), "delete").Inc()
 		m.mu.Lock()
-		delete(m.seen, copyKey{k.Resource, namespace, name})
-		delete(m.wrote, copyKey{k.Resource, namespace, name})
-		delete(m.uids, copyKey{k.Resource, namespace, name})
+		delete(m.seen, copyKey{k.Resource(), namespace, name})
+		delete(m.wrote, copyKey{k.Resource(), namespace, name})
+		delete(m.uids, copyKey{k.Resource(), namespace, name})
 		m.mu.Unlock()
-		klog.V(2).InfoS("Deleted a materialized copy whose item left the view", "resource", k.Resource, "copy", klog.KRef(namespace, name))
+		klog.V(2).InfoS("Deleted a materialized copy whose item left the view", "resource", k.Resource(), "copy", klog.KRef(namespace, name))
 	}
 	return n, utilerrors.NewAggregate(errs)
 }
@@ -168,7 +169,7 @@ func (m *Materializer) reconcileKind(ctx context.Context, k Kind, namespace stri
 // precondition. The copy's resourceVersion after the last write is
 // remembered (wrote), so that its echo on the copies' informer is not
 // taken for drift.
-func (m *Materializer) write(ctx context.Context, k Kind, client resourceClient, cur, w *unstructured.Unstructured) (int, error) {
+func (m *Materializer) write(ctx context.Context, k kinds.Kind, client resourceClient, cur, w *unstructured.Unstructured) (int, error) {
 	var got *unstructured.Unstructured
 	var err error
 	if cur == nil {
@@ -188,7 +189,7 @@ func (m *Materializer) write(ctx context.Context, k Kind, client resourceClient,
 		} else if err != nil {
 			return 0, err
 		} else {
-			writes.WithLabelValues(k.Resource, "create").Inc()
+			writes.WithLabelValues(k.Resource(), "create").Inc()
 		}
 	}
 	n := 0
@@ -199,7 +200,7 @@ func (m *Materializer) write(ctx context.Context, k Kind, client resourceClient,
 		if err != nil {
 			return 0, err
 		}
-		writes.WithLabelValues(k.Resource, "apply").Inc()
+		writes.WithLabelValues(k.Resource(), "apply").Inc()
 	}
 	n++
 	if upToDate(got, w) {
@@ -212,7 +213,7 @@ func (m *Materializer) write(ctx context.Context, k Kind, client resourceClient,
 	if err != nil {
 		return n, err
 	}
-	writes.WithLabelValues(k.Resource, "replace").Inc()
+	writes.WithLabelValues(k.Resource(), "replace").Inc()
 	m.remember(k, got)
 	return n + 1, nil
 }
@@ -227,8 +228,8 @@ func (e *tenantHolds) Error() string {
 
 // remember notes the resourceVersion a write of the materializer's left
 // the copy at.
-func (m *Materializer) remember(k Kind, c *unstructured.Unstructured) {
-	key := copyKey{k.Resource, c.GetNamespace(), c.GetName()}
+func (m *Materializer) remember(k kinds.Kind, c *unstructured.Unstructured) {
+	key := copyKey{k.Resource(), c.GetNamespace(), c.GetName()}
 	m.mu.Lock()
 	m.wrote[key] = c.GetResourceVersion()
 	m.uids[key] = c.GetUID()
@@ -248,8 +249,8 @@ type resourceClient interface {
 // copy (its uid is one the materializer knew as a copy's) is no conflict:
 // a write made it its writer's own, and the view will show it as such once
 // it has read that write; it is logged only.
-func (m *Materializer) conflict(k Kind, namespace string, tenant, w *unstructured.Unstructured) {
-	key := copyKey{k.Resource, namespace, tenant.GetName()}
+func (m *Materializer) conflict(k kinds.Kind, namespace string, tenant, w *unstructured.Unstructured) {
+	key := copyKey{k.Resource(), namespace, tenant.GetName()}
 	m.mu.Lock()
 	if m.reported[key] == string(tenant.GetUID()) {
 		m.mu.Unlock()
@@ -260,19 +261,19 @@ func (m *Materializer) conflict(k Kind, namespace string, tenant, w *unstructure
 	m.mu.Unlock()
 	source := w.GetLabels()[merge.LabelSourceNamespace] + "/" + w.GetName()
 	if formerCopy {
-		klog.InfoS("A materialized copy is no copy any more: a write made it its writer's own", "resource", k.Resource,
+		klog.InfoS("A materialized copy is no copy any more: a write made it its writer's own", "resource", k.Resource(),
 			"object", klog.KRef(namespace, tenant.GetName()), "source", source)
 		return
 	}
-	conflicts.WithLabelValues(k.Resource).Inc()
-	klog.InfoS("Inherited item not materialized: an object of the namespace's own holds its name", "resource", k.Resource,
+	conflicts.WithLabelValues(k.Resource()).Inc()
+	klog.InfoS("Inherited item not materialized: an object of the namespace's own holds its name", "resource", k.Resource(),
 		"object", klog.KRef(namespace, tenant.GetName()), "source", source, "scope", w.GetLabels()[merge.LabelScope])
 	if m.recorder != nil {
 		// On the tenant's object, in its namespace: `kubectl describe` of
 		// it and the namespace's `kubectl get events` show it to its owners.
 		m.recorder.Eventf(tenant, corev1.EventTypeWarning, "MaterializeConflict",
 			"the inherited %s %s from %s is not materialized in %s: this object (without %s) holds its name",
-			k.Resource, tenant.GetName(), source, namespace, merge.LabelMaterialized)
+			k.Resource(), tenant.GetName(), source, namespace, merge.LabelMaterialized)
 	}
 }
 
@@ -281,7 +282,7 @@ func (m *Materializer) conflict(k Kind, namespace string, tenant, w *unstructure
 // describes a stored object (uid, resourceVersion, managed fields, creation
 // time, status), with the source kind, the view item's labels and
 // provenance annotations, and the materialized label.
-func desiredCopy(k Kind, namespace string, item runtime.Object) (*unstructured.Unstructured, bool, error) {
+func desiredCopy(k kinds.Kind, namespace string, item runtime.Object) (*unstructured.Unstructured, bool, error) {
 	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(item)
 	if err != nil {
 		return nil, false, err

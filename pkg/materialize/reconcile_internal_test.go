@@ -13,6 +13,7 @@ import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/testutil"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -142,7 +143,7 @@ func TestReconcile(t *testing.T) {
 			host := newFakeHost(t, objs...)
 			rec := record.NewFakeRecorder(10)
 			rec.IncludeObject = true
-			m := New(newMux(tt.unsynced, sources()...), host, []Kind{npKind}, rec, Options{})
+			m := New(newMux(tt.unsynced, sources()...), host, []kinds.Kind{npKind}, rec, Options{})
 			drift0 := counter(t, driftRepaired.WithLabelValues("networkpolicies"))
 			conflicts0 := counter(t, conflicts.WithLabelValues("networkpolicies"))
 
@@ -211,7 +212,7 @@ func TestReconcile(t *testing.T) {
 // while its source is unchanged, is recreated and counted as drift.
 func TestReconcileDeletedCopyIsDrift(t *testing.T) {
 	host := newFakeHost(t)
-	m := New(newMux(false, sources()...), host, []Kind{npKind}, nil, Options{})
+	m := New(newMux(false, sources()...), host, []kinds.Kind{npKind}, nil, Options{})
 	if _, err := m.reconcile(context.Background(), "team-b", host.list(t)); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 )
 
 // TestRun follows the views: copies appear in every tenant, follow a source
@@ -18,7 +20,7 @@ import (
 func TestRun(t *testing.T) {
 	host := newFakeHost(t)
 	mux := newMux(false, sources()...)
-	m := New(mux, host, []Kind{npKind}, nil, Options{Workers: 2})
+	m := New(mux, host, []kinds.Kind{npKind}, nil, Options{Workers: 2})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -107,7 +109,7 @@ func TestRun(t *testing.T) {
 // pending once more); any other version of a copy, or its deletion, queues
 // its namespace for the drift check.
 func TestCopyEchoIsNotDrift(t *testing.T) {
-	m := New(newMux(false, sources()...), newFakeHost(t), []Kind{npKind}, nil, Options{})
+	m := New(newMux(false, sources()...), newFakeHost(t), []kinds.Kind{npKind}, nil, Options{})
 	r := &run{m: m, queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())}
 	defer r.queue.ShutDown()
 	h := r.copyHandler(npKind)

@@ -14,6 +14,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -45,7 +46,7 @@ func TestReconcileNeverTakesOver(t *testing.T) {
 			return true, nil, err
 		})
 		rec := record.NewFakeRecorder(10)
-		m := New(newMux(false, sources()...), host, []Kind{npKind}, rec, Options{})
+		m := New(newMux(false, sources()...), host, []kinds.Kind{npKind}, rec, Options{})
 		conflicts0 := counter(t, conflicts.WithLabelValues("networkpolicies"))
 
 		if _, err := m.reconcile(context.Background(), "team-b", host.list(t)); err != nil {
@@ -71,7 +72,7 @@ func TestReconcileNeverTakesOver(t *testing.T) {
 		stale := toUnstructured(t, staleCopy("team-b", global, "gone", "x", "3"))
 		host := newFakeHost(t, staleCopy("team-b", global, "gone", "x", "3"))
 		adopt(t, host, "team-b", "gone", "mine")
-		m := New(newMux(false, sources()...), host, []Kind{npKind}, nil, Options{})
+		m := New(newMux(false, sources()...), host, []kinds.Kind{npKind}, nil, Options{})
 
 		_, err := m.reconcile(context.Background(), "team-b", listing(host, t, stale))
 		if err == nil || !isConflict(err) {
@@ -85,7 +86,7 @@ func TestReconcileNeverTakesOver(t *testing.T) {
 		stale := toUnstructured(t, staleCopy("team-b", global, "default-deny", "old-app", "9"))
 		host := newFakeHost(t, staleCopy("team-b", global, "default-deny", "old-app", "9"))
 		adopt(t, host, "team-b", "default-deny", "mine")
-		m := New(newMux(false, sources()...), host, []Kind{npKind}, nil, Options{})
+		m := New(newMux(false, sources()...), host, []kinds.Kind{npKind}, nil, Options{})
 
 		_, err := m.reconcile(context.Background(), "team-b", listing(host, t, stale))
 		if err == nil || !isConflict(err) {
@@ -127,7 +128,7 @@ func adopt(t *testing.T, host *fakeHost, namespace, name, app string) {
 // listing is a lister that returns the stale copies given, as an informer
 // that has not seen the latest writes would, and the host's other copies.
 func listing(host *fakeHost, t *testing.T, stale ...*unstructured.Unstructured) lister {
-	return func(k Kind, namespace string) ([]*unstructured.Unstructured, error) {
+	return func(k kinds.Kind, namespace string) ([]*unstructured.Unstructured, error) {
 		out, err := host.list(t)(k, namespace)
 		for _, s := range stale {
 			if s.GetNamespace() == namespace {

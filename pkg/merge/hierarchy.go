@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -17,6 +19,11 @@ type Namespace struct {
 	Created     time.Time
 	Labels      map[string]string
 	Annotations map[string]string
+}
+
+// NamespaceOf returns what merging needs of ns. It shares ns's maps: read only.
+func NamespaceOf(ns *corev1.Namespace) *Namespace {
+	return &Namespace{Name: ns.Name, UID: ns.UID, Created: ns.CreationTimestamp.Time, Labels: ns.Labels, Annotations: ns.Annotations}
 }
 
 // NamespaceGetter returns the namespace of that name, or false if it does not exist.

@@ -10,6 +10,6 @@
 // Viewer interface, defined here where it is used, is all it sees. The
 // question resources beside the views (hierarchies, explanations, previews,
 // rulesreviews) read their answers through interfaces defined here too:
-// pkg/registry/answers, and the authorization webhook's RulesFor (pkg/authz,
+// pkg/answers, and the authorization webhook's RulesFor (pkg/authz,
 // whose InheritedBinding type it converts).
 package registry

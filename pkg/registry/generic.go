@@ -7,85 +7,44 @@ import (
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/client-go/util/jsonpath"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 )
 
-// PrinterColumn is a column of a kind's table, as a CustomResourceDefinition's
-// additionalPrinterColumns declare it.
-type PrinterColumn struct {
-	Name        string
-	Type        string
-	Format      string
-	Description string
-	Priority    int32
-	JSONPath    string
-}
-
-// GenericSource describes a source kind served from unstructured objects:
-// any namespaced kind, built-in or custom.
-type GenericSource struct {
-	// Source is the resource the view is merged from.
-	Source schema.GroupVersionResource
-	// View is the group version the view is served in.
-	View schema.GroupVersion
-	// Kind and Singular are the source kind's, from the host's discovery.
-	Kind, Singular string
-	// Model is the source kind's OpenAPI model name in the host's documents.
-	Model string
-	// Columns are the kind's printer columns (a CRD's
-	// additionalPrinterColumns); none for other kinds.
-	Columns []PrinterColumn
-}
-
-// Generic returns the Kind of a source served from unstructured objects.
-// A column whose JSONPath does not parse is an error.
-func Generic(g GenericSource) (Kind, error) {
-	gvk := g.View.WithKind(g.Kind)
-	k := Kind{
-		Source:   g.Source,
-		Kind:     g.Kind,
-		Singular: g.Singular,
-		Model:    g.Model,
-		generic:  true,
-		New: func() runtime.Object {
-			u := &unstructured.Unstructured{}
-			u.SetGroupVersionKind(gvk)
-			return u
-		},
-		NewList: func() runtime.Object {
-			l := &unstructured.UnstructuredList{}
-			l.SetGroupVersionKind(g.View.WithKind(g.Kind + "List"))
-			return l
-		},
+// Cells returns how a table finds an item's values for k's columns: the
+// kind's own Cells, or its columns' JSONPaths evaluated as kube-apiserver
+// evaluates a CustomResourceDefinition's printer columns. The error names a
+// JSONPath that does not parse: such a kind can't be served.
+func Cells(k kinds.Kind) (func(runtime.Object) []any, error) {
+	if k.Cells != nil {
+		return k.Cells, nil
 	}
-	paths := make([]*jsonpath.JSONPath, 0, len(g.Columns))
-	for _, c := range g.Columns {
-		jp := jsonpath.New(c.Name).AllowMissingKeys(true)
-		if err := jp.Parse(fmt.Sprintf("{%s}", c.JSONPath)); err != nil {
-			return Kind{}, fmt.Errorf("printer column %q of %s: JSONPath %q: %w", c.Name, g.Source.GroupResource(), c.JSONPath, err)
+	return columnCells(k)
+}
+
+func columnCells(k kinds.Kind) (func(runtime.Object) []any, error) {
+	paths := make([]*jsonpath.JSONPath, 0, len(k.JSONPaths))
+	for i, p := range k.JSONPaths {
+		jp := jsonpath.New(k.Columns[i].Name).AllowMissingKeys(true)
+		if err := jp.Parse(fmt.Sprintf("{%s}", p)); err != nil {
+			return nil, fmt.Errorf("printer column %q of %s: JSONPath %q: %w", k.Columns[i].Name, k.Source.GroupResource(), p, err)
 		}
 		paths = append(paths, jp)
-		k.Columns = append(k.Columns, metav1.TableColumnDefinition{
-			Name: c.Name, Type: c.Type, Format: c.Format, Description: c.Description, Priority: c.Priority,
-		})
 	}
-	k.Cells = func(obj runtime.Object) []any {
-		cells := make([]any, len(paths))
+	return func(obj runtime.Object) []any {
+		cells := make([]any, len(k.Columns))
 		content, ok := contentOf(obj)
 		if !ok {
 			return cells
 		}
 		for i, jp := range paths {
-			cells[i] = cell(jp, g.Columns[i].Type, content)
+			cells[i] = cell(jp, k.Columns[i].Type, content)
 		}
 		return cells
-	}
-	return k, nil
+	}, nil
 }
 
 // contentOf returns obj's fields as unstructured content.

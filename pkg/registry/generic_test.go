@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 )
@@ -25,7 +26,7 @@ var (
 )
 
 // guardrailColumns are the additionalPrinterColumns of the Guardrail CRD.
-var guardrailColumns = []registry.PrinterColumn{
+var guardrailColumns = []kinds.PrinterColumn{
 	{Name: "Action", Type: "string", Description: "What the guardrail does.", JSONPath: ".spec.action"},
 	{Name: "Rule", Type: "string", Description: "The first rule's name.", Priority: 1, JSONPath: ".spec.rules[*].name"},
 	{Name: "Limit", Type: "integer", JSONPath: ".spec.limit"},
@@ -35,10 +36,8 @@ var guardrailColumns = []registry.PrinterColumn{
 	{Name: "Created", Type: "date", JSONPath: ".metadata.creationTimestamp"},
 }
 
-func guardrailSource() registry.GenericSource {
-	return registry.GenericSource{
-		Source:   guardrails,
-		View:     viewGV,
+func guardrailNames() kinds.HostNames {
+	return kinds.HostNames{
 		Kind:     "Guardrail",
 		Singular: "guardrail",
 		Model:    "com.example.policy.v1.Guardrail",
@@ -46,11 +45,11 @@ func guardrailSource() registry.GenericSource {
 	}
 }
 
-func guardrailKind(t *testing.T) registry.Kind {
+func guardrailKind(t *testing.T) kinds.Kind {
 	t.Helper()
-	k, err := registry.Generic(guardrailSource())
-	if err != nil {
-		t.Fatalf("Generic: %v", err)
+	k := kinds.Kind{Source: guardrails}.WithHostNames(guardrailNames(), viewGV)
+	if _, err := registry.Cells(k); err != nil {
+		t.Fatalf("Cells: %v", err)
 	}
 	return k
 }
@@ -131,7 +130,7 @@ func TestGenericCells(t *testing.T) {
 	}
 	tests := []struct {
 		name    string
-		columns []registry.PrinterColumn
+		columns []kinds.PrinterColumn
 		obj     runtime.Object
 		want    []any
 	}{
@@ -168,7 +167,7 @@ func TestGenericCells(t *testing.T) {
 		{
 			// As kube-apiserver prints a CRD's string column holding an object or a list.
 			name: "objects and lists in a string column print as JSON",
-			columns: []registry.PrinterColumn{
+			columns: []kinds.PrinterColumn{
 				{Name: "Rules", Type: "string", JSONPath: ".spec.rules"},
 				{Name: "First", Type: "string", JSONPath: ".spec.rules[0]"},
 			},
@@ -177,7 +176,7 @@ func TestGenericCells(t *testing.T) {
 		},
 		{
 			name: "a typed object, through the unstructured converter",
-			columns: []registry.PrinterColumn{
+			columns: []kinds.PrinterColumn{
 				{Name: "Role", Type: "string", JSONPath: ".roleRef.name"},
 				{Name: "Subject", Type: "string", JSONPath: ".subjects[*].name"},
 				{Name: "Created", Type: "date", JSONPath: ".metadata.creationTimestamp"},
@@ -189,13 +188,14 @@ func TestGenericCells(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			src := guardrailSource()
-			src.Columns = tt.columns
-			k, err := registry.Generic(src)
+			names := guardrailNames()
+			names.Columns = tt.columns
+			k := kinds.Kind{Source: guardrails}.WithHostNames(names, viewGV)
+			cells, err := registry.Cells(k)
 			if err != nil {
-				t.Fatalf("Generic: %v", err)
+				t.Fatalf("Cells: %v", err)
 			}
-			got := k.Cells(tt.obj)
+			got := cells(tt.obj)
 			if len(got) != len(k.Columns) {
 				t.Fatalf("%d cells for %d columns", len(got), len(k.Columns))
 			}
@@ -219,11 +219,11 @@ func TestGenericBadColumn(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			src := guardrailSource()
-			src.Columns = append(append([]registry.PrinterColumn(nil), guardrailColumns...), registry.PrinterColumn{Name: "Broken", Type: "string", JSONPath: tt.jsonPath})
-			_, err := registry.Generic(src)
+			names := guardrailNames()
+			names.Columns = append(append([]kinds.PrinterColumn(nil), guardrailColumns...), kinds.PrinterColumn{Name: "Broken", Type: "string", JSONPath: tt.jsonPath})
+			_, err := registry.Cells(kinds.Kind{Source: guardrails}.WithHostNames(names, viewGV))
 			if err == nil {
-				t.Fatalf("Generic accepted JSONPath %q", tt.jsonPath)
+				t.Fatalf("Cells accepted JSONPath %q", tt.jsonPath)
 			}
 			for _, want := range []string{`"Broken"`, "guardrails.policy.example.com", tt.jsonPath} {
 				if !strings.Contains(err.Error(), want) {
@@ -306,14 +306,12 @@ func TestGenericTable(t *testing.T) {
 // other version of it, say) prints its typed and unstructured items alike.
 func TestGenericRoleBindingTable(t *testing.T) {
 	t.Parallel()
-	k, err := registry.Generic(registry.GenericSource{
-		Source:  rbacv1.SchemeGroupVersion.WithResource("rolebindings"),
-		View:    viewGV,
+	k := kinds.Kind{Source: rbacv1.SchemeGroupVersion.WithResource("rolebindings")}.WithHostNames(kinds.HostNames{
 		Kind:    "RoleBinding",
-		Columns: []registry.PrinterColumn{{Name: "Role", Type: "string", JSONPath: ".roleRef.name"}},
-	})
-	if err != nil {
-		t.Fatalf("Generic: %v", err)
+		Columns: []kinds.PrinterColumn{{Name: "Role", Type: "string", JSONPath: ".roleRef.name"}},
+	}, viewGV)
+	if _, err := registry.Cells(k); err != nil {
+		t.Fatalf("Cells: %v", err)
 	}
 	typed := viewRoleBinding("team-a", "rb", merge.ScopeGlobal, "implicit-global")
 	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(typed)

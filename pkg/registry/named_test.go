@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 )
@@ -52,7 +53,7 @@ func TestListNamed(t *testing.T) {
 	opts := &metainternalversion.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", "org-viewers")}
 
 	nv := &namedViewer{fakeViewer: newFakeViewer("rolebindings", items...)}
-	s := registry.NewStorage(group, registry.RoleBindings(), nv)
+	s := registry.NewStorage(group, kinds.RoleBindings(), nv)
 	out, err := s.List(genericapirequest.NewContext(), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +66,7 @@ func TestListNamed(t *testing.T) {
 	}
 
 	plain := newFakeViewer("rolebindings", items...)
-	out, err = registry.NewStorage(group, registry.RoleBindings(), plain).List(genericapirequest.NewContext(), opts)
+	out, err = registry.NewStorage(group, kinds.RoleBindings(), plain).List(genericapirequest.NewContext(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 )
@@ -107,7 +108,7 @@ func TestListPages(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			s := registry.NewStorage(group, registry.RoleBindings(), newFakeViewer("rolebindings", pagedItems()...))
+			s := registry.NewStorage(group, kinds.RoleBindings(), newFakeViewer("rolebindings", pagedItems()...))
 			opts := &metainternalversion.ListOptions{Limit: tt.limit, ResourceVersion: tt.rv}
 			if tt.label != "" {
 				opts.LabelSelector = labels.SelectorFromSet(labels.Set{merge.LabelScope: "local"})
@@ -168,7 +169,7 @@ func TestListContinueConsistency(t *testing.T) {
 			t.Parallel()
 			clock := clocktesting.NewFakePassiveClock(time.Now())
 			viewer := newFakeViewer("rolebindings", pagedItems()...)
-			s := registry.NewStorage(group, registry.RoleBindings(), viewer).WithClock(clock)
+			s := registry.NewStorage(group, kinds.RoleBindings(), viewer).WithClock(clock)
 			first, err := listPage(t, s, &metainternalversion.ListOptions{Limit: 2})
 			if err != nil {
 				t.Fatal(err)
@@ -211,7 +212,7 @@ func TestListContinueMalformed(t *testing.T) {
 		enc(`{"v":"implicit.dev/continue/v1","rv":"1","start":""}`),
 		enc(`{"v":"implicit.dev/continue/v1","rv":"abc","start":"a/x"}`),
 	} {
-		s := registry.NewStorage(group, registry.RoleBindings(), newFakeViewer("rolebindings", pagedItems()...))
+		s := registry.NewStorage(group, kinds.RoleBindings(), newFakeViewer("rolebindings", pagedItems()...))
 		_, err := listPage(t, s, &metainternalversion.ListOptions{Limit: 2, Continue: token})
 		if !apierrors.IsBadRequest(err) {
 			t.Errorf("continue %q: %v, want 400 BadRequest", token, err)
@@ -246,7 +247,7 @@ func TestListResourceVersion(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			s := registry.NewStorage(group, registry.RoleBindings(), newFakeViewer("rolebindings", pagedItems()...))
+			s := registry.NewStorage(group, kinds.RoleBindings(), newFakeViewer("rolebindings", pagedItems()...))
 			l, err := listPage(t, s, &metainternalversion.ListOptions{ResourceVersion: tt.rv, ResourceVersionMatch: tt.match})
 			if tt.code == 0 {
 				if err != nil || len(l.Items) != 5 || l.ResourceVersion != fakeRV {
@@ -271,7 +272,7 @@ func TestListSnapshotBounds(t *testing.T) {
 	t.Parallel()
 	clock := clocktesting.NewFakePassiveClock(time.Now())
 	viewer := newFakeViewer("rolebindings", pagedItems()...)
-	s := registry.NewStorage(group, registry.RoleBindings(), viewer).WithClock(clock)
+	s := registry.NewStorage(group, kinds.RoleBindings(), viewer).WithClock(clock)
 	var tokens []string
 	for i := range 17 {
 		viewer.change(strconv.Itoa(5000+i), pagedItems()...)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 )
 
 // Previewer previews edits of sources: *answers.Answers.
@@ -39,7 +40,7 @@ type Previewer interface {
 type PreviewStorage struct {
 	src   Previewer
 	authz authorizer.UnconditionalAuthorizer
-	kinds func() []Kind
+	kinds func() []kinds.Kind
 }
 
 var (
@@ -52,7 +53,7 @@ var (
 
 // NewPreviewStorage returns the storage of previews; kinds returns the view
 // kinds served now.
-func NewPreviewStorage(src Previewer, authz authorizer.UnconditionalAuthorizer, kinds func() []Kind) *PreviewStorage {
+func NewPreviewStorage(src Previewer, authz authorizer.UnconditionalAuthorizer, kinds func() []kinds.Kind) *PreviewStorage {
 	return &PreviewStorage{src: src, authz: authz, kinds: kinds}
 }
 
@@ -88,7 +89,7 @@ func (s *PreviewStorage) Create(ctx context.Context, obj runtime.Object, validat
 	if (in.Spec.Object == nil) == (in.Spec.Delete == "") {
 		return nil, apierrors.NewBadRequest("set exactly one of spec.object (create or update) and spec.delete (the name of a source to delete)")
 	}
-	var kind *Kind
+	var kind *kinds.Kind
 	for _, k := range s.kinds() {
 		if k.Resource() == resource {
 			kind = &k
@@ -163,7 +164,7 @@ func (s *PreviewStorage) Create(ctx context.Context, obj runtime.Object, validat
 
 // proposed reads the proposed object: JSON of the source kind, in namespace
 // (or none), returned as the Go type of the kind's sources.
-func (s *PreviewStorage) proposed(k Kind, namespace string, raw *runtime.RawExtension) (runtime.Object, string, error) {
+func (s *PreviewStorage) proposed(k kinds.Kind, namespace string, raw *runtime.RawExtension) (runtime.Object, string, error) {
 	var content map[string]any
 	data := raw.Raw
 	if len(data) == 0 && raw.Object != nil {

@@ -17,7 +17,7 @@ import (
 
 func TestPreviewStorage(t *testing.T) {
 	t.Parallel()
-	served := func() []registry.Kind { return kinds.DefaultKinds() }
+	served := func() []kinds.Kind { return kinds.BuiltIns() }
 	rb := func(ns string) *runtime.RawExtension {
 		return &runtime.RawExtension{Raw: []byte(`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"ci-bot","namespace":"` + ns + `"},` +
 			`"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"view"}}`)}
@@ -85,7 +85,7 @@ func TestPreviewStorage(t *testing.T) {
 // authorizes an edit before it reads the object.
 func TestPreviewRefusalHidesExistence(t *testing.T) {
 	t.Parallel()
-	served := func() []registry.Kind { return kinds.DefaultKinds() }
+	served := func() []kinds.Kind { return kinds.BuiltIns() }
 	spec := v1alpha1.PreviewSpec{Resource: "rolebindings", Object: &runtime.RawExtension{Raw: []byte(
 		`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"ci-bot"},` +
 			`"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"view"}}`)}}
@@ -111,7 +111,7 @@ func TestPreviewRefusalHidesExistence(t *testing.T) {
 // are hidden, never their names nor what they hold.
 func TestPreviewNamesOnlyReadableNamespaces(t *testing.T) {
 	t.Parallel()
-	served := func() []registry.Kind { return kinds.DefaultKinds() }
+	served := func() []kinds.Kind { return kinds.BuiltIns() }
 	spec := v1alpha1.PreviewSpec{Resource: "rolebindings", Delete: "ci-bot"}
 	changed := func(namespaces ...string) []v1alpha1.NamespaceChange {
 		var out []v1alpha1.NamespaceChange

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 )
@@ -27,7 +28,7 @@ func TestRejectWrite(t *testing.T) {
 	}
 	tests := []struct {
 		name      string
-		kind      registry.Kind
+		kind      kinds.Kind
 		verb      string
 		namespace string
 		item      string
@@ -38,44 +39,44 @@ func TestRejectWrite(t *testing.T) {
 	}{
 		{
 			name: "update of a global item names its source namespace",
-			kind: registry.RoleBindings(), verb: "update", namespace: "team-a", item: "org-viewers",
+			kind: kinds.RoleBindings(), verb: "update", namespace: "team-a", item: "org-viewers",
 			want:     []string{"rolebindings.implicit.dev", "read-only", "update", "rolebindings.rbac.authorization.k8s.io", `"org-viewers"`, `namespace "implicit-global"`},
 			wantGets: []string{"team-a/org-viewers"},
 		},
 		{
 			name: "delete of a local item names the namespace itself",
-			kind: registry.RoleBindings(), verb: "delete", namespace: "team-a", item: "local-rb",
+			kind: kinds.RoleBindings(), verb: "delete", namespace: "team-a", item: "local-rb",
 			want:     []string{"delete", "rolebindings.rbac.authorization.k8s.io", `"local-rb"`, `namespace "team-a"`},
 			wantGets: []string{"team-a/local-rb"},
 		},
 		{
 			name: "patch of a parent role",
-			kind: registry.Roles(), verb: "patch", namespace: "team-a", item: "reader",
+			kind: kinds.Roles(), verb: "patch", namespace: "team-a", item: "reader",
 			want:     []string{"roles.implicit.dev", "patch", "roles.rbac.authorization.k8s.io", `"reader"`, `namespace "dept"`},
 			wantNot:  []string{"rolebindings"},
 			wantGets: []string{"team-a/reader"},
 		},
 		{
 			name: "update of a network policy",
-			kind: registry.NetworkPolicies(), verb: "update", namespace: "team-a", item: "default-deny",
+			kind: kinds.NetworkPolicies(), verb: "update", namespace: "team-a", item: "default-deny",
 			want:     []string{"networkpolicies.implicit.dev", "networkpolicies.networking.k8s.io", `namespace "implicit-global"`},
 			wantGets: []string{"team-a/default-deny"},
 		},
 		{
 			name: "update of an item not in the view says where to create it",
-			kind: registry.RoleBindings(), verb: "update", namespace: "team-b", item: "org-viewers",
+			kind: kinds.RoleBindings(), verb: "update", namespace: "team-b", item: "org-viewers",
 			want:     []string{"rolebindings.rbac.authorization.k8s.io", `"org-viewers"`, `namespace "team-b"`, "global namespace"},
 			wantNot:  []string{"implicit-global"},
 			wantGets: []string{"team-b/org-viewers"},
 		},
 		{
 			name: "create on the collection names the source resource",
-			kind: registry.RoleBindings(), verb: "create", namespace: "team-a",
+			kind: kinds.RoleBindings(), verb: "create", namespace: "team-a",
 			want: []string{"rolebindings.implicit.dev", "create", "rolebindings.rbac.authorization.k8s.io"},
 		},
 		{
 			name: "deletecollection across namespaces",
-			kind: registry.RoleBindings(), verb: "deletecollection",
+			kind: kinds.RoleBindings(), verb: "deletecollection",
 			want: []string{"deletecollection", "rolebindings.rbac.authorization.k8s.io"},
 		},
 	}

@@ -20,6 +20,7 @@ import (
 	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
 	"k8s.io/utils/clock"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -57,7 +58,7 @@ type WatchRequest struct {
 
 // Storage is the REST storage of one view resource.
 type Storage struct {
-	kind   Kind
+	kind   kinds.Kind
 	group  string
 	viewer Viewer
 	table  tableConvertor
@@ -80,8 +81,8 @@ var (
 )
 
 // NewStorage returns the storage of kind's view in the API group group.
-func NewStorage(group string, kind Kind, viewer Viewer) *Storage {
-	return &Storage{kind: kind, group: group, viewer: viewer, table: tableConvertor{kind: kind}, snapshots: newSnapshots(clock.RealClock{})}
+func NewStorage(group string, kind kinds.Kind, viewer Viewer) *Storage {
+	return &Storage{kind: kind, group: group, viewer: viewer, table: newTableConvertor(kind), snapshots: newSnapshots(clock.RealClock{})}
 }
 
 // WithClock sets the clock that ages the snapshots of paginated lists.

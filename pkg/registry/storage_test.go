@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 )
@@ -70,7 +71,7 @@ func TestStorageGet(t *testing.T) {
 			t.Parallel()
 			viewer := newFakeViewer("rolebindings", viewItems()...)
 			viewer.err = tt.viewerErr
-			s := registry.NewStorage(group, registry.RoleBindings(), viewer)
+			s := registry.NewStorage(group, kinds.RoleBindings(), viewer)
 			got, err := s.Get(tt.ctx, tt.item, &metav1.GetOptions{})
 			if tt.wantErr != nil {
 				if !tt.wantErr(err) {
@@ -212,7 +213,7 @@ func TestStorageList(t *testing.T) {
 			t.Parallel()
 			viewer := newFakeViewer("rolebindings", viewItems()...)
 			viewer.err = tt.viewerErr
-			s := registry.NewStorage(group, registry.RoleBindings(), viewer)
+			s := registry.NewStorage(group, kinds.RoleBindings(), viewer)
 			ctx := genericapirequest.WithNamespace(context.Background(), tt.namespace)
 			got, err := s.List(ctx, tt.opts)
 			_, lists := viewer.calls()
@@ -250,7 +251,7 @@ func TestStorageList(t *testing.T) {
 func TestStorageListKeepsItems(t *testing.T) {
 	t.Parallel()
 	viewer := newFakeViewer("rolebindings", viewItems()...)
-	s := registry.NewStorage(group, registry.RoleBindings(), viewer)
+	s := registry.NewStorage(group, kinds.RoleBindings(), viewer)
 	got, err := s.List(genericapirequest.WithNamespace(context.Background(), "team-a"), nil)
 	if err != nil {
 		t.Fatalf("List: %v", err)
@@ -268,7 +269,7 @@ func TestStorageMetadata(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name         string
-		kind         registry.Kind
+		kind         kinds.Kind
 		wantKind     string
 		wantSingular string
 		wantNew      runtime.Object
@@ -276,17 +277,17 @@ func TestStorageMetadata(t *testing.T) {
 		wantSource   schema.GroupVersionResource
 	}{
 		{
-			name: "rolebindings", kind: registry.RoleBindings(), wantKind: "RoleBinding", wantSingular: "rolebinding",
+			name: "rolebindings", kind: kinds.RoleBindings(), wantKind: "RoleBinding", wantSingular: "rolebinding",
 			wantNew: &rbacv1.RoleBinding{}, wantNewList: &rbacv1.RoleBindingList{},
 			wantSource: schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
 		},
 		{
-			name: "roles", kind: registry.Roles(), wantKind: "Role", wantSingular: "role",
+			name: "roles", kind: kinds.Roles(), wantKind: "Role", wantSingular: "role",
 			wantNew: &rbacv1.Role{}, wantNewList: &rbacv1.RoleList{},
 			wantSource: schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
 		},
 		{
-			name: "networkpolicies", kind: registry.NetworkPolicies(), wantKind: "NetworkPolicy", wantSingular: "networkpolicy",
+			name: "networkpolicies", kind: kinds.NetworkPolicies(), wantKind: "NetworkPolicy", wantSingular: "networkpolicy",
 			wantNew: &networkingv1.NetworkPolicy{}, wantNewList: &networkingv1.NetworkPolicyList{},
 			wantSource: schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "networkpolicies"},
 		},

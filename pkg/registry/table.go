@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -16,7 +17,18 @@ import (
 // SOURCE (the winning source's namespace) and AGE; with -o wide also
 // LOCKED, OVERLAYS and CONFLICT, what merging did to the item.
 type tableConvertor struct {
-	kind Kind
+	kind  kinds.Kind
+	cells func(runtime.Object) []any
+}
+
+// newTableConvertor prints k's items; a column whose JSONPath does not
+// parse (Cells) prints empty cells.
+func newTableConvertor(k kinds.Kind) tableConvertor {
+	cells, err := Cells(k)
+	if err != nil {
+		cells = func(runtime.Object) []any { return make([]any, len(k.Columns)) }
+	}
+	return tableConvertor{kind: k, cells: cells}
 }
 
 func (t tableConvertor) columns() []metav1.TableColumnDefinition {
@@ -67,7 +79,7 @@ func (t tableConvertor) ConvertToTable(_ context.Context, obj runtime.Object, op
 			return nil, fmt.Errorf("table of %s: %w", t.kind.Resource(), err)
 		}
 		cells := []any{m.GetName()}
-		cells = append(cells, t.kind.Cells(it)...)
+		cells = append(cells, t.cells(it)...)
 		cells = append(cells, m.GetLabels()[merge.LabelScope], m.GetLabels()[merge.LabelSourceNamespace], age(m.GetCreationTimestamp()))
 		annotations := m.GetAnnotations()
 		cells = append(cells, fmt.Sprint(annotations[merge.AnnotationLocked] == "true"),

@@ -24,10 +24,10 @@ func TestTableColumns(t *testing.T) {
 		"roles":           {"Name", "Rules", "Scope", "Source", "Age", "Locked", "Overlays", "Conflict"},
 		"networkpolicies": {"Name", "Pod-Selector", "Policy-Types", "Scope", "Source", "Age", "Locked", "Overlays", "Conflict"},
 	}
-	if len(kinds.DefaultKinds()) != len(want) {
-		t.Fatalf("DefaultKinds() has %d kinds, the test knows %d", len(kinds.DefaultKinds()), len(want))
+	if len(kinds.BuiltIns()) != len(want) {
+		t.Fatalf("DefaultKinds() has %d kinds, the test knows %d", len(kinds.BuiltIns()), len(want))
 	}
-	for _, kind := range kinds.DefaultKinds() {
+	for _, kind := range kinds.BuiltIns() {
 		t.Run(kind.Resource(), func(t *testing.T) {
 			t.Parallel()
 			s := registry.NewStorage(group, kind, newFakeViewer(kind.Resource()))
@@ -98,7 +98,7 @@ func TestTableRows(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		kind registry.Kind
+		kind kinds.Kind
 		obj  runtime.Object
 		want []any
 		// wide are the -o wide cells (LOCKED, OVERLAYS, CONFLICT); nil:
@@ -107,26 +107,26 @@ func TestTableRows(t *testing.T) {
 	}{
 		{
 			name: "locked, overlaid and in conflict: the wide columns say so, the conflict cut to 80",
-			kind: registry.RoleBindings(),
+			kind: kinds.RoleBindings(),
 			obj:  merged,
 			want: []any{"rb", "ClusterRole/view", "User/alice", "global", "implicit-global", "5d"},
 			wide: []any{"true", "org-platform, team-a", "team-a: roleRef is set by the locked implicit-global/rb and was kept; subjects[…"},
 		},
 		{
 			name: "rolebinding to a ClusterRole, one user",
-			kind: registry.RoleBindings(),
+			kind: kinds.RoleBindings(),
 			obj:  rb("ClusterRole", "view", subject(rbacv1.UserKind, "", "alice")),
 			want: []any{"rb", "ClusterRole/view", "User/alice", "global", "implicit-global", "5d"},
 		},
 		{
 			name: "rolebinding to a Role, no subjects",
-			kind: registry.RoleBindings(),
+			kind: kinds.RoleBindings(),
 			obj:  rb("Role", "reader"),
 			want: []any{"rb", "Role/reader", "", "global", "implicit-global", "5d"},
 		},
 		{
 			name: "service account with and without namespace, group: three shown in full",
-			kind: registry.RoleBindings(),
+			kind: kinds.RoleBindings(),
 			obj: rb("ClusterRole", "edit",
 				subject(rbacv1.ServiceAccountKind, "ci", "builder"),
 				subject(rbacv1.ServiceAccountKind, "", "default"),
@@ -135,7 +135,7 @@ func TestTableRows(t *testing.T) {
 		},
 		{
 			name: "four subjects: three and one more",
-			kind: registry.RoleBindings(),
+			kind: kinds.RoleBindings(),
 			obj: rb("ClusterRole", "view",
 				subject(rbacv1.UserKind, "", "a"), subject(rbacv1.UserKind, "", "b"),
 				subject(rbacv1.UserKind, "", "c"), subject(rbacv1.UserKind, "", "d")),
@@ -143,7 +143,7 @@ func TestTableRows(t *testing.T) {
 		},
 		{
 			name: "six subjects: three and three more",
-			kind: registry.RoleBindings(),
+			kind: kinds.RoleBindings(),
 			obj: rb("ClusterRole", "view",
 				subject(rbacv1.UserKind, "", "a"), subject(rbacv1.ServiceAccountKind, "ns", "b"),
 				subject(rbacv1.UserKind, "", "c"), subject(rbacv1.UserKind, "", "d"),
@@ -152,32 +152,32 @@ func TestTableRows(t *testing.T) {
 		},
 		{
 			name: "role with two rules",
-			kind: registry.Roles(),
+			kind: kinds.Roles(),
 			obj:  role(2),
 			want: []any{"role", int64(2), "local", "team-a", "5d"},
 		},
 		{
 			name: "role without rules",
-			kind: registry.Roles(),
+			kind: kinds.Roles(),
 			obj:  role(0),
 			want: []any{"role", int64(0), "local", "team-a", "5d"},
 		},
 		{
 			name: "network policy selecting all pods, no policy types",
-			kind: registry.NetworkPolicies(),
+			kind: kinds.NetworkPolicies(),
 			obj:  np(metav1.LabelSelector{}),
 			want: []any{"np", "<all pods>", "", "parent", "dept", "5d"},
 		},
 		{
 			name: "network policy with labels and both policy types",
-			kind: registry.NetworkPolicies(),
+			kind: kinds.NetworkPolicies(),
 			obj: np(metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
 				networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress),
 			want: []any{"np", "app=web", "Ingress,Egress", "parent", "dept", "5d"},
 		},
 		{
 			name: "network policy with an expression",
-			kind: registry.NetworkPolicies(),
+			kind: kinds.NetworkPolicies(),
 			obj: np(metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 				{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"db", "cache"}}}},
 				networkingv1.PolicyTypeEgress),
@@ -185,7 +185,7 @@ func TestTableRows(t *testing.T) {
 		},
 		{
 			name: "network policy with an invalid selector",
-			kind: registry.NetworkPolicies(),
+			kind: kinds.NetworkPolicies(),
 			obj: np(metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 				{Key: "tier", Operator: "Sometimes"}}}),
 			want: []any{"np", "<invalid>", "", "parent", "dept", "5d"},
@@ -252,7 +252,7 @@ func TestTableShape(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			s := registry.NewStorage(group, registry.RoleBindings(), newFakeViewer("rolebindings"))
+			s := registry.NewStorage(group, kinds.RoleBindings(), newFakeViewer("rolebindings"))
 			table, err := s.ConvertToTable(context.Background(), tt.obj, tt.opts)
 			if err != nil {
 				t.Fatalf("ConvertToTable: %v", err)
@@ -293,7 +293,7 @@ func TestTableAge(t *testing.T) {
 			t.Parallel()
 			rb := viewRoleBinding("team-a", "rb", merge.ScopeLocal, "team-a")
 			rb.CreationTimestamp = tt.created
-			s := registry.NewStorage(group, registry.RoleBindings(), newFakeViewer("rolebindings"))
+			s := registry.NewStorage(group, kinds.RoleBindings(), newFakeViewer("rolebindings"))
 			table, err := s.ConvertToTable(context.Background(), rb, &metav1.TableOptions{})
 			if err != nil {
 				t.Fatalf("ConvertToTable: %v", err)

@@ -18,6 +18,7 @@ import (
 	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
 	"k8s.io/utils/ptr"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 )
@@ -151,7 +152,7 @@ func TestStorageWatch(t *testing.T) {
 			t.Parallel()
 			viewer := newFakeViewer("rolebindings", viewItems()...)
 			viewer.err = tt.viewerErr
-			s := registry.NewStorage(group, registry.RoleBindings(), viewer)
+			s := registry.NewStorage(group, kinds.RoleBindings(), viewer)
 			ctx := genericapirequest.WithNamespace(context.Background(), tt.namespace)
 			w, err := s.Watch(ctx, tt.opts)
 			calls := viewer.watchCalls()
@@ -233,7 +234,7 @@ func TestStorageWatchErrorStream(t *testing.T) {
 			t.Parallel()
 			viewer := newFakeViewer("rolebindings", viewItems()...)
 			viewer.err = tt.viewerErr
-			s := registry.NewStorage(group, registry.RoleBindings(), viewer)
+			s := registry.NewStorage(group, kinds.RoleBindings(), viewer)
 			ctx := genericapirequest.WithNamespace(context.Background(), "team-a")
 			w, err := s.Watch(ctx, &metainternalversion.ListOptions{ResourceVersion: "1"})
 			if err != nil {
@@ -279,7 +280,7 @@ func TestStorageWatchReleasesSeat(t *testing.T) {
 	for _, viewerErr := range []error{nil, apierrors.NewResourceExpired("too old")} {
 		viewer := newFakeViewer("rolebindings", viewItems()...)
 		viewer.err = viewerErr
-		s := registry.NewStorage(group, registry.RoleBindings(), viewer)
+		s := registry.NewStorage(group, kinds.RoleBindings(), viewer)
 		sig := &initSignal{signalled: make(chan struct{})}
 		ctx := utilflowcontrol.WithInitializationSignal(genericapirequest.WithNamespace(context.Background(), "team-a"), sig)
 		w, err := s.Watch(ctx, &metainternalversion.ListOptions{Watch: true})

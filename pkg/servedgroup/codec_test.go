@@ -25,7 +25,7 @@ func guardrailItem(name string) map[string]any {
 
 func TestUnstructuredSerializer(t *testing.T) {
 	t.Parallel()
-	codecs := NewCodecs(NewScheme(kinds.DefaultKinds()))
+	codecs := NewCodecs(NewScheme(kinds.BuiltIns()))
 	info, ok := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
 	if !ok {
 		t.Fatal("no JSON serializer")
@@ -110,7 +110,7 @@ func TestUnstructuredSerializer(t *testing.T) {
 // that appeared at run time.
 func TestSchemeCodecRefusesUnregisteredLists(t *testing.T) {
 	t.Parallel()
-	codecs := NewCodecs(NewScheme(kinds.DefaultKinds()))
+	codecs := NewCodecs(NewScheme(kinds.BuiltIns()))
 	info, ok := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
 	if !ok {
 		t.Fatal("no JSON serializer")
@@ -129,7 +129,7 @@ func TestSchemeCodecRefusesUnregisteredLists(t *testing.T) {
 // scheme's media types and decoders.
 func TestUnstructuredSerializerNegotiates(t *testing.T) {
 	t.Parallel()
-	codecs := NewCodecs(NewScheme(kinds.DefaultKinds()))
+	codecs := NewCodecs(NewScheme(kinds.BuiltIns()))
 	s := unstructuredSerializer{codecs}
 	if got, want := len(s.SupportedMediaTypes()), len(codecs.SupportedMediaTypes()); got != want {
 		t.Errorf("%d media types, want the scheme's %d", got, want)

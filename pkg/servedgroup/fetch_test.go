@@ -17,7 +17,7 @@ import (
 	"k8s.io/kube-openapi/pkg/common"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
+	"github.com/implicit-dev/implicit-apiserver/pkg/kindcontroller"
 	"github.com/implicit-dev/implicit-apiserver/pkg/servedgroup"
 )
 
@@ -110,7 +110,7 @@ func TestFetchHostSchemas(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			dc := newDiscovery(openapitest.FakeClient{PathsMap: tc.paths, ForcedErr: tc.pathsErr})
-			got, err := kinds.FetchHostSchemas(context.Background(), dc, tc.gvs)
+			got, err := kindcontroller.FetchHostSchemas(context.Background(), dc, tc.gvs)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
@@ -139,7 +139,7 @@ func TestFetchHostSchemas(t *testing.T) {
 func TestFetchHostSchemasRealDocument(t *testing.T) {
 	t.Parallel()
 	dc := newDiscovery(openapitest.NewEmbeddedFileClient())
-	host, err := kinds.FetchHostSchemas(context.Background(), dc, []schema.GroupVersion{{Group: "apps", Version: "v1"}, coreV1})
+	host, err := kindcontroller.FetchHostSchemas(context.Background(), dc, []schema.GroupVersion{{Group: "apps", Version: "v1"}, coreV1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestFetchHostSchemasCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	dc := newDiscovery(openapitest.FakeClient{PathsMap: map[string]openapi.GroupVersion{"apis/rbac.authorization.k8s.io/v1": openapitest.FakeGroupVersion{GVSpec: document(rbName)}}})
-	if _, err := kinds.FetchHostSchemas(ctx, dc, []schema.GroupVersion{rbacV1}); !errors.Is(err, context.Canceled) {
+	if _, err := kindcontroller.FetchHostSchemas(ctx, dc, []schema.GroupVersion{rbacV1}); !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
 	}
 }

@@ -1,8 +1,10 @@
 package servedgroup
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -18,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/managedfields"
-	"k8s.io/apiserver/pkg/authorization/authorizer"
 	genericapi "k8s.io/apiserver/pkg/endpoints"
 	"k8s.io/apiserver/pkg/endpoints/discovery"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
@@ -30,11 +31,7 @@ import (
 	"k8s.io/kube-openapi/pkg/common"
 	"k8s.io/kube-openapi/pkg/common/restfuladapter"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
-	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
-	"github.com/implicit-dev/implicit-apiserver/pkg/registry/answers"
-	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
 // Group serves implicit.dev/v1alpha1 with the kinds served at the
@@ -69,6 +66,19 @@ type Group struct {
 	questions map[string]rest.Storage
 }
 
+// View is one view to serve: its kind and its finished storage.
+type View struct {
+	Kind    kinds.Kind
+	Storage Storage
+}
+
+// Storage is a view's storage (pkg/registry's): read-only, it names the
+// source to edit when a write is refused.
+type Storage interface {
+	rest.Storage
+	RejectWrite(ctx context.Context, verb, namespace, name string) *apierrors.StatusError
+}
+
 // Config is what a Group serves the views with.
 type Config struct {
 	// Scheme and Codecs hold the view types (NewScheme).
@@ -77,7 +87,7 @@ type Config struct {
 	// MinRequestTimeout is the generic server's, for watches.
 	MinRequestTimeout time.Duration
 	// HostSchemas are the host's schemas of the built-in kinds.
-	HostSchemas kinds.HostSchemas
+	HostSchemas HostSchemas
 	// OpenAPIV2 and OpenAPIV3 are the generic server's OpenAPI
 	// configurations; with Namer (the scheme's), the group's documents
 	// describe each served kind by the host's schema. Any nil: none.
@@ -107,12 +117,12 @@ func New(c Config) *Group {
 	return g
 }
 
-// Install serves the group on gs, with the resources that answer questions
-// about the views read from mux beside the views; rules lists the inherited
-// rules of a rules review (the authorization webhook's *authz.Authorizer).
-func (g *Group) Install(gs *genericapiserver.GenericAPIServer, mux *watchmux.Mux, rules registry.RulesLister) {
+// Install serves the group on gs, with questions, the resources that answer
+// questions about the views (hierarchies, explanations, previews, rules
+// reviews), beside the views.
+func (g *Group) Install(gs *genericapiserver.GenericAPIServer, questions map[string]rest.Storage) {
 	g.gs = gs
-	g.questions = questions(mux, rules, gs.Authorizer, g.Kinds)
+	g.questions = questions
 	gs.Handler.NonGoRestfulMux.Handle(genericapiserver.APIGroupPrefix+"/"+GroupName, g.groupHandler())
 	gs.Handler.NonGoRestfulMux.HandlePrefix(genericapiserver.APIGroupPrefix+"/"+GroupName+"/", g)
 }
@@ -126,20 +136,18 @@ func (g *Group) ReadOnly(next http.Handler) http.Handler {
 // Serving reports whether the group serves views yet (the first Set).
 func (g *Group) Serving() bool { return g.current.Load() != nil }
 
-// SetSchemas implements kinds.Group: the host's schemas of a kind served
+// SetSchemas records the host's schemas of a kind served
 // from unstructured objects, for the OpenAPI documents of the next Set.
-func (g *Group) SetSchemas(resource string, models kinds.HostSchemas, model, kind string) {
-	g.schemas.set(resource, models, model, kind)
+func (g *Group) SetSchemas(k kinds.Kind, models HostSchemas) {
+	g.schemas.set(k.Resource(), models, k.Model, k.Kind)
 }
 
 // groupVersion is one generation of the served group version.
 type groupVersion struct {
 	container *restful.Container
-	storage   map[string]*registry.Storage
-	kinds     []registry.Kind
+	storage   map[string]Storage
+	kinds     []kinds.Kind
 }
-
-var _ kinds.Group = (*Group)(nil)
 
 // ServeHTTP serves /apis/implicit.dev/v1alpha1/...: the current container.
 func (g *Group) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -153,7 +161,7 @@ func (g *Group) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 }
 
 // storage returns the served storage of resource, if any.
-func (g *Group) storage(resource string) (*registry.Storage, bool) {
+func (g *Group) storage(resource string) (Storage, bool) {
 	gv := g.current.Load()
 	if gv == nil {
 		return nil, false
@@ -163,7 +171,7 @@ func (g *Group) storage(resource string) (*registry.Storage, bool) {
 }
 
 // Kinds returns the kinds served now.
-func (g *Group) Kinds() []registry.Kind {
+func (g *Group) Kinds() []kinds.Kind {
 	if gv := g.current.Load(); gv != nil {
 		return gv.kinds
 	}
@@ -172,34 +180,35 @@ func (g *Group) Kinds() []registry.Kind {
 
 // Sources returns the source resources of the kinds served now.
 func (g *Group) Sources() []schema.GroupResource {
-	kinds := g.Kinds()
-	out := make([]schema.GroupResource, 0, len(kinds))
-	for _, k := range kinds {
+	served := g.Kinds()
+	out := make([]schema.GroupResource, 0, len(served))
+	for _, k := range served {
 		out = append(out, k.Source.GroupResource())
 	}
 	return out
 }
 
-// Set serves kinds, each read from its viewer. It must be called after the
+// Set serves views, replacing what was served. It must be called after the
 // generic server's PrepareRun, which creates the OpenAPI services it updates.
-func (g *Group) Set(kinds []registry.Kind, viewers map[string]registry.Viewer) error {
+func (g *Group) Set(views []View) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	kinds = append([]registry.Kind(nil), kinds...)
-	sort.SliceStable(kinds, func(i, j int) bool { return kinds[i].Resource() < kinds[j].Resource() })
+	views = slices.Clone(views)
+	sort.SliceStable(views, func(i, j int) bool { return views[i].Kind.Resource() < views[j].Kind.Resource() })
 
-	storage := map[string]*registry.Storage{}
+	viewKinds := make([]kinds.Kind, 0, len(views))
+	storage := map[string]Storage{}
 	restStorage := map[string]rest.Storage{}
 	served := map[string][]string{}
-	for _, k := range kinds {
-		v, ok := viewers[k.Resource()]
-		if !ok {
-			return fmt.Errorf("no view of %s", k.Resource())
+	for _, v := range views {
+		r := v.Kind.Resource()
+		if _, dup := storage[r]; dup || v.Storage == nil {
+			return fmt.Errorf("one storage per view: %s has none or two", r)
 		}
-		s := registry.NewStorage(GroupName, k, v)
-		storage[k.Resource()] = s
-		restStorage[k.Resource()] = s
-		served[k.Resource()] = []string{SchemeGroupVersion.String()}
+		viewKinds = append(viewKinds, v.Kind)
+		storage[r] = v.Storage
+		restStorage[r] = v.Storage
+		served[r] = []string{SchemeGroupVersion.String()}
 	}
 	for resource, q := range g.questions {
 		if _, taken := restStorage[resource]; taken {
@@ -217,7 +226,7 @@ func (g *Group) Set(kinds []registry.Kind, viewers map[string]registry.Viewer) e
 		ParameterCodec:              metav1.ParameterCodec,
 		Serializer:                  unstructuredSerializer{g.codecs},
 		Typer:                       g.scheme,
-		Creater:                     creater{scheme: g.scheme, kinds: kinds},
+		Creater:                     creater{scheme: g.scheme, kinds: viewKinds},
 		Convertor:                   g.scheme,
 		ConvertabilityChecker:       g.scheme,
 		Defaulter:                   g.scheme,
@@ -243,7 +252,7 @@ func (g *Group) Set(kinds []registry.Kind, viewers map[string]registry.Viewer) e
 	if err := g.updateOpenAPI(container); err != nil {
 		return err
 	}
-	g.current.Store(&groupVersion{container: container, storage: storage, kinds: kinds})
+	g.current.Store(&groupVersion{container: container, storage: storage, kinds: viewKinds})
 
 	g.gs.AggregatedDiscoveryGroupManager.AddGroupVersion(GroupName, apidiscoveryv2.APIVersionDiscovery{
 		Version:   SchemeGroupVersion.Version,
@@ -255,8 +264,8 @@ func (g *Group) Set(kinds []registry.Kind, viewers map[string]registry.Viewer) e
 		g.gs.DiscoveryGroupManager.AddGroup(apiGroup())
 		g.groupAdded = true
 	}
-	names := make([]string, 0, len(kinds))
-	for _, k := range kinds {
+	names := make([]string, 0, len(viewKinds))
+	for _, k := range viewKinds {
 		names = append(names, k.Resource())
 	}
 	klog.InfoS("Serving views", "groupVersion", SchemeGroupVersion.String(), "resources", names)
@@ -307,7 +316,7 @@ func (g *Group) updateOpenAPI(container *restful.Container) error {
 // group's OpenAPI documents carry each kind's own schema.
 type creater struct {
 	scheme *runtime.Scheme
-	kinds  []registry.Kind
+	kinds  []kinds.Kind
 }
 
 func (c creater) New(gvk schema.GroupVersionKind) (runtime.Object, error) {
@@ -336,15 +345,3 @@ type modelSample struct {
 
 // OpenAPIModelName implements kube-openapi's model namer.
 func (m modelSample) OpenAPIModelName() string { return m.model }
-
-// questions returns the storage of the resources that answer questions about
-// the views: hierarchies, explanations, previews and rules reviews.
-func questions(mux *watchmux.Mux, rules registry.RulesLister, authz authorizer.UnconditionalAuthorizer, kinds func() []registry.Kind) map[string]rest.Storage {
-	a := answers.New(mux)
-	return map[string]rest.Storage{
-		v1alpha1.ResourceHierarchies:  registry.NewHierarchyStorage(a),
-		v1alpha1.ResourceExplanations: registry.NewExplanationStorage(a, authz),
-		v1alpha1.ResourcePreviews:     registry.NewPreviewStorage(a, authz, kinds),
-		v1alpha1.ResourceRulesReviews: registry.NewRulesReviewStorage(rules, authz, watchmux.IsNotSynced),
-	}
-}

@@ -10,19 +10,13 @@ import (
 	"k8s.io/kube-openapi/pkg/util"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
-	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 )
 
 func TestCreater(t *testing.T) {
 	t.Parallel()
-	guardrail, err := registry.Generic(registry.GenericSource{
-		Source: guardrails, View: SchemeGroupVersion, Kind: "Guardrail", Singular: "guardrail", Model: guardrailModel,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := append(kinds.DefaultKinds(), guardrail)
-	c := creater{scheme: NewScheme(kinds.DefaultKinds()), kinds: served}
+	guardrail := kinds.Kind{Source: guardrails}.WithHostNames(kinds.HostNames{Kind: "Guardrail", Singular: "guardrail", Model: guardrailModel}, SchemeGroupVersion)
+	served := append(kinds.BuiltIns(), guardrail)
+	c := creater{scheme: NewScheme(kinds.BuiltIns()), kinds: served}
 	tests := []struct {
 		name string
 		gvk  schema.GroupVersionKind

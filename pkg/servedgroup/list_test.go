@@ -9,8 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/kube-openapi/pkg/common"
 	"k8s.io/kube-openapi/pkg/validation/spec"
-
-	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 )
 
 const (
@@ -36,8 +34,8 @@ func hostSchema(t *testing.T, raw string) *spec.Schema {
 // group's OpenAPI definitions: references are re-pointed through ref.
 func TestListSchemaDefinitions(t *testing.T) {
 	t.Parallel()
-	list := kinds.ListSchema(guardrailModel, policyV1.WithKind("GuardrailList"))
-	h := kinds.HostSchemas{
+	list := ListSchema(guardrailModel, policyV1.WithKind("GuardrailList"))
+	h := HostSchemas{
 		guardrailModel: hostSchema(t, `{"type":"object","properties":{
 			"metadata":{"allOf":[{"$ref":"#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}],"default":{}},
 			"spec":{"type":"object","properties":{"mode":{"type":"string"}}}},

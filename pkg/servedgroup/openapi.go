@@ -5,14 +5,15 @@ import (
 	"maps"
 	"regexp"
 	"sort"
+	"strings"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 	aggregatoropenapi "k8s.io/kube-aggregator/pkg/generated/openapi"
 	"k8s.io/kube-openapi/pkg/common"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
-	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 )
 
 var componentRef = regexp.MustCompile(`"\$ref":"#/components/schemas/([^"]+)"`)
@@ -26,13 +27,13 @@ type DefinitionNamer func(name string) (string, spec.Extensions)
 // the host's schemas h of the source kinds, with references re-pointed
 // through ref and the host's group-version-kind extension replaced by the
 // view's, from namer.
-func Definitions(h kinds.HostSchemas, namer DefinitionNamer) common.GetOpenAPIDefinitions {
+func Definitions(h HostSchemas, namer DefinitionNamer) common.GetOpenAPIDefinitions {
 	return func(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 		return definitions(h, namer, ref)
 	}
 }
 
-func definitions(h kinds.HostSchemas, namer DefinitionNamer, ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
+func definitions(h HostSchemas, namer DefinitionNamer, ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	defs := aggregatoropenapi.GetOpenAPIDefinitions(ref)
 	for name, def := range v1alpha1.GetOpenAPIDefinitions(ref) {
 		defs[name] = def
@@ -134,5 +135,25 @@ func v2Schema(s spec.Schema) spec.Schema {
 		ap := v2Schema(*s.AdditionalProperties.Schema)
 		s.AdditionalProperties = &spec.SchemaOrBool{Allows: true, Schema: &ap}
 	}
+	return s
+}
+
+// ListSchema describes the list of model, the way every Kubernetes list is
+// described: custom resources' documents have none.
+func ListSchema(model string, gvk schema.GroupVersionKind) *spec.Schema {
+	ref := func(name string) spec.Ref { return spec.MustCreateRef("#/components/schemas/" + name) }
+	s := &spec.Schema{}
+	s.Type = spec.StringOrArray{"object"}
+	s.Description = gvk.Kind + " is a list of " + strings.TrimSuffix(gvk.Kind, "List") + "."
+	s.Required = []string{"items"}
+	s.Properties = map[string]spec.Schema{
+		"apiVersion": *spec.StringProperty().WithDescription("APIVersion defines the versioned schema of this representation of an object."),
+		"kind":       *spec.StringProperty().WithDescription("Kind is a string value representing the REST resource this object represents."),
+		"metadata":   {SchemaProps: spec.SchemaProps{AllOf: []spec.Schema{{SchemaProps: spec.SchemaProps{Ref: ref("io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta")}}}}},
+		"items":      *spec.ArrayProperty(&spec.Schema{SchemaProps: spec.SchemaProps{Ref: ref(model)}}).WithDescription("The items of the list."),
+	}
+	s.Extensions = spec.Extensions{"x-kubernetes-group-version-kind": []any{
+		map[string]any{"group": gvk.Group, "version": gvk.Version, "kind": gvk.Kind},
+	}}
 	return s
 }

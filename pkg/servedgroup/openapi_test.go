@@ -11,7 +11,6 @@ import (
 	"k8s.io/kube-openapi/pkg/common"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/servedgroup"
 )
 
@@ -62,9 +61,9 @@ var hostSchemas = map[string]string{
 	objectMetaName: `{"description": "HOST ObjectMeta", "type": "object"}`,
 }
 
-func newHostSchemas(t *testing.T) kinds.HostSchemas {
+func newHostSchemas(t *testing.T) servedgroup.HostSchemas {
 	t.Helper()
-	h := kinds.HostSchemas{}
+	h := servedgroup.HostSchemas{}
 	for name, raw := range hostSchemas {
 		s := &spec.Schema{}
 		if err := json.Unmarshal([]byte(raw), s); err != nil {

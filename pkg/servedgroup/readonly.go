@@ -7,8 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
-
-	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 )
 
 // readVerbs are the only verbs a view serves.
@@ -18,7 +16,7 @@ var readVerbs = sets.New("get", "list", "watch")
 // the source to edit. It runs after authentication and authorization, so a
 // caller who may not write learns nothing more than a 403. Discovery keeps
 // listing only get, list and watch, since the storage implements no writes.
-func readOnly(next http.Handler, views func(resource string) (*registry.Storage, bool), codecs serializer.CodecFactory) http.Handler {
+func readOnly(next http.Handler, views func(resource string) (Storage, bool), codecs serializer.CodecFactory) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		info, ok := genericapirequest.RequestInfoFrom(req.Context())
 		if !ok || !info.IsResourceRequest || info.APIGroup != GroupName || info.Subresource != "" || readVerbs.Has(info.Verb) {

@@ -74,10 +74,10 @@ func viewRequest(verb, group, resource, subresource, namespace, name string) *ge
 
 func TestReadOnly(t *testing.T) {
 	t.Parallel()
-	scheme := NewScheme(kinds.DefaultKinds())
+	scheme := NewScheme(kinds.BuiltIns())
 	codecs := NewCodecs(scheme)
 	views := map[string]*registry.Storage{
-		"rolebindings": registry.NewStorage(GroupName, registry.RoleBindings(), fakeViewer{}),
+		"rolebindings": registry.NewStorage(GroupName, kinds.RoleBindings(), fakeViewer{}),
 	}
 	const methodNotAllowed = http.StatusMethodNotAllowed
 
@@ -133,7 +133,7 @@ func TestReadOnly(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			next := &recorder{}
-			h := readOnly(next, func(r string) (*registry.Storage, bool) { s, ok := views[r]; return s, ok }, codecs)
+			h := readOnly(next, func(r string) (Storage, bool) { s, ok := views[r]; return s, ok }, codecs)
 			req := httptest.NewRequest(http.MethodPost, "/apis/implicit.dev/v1alpha1/namespaces/team-a/rolebindings", nil)
 			if tc.info != nil {
 				req = req.WithContext(genericapirequest.WithRequestInfo(req.Context(), tc.info))

@@ -4,25 +4,29 @@ import (
 	"sync"
 
 	"k8s.io/kube-openapi/pkg/validation/spec"
-
-	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 )
+
+// HostSchemas holds the OpenAPI schemas of the source kinds, as the host
+// cluster publishes them, keyed by model name (io.k8s.api.rbac.v1.RoleBinding).
+// A view has its source's schema, so kubectl explain and clients see the same
+// fields under implicit.dev.
+type HostSchemas map[string]*spec.Schema
 
 // schemaStore holds the host's schemas of every served kind, for the
 // group's OpenAPI documents, and the view kind of each source model.
 type schemaStore struct {
 	mu      sync.Mutex
-	static  kinds.HostSchemas
-	byKind  map[string]kinds.HostSchemas
+	static  HostSchemas
+	byKind  map[string]HostSchemas
 	models  map[string]string // source model -> view kind, for dynamic kinds
 	byModel map[string]string // resource -> model
 }
 
-func newSchemaStore(static kinds.HostSchemas) *schemaStore {
-	return &schemaStore{static: static, byKind: map[string]kinds.HostSchemas{}, models: map[string]string{}, byModel: map[string]string{}}
+func newSchemaStore(static HostSchemas) *schemaStore {
+	return &schemaStore{static: static, byKind: map[string]HostSchemas{}, models: map[string]string{}, byModel: map[string]string{}}
 }
 
-func (s *schemaStore) set(resource string, models kinds.HostSchemas, model, kind string) {
+func (s *schemaStore) set(resource string, models HostSchemas, model, kind string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old, ok := s.byModel[resource]; ok {
@@ -36,10 +40,10 @@ func (s *schemaStore) set(resource string, models kinds.HostSchemas, model, kind
 }
 
 // snapshot returns every schema and the dynamic models' view kinds.
-func (s *schemaStore) snapshot() (kinds.HostSchemas, map[string]string) {
+func (s *schemaStore) snapshot() (HostSchemas, map[string]string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	all := kinds.HostSchemas{}
+	all := HostSchemas{}
 	for n, sc := range s.static {
 		all[n] = sc
 	}

@@ -9,8 +9,6 @@ import (
 	"testing"
 
 	"k8s.io/kube-openapi/pkg/validation/spec"
-
-	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 )
 
 func described(d string) *spec.Schema {
@@ -23,10 +21,10 @@ func TestSchemaStore(t *testing.T) {
 	t.Parallel()
 	type set struct {
 		resource    string
-		models      kinds.HostSchemas
+		models      HostSchemas
 		model, kind string
 	}
-	static := kinds.HostSchemas{"io.k8s.api.rbac.v1.RoleBinding": described("static RoleBinding"), "shared.Meta": described("static meta")}
+	static := HostSchemas{"io.k8s.api.rbac.v1.RoleBinding": described("static RoleBinding"), "shared.Meta": described("static meta")}
 	tests := []struct {
 		name string
 		sets []set
@@ -41,7 +39,7 @@ func TestSchemaStore(t *testing.T) {
 		},
 		{
 			name: "a dynamic kind adds its models and names its model and list",
-			sets: []set{{resource: "guardrails", models: kinds.HostSchemas{"g.Guardrail": described("v1"), "g.Rule": described("rule")}, model: "g.Guardrail", kind: "Guardrail"}},
+			sets: []set{{resource: "guardrails", models: HostSchemas{"g.Guardrail": described("v1"), "g.Rule": described("rule")}, model: "g.Guardrail", kind: "Guardrail"}},
 			want: map[string]string{
 				"io.k8s.api.rbac.v1.RoleBinding": "static RoleBinding", "shared.Meta": "static meta",
 				"g.Guardrail": "v1", "g.Rule": "rule",
@@ -50,7 +48,7 @@ func TestSchemaStore(t *testing.T) {
 		},
 		{
 			name: "the static schemas win over a dynamic kind's of the same name",
-			sets: []set{{resource: "guardrails", models: kinds.HostSchemas{"g.Guardrail": described("v1"), "shared.Meta": described("dynamic meta")}, model: "g.Guardrail", kind: "Guardrail"}},
+			sets: []set{{resource: "guardrails", models: HostSchemas{"g.Guardrail": described("v1"), "shared.Meta": described("dynamic meta")}, model: "g.Guardrail", kind: "Guardrail"}},
 			want: map[string]string{
 				"io.k8s.api.rbac.v1.RoleBinding": "static RoleBinding", "shared.Meta": "static meta", "g.Guardrail": "v1",
 			},
@@ -59,8 +57,8 @@ func TestSchemaStore(t *testing.T) {
 		{
 			name: "two kinds",
 			sets: []set{
-				{resource: "guardrails", models: kinds.HostSchemas{"g.Guardrail": described("v1")}, model: "g.Guardrail", kind: "Guardrail"},
-				{resource: "quotas", models: kinds.HostSchemas{"q.Quota": described("quota")}, model: "q.Quota", kind: "Quota"},
+				{resource: "guardrails", models: HostSchemas{"g.Guardrail": described("v1")}, model: "g.Guardrail", kind: "Guardrail"},
+				{resource: "quotas", models: HostSchemas{"q.Quota": described("quota")}, model: "q.Quota", kind: "Quota"},
 			},
 			want: map[string]string{
 				"io.k8s.api.rbac.v1.RoleBinding": "static RoleBinding", "shared.Meta": "static meta",
@@ -71,8 +69,8 @@ func TestSchemaStore(t *testing.T) {
 		{
 			name: "a new schema of a kind replaces the old one",
 			sets: []set{
-				{resource: "guardrails", models: kinds.HostSchemas{"g.Guardrail": described("v1"), "g.Rule": described("rule")}, model: "g.Guardrail", kind: "Guardrail"},
-				{resource: "guardrails", models: kinds.HostSchemas{"g.Guardrail": described("v2")}, model: "g.Guardrail", kind: "Guardrail"},
+				{resource: "guardrails", models: HostSchemas{"g.Guardrail": described("v1"), "g.Rule": described("rule")}, model: "g.Guardrail", kind: "Guardrail"},
+				{resource: "guardrails", models: HostSchemas{"g.Guardrail": described("v2")}, model: "g.Guardrail", kind: "Guardrail"},
 			},
 			want: map[string]string{
 				"io.k8s.api.rbac.v1.RoleBinding": "static RoleBinding", "shared.Meta": "static meta", "g.Guardrail": "v2",
@@ -82,8 +80,8 @@ func TestSchemaStore(t *testing.T) {
 		{
 			name: "a kind's renamed model drops the old model's names",
 			sets: []set{
-				{resource: "guardrails", models: kinds.HostSchemas{"old.Guardrail": described("old")}, model: "old.Guardrail", kind: "Guardrail"},
-				{resource: "guardrails", models: kinds.HostSchemas{"new.Guardrail": described("new")}, model: "new.Guardrail", kind: "Guardrail"},
+				{resource: "guardrails", models: HostSchemas{"old.Guardrail": described("old")}, model: "old.Guardrail", kind: "Guardrail"},
+				{resource: "guardrails", models: HostSchemas{"new.Guardrail": described("new")}, model: "new.Guardrail", kind: "Guardrail"},
 			},
 			want: map[string]string{
 				"io.k8s.api.rbac.v1.RoleBinding": "static RoleBinding", "shared.Meta": "static meta", "new.Guardrail": "new",
@@ -115,9 +113,9 @@ func TestSchemaStore(t *testing.T) {
 
 func TestSchemaStoreSnapshotIsACopy(t *testing.T) {
 	t.Parallel()
-	static := kinds.HostSchemas{"io.k8s.api.rbac.v1.RoleBinding": described("static")}
+	static := HostSchemas{"io.k8s.api.rbac.v1.RoleBinding": described("static")}
 	s := newSchemaStore(static)
-	s.set("guardrails", kinds.HostSchemas{"g.Guardrail": described("v1")}, "g.Guardrail", "Guardrail")
+	s.set("guardrails", HostSchemas{"g.Guardrail": described("v1")}, "g.Guardrail", "Guardrail")
 	all, kinds := s.snapshot()
 	all["x"] = described("x")
 	delete(all, "g.Guardrail")
@@ -140,13 +138,13 @@ func TestSchemaStoreSnapshotIsACopy(t *testing.T) {
 // OpenAPI builds read.
 func TestSchemaStoreConcurrent(t *testing.T) {
 	t.Parallel()
-	s := newSchemaStore(kinds.HostSchemas{"static": described("static")})
+	s := newSchemaStore(HostSchemas{"static": described("static")})
 	var wg sync.WaitGroup
 	for i := range 4 {
 		wg.Go(func() {
 			for j := range 50 {
 				model := fmt.Sprintf("m%d.Kind%d", i, j%3)
-				s.set(fmt.Sprintf("r%d", i), kinds.HostSchemas{model: described(model)}, model, fmt.Sprintf("Kind%d", j%3))
+				s.set(fmt.Sprintf("r%d", i), HostSchemas{model: described(model)}, model, fmt.Sprintf("Kind%d", j%3))
 			}
 		})
 		wg.Go(func() {

@@ -8,7 +8,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
-	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 )
 
 // GroupName is the API group of every view.
@@ -21,9 +21,9 @@ var SchemeGroupVersion = v1alpha1.SchemeGroupVersion
 // implicit.dev/v1alpha1. A view has its source's Go type, so its objects
 // decode into the source type on the client. There is no internal version:
 // views are never stored or converted, only served.
-func NewScheme(kinds []registry.Kind) *runtime.Scheme {
+func NewScheme(served []kinds.Kind) *runtime.Scheme {
 	s := runtime.NewScheme()
-	for _, k := range kinds {
+	for _, k := range served {
 		s.AddKnownTypeWithName(SchemeGroupVersion.WithKind(k.Kind), k.New())
 		s.AddKnownTypeWithName(SchemeGroupVersion.WithKind(k.Kind+"List"), k.NewList())
 	}

@@ -11,16 +11,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
-	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 	"github.com/implicit-dev/implicit-apiserver/pkg/servedgroup"
 )
 
 func TestNewSchemeRegistersViewKinds(t *testing.T) {
 	t.Parallel()
-	s := servedgroup.NewScheme(kinds.DefaultKinds())
+	s := servedgroup.NewScheme(kinds.BuiltIns())
 	internal := schema.GroupVersion{Group: servedgroup.GroupName, Version: runtime.APIVersionInternal}
 
-	for _, k := range kinds.DefaultKinds() {
+	for _, k := range kinds.BuiltIns() {
 		tests := []struct {
 			name string
 			kind string
@@ -57,7 +56,7 @@ func TestNewSchemeRegistersViewKinds(t *testing.T) {
 
 func TestNewSchemeSourceTypeIsTheViewType(t *testing.T) {
 	t.Parallel()
-	s := servedgroup.NewScheme([]registry.Kind{registry.RoleBindings()})
+	s := servedgroup.NewScheme([]kinds.Kind{kinds.RoleBindings()})
 	got, err := s.New(servedgroup.SchemeGroupVersion.WithKind("RoleBinding"))
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +71,7 @@ func TestNewSchemeSourceTypeIsTheViewType(t *testing.T) {
 
 func TestNewSchemeNoInternalVersion(t *testing.T) {
 	t.Parallel()
-	s := servedgroup.NewScheme(kinds.DefaultKinds())
+	s := servedgroup.NewScheme(kinds.BuiltIns())
 	internal := schema.GroupVersion{Group: servedgroup.GroupName, Version: runtime.APIVersionInternal}
 	// metav1.AddToGroupVersion registers the internal watch event of every
 	// group it is given; nothing else may live in the internal version.
@@ -91,7 +90,7 @@ func TestNewSchemeNoInternalVersion(t *testing.T) {
 
 func TestNewSchemeMetaV1Options(t *testing.T) {
 	t.Parallel()
-	s := servedgroup.NewScheme(kinds.DefaultKinds())
+	s := servedgroup.NewScheme(kinds.BuiltIns())
 	v1 := schema.GroupVersion{Version: "v1"}
 	tests := []struct {
 		name string
@@ -120,7 +119,7 @@ func TestNewSchemeMetaV1Options(t *testing.T) {
 
 func TestCodecsEncodeSourceAsView(t *testing.T) {
 	t.Parallel()
-	s := servedgroup.NewScheme(kinds.DefaultKinds())
+	s := servedgroup.NewScheme(kinds.BuiltIns())
 	codecs := servedgroup.NewCodecs(s)
 	info, ok := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
 	if !ok {

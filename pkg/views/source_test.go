@@ -132,7 +132,7 @@ type fakeSource struct {
 	err     error
 }
 
-var _ views.Source = fakeSource{}
+var _ views.Mux = fakeSource{}
 
 func (f fakeSource) Read(fn func(watchmux.Reader)) (string, error) {
 	if f.err != nil {

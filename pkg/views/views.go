@@ -9,7 +9,6 @@ import (
 
 	"github.com/google/uuid"
 	lru "github.com/hashicorp/golang-lru/v2"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -23,8 +22,8 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
-// Source is where views are read and watched: a *watchmux.Mux.
-type Source interface {
+// Mux is where views are read and watched: a *watchmux.Mux.
+type Mux interface {
 	Read(f func(watchmux.Reader)) (string, error)
 	Watch(ctx context.Context, opts watchmux.WatchOptions) (watch.Interface, error)
 }
@@ -33,7 +32,7 @@ type Source interface {
 type View struct {
 	// resource is the view's group and resource, for errors.
 	resource schema.GroupResource
-	source   Source
+	mux      Mux
 	stale    Staleness
 	// kind, when set, is the view's group-version-kind, set on items of
 	// kinds served from unstructured objects (which carry the source's).
@@ -62,15 +61,15 @@ var (
 	_ registry.NamedLister = &View{}
 )
 
-// New returns the view of resource, read from source.
-func New(resource schema.GroupResource, source Source) *View {
-	return &View{resource: resource, source: source}
+// New returns the view of resource, read from mux.
+func New(resource schema.GroupResource, mux Mux) *View {
+	return &View{resource: resource, mux: mux}
 }
 
 // Get returns the view item name in namespace, or a NotFound error.
 func (v *View) Get(_ context.Context, namespace, name string) (runtime.Object, error) {
 	var results []merge.Result
-	rv, err := v.source.Read(func(r watchmux.Reader) {
+	rv, err := v.mux.Read(func(r watchmux.Reader) {
 		results = r.Results(v.resource.Resource, namespace, name)
 	})
 	if err != nil {
@@ -102,7 +101,7 @@ func (v *View) list(_ context.Context, namespace, name string) ([]runtime.Object
 	}
 	var all []nsResults
 	// Merge under the read lock; copy the objects after it.
-	rv, err := v.source.Read(func(r watchmux.Reader) {
+	rv, err := v.mux.Read(func(r watchmux.Reader) {
 		names := []string{namespace}
 		if namespace == "" {
 			names = r.Namespaces()
@@ -131,7 +130,7 @@ func (v *View) list(_ context.Context, namespace, name string) ([]runtime.Object
 
 // Watch watches namespace's view, or every namespace's when namespace is "".
 func (v *View) Watch(ctx context.Context, namespace string, req registry.WatchRequest) (watch.Interface, error) {
-	w, err := v.source.Watch(ctx, watchmux.WatchOptions{
+	w, err := v.mux.Watch(ctx, watchmux.WatchOptions{
 		Resource:          v.resource.Resource,
 		Namespace:         namespace,
 		Name:              req.Name,
@@ -229,11 +228,6 @@ func (o *Objects) kindOf(resource string) schema.GroupVersionKind {
 }
 
 func formatRV(rv uint64) string { return strconv.FormatUint(rv, 10) }
-
-// Namespace returns what merging needs of ns. It shares ns's maps: read only.
-func Namespace(ns *corev1.Namespace) *merge.Namespace {
-	return &merge.Namespace{Name: ns.Name, UID: ns.UID, Created: ns.CreationTimestamp.Time, Labels: ns.Labels, Annotations: ns.Annotations}
-}
 
 // uidSpace is the UUID namespace of view item uids.
 var uidSpace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://implicit.dev/views"))

@@ -243,7 +243,7 @@ func (m *Mux) OnNamespace(obj any, deleted bool) {
 	}
 	var next *merge.Namespace
 	if !deleted {
-		next = &merge.Namespace{Name: ns.Name, UID: ns.UID, Created: ns.CreationTimestamp.Time, Labels: ns.Labels, Annotations: ns.Annotations}
+		next = merge.NamespaceOf(ns)
 	}
 	m.mu.Lock()
 	if deleted || ns.DeletionTimestamp == nil {

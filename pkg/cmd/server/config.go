@@ -3,19 +3,16 @@ package server
 import (
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/kindcontroller"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
-	"github.com/implicit-dev/implicit-apiserver/pkg/servedgroup"
 )
 
 // ImplicitConfiguration is the --config file (config.implicit.dev/v1alpha1).
@@ -47,27 +44,17 @@ type ResourceSelector struct {
 	Delivery string `json:"delivery,omitempty"`
 }
 
-// The deliveries of a configured kind.
-const (
-	DeliveryView        = string(kinds.DeliveryView)
-	DeliveryMaterialize = string(kinds.DeliveryMaterialize)
-)
-
-// aggregationRoles are the default roles a view's read access may be
-// aggregated into.
-var aggregationRoles = []string{"view", "edit", "admin"}
-
 // Configuration is what an ImplicitConfiguration serves: the kinds it
 // lists, in order. A built-in kind it lists is served from its Go type
-// (KindConfig.Typed); every other kind from unstructured objects once the
+// (kinds.Kind.Typed); every other kind from unstructured objects once the
 // host serves it.
 type Configuration struct {
-	Kinds []kinds.KindConfig
+	Kinds []kinds.Kind
 }
 
 // DefaultConfiguration serves the three default kinds with Replace.
 func DefaultConfiguration() Configuration {
-	return Configuration{Kinds: kinds.Defaults()}
+	return Configuration{Kinds: kinds.BuiltIns()}
 }
 
 // globalNamespaces are the kinds' own global namespaces.
@@ -115,61 +102,9 @@ func LoadConfiguration(path string) (Configuration, error) {
 	seen := map[string]int{}
 	for i, r := range cfg.Resources {
 		gvr := schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}
-		var problems []string
-		if r.Version == "" {
-			problems = append(problems, "version is required")
-		} else if msgs := validation.IsDNS1035Label(r.Version); len(msgs) > 0 {
-			problems = append(problems, fmt.Sprintf("version %q: %s", r.Version, strings.Join(msgs, ", ")))
-		}
-		if r.Resource == "" {
-			problems = append(problems, "resource is required")
-		} else if msgs := validation.IsDNS1123Subdomain(r.Resource); len(msgs) > 0 || strings.Contains(r.Resource, ".") {
-			problems = append(problems, fmt.Sprintf("resource %q: want a plural resource name such as rolebindings", r.Resource))
-		}
-		if r.Group != "" {
-			if msgs := validation.IsDNS1123Subdomain(r.Group); len(msgs) > 0 {
-				problems = append(problems, fmt.Sprintf("group %q: %s", r.Group, strings.Join(msgs, ", ")))
-			}
-		}
-		if r.Group == "" && r.Resource == "secrets" {
-			// Every tenant that may read views would read every global
-			// Secret's data: inheritance is for policy, not credentials.
-			problems = append(problems, "secrets can't be served: a view would show every inherited Secret's data to every tenant that may read views")
-		}
-		if r.Group == servedgroup.GroupName {
-			problems = append(problems, fmt.Sprintf("group %s is implicit-apiserver's own: views can't be sources", servedgroup.GroupName))
-		}
-		if r.GlobalNamespace != "" {
-			if msgs := validation.IsDNS1123Label(r.GlobalNamespace); len(msgs) > 0 {
-				problems = append(problems, fmt.Sprintf("globalNamespace %q: %s", r.GlobalNamespace, strings.Join(msgs, ", ")))
-			}
-		}
-		builtIn, isBuiltIn := kinds.BuiltIn(gvr)
-		if isBuiltIn && len(r.AggregateTo) > 0 {
-			problems = append(problems, "aggregateTo is for configured kinds: a built-in view's readers are fixed "+
-				"(RoleBindings and Roles: admin; NetworkPolicies: view, edit and admin)")
-		}
-		for j, role := range r.AggregateTo {
-			if !slices.Contains(aggregationRoles, role) {
-				problems = append(problems, fmt.Sprintf("aggregateTo[%d] %q: want one of %s", j, role, strings.Join(aggregationRoles, ", ")))
-			} else if slices.Contains(r.AggregateTo[:j], role) {
-				problems = append(problems, fmt.Sprintf("aggregateTo[%d] %q: listed twice", j, role))
-			}
-		}
-		strategy := merge.Replace
-		switch r.Strategy {
-		case "", string(merge.Replace):
-		case string(merge.Overlay):
-			strategy = merge.Overlay
-		default:
-			problems = append(problems, fmt.Sprintf("strategy %q: want Replace or Overlay", r.Strategy))
-		}
-		switch r.Delivery {
-		case "", DeliveryView, DeliveryMaterialize:
-		default:
-			problems = append(problems, fmt.Sprintf("delivery %q: want %s (the default: views only) or %s (views, and their inherited items written as real objects into each tenant namespace)",
-				r.Delivery, DeliveryView, DeliveryMaterialize))
-		}
+		k, problems := kinds.Configure(kinds.Spec{
+			Source: gvr, Strategy: r.Strategy, GlobalNamespace: r.GlobalNamespace, Delivery: r.Delivery, AggregateTo: r.AggregateTo,
+		})
 		if j, ok := seen[r.Resource]; ok && r.Resource != "" {
 			problems = append(problems, fmt.Sprintf("resource %s is listed twice (resources[%d]): views are named by resource, so one source kind per plural name", r.Resource, j))
 		}
@@ -178,19 +113,6 @@ func LoadConfiguration(path string) (Configuration, error) {
 			continue
 		}
 		seen[r.Resource] = i
-		k := kinds.KindConfig{
-			Source:          gvr,
-			Strategy:        strategy,
-			GlobalNamespace: r.GlobalNamespace,
-			Delivery:        kinds.DeliveryView,
-			AggregateTo:     r.AggregateTo,
-		}
-		if r.Delivery == DeliveryMaterialize {
-			k.Delivery = kinds.DeliveryMaterialize
-		}
-		if isBuiltIn {
-			k.Typed = &builtIn
-		}
 		out.Kinds = append(out.Kinds, k)
 	}
 	if len(errs) > 0 {
@@ -203,14 +125,14 @@ func LoadConfiguration(path string) (Configuration, error) {
 // the host's discovery: a kind that is cluster-scoped or can't be listed or
 // watched is an error, all reported at once. A kind the host does not serve
 // yet is not: it is served once it appears.
-func CheckResources(dc discovery.DiscoveryInterface, ks []kinds.KindConfig) error {
+func CheckResources(dc discovery.DiscoveryInterface, ks []kinds.Kind) error {
 	var errs []error
 	for _, r := range ks {
-		if r.Typed != nil {
+		if r.Typed() {
 			continue
 		}
-		if _, err := kinds.CheckResource(dc, r.Source); err != nil {
-			if kinds.IsNotYet(err) {
+		if _, err := kindcontroller.CheckResource(dc, r.Source); err != nil {
+			if kindcontroller.IsNotYet(err) {
 				klog.InfoS("Configured kind not served by the host yet: its view appears once it is", "resource", r.Source.String(), "reason", err.Error())
 				continue
 			}

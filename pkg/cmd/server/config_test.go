@@ -19,7 +19,6 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/cmd/server"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
-	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 )
 
 const header = "apiVersion: config.implicit.dev/v1alpha1\nkind: ImplicitConfiguration\n"
@@ -50,13 +49,13 @@ type resource struct {
 }
 
 // builtIn are the configuration's built-in kinds, in order.
-func builtIn(cfg server.Configuration) []registry.Kind { return kinds.Typed(cfg.Kinds) }
+func builtIn(cfg server.Configuration) []kinds.Kind { return kinds.Typed(cfg.Kinds) }
 
 // strategies are the strategies set on the built-in kinds, by resource.
 func strategies(cfg server.Configuration) map[string]merge.Strategy {
 	out := map[string]merge.Strategy{}
 	for _, k := range cfg.Kinds {
-		if k.Typed != nil && k.Strategy != "" {
+		if k.Typed() && k.Strategy != "" {
 			out[k.Resource()] = k.Strategy
 		}
 	}
@@ -67,7 +66,7 @@ func strategies(cfg server.Configuration) map[string]merge.Strategy {
 func generic(cfg server.Configuration) []resource {
 	var out []resource
 	for _, k := range cfg.Kinds {
-		if k.Typed == nil {
+		if !k.Typed() {
 			out = append(out, resource{Source: k.Source, Strategy: k.Strategy})
 		}
 	}
@@ -386,7 +385,7 @@ func TestLoadConfigurationKinds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := kinds.DefaultKinds()
+	want := kinds.BuiltIns()
 	if len(builtIn(cfg)) != len(want) {
 		t.Fatalf("%d kinds, want %d", len(builtIn(cfg)), len(want))
 	}
@@ -415,7 +414,7 @@ func TestDefaultConfiguration(t *testing.T) {
 		got = append(got, k.Source)
 	}
 	var want []schema.GroupVersionResource
-	for _, k := range kinds.DefaultKinds() {
+	for _, k := range kinds.BuiltIns() {
 		want = append(want, k.Source)
 	}
 	if !slices.Equal(got, want) {
@@ -456,12 +455,12 @@ func TestCheckResources(t *testing.T) {
 			},
 		},
 	}
-	gvr := func(group, version, resource string) kinds.KindConfig {
-		return kinds.KindConfig{Source: schema.GroupVersionResource{Group: group, Version: version, Resource: resource}, Strategy: merge.Replace}
+	gvr := func(group, version, resource string) kinds.Kind {
+		return kinds.Kind{Source: schema.GroupVersionResource{Group: group, Version: version, Resource: resource}, Strategy: merge.Replace}
 	}
 	tests := []struct {
 		name      string
-		resources []kinds.KindConfig
+		resources []kinds.Kind
 		// wantErrs are substrings of the error, one per expected problem; none: no error.
 		wantErrs []string
 		// wantCount is the number of aggregated errors.
@@ -470,37 +469,37 @@ func TestCheckResources(t *testing.T) {
 		{name: "nothing configured"},
 		{
 			name:      "namespaced kinds that can be listed and watched",
-			resources: []kinds.KindConfig{gvr("policy.example.com", "v1", "guardrails"), gvr("", "v1", "configmaps")},
+			resources: []kinds.Kind{gvr("policy.example.com", "v1", "guardrails"), gvr("", "v1", "configmaps")},
 		},
 		{
 			name:      "a group version the host does not serve yet is served later",
-			resources: []kinds.KindConfig{gvr("policy.example.com", "v2", "guardrails"), gvr("absent.example.com", "v1", "things")},
+			resources: []kinds.Kind{gvr("policy.example.com", "v2", "guardrails"), gvr("absent.example.com", "v1", "things")},
 		},
 		{
 			name:      "a kind its group version does not serve yet is served later",
-			resources: []kinds.KindConfig{gvr("policy.example.com", "v1", "widgets")},
+			resources: []kinds.Kind{gvr("policy.example.com", "v1", "widgets")},
 		},
 		{
 			name:      "a cluster-scoped kind",
-			resources: []kinds.KindConfig{gvr("policy.example.com", "v1", "clusterguardrails")},
+			resources: []kinds.Kind{gvr("policy.example.com", "v1", "clusterguardrails")},
 			wantErrs:  []string{"clusterguardrails.policy.example.com is cluster-scoped"},
 			wantCount: 1,
 		},
 		{
 			name:      "a kind without watch",
-			resources: []kinds.KindConfig{gvr("policy.example.com", "v1", "snapshots")},
+			resources: []kinds.Kind{gvr("policy.example.com", "v1", "snapshots")},
 			wantErrs:  []string{"snapshots.policy.example.com does not support watch"},
 			wantCount: 1,
 		},
 		{
 			name:      "a kind with several problems is one error",
-			resources: []kinds.KindConfig{gvr("policy.example.com", "v1", "tokens")},
+			resources: []kinds.Kind{gvr("policy.example.com", "v1", "tokens")},
 			wantErrs:  []string{"tokens.policy.example.com is cluster-scoped", "and does not support list and does not support watch"},
 			wantCount: 1,
 		},
 		{
 			name: "every bad kind is reported, the good and the absent are not",
-			resources: []kinds.KindConfig{
+			resources: []kinds.Kind{
 				gvr("policy.example.com", "v1", "clusterguardrails"),
 				gvr("policy.example.com", "v1", "guardrails"),
 				gvr("absent.example.com", "v1", "things"),
@@ -551,7 +550,7 @@ func TestCheckResourcesDiscoveryFailure(t *testing.T) {
 	dc.AddReactor("get", "resource", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("connection refused")
 	})
-	err := server.CheckResources(dc, []kinds.KindConfig{{Source: guardrails}})
+	err := server.CheckResources(dc, []kinds.Kind{{Source: guardrails}})
 	if err == nil || !strings.Contains(err.Error(), "connection refused") || !strings.Contains(err.Error(), "policy.example.com/v1") {
 		t.Errorf("err = %v, want the discovery failure of policy.example.com/v1", err)
 	}

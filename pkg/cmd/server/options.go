@@ -34,10 +34,10 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apiserver"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
+	"github.com/implicit-dev/implicit-apiserver/pkg/kindcontroller"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/materialize"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
-	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 	"github.com/implicit-dev/implicit-apiserver/pkg/servedgroup"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -331,7 +331,7 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 	// The host's schemas are read once the host client exists, after
 	// ApplyTo. The v2 definitions are rendered when the server starts; the v3
 	// configuration renders them when it is made, so it is made last.
-	var host kinds.HostSchemas
+	var host servedgroup.HostSchemas
 	namer := openapinamer.NewDefinitionNamer(scheme)
 	gc.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(func(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 		return servedgroup.Definitions(host, namer.GetDefinitionName)(ref)
@@ -430,15 +430,15 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 	}, nil
 }
 
-func waitForHostSchemas(ctx context.Context, dc discovery.DiscoveryInterface, typed []registry.Kind, timeout time.Duration) (kinds.HostSchemas, error) {
+func waitForHostSchemas(ctx context.Context, dc discovery.DiscoveryInterface, typed []kinds.Kind, timeout time.Duration) (servedgroup.HostSchemas, error) {
 	gvs := sets.New[schema.GroupVersion]()
 	for _, k := range typed {
 		gvs.Insert(k.Source.GroupVersion())
 	}
-	var host kinds.HostSchemas
+	var host servedgroup.HostSchemas
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, timeout, true, func(ctx context.Context) (bool, error) {
-		host, last = kinds.FetchHostSchemas(ctx, dc, gvs.UnsortedList())
+		host, last = kindcontroller.FetchHostSchemas(ctx, dc, gvs.UnsortedList())
 		if last != nil {
 			klog.InfoS("Waiting for the host cluster's OpenAPI schemas", "err", last)
 			return false, nil

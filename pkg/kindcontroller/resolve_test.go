@@ -1,4 +1,4 @@
-package kinds
+package kindcontroller
 
 import (
 	"context"
@@ -23,8 +23,8 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
-	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
+	"github.com/implicit-dev/implicit-apiserver/pkg/servedgroup"
 )
 
 const (
@@ -147,7 +147,7 @@ func hostSchema(t *testing.T, raw string) *spec.Schema {
 
 func TestHostSchemasModelOf(t *testing.T) {
 	t.Parallel()
-	h := HostSchemas{
+	h := servedgroup.HostSchemas{
 		"com.example.policy.v1.Guardrail": hostSchema(t, `{"type":"object","x-kubernetes-group-version-kind":[{"group":"policy.example.com","version":"v1","kind":"Guardrail"}]}`),
 		"com.example.policy.v1.Plain":     hostSchema(t, `{"type":"object"}`),
 		"com.example.policy.v2.Guardrail": hostSchema(t, `{"type":"object","x-kubernetes-group-version-kind":[{"group":"policy.example.com","version":"v2","kind":"Guardrail"}]}`),
@@ -160,7 +160,7 @@ func TestHostSchemasModelOf(t *testing.T) {
 		"m.Dup": hostSchema(t, `{"x-kubernetes-group-version-kind":[{"group":"policy.example.com","version":"v1","kind":"Dup"}]}`),
 		"y.Dup": hostSchema(t, `{"x-kubernetes-group-version-kind":[{"group":"policy.example.com","version":"v1","kind":"Dup"}]}`),
 		// listSchema's extension is built in Go, not parsed.
-		"com.example.policy.v1.GuardrailList": ListSchema(guardrailModel, policyV1.WithKind("GuardrailList")),
+		"com.example.policy.v1.GuardrailList": servedgroup.ListSchema(guardrailModel, policyV1.WithKind("GuardrailList")),
 	}
 	tests := []struct {
 		name string
@@ -180,7 +180,7 @@ func TestHostSchemasModelOf(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			for range 20 {
-				if got := h.modelOf(tc.gvk); got != tc.want {
+				if got := modelOf(h, tc.gvk); got != tc.want {
 					t.Fatalf("modelOf(%v) = %q, want %q", tc.gvk, got, tc.want)
 				}
 			}
@@ -190,7 +190,7 @@ func TestHostSchemasModelOf(t *testing.T) {
 
 func TestListSchema(t *testing.T) {
 	t.Parallel()
-	s := ListSchema(guardrailModel, policyV1.WithKind("GuardrailList"))
+	s := servedgroup.ListSchema(guardrailModel, policyV1.WithKind("GuardrailList"))
 	if !s.Type.Contains("object") {
 		t.Errorf("type = %v, want object", s.Type)
 	}
@@ -228,7 +228,7 @@ func TestListSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := (HostSchemas{"l": hostSchema(t, string(raw))}).modelOf(policyV1.WithKind("GuardrailList")); got != "l" {
+	if got := modelOf(servedgroup.HostSchemas{"l": hostSchema(t, string(raw))}, policyV1.WithKind("GuardrailList")); got != "l" {
 		t.Errorf("modelOf after a JSON round trip = %q, want l", got)
 	}
 }
@@ -283,7 +283,7 @@ func TestPrinterColumns(t *testing.T) {
 		gvr  schema.GroupVersionResource
 		// dyn returns the client; nil means no client at all.
 		dyn  func() dynamic.Interface
-		want []registry.PrinterColumn
+		want []kinds.PrinterColumn
 		// wantErr is a substring of the error.
 		wantErr string
 	}{
@@ -291,7 +291,7 @@ func TestPrinterColumns(t *testing.T) {
 			name: "the version's columns, priority and all; incomplete ones are left out",
 			gvr:  guardrails,
 			dyn:  func() dynamic.Interface { return newCRDClient(guardrailCRD()) },
-			want: []registry.PrinterColumn{
+			want: []kinds.PrinterColumn{
 				{Name: "Mode", Type: "string", JSONPath: ".spec.mode", Description: "How it is enforced."},
 				{Name: "Rules", Type: "integer", Format: "int32", JSONPath: ".spec.rules", Priority: 1},
 				{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"},
@@ -301,7 +301,7 @@ func TestPrinterColumns(t *testing.T) {
 			name: "another version has its own",
 			gvr:  schema.GroupVersionResource{Group: "policy.example.com", Version: "v2", Resource: "guardrails"},
 			dyn:  func() dynamic.Interface { return newCRDClient(guardrailCRD()) },
-			want: []registry.PrinterColumn{{Name: "Level", Type: "integer", JSONPath: ".spec.level"}},
+			want: []kinds.PrinterColumn{{Name: "Level", Type: "integer", JSONPath: ".spec.level"}},
 		},
 		{
 			name: "a version without columns",
@@ -368,50 +368,52 @@ func TestPrinterColumns(t *testing.T) {
 
 func TestFingerprint(t *testing.T) {
 	t.Parallel()
-	source := func() registry.GenericSource {
-		return registry.GenericSource{
-			Source: guardrails, View: v1alpha1.SchemeGroupVersion, Kind: "Guardrail", Singular: "guardrail", Model: guardrailModel,
-			Columns: []registry.PrinterColumn{{Name: "Mode", Type: "string", JSONPath: ".spec.mode"}},
+	source := func() kinds.HostNames {
+		return kinds.HostNames{
+			Kind: "Guardrail", Singular: "guardrail", Model: guardrailModel,
+			Columns: []kinds.PrinterColumn{{Name: "Mode", Type: "string", JSONPath: ".spec.mode"}},
 		}
 	}
-	models := func() HostSchemas {
-		return HostSchemas{
+	models := func() servedgroup.HostSchemas {
+		return servedgroup.HostSchemas{
 			guardrailModel:          hostSchema(t, `{"type":"object","properties":{"spec":{"type":"object","properties":{"mode":{"type":"string"},"rules":{"type":"integer"}}}}}`),
-			guardrailModel + "List": ListSchema(guardrailModel, policyV1.WithKind("GuardrailList")),
+			guardrailModel + "List": servedgroup.ListSchema(guardrailModel, policyV1.WithKind("GuardrailList")),
 		}
 	}
-	base, err := fingerprint(source(), models())
+	base, err := fingerprint(guardrails, source(), models())
 	if err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
 		name     string
-		src      func(*registry.GenericSource)
-		models   func(HostSchemas)
+		src      func(*kinds.HostNames)
+		models   func(servedgroup.HostSchemas)
 		wantSame bool
 	}{
 		{name: "nothing changed", wantSame: true},
 		{
 			name: "the same schemas, built in another order",
-			models: func(h HostSchemas) {
+			models: func(h servedgroup.HostSchemas) {
 				// Properties in another order of insertion: the same JSON.
 				h[guardrailModel] = hostSchema(t, `{"properties":{"spec":{"properties":{"rules":{"type":"integer"},"mode":{"type":"string"}},"type":"object"}},"type":"object"}`)
 			},
 			wantSame: true,
 		},
-		{name: "a schema's field changes", models: func(h HostSchemas) { h[guardrailModel].Properties["spec"].Properties["mode"] = *spec.Int64Property() }},
-		{name: "a schema's description changes", models: func(h HostSchemas) { h[guardrailModel].Description = "new" }},
-		{name: "a model is added", models: func(h HostSchemas) { h["com.example.policy.v1.Rule"] = hostSchema(t, `{"type":"object"}`) }},
-		{name: "a model is removed", models: func(h HostSchemas) { delete(h, guardrailModel+"List") }},
-		{name: "a model is renamed", models: func(h HostSchemas) { h["x"] = h[guardrailModel]; delete(h, guardrailModel) }},
-		{name: "a column is added", src: func(s *registry.GenericSource) {
-			s.Columns = append(s.Columns, registry.PrinterColumn{Name: "Rules", Type: "integer", JSONPath: ".spec.rules"})
+		{name: "a schema's field changes", models: func(h servedgroup.HostSchemas) {
+			h[guardrailModel].Properties["spec"].Properties["mode"] = *spec.Int64Property()
 		}},
-		{name: "a column's priority changes", src: func(s *registry.GenericSource) { s.Columns[0].Priority = 1 }},
-		{name: "a column's path changes", src: func(s *registry.GenericSource) { s.Columns[0].JSONPath = ".spec.level" }},
-		{name: "the columns go", src: func(s *registry.GenericSource) { s.Columns = nil }},
-		{name: "the singular changes", src: func(s *registry.GenericSource) { s.Singular = "rail" }},
-		{name: "the model changes", src: func(s *registry.GenericSource) { s.Model = "x" }},
+		{name: "a schema's description changes", models: func(h servedgroup.HostSchemas) { h[guardrailModel].Description = "new" }},
+		{name: "a model is added", models: func(h servedgroup.HostSchemas) { h["com.example.policy.v1.Rule"] = hostSchema(t, `{"type":"object"}`) }},
+		{name: "a model is removed", models: func(h servedgroup.HostSchemas) { delete(h, guardrailModel+"List") }},
+		{name: "a model is renamed", models: func(h servedgroup.HostSchemas) { h["x"] = h[guardrailModel]; delete(h, guardrailModel) }},
+		{name: "a column is added", src: func(s *kinds.HostNames) {
+			s.Columns = append(s.Columns, kinds.PrinterColumn{Name: "Rules", Type: "integer", JSONPath: ".spec.rules"})
+		}},
+		{name: "a column's priority changes", src: func(s *kinds.HostNames) { s.Columns[0].Priority = 1 }},
+		{name: "a column's path changes", src: func(s *kinds.HostNames) { s.Columns[0].JSONPath = ".spec.level" }},
+		{name: "the columns go", src: func(s *kinds.HostNames) { s.Columns = nil }},
+		{name: "the singular changes", src: func(s *kinds.HostNames) { s.Singular = "rail" }},
+		{name: "the model changes", src: func(s *kinds.HostNames) { s.Model = "x" }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -424,7 +426,7 @@ func TestFingerprint(t *testing.T) {
 				tc.models(h)
 			}
 			for range 5 {
-				got, err := fingerprint(src, h)
+				got, err := fingerprint(guardrails, src, h)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -519,7 +521,7 @@ func TestResolve(t *testing.T) {
 
 	served := &metav1.APIResourceList{GroupVersion: "policy.example.com/v1", APIResources: []metav1.APIResource{guardrailResource(nil)}}
 	withModel := map[string]string{guardrailModel: guardrailSchema, "com.example.policy.v1.Other": `{"type":"object"}`}
-	v1Columns := []registry.PrinterColumn{
+	v1Columns := []kinds.PrinterColumn{
 		{Name: "Mode", Type: "string", JSONPath: ".spec.mode", Description: "How it is enforced."},
 		{Name: "Rules", Type: "integer", Format: "int32", JSONPath: ".spec.rules", Priority: 1},
 		{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"},
@@ -528,7 +530,7 @@ func TestResolve(t *testing.T) {
 		name   string
 		host   fakeHost
 		dyn    func() dynamic.Interface
-		want   registry.GenericSource
+		want   kinds.HostNames
 		models []string
 		// wantList is the description of the list model, when it is the host's.
 		wantList   string
@@ -540,7 +542,7 @@ func TestResolve(t *testing.T) {
 			name:   "a custom resource: names, schema, a synthesized list and printer columns",
 			host:   fakeHost{resources: served, indexed: true, doc: guardrailDocument(t, withModel)},
 			dyn:    func() dynamic.Interface { return newCRDClient(guardrailCRD()) },
-			want:   registry.GenericSource{Source: guardrails, View: v1alpha1.SchemeGroupVersion, Kind: "Guardrail", Singular: "guardrail", Model: guardrailModel, Columns: v1Columns},
+			want:   kinds.HostNames{Kind: "Guardrail", Singular: "guardrail", Model: guardrailModel, Columns: v1Columns},
 			models: []string{guardrailModel, guardrailModel + "List", "com.example.policy.v1.Other"},
 		},
 		{
@@ -548,7 +550,7 @@ func TestResolve(t *testing.T) {
 			host: fakeHost{resources: &metav1.APIResourceList{GroupVersion: "policy.example.com/v1", APIResources: []metav1.APIResource{
 				guardrailResource(func(r *metav1.APIResource) { r.SingularName = "GuardRail" }),
 			}}, indexed: true, doc: guardrailDocument(t, withModel)},
-			want:   registry.GenericSource{Source: guardrails, View: v1alpha1.SchemeGroupVersion, Kind: "Guardrail", Singular: "guardrail", Model: guardrailModel},
+			want:   kinds.HostNames{Kind: "Guardrail", Singular: "guardrail", Model: guardrailModel},
 			models: []string{guardrailModel, guardrailModel + "List", "com.example.policy.v1.Other"},
 		},
 		{
@@ -557,7 +559,7 @@ func TestResolve(t *testing.T) {
 				guardrailModel:          guardrailSchema,
 				guardrailModel + "List": `{"type":"object","description":"host list"}`,
 			})},
-			want:     registry.GenericSource{Source: guardrails, View: v1alpha1.SchemeGroupVersion, Kind: "Guardrail", Singular: "guardrail", Model: guardrailModel},
+			want:     kinds.HostNames{Kind: "Guardrail", Singular: "guardrail", Model: guardrailModel},
 			models:   []string{guardrailModel, guardrailModel + "List"},
 			wantList: "host list",
 		},
@@ -620,8 +622,8 @@ func TestResolve(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(got.source, tc.want) {
-				t.Errorf("source = %+v, want %+v", got.source, tc.want)
+			if !reflect.DeepEqual(got.names, tc.want) {
+				t.Errorf("names = %+v, want %+v", got.names, tc.want)
 			}
 			for _, m := range tc.models {
 				if _, ok := got.models[m]; !ok {
@@ -636,10 +638,10 @@ func TestResolve(t *testing.T) {
 				if list.Description != tc.wantList {
 					t.Errorf("list description = %q, want the host's %q", list.Description, tc.wantList)
 				}
-			} else if got := (HostSchemas{"l": list}).modelOf(policyV1.WithKind("GuardrailList")); got != "l" {
+			} else if got := modelOf(servedgroup.HostSchemas{"l": list}, policyV1.WithKind("GuardrailList")); got != "l" {
 				t.Errorf("the synthesized list is not of policy.example.com/v1 GuardrailList: %v", list.Extensions)
 			}
-			want, err := fingerprint(got.source, got.models)
+			want, err := fingerprint(guardrails, got.names, got.models)
 			if err != nil {
 				t.Fatal(err)
 			}

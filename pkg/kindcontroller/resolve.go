@@ -1,4 +1,4 @@
-package kinds
+package kindcontroller
 
 import (
 	"context"
@@ -18,8 +18,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
-	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
+	"github.com/implicit-dev/implicit-apiserver/pkg/servedgroup"
 )
 
 // errNotYet says a configured kind is not (yet) served by the host: its CRD
@@ -36,9 +36,9 @@ func IsNotYet(err error) bool {
 
 // resolved is what the host says of a configured kind.
 type resolved struct {
-	source registry.GenericSource
+	names kinds.HostNames
 	// models are the OpenAPI v3 schemas of the source's group version.
-	models HostSchemas
+	models servedgroup.HostSchemas
 	// fingerprint changes whenever what is served of the kind changes: its
 	// schema, its printer columns, its names.
 	fingerprint string
@@ -97,19 +97,19 @@ func resolve(ctx context.Context, dc discovery.DiscoveryInterface, dyn dynamic.I
 		return resolved{}, errNotYet{fmt.Sprintf("the host cluster publishes no OpenAPI schema of %s yet: %v", gvr.GroupVersion(), err)}
 	}
 	// The cache's schemas are shared: the list model is added to a copy.
-	models := make(HostSchemas, len(shared)+1)
+	models := make(servedgroup.HostSchemas, len(shared)+1)
 	for n, s := range shared {
 		models[n] = s
 	}
 	gvk := gvr.GroupVersion().WithKind(r.Kind)
-	model := models.modelOf(gvk)
+	model := modelOf(models, gvk)
 	if model == "" {
 		return resolved{}, errNotYet{fmt.Sprintf("the host cluster's OpenAPI of %s has no schema of kind %s yet", gvr.GroupVersion(), r.Kind)}
 	}
 	if _, ok := models[model+"List"]; !ok {
 		// Custom resources' documents have no list model: the view's list
 		// is described the way every Kubernetes list is.
-		models[model+"List"] = ListSchema(model, gvr.GroupVersion().WithKind(r.Kind+"List"))
+		models[model+"List"] = servedgroup.ListSchema(model, gvr.GroupVersion().WithKind(r.Kind+"List"))
 	}
 	singular := r.SingularName
 	if singular == "" {
@@ -120,9 +120,7 @@ func resolve(ctx context.Context, dc discovery.DiscoveryInterface, dyn dynamic.I
 		return resolved{}, err
 	}
 	out := resolved{
-		source: registry.GenericSource{
-			Source:   gvr,
-			View:     v1alpha1.SchemeGroupVersion,
+		names: kinds.HostNames{
 			Kind:     r.Kind,
 			Singular: strings.ToLower(singular),
 			Model:    model,
@@ -130,32 +128,12 @@ func resolve(ctx context.Context, dc discovery.DiscoveryInterface, dyn dynamic.I
 		},
 		models: models,
 	}
-	out.fingerprint, err = fingerprint(out.source, models)
+	out.fingerprint, err = fingerprint(gvr, out.names, models)
 	return out, err
 }
 
-// ListSchema describes the list of model, the way every Kubernetes list is
-// described: custom resources' documents have none.
-func ListSchema(model string, gvk schema.GroupVersionKind) *spec.Schema {
-	ref := func(name string) spec.Ref { return spec.MustCreateRef("#/components/schemas/" + name) }
-	s := &spec.Schema{}
-	s.Type = spec.StringOrArray{"object"}
-	s.Description = gvk.Kind + " is a list of " + strings.TrimSuffix(gvk.Kind, "List") + "."
-	s.Required = []string{"items"}
-	s.Properties = map[string]spec.Schema{
-		"apiVersion": *spec.StringProperty().WithDescription("APIVersion defines the versioned schema of this representation of an object."),
-		"kind":       *spec.StringProperty().WithDescription("Kind is a string value representing the REST resource this object represents."),
-		"metadata":   {SchemaProps: spec.SchemaProps{AllOf: []spec.Schema{{SchemaProps: spec.SchemaProps{Ref: ref("io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta")}}}}},
-		"items":      *spec.ArrayProperty(&spec.Schema{SchemaProps: spec.SchemaProps{Ref: ref(model)}}).WithDescription("The items of the list."),
-	}
-	s.Extensions = spec.Extensions{"x-kubernetes-group-version-kind": []any{
-		map[string]any{"group": gvk.Group, "version": gvk.Version, "kind": gvk.Kind},
-	}}
-	return s
-}
-
 // modelOf returns the name of the model whose group-version-kind extension is gvk.
-func (h HostSchemas) modelOf(gvk schema.GroupVersionKind) string {
+func modelOf(h servedgroup.HostSchemas, gvk schema.GroupVersionKind) string {
 	names := make([]string, 0, len(h))
 	for name := range h {
 		names = append(names, name)
@@ -180,7 +158,7 @@ var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Ver
 
 // printerColumns returns the additionalPrinterColumns of gvr's version in its
 // CustomResourceDefinition; none for a kind that has none, or no CRD.
-func printerColumns(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource) ([]registry.PrinterColumn, error) {
+func printerColumns(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource) ([]kinds.PrinterColumn, error) {
 	if dyn == nil {
 		return nil, nil
 	}
@@ -198,13 +176,13 @@ func printerColumns(ctx context.Context, dyn dynamic.Interface, gvr schema.Group
 			continue
 		}
 		raw, _ := vm["additionalPrinterColumns"].([]any)
-		var out []registry.PrinterColumn
+		var out []kinds.PrinterColumn
 		for _, c := range raw {
 			cm, ok := c.(map[string]any)
 			if !ok {
 				continue
 			}
-			col := registry.PrinterColumn{}
+			col := kinds.PrinterColumn{}
 			col.Name, _ = cm["name"].(string)
 			col.Type, _ = cm["type"].(string)
 			col.Format, _ = cm["format"].(string)
@@ -224,10 +202,13 @@ func printerColumns(ctx context.Context, dyn dynamic.Interface, gvr schema.Group
 }
 
 // fingerprint hashes what is served of a kind.
-func fingerprint(src registry.GenericSource, models HostSchemas) (string, error) {
+func fingerprint(source schema.GroupVersionResource, host kinds.HostNames, models servedgroup.HostSchemas) (string, error) {
 	h := sha256.New()
 	enc := json.NewEncoder(h)
-	if err := enc.Encode(src); err != nil {
+	if err := enc.Encode(source); err != nil {
+		return "", err
+	}
+	if err := enc.Encode(host); err != nil {
 		return "", err
 	}
 	names := make([]string, 0, len(models))

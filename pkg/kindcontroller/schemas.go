@@ -1,4 +1,4 @@
-package kinds
+package kindcontroller
 
 import (
 	"context"
@@ -11,17 +11,13 @@ import (
 	"k8s.io/client-go/openapi"
 	"k8s.io/kube-openapi/pkg/spec3"
 	"k8s.io/kube-openapi/pkg/validation/spec"
-)
 
-// HostSchemas holds the OpenAPI schemas of the source kinds, as the host
-// cluster publishes them, keyed by model name (io.k8s.api.rbac.v1.RoleBinding).
-// A view has its source's schema, so kubectl explain and clients see the same
-// fields under implicit.dev.
-type HostSchemas map[string]*spec.Schema
+	"github.com/implicit-dev/implicit-apiserver/pkg/servedgroup"
+)
 
 // FetchHostSchemas reads the OpenAPI v3 documents of the group versions gvs
 // from the host cluster.
-func FetchHostSchemas(ctx context.Context, client discovery.DiscoveryInterface, gvs []schema.GroupVersion) (HostSchemas, error) {
+func FetchHostSchemas(ctx context.Context, client discovery.DiscoveryInterface, gvs []schema.GroupVersion) (servedgroup.HostSchemas, error) {
 	var uncached *schemaCache
 	return uncached.fetch(ctx, client, gvs)
 }
@@ -39,12 +35,12 @@ type cachedDoc struct {
 	schemas map[string]*spec.Schema
 }
 
-func (c *schemaCache) fetch(ctx context.Context, client discovery.DiscoveryInterface, gvs []schema.GroupVersion) (HostSchemas, error) {
+func (c *schemaCache) fetch(ctx context.Context, client discovery.DiscoveryInterface, gvs []schema.GroupVersion) (servedgroup.HostSchemas, error) {
 	paths, err := client.OpenAPIV3().Paths()
 	if err != nil {
 		return nil, fmt.Errorf("listing the host's OpenAPI v3 documents: %w", err)
 	}
-	out := HostSchemas{}
+	out := servedgroup.HostSchemas{}
 	for _, gv := range gvs {
 		if err := ctx.Err(); err != nil {
 			return nil, err

@@ -13,7 +13,7 @@ import (
 	tf "github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
-	"github.com/implicit-dev/implicit-apiserver/pkg/registry/answers"
+	"github.com/implicit-dev/implicit-apiserver/pkg/answers"
 )
 
 // questionsWorld is the hierarchy (tf.Hierarchy) with:

@@ -1,4 +1,4 @@
-package kinds
+package kindcontroller
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
@@ -13,22 +14,23 @@ import (
 )
 
 // start is the one path of every kind: it sets the kind's merge options,
-// feeds its informers (local, and the hub's) to the mux and makes its view.
-// A built-in kind (k.Typed) is known to the mux from the start, synced with
-// the mux and served at once; o nil leaves its merge options as they are.
-// Any other kind is added to the mux pending, and served once the
-// registrations returned have synced (add).
-func (c *Controller) start(k KindConfig, kind registry.Kind, o *merge.Options) ([]cache.InformerSynced, error) {
+// feeds its informers (local, and the hub's) to the mux and makes its view
+// and the view's storage. A built-in kind (k.Typed) is known to the mux from
+// the start, synced with the mux and served at once; o nil leaves its merge
+// options as they are. Any other kind, completed with the host's names, is
+// added to the mux pending, and served once the registrations returned have
+// synced (add).
+func (c *Controller) start(k kinds.Kind, o *merge.Options) ([]cache.InformerSynced, error) {
 	resource := k.Resource()
-	pending := k.Typed == nil
+	pending := !k.Typed()
 	view := views.New(v1alpha1.SchemeGroupVersion.WithResource(resource).GroupResource(), c.mux)
 	var src sources
 	if pending {
 		if err := c.mux.AddResource(resource, *o); err != nil {
 			return nil, err
 		}
-		c.objects.Add(resource, kind.New)
-		view.WithKind(v1alpha1.SchemeGroupVersion.WithKind(kind.Kind))
+		c.objects.Add(resource, k.New)
+		view.WithKind(v1alpha1.SchemeGroupVersion.WithKind(k.Kind))
 		src.local = c.factory.ForResource(k.Source).Informer()
 		if c.hubFactory != nil {
 			src.hub = c.hubFactory.ForResource(k.Source).Informer()
@@ -62,9 +64,14 @@ func (c *Controller) start(k KindConfig, kind registry.Kind, o *merge.Options) (
 		view.WithStaleness(c.hub.Staleness)
 	}
 	c.mu.Lock()
-	c.kinds[resource] = &servedKind{kind: kind, view: view, synced: !pending}
+	c.kinds[resource] = &servedKind{kind: k, view: view, storage: newStorage(k, view), synced: !pending}
 	c.mu.Unlock()
 	return syncs, nil
+}
+
+// newStorage is the REST storage of a kind's view.
+func newStorage(k kinds.Kind, view *views.View) *registry.Storage {
+	return registry.NewStorage(v1alpha1.GroupName, k, view)
 }
 
 // sources are the informers a kind's sources are read from: the local

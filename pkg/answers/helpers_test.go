@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	tf "github.com/implicit-dev/implicit-apiserver/internal/testfixture"
-	"github.com/implicit-dev/implicit-apiserver/pkg/registry/answers"
+	"github.com/implicit-dev/implicit-apiserver/pkg/answers"
 )
 
 const (

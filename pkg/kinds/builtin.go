@@ -1,4 +1,4 @@
-package registry
+package kinds
 
 import (
 	"fmt"
@@ -8,11 +8,13 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // RoleBindings is the view of rbac.authorization.k8s.io/v1 rolebindings.
 func RoleBindings() Kind {
 	return Kind{
+		typed:    true,
 		Source:   rbacv1.SchemeGroupVersion.WithResource("rolebindings"),
 		Kind:     "RoleBinding",
 		Model:    "io.k8s.api.rbac.v1.RoleBinding",
@@ -33,6 +35,7 @@ func RoleBindings() Kind {
 // Roles is the view of rbac.authorization.k8s.io/v1 roles.
 func Roles() Kind {
 	return Kind{
+		typed:    true,
 		Source:   rbacv1.SchemeGroupVersion.WithResource("roles"),
 		Kind:     "Role",
 		Model:    "io.k8s.api.rbac.v1.Role",
@@ -51,6 +54,7 @@ func Roles() Kind {
 // NetworkPolicies is the view of networking.k8s.io/v1 networkpolicies.
 func NetworkPolicies() Kind {
 	return Kind{
+		typed:    true,
 		Source:   networkingv1.SchemeGroupVersion.WithResource("networkpolicies"),
 		Kind:     "NetworkPolicy",
 		Model:    "io.k8s.api.networking.v1.NetworkPolicy",
@@ -70,6 +74,34 @@ func NetworkPolicies() Kind {
 			return []any{selector(np.Spec.PodSelector), strings.Join(types, ",")}
 		},
 	}
+}
+
+// BuiltIns are the built-in kinds, served from their Go types from the
+// start, each with the Replace strategy, the policy's global namespace and
+// views only.
+func BuiltIns() []Kind {
+	return []Kind{RoleBindings(), Roles(), NetworkPolicies()}
+}
+
+// BuiltIn returns the built-in kind of source, if source is one.
+func BuiltIn(source schema.GroupVersionResource) (Kind, bool) {
+	for _, k := range BuiltIns() {
+		if k.Source == source {
+			return k, true
+		}
+	}
+	return Kind{}, false
+}
+
+// Typed returns the kinds of ks served from their Go types, in order.
+func Typed(ks []Kind) []Kind {
+	var out []Kind
+	for _, k := range ks {
+		if k.Typed() {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // subjects prints at most three subjects, then how many more, as kubectl does for long lists.

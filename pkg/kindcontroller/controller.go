@@ -1,4 +1,4 @@
-package kinds
+package kindcontroller
 
 import (
 	"context"
@@ -15,8 +15,10 @@ import (
 	"k8s.io/kube-openapi/pkg/validation/spec"
 	"k8s.io/utils/clock"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
+	"github.com/implicit-dev/implicit-apiserver/pkg/servedgroup"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -25,13 +27,13 @@ import (
 // uses merge.NewOverlayer.
 type NewOverlayer func(models map[string]*spec.Schema, model string) (merge.Overlayer, error)
 
-// Group serves the views (pkg/servedgroup).
+// Group serves the views: a *servedgroup.Group.
 type Group interface {
 	// SetSchemas records the host's schemas of a kind served from
 	// unstructured objects, for the group's OpenAPI documents.
-	SetSchemas(resource string, models HostSchemas, model, kind string)
-	// Set serves kinds, each read from its viewer.
-	Set(kinds []registry.Kind, viewers map[string]registry.Viewer) error
+	SetSchemas(k kinds.Kind, models servedgroup.HostSchemas)
+	// Set serves views, replacing what was served.
+	Set(views []servedgroup.View) error
 }
 
 // Hub is the cluster the global sources are read from.
@@ -48,12 +50,12 @@ type Hub struct {
 	Staleness views.Staleness
 }
 
-// ControllerConfig is what a Controller serves and what it reads.
-type ControllerConfig struct {
+// Config is what a Controller serves and what it reads.
+type Config struct {
 	// Kinds are every served kind, built in or not.
-	Kinds []KindConfig
+	Kinds []kinds.Kind
 	// HostSchemas are the host's schemas of the built-in kinds.
-	HostSchemas HostSchemas
+	HostSchemas servedgroup.HostSchemas
 	// Overlayer builds a kind's overlayer from its schema; nil: no overlays.
 	Overlayer NewOverlayer
 	// Informers read the built-in kinds' sources; Discovery and Dynamic
@@ -89,7 +91,7 @@ const initialSyncTimeout = 30 * time.Second
 // served within a poll period, without a restart; a change of its schema or
 // printer columns is picked up the same way.
 type Controller struct {
-	unstructured []KindConfig
+	unstructured []kinds.Kind
 	dc           discovery.DiscoveryInterface
 	dyn          dynamic.Interface
 	informers    informers.SharedInformerFactory
@@ -123,17 +125,18 @@ type Controller struct {
 	checkedOnce sync.Once
 }
 
-// servedKind is a kind whose sources are read.
+// servedKind is a kind whose sources are read, and the storage of its view.
 type servedKind struct {
-	kind        registry.Kind
-	view        registry.Viewer
+	kind        kinds.Kind
+	view        *views.View
+	storage     *registry.Storage
 	fingerprint string
 	synced      bool
 }
 
-// NewController feeds the built-in kinds of c to the mux, which must have
+// New feeds the built-in kinds of c to the mux, which must have
 // been made with their resources, and prepares the polling of the others.
-func NewController(c ControllerConfig) (*Controller, error) {
+func New(c Config) (*Controller, error) {
 	if c.Period <= 0 || c.Clock == nil {
 		return nil, fmt.Errorf("the kind controller needs a positive poll period and a clock (period %v)", c.Period)
 	}
@@ -165,23 +168,20 @@ func NewController(c ControllerConfig) (*Controller, error) {
 		if k.GlobalNamespace != "" {
 			c.Mux.SetGlobalNamespace(k.Resource(), k.GlobalNamespace)
 		}
-		if k.Typed == nil {
+		if !k.Typed() {
 			ctl.unstructured = append(ctl.unstructured, k)
 		}
 	}
-	for _, k := range c.Kinds {
-		if k.Typed == nil {
-			continue
-		}
+	for _, k := range kinds.Typed(c.Kinds) {
 		var o *merge.Options
 		if c.Overlayer != nil {
-			ov, err := c.Overlayer(c.HostSchemas, k.Typed.Model)
+			ov, err := c.Overlayer(c.HostSchemas, k.Model)
 			if err != nil {
 				return nil, fmt.Errorf("overlays of %s: %w", k.Source, err)
 			}
 			o = &merge.Options{Strategy: k.Strategy, Overlayer: ov}
 		}
-		if _, err := ctl.start(k, *k.Typed, o); err != nil {
+		if _, err := ctl.start(k, o); err != nil {
 			return nil, err
 		}
 	}
@@ -249,16 +249,14 @@ func (c *Controller) Run(ctx context.Context) {
 // publish serves every synced kind: the built-in ones from the start.
 func (c *Controller) publish() error {
 	c.mu.Lock()
-	kinds := make([]registry.Kind, 0, len(c.kinds))
-	viewers := make(map[string]registry.Viewer, len(c.kinds))
-	for r, sk := range c.kinds {
+	served := make([]servedgroup.View, 0, len(c.kinds))
+	for _, sk := range c.kinds {
 		if sk.synced {
-			kinds = append(kinds, sk.kind)
-			viewers[r] = sk.view
+			served = append(served, servedgroup.View{Kind: sk.kind, Storage: sk.storage})
 		}
 	}
 	c.mu.Unlock()
-	err := c.group.Set(kinds, viewers)
+	err := c.group.Set(served)
 	c.mu.Lock()
 	c.unpublished = err != nil
 	c.mu.Unlock()

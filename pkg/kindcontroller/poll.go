@@ -1,4 +1,4 @@
-package kinds
+package kindcontroller
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 )
@@ -64,12 +66,12 @@ func (c *Controller) poll(ctx context.Context) []<-chan struct{} {
 }
 
 // options returns the merge options of a kind from its schema.
-func (c *Controller) options(r KindConfig, res resolved) merge.Options {
+func (c *Controller) options(r kinds.Kind, res resolved) merge.Options {
 	o := merge.Options{Strategy: r.Strategy}
 	if c.overlayer == nil {
 		return o
 	}
-	ov, err := c.overlayer(res.models, res.source.Model)
+	ov, err := c.overlayer(res.models, res.names.Model)
 	if err != nil {
 		klog.ErrorS(err, "No overlays for a kind: its schema can't be used for merging; lower scopes replace inherited items", "resource", r.Source.String())
 		return merge.Options{}
@@ -80,18 +82,18 @@ func (c *Controller) options(r KindConfig, res resolved) merge.Options {
 
 // add starts serving a kind the host now has: informer first, view once
 // synced. The channel it returns is closed then, or when ctx ends first.
-func (c *Controller) add(ctx context.Context, r KindConfig, res resolved) (<-chan struct{}, error) {
-	kind, err := registry.Generic(res.source)
+func (c *Controller) add(ctx context.Context, r kinds.Kind, res resolved) (<-chan struct{}, error) {
+	kind, err := complete(r, res)
 	if err != nil {
 		return nil, err
 	}
 	resource := r.Source.Resource
 	o := c.options(r, res)
-	syncs, err := c.start(r, kind, &o)
+	syncs, err := c.start(kind, &o)
 	if err != nil {
 		return nil, err
 	}
-	c.group.SetSchemas(resource, res.models, res.source.Model, kind.Kind)
+	c.group.SetSchemas(kind, res.models)
 	if c.hubFactory != nil {
 		c.hubFactory.Start(ctx.Done())
 	}
@@ -125,17 +127,17 @@ func (c *Controller) add(ctx context.Context, r KindConfig, res resolved) (<-cha
 }
 
 // update serves a kind's new schema or printer columns.
-func (c *Controller) update(r KindConfig, res resolved) error {
-	kind, err := registry.Generic(res.source)
+func (c *Controller) update(r kinds.Kind, res resolved) error {
+	kind, err := complete(r, res)
 	if err != nil {
 		return err
 	}
 	resource := r.Source.Resource
 	c.mux.SetMergeOptions(resource, c.options(r, res))
-	c.group.SetSchemas(resource, res.models, res.source.Model, kind.Kind)
+	c.group.SetSchemas(kind, res.models)
 	c.mu.Lock()
 	sk := c.kinds[resource]
-	sk.kind, sk.fingerprint = kind, res.fingerprint
+	sk.kind, sk.storage, sk.fingerprint = kind, newStorage(kind, sk.view), res.fingerprint
 	synced := sk.synced
 	c.mu.Unlock()
 	klog.InfoS("Configured kind changed in the host: serving its new schema", "resource", r.Source.String())
@@ -143,4 +145,14 @@ func (c *Controller) update(r KindConfig, res resolved) error {
 		return nil
 	}
 	return c.publish()
+}
+
+// complete gives a configured kind the host's names; a printer column whose
+// JSONPath does not parse makes it one that can't be served.
+func complete(r kinds.Kind, res resolved) (kinds.Kind, error) {
+	kind := r.WithHostNames(res.names, v1alpha1.SchemeGroupVersion)
+	if _, err := registry.Cells(kind); err != nil {
+		return kinds.Kind{}, err
+	}
+	return kind, nil
 }

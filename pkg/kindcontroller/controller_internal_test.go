@@ -1,4 +1,4 @@
-package kinds
+package kindcontroller
 
 import (
 	"context"
@@ -20,8 +20,9 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
-	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
+	"github.com/implicit-dev/implicit-apiserver/pkg/servedgroup"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -35,21 +36,21 @@ type fakeGroup struct {
 	schemas []string
 }
 
-func (g *fakeGroup) SetSchemas(resource string, _ HostSchemas, _, _ string) {
+func (g *fakeGroup) SetSchemas(k kinds.Kind, _ servedgroup.HostSchemas) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.schemas = append(g.schemas, resource)
+	g.schemas = append(g.schemas, k.Resource())
 }
 
-func (g *fakeGroup) Set(kinds []registry.Kind, viewers map[string]registry.Viewer) error {
+func (g *fakeGroup) Set(views []servedgroup.View) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var resources []string
-	for _, k := range kinds {
-		if viewers[k.Resource()] == nil {
-			panic("no viewer of " + k.Resource())
+	for _, v := range views {
+		if v.Storage == nil {
+			panic("no storage of " + v.Kind.Resource())
 		}
-		resources = append(resources, k.Resource())
+		resources = append(resources, v.Kind.Resource())
 	}
 	slices.Sort(resources)
 	g.sets = append(g.sets, resources)
@@ -73,10 +74,10 @@ func (g *fakeGroup) last() []string {
 }
 
 // newMux returns a mux and its objects serving the typed kinds of ks.
-func newMux(ks []KindConfig) (*watchmux.Mux, *views.Objects) {
+func newMux(ks []kinds.Kind) (*watchmux.Mux, *views.Objects) {
 	newObject := map[string]func() runtime.Object{}
 	var resources []string
-	for _, k := range Typed(ks) {
+	for _, k := range kinds.Typed(ks) {
 		newObject[k.Resource()] = k.New
 		resources = append(resources, k.Resource())
 	}
@@ -116,10 +117,10 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // host to ask.
 func TestControllerServesBuiltInKindsAtOnce(t *testing.T) {
 	t.Parallel()
-	ks := Defaults()
+	ks := kinds.BuiltIns()
 	mux, objects := newMux(ks)
 	group := &fakeGroup{}
-	c, err := NewController(ControllerConfig{
+	c, err := New(Config{
 		Kinds:     ks,
 		Informers: informers.NewSharedInformerFactory(fake.NewClientset(), 0),
 		Mux:       mux,
@@ -150,9 +151,9 @@ func TestControllerServesBuiltInKindsAtOnce(t *testing.T) {
 // served without a host to find them on.
 func TestControllerNeedsHostClient(t *testing.T) {
 	t.Parallel()
-	ks := []KindConfig{{Source: guardrails, Strategy: merge.Replace}}
+	ks := []kinds.Kind{{Source: guardrails, Strategy: merge.Replace}}
 	mux, objects := newMux(ks)
-	_, err := NewController(ControllerConfig{Kinds: ks, Mux: mux, Objects: objects, Group: &fakeGroup{}, Period: time.Second, Clock: clocktesting.NewFakeClock(time.Now())})
+	_, err := New(Config{Kinds: ks, Mux: mux, Objects: objects, Group: &fakeGroup{}, Period: time.Second, Clock: clocktesting.NewFakeClock(time.Now())})
 	if err == nil || !strings.Contains(err.Error(), "need a host cluster client") || !strings.Contains(err.Error(), guardrails.String()) {
 		t.Errorf("err = %v, want one naming %s and the missing client", err, guardrails)
 	}
@@ -163,11 +164,11 @@ func TestControllerNeedsHostClient(t *testing.T) {
 func TestControllerPollsOnTheClock(t *testing.T) {
 	t.Parallel()
 	widgets := schema.GroupVersionResource{Group: "poll.example.com", Version: "v1", Resource: "widgets"}
-	ks := []KindConfig{{Source: widgets, Strategy: merge.Replace}}
+	ks := []kinds.Kind{{Source: widgets, Strategy: merge.Replace}}
 	mux, objects := newMux(ks)
 	host := &clienttesting.Fake{}
 	clock := clocktesting.NewFakeClock(time.Now())
-	c, err := NewController(ControllerConfig{
+	c, err := New(Config{
 		Kinds:     ks,
 		Discovery: &fakediscovery.FakeDiscovery{Fake: host},
 		Dynamic:   dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()),
@@ -207,12 +208,12 @@ func TestControllerServesFoundKind(t *testing.T) {
 		guardrails:  "GuardrailList",
 	}, guardrailCRD(), guardrail)
 
-	ks := append(Defaults(), KindConfig{Source: guardrails, Strategy: merge.Overlay})
+	ks := append(kinds.BuiltIns(), kinds.Kind{Source: guardrails, Strategy: merge.Overlay})
 	mux, objects := newMux(ks)
 	group := &fakeGroup{}
 	var mu sync.Mutex
 	var told []schema.GroupResource
-	c, err := NewController(ControllerConfig{
+	c, err := New(Config{
 		Kinds:     ks,
 		Informers: informers.NewSharedInformerFactory(fake.NewClientset(), 0),
 		Discovery: dc,

@@ -1,0 +1,25 @@
+package apiserver
+
+import (
+	"k8s.io/apiserver/pkg/registry/rest"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/answers"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
+	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
+	"github.com/implicit-dev/implicit-apiserver/pkg/servedgroup"
+	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
+)
+
+// questions returns the storage of the resources that answer questions about
+// the views read from mux: hierarchies, explanations, previews and rules
+// reviews (whose inherited rules rules lists), authorized like the views.
+func questions(mux *watchmux.Mux, rules registry.RulesLister, gs *genericapiserver.GenericAPIServer, group *servedgroup.Group) map[string]rest.Storage {
+	a := answers.New(mux)
+	return map[string]rest.Storage{
+		v1alpha1.ResourceHierarchies:  registry.NewHierarchyStorage(a),
+		v1alpha1.ResourceExplanations: registry.NewExplanationStorage(a, gs.Authorizer),
+		v1alpha1.ResourcePreviews:     registry.NewPreviewStorage(a, gs.Authorizer, group.Kinds),
+		v1alpha1.ResourceRulesReviews: registry.NewRulesReviewStorage(rules, gs.Authorizer, watchmux.IsNotSynced),
+	}
+}
