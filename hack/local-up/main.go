@@ -208,7 +208,7 @@ func say(format string, args ...any) {
 // guards watch over.
 func servedSources() []schema.GroupResource {
 	var out []schema.GroupResource
-	for _, k := range kinds.DefaultKinds() {
+	for _, k := range kinds.BuiltIns() {
 		out = append(out, k.Source.GroupResource())
 	}
 	return out

@@ -19,7 +19,7 @@ import (
 
 // The mirror builders feed a watchmux.Mux as informers would, for the tests
 // of the packages that answer questions from it (pkg/admission's guards,
-// pkg/registry/answers).
+// pkg/answers).
 
 // GlobalNamespace is the tests' global namespace.
 const GlobalNamespace = "implicit-global"

@@ -11,9 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	tf "github.com/implicit-dev/implicit-apiserver/internal/testfixture"
+	"github.com/implicit-dev/implicit-apiserver/pkg/answers"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
-	"github.com/implicit-dev/implicit-apiserver/pkg/answers"
 )
 
 // questionsWorld is the hierarchy (tf.Hierarchy) with:

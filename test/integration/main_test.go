@@ -121,7 +121,7 @@ func run(m *testing.M) int {
 // servedSources are the source resources of the default views.
 func servedSources() []schema.GroupResource {
 	var out []schema.GroupResource
-	for _, k := range kinds.DefaultKinds() {
+	for _, k := range kinds.BuiltIns() {
 		out = append(out, k.Source.GroupResource())
 	}
 	return out
