@@ -256,20 +256,20 @@ func (g *Guards) candidateReach(s source, u *unstructured.Unstructured, c *merge
 		return allow()
 	}
 	if deleted {
-		return allow(CandidateDeletedWarning(n, m))
+		return allow(candidateDeletedWarning(n, m))
 	}
-	return allow(CandidateWarning(n, m))
+	return allow(candidateWarning(n, m))
 }
 
-// CandidateWarning is the warning kubectl prints when a candidate is
+// candidateWarning is the warning kubectl prints when a candidate is
 // created or changed: it reaches n of the m namespaces that inherit its
 // stable name from its namespace.
-func CandidateWarning(n, m int) string {
+func candidateWarning(n, m int) string {
 	return fmt.Sprintf("implicit.dev: this candidate reaches %d of %d namespaces", n, m)
 }
 
-// CandidateDeletedWarning is the warning of a candidate's deletion (an
+// candidateDeletedWarning is the warning of a candidate's deletion (an
 // abort, or the second step of a promotion).
-func CandidateDeletedWarning(n, m int) string {
+func candidateDeletedWarning(n, m int) string {
 	return fmt.Sprintf("implicit.dev: this candidate reached %d of %d namespaces; they see the stable version again", n, m)
 }

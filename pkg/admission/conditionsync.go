@@ -190,8 +190,8 @@ func setConditions(cfg *admissionregistrationv1.ValidatingWebhookConfiguration, 
 // keeps current, by webhook.
 func SyncedConditions(g MatchInputs, globalNamespace string) map[string]string {
 	return map[string]string{
-		WebhookShadows:            ShadowCondition(g, globalNamespace),
-		WebhookFanout:             FanoutCondition(g),
-		WebhookNamespaceDeletions: DeletionCondition(g),
+		WebhookShadows:            shadowCondition(g, globalNamespace),
+		WebhookFanout:             fanoutCondition(g),
+		WebhookNamespaceDeletions: deletionCondition(g),
 	}
 }

@@ -196,8 +196,8 @@ const (
 	subresourceScale  = "scale"
 )
 
-// GuardedSubresources are the subresources the lock guard sees UPDATEs of.
-var GuardedSubresources = []string{subresourceStatus, subresourceScale}
+// guardedSubresources are the subresources the lock guard sees UPDATEs of.
+var guardedSubresources = []string{subresourceStatus, subresourceScale}
 
 // source decodes req's source object; false when req is not of a served
 // resource or is of a subresource other than those in subresources.
@@ -270,7 +270,7 @@ func (g *Guards) locked(s source) (wasLocked, isLocked bool, err error) {
 // an update of the object does (the view shows its status; scale writes
 // spec.replicas), so it needs unlock alike.
 func (g *Guards) Locks(ctx context.Context, req *admissionv1.AdmissionRequest) decision {
-	s, ok, err := g.source(req, GuardedSubresources...)
+	s, ok, err := g.source(req, guardedSubresources...)
 	if !ok || (s.subresource != "" && req.Operation != admissionv1.Update) {
 		return allow()
 	}
@@ -557,19 +557,19 @@ func (g *Guards) Fanout(_ context.Context, req *admissionv1.AdmissionRequest) de
 		return allow()
 	}
 	if g.isMaterialized(s.resource) {
-		return allow(MaterializedWarning(n))
+		return allow(materializedWarning(n))
 	}
-	return allow(Warning(n))
+	return allow(warning(n))
 }
 
-// Warning is the fan-out warning kubectl prints.
-func Warning(namespaces int) string {
+// warning is the fan-out warning kubectl prints.
+func warning(namespaces int) string {
 	return fmt.Sprintf("implicit.dev: this change reaches %d namespaces", namespaces)
 }
 
-// MaterializedWarning is the fan-out warning of a materialized kind's
+// materializedWarning is the fan-out warning of a materialized kind's
 // source: each namespace whose view changes gets its copy written (applied
 // or deleted), one real write each.
-func MaterializedWarning(namespaces int) string {
-	return fmt.Sprintf("%s and makes %d real writes (materialized copies, delivery: Materialize)", Warning(namespaces), namespaces)
+func materializedWarning(namespaces int) string {
+	return fmt.Sprintf("%s and makes %d real writes (materialized copies, delivery: Materialize)", warning(namespaces), namespaces)
 }

@@ -21,28 +21,28 @@ import (
 
 // Paths of the guards on implicit-apiserver's secure port.
 const (
-	PathLocks   = "/admission/locks"
-	PathShadows = "/admission/shadows"
-	PathParents = "/admission/parents"
-	PathFanout  = "/admission/fanout"
-	// PathMaterialized guards materialized copies (materialized.go).
-	PathMaterialized = "/admission/materialized"
-	// PathCandidates guards candidates, PathStages the namespaces' stage
+	pathLocks   = "/admission/locks"
+	pathShadows = "/admission/shadows"
+	pathParents = "/admission/parents"
+	pathFanout  = "/admission/fanout"
+	// pathMaterialized guards materialized copies (materialized.go).
+	pathMaterialized = "/admission/materialized"
+	// pathCandidates guards candidates, pathStages the namespaces' stage
 	// label (candidates.go, stages.go).
-	PathCandidates = "/admission/candidates"
-	PathStages     = "/admission/stages"
-	// PathNamespaceDeletions guards deleting a namespace others inherit
+	pathCandidates = "/admission/candidates"
+	pathStages     = "/admission/stages"
+	// pathNamespaceDeletions guards deleting a namespace others inherit
 	// from (hierarchy.go).
-	PathNamespaceDeletions = "/admission/namespace-deletions"
-	// PathParentUID and PathOwnCopy are the mutating guards' (parentuid.go,
+	pathNamespaceDeletions = "/admission/namespace-deletions"
+	// pathParentUID and pathOwnCopy are the mutating guards' (parentuid.go,
 	// owncopy.go).
-	PathParentUID = "/admission/parent-uid"
-	PathOwnCopy   = "/admission/own-copy"
+	pathParentUID = "/admission/parent-uid"
+	pathOwnCopy   = "/admission/own-copy"
 )
 
 // Paths are every guard's path, for the authorization always-allow list:
 // kube-apiserver calls webhooks without credentials.
-var Paths = []string{PathLocks, PathShadows, PathParents, PathFanout, PathMaterialized, PathCandidates, PathStages, PathNamespaceDeletions, PathParentUID, PathOwnCopy}
+var Paths = []string{pathLocks, pathShadows, pathParents, pathFanout, pathMaterialized, pathCandidates, pathStages, pathNamespaceDeletions, pathParentUID, pathOwnCopy}
 
 // admissionReview is what the guards are sent; a request body is bounded
 // as kube-apiserver bounds objects.
@@ -60,21 +60,21 @@ func (g *Guards) synced() error {
 // Handler returns the http.Handler of the guard at path.
 func (g *Guards) Handler(path string) http.Handler {
 	decide := map[string]func(context.Context, *admissionv1.AdmissionRequest) decision{
-		PathLocks:              g.Locks,
-		PathShadows:            g.Shadows,
-		PathParents:            g.Parents,
-		PathNamespaceDeletions: g.NamespaceDeletions,
-		PathFanout:             g.Fanout,
-		PathMaterialized:       g.Materialized,
-		PathCandidates:         g.Candidates,
-		PathStages:             g.Stages,
-		PathParentUID:          g.ParentUID,
-		PathOwnCopy:            g.OwnCopy,
+		pathLocks:              g.Locks,
+		pathShadows:            g.Shadows,
+		pathParents:            g.Parents,
+		pathNamespaceDeletions: g.NamespaceDeletions,
+		pathFanout:             g.Fanout,
+		pathMaterialized:       g.Materialized,
+		pathCandidates:         g.Candidates,
+		pathStages:             g.Stages,
+		pathParentUID:          g.ParentUID,
+		pathOwnCopy:            g.OwnCopy,
 	}[path]
 	if decide == nil {
 		return http.NotFoundHandler()
 	}
-	if path == PathParents {
+	if path == pathParents {
 		// One decision per tenant at a time under the parents guard's lock
 		// (turns.go).
 		decide = newTenantTurns().inTurn(decide)

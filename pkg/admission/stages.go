@@ -11,9 +11,9 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
-// StageVerb is the custom RBAC verb on a namespace that allows setting,
+// stageVerb is the custom RBAC verb on a namespace that allows setting,
 // changing or removing its implicit.dev/stage label.
-const StageVerb = "stage"
+const stageVerb = "stage"
 
 // stageLabel is a namespace's implicit.dev/stage label, and whether it has one.
 func stageLabel(u *unstructured.Unstructured) (string, bool) {
@@ -51,16 +51,16 @@ func (g *Guards) Stages(ctx context.Context, req *admissionv1.AdmissionRequest) 
 	// namespace set, so bindings inside it count too (the parent guard asks
 	// alike).
 	allowed, reason, err := g.authz.Allowed(ctx, req.UserInfo, authorizationv1.ResourceAttributes{
-		Verb: StageVerb, Resource: "namespaces", Namespace: name, Name: name,
+		Verb: stageVerb, Resource: "namespaces", Namespace: name, Name: name,
 	})
 	if err != nil {
-		return unavailable(fmt.Errorf("checking the %s permission on namespace %s: %w", StageVerb, name, err))
+		return unavailable(fmt.Errorf("checking the %s permission on namespace %s: %w", stageVerb, name, err))
 	}
 	if allowed {
 		return allow()
 	}
 	msg := fmt.Sprintf("%s on namespace %q needs the %q permission on it (RBAC verb %q on namespaces, resourceNames [%s]), which the request lacks: a namespace's stage decides which candidates its views show, so stages belong to the org's release managers, not to the namespace's admins",
-		what, name, StageVerb, StageVerb, name)
+		what, name, stageVerb, stageVerb, name)
 	if reason != "" {
 		msg += ": " + reason
 	}

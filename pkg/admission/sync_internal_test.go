@@ -109,7 +109,7 @@ func TestConditionSyncSync(t *testing.T) {
 		LockedNames: map[string][]string{"rolebindings": {"admins"}, "roles": {"reader"}},
 		Inherited:   []string{syncTestGlobal, "org"},
 	}
-	shadow, fanout := ShadowCondition(sources, syncTestGlobal), FanoutCondition(sources)
+	shadow, fanout := shadowCondition(sources, syncTestGlobal), fanoutCondition(sources)
 	if shadow == "false" || fanout == "false" {
 		t.Fatalf("test sources make conditions %q and %q; want some", shadow, fanout)
 	}
@@ -333,11 +333,11 @@ func TestConditionSyncRun(t *testing.T) {
 
 			first := MatchInputs{LockedNames: map[string][]string{"rolebindings": {"admins"}}, Inherited: []string{syncTestGlobal}}
 			src.set(first)
-			waitForConditions(t, client, ShadowCondition(first, syncTestGlobal), FanoutCondition(first))
+			waitForConditions(t, client, shadowCondition(first, syncTestGlobal), fanoutCondition(first))
 
 			second := MatchInputs{Inherited: []string{syncTestGlobal, "org"}}
 			src.set(second)
-			waitForConditions(t, client, "false", FanoutCondition(second))
+			waitForConditions(t, client, "false", fanoutCondition(second))
 		})
 	}
 }
@@ -373,7 +373,7 @@ func TestConditionSyncRunStopsOnCancel(t *testing.T) {
 			if tc.change {
 				g := MatchInputs{Inherited: []string{syncTestGlobal}}
 				src.set(g)
-				waitForConditions(t, client, "false", FanoutCondition(g))
+				waitForConditions(t, client, "false", fanoutCondition(g))
 			}
 			cancel()
 			select {
@@ -436,7 +436,7 @@ func TestConditionSyncRunClock(t *testing.T) {
 			change: func(t *testing.T, src *fakeGuarded, _ *fake.Clientset) []string {
 				g := MatchInputs{Inherited: []string{syncTestGlobal, "org"}}
 				src.set(g)
-				return []string{"false", FanoutCondition(g)}
+				return []string{"false", fanoutCondition(g)}
 			},
 			step: interval,
 		},
@@ -484,7 +484,7 @@ func TestConditionSyncRunClock(t *testing.T) {
 			waitForWaiters(t, clk, 1)
 			first := MatchInputs{LockedNames: map[string][]string{"rolebindings": {"admins"}}, Inherited: []string{syncTestGlobal}}
 			src.set(first)
-			waitForConditions(t, client, ShadowCondition(first, syncTestGlobal), FanoutCondition(first))
+			waitForConditions(t, client, shadowCondition(first, syncTestGlobal), fanoutCondition(first))
 			waitForWaiters(t, clk, 2)
 			if tc.idle {
 				// The interval's timer fires and goes; Run waits on a new

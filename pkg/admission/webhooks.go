@@ -137,21 +137,21 @@ func Configuration(name string, served []schema.GroupResource, client func(path 
 	c := &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app.kubernetes.io/name": "implicit-apiserver"}},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{
-			webhook(WebhookLocks, PathLocks, admissionregistrationv1.Fail, 5,
+			webhook(WebhookLocks, pathLocks, admissionregistrationv1.Fail, 5,
 				sourceRule(WebhookLocks), lockTouchedCondition, lockTouched),
-			webhook(WebhookShadows, PathShadows, admissionregistrationv1.Fail, 5,
+			webhook(WebhookShadows, pathShadows, admissionregistrationv1.Fail, 5,
 				sourceRule(WebhookShadows), syncedCondition, "false"),
-			webhook(WebhookParents, PathParents, admissionregistrationv1.Fail, 5,
+			webhook(WebhookParents, pathParents, admissionregistrationv1.Fail, 5,
 				namespaceRules(), hierarchyChangedCondition, hierarchyChanged),
-			webhook(WebhookFanout, PathFanout, admissionregistrationv1.Ignore, 2,
+			webhook(WebhookFanout, pathFanout, admissionregistrationv1.Ignore, 2,
 				sourceRule(WebhookFanout), syncedCondition, "false"),
-			webhook(WebhookMaterialized, PathMaterialized, admissionregistrationv1.Fail, 5,
+			webhook(WebhookMaterialized, pathMaterialized, admissionregistrationv1.Fail, 5,
 				sourceRule(WebhookMaterialized), copyTouchedCondition, copyTouchedExpr),
-			webhook(WebhookCandidates, PathCandidates, admissionregistrationv1.Fail, 5,
+			webhook(WebhookCandidates, pathCandidates, admissionregistrationv1.Fail, 5,
 				sourceRule(WebhookCandidates), candidateTouchedCondition, candidateTouchedExpr),
-			webhook(WebhookStages, PathStages, admissionregistrationv1.Fail, 5,
+			webhook(WebhookStages, pathStages, admissionregistrationv1.Fail, 5,
 				namespaceRules(), stageChangedCondition, stageChanged),
-			webhook(WebhookNamespaceDeletions, PathNamespaceDeletions, admissionregistrationv1.Fail, 5,
+			webhook(WebhookNamespaceDeletions, pathNamespaceDeletions, admissionregistrationv1.Fail, 5,
 				namespaceDeleteRules(), syncedCondition, "false"),
 		},
 	}
@@ -203,8 +203,8 @@ func MutatingConfiguration(name string, client func(path string) admissionregist
 	return &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app.kubernetes.io/name": "implicit-apiserver"}},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{
-			webhook(WebhookParentUID, PathParentUID, namespaceRules(), parentTouchedCondition, parentTouched),
-			webhook(WebhookOwnCopy, PathOwnCopy, []admissionregistrationv1.RuleWithOperations{{
+			webhook(WebhookParentUID, pathParentUID, namespaceRules(), parentTouchedCondition, parentTouched),
+			webhook(WebhookOwnCopy, pathOwnCopy, []admissionregistrationv1.RuleWithOperations{{
 				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
 				Rule: admissionregistrationv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*"},
 					Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
@@ -219,7 +219,7 @@ func webhookRules(webhook string, served []schema.GroupResource) []admissionregi
 	rules := sourceRules(served, sourceWebhookOps[webhook], nil)
 	switch webhook {
 	case WebhookLocks:
-		rules = append(rules, sourceRules(served, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}, GuardedSubresources)...)
+		rules = append(rules, sourceRules(served, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}, guardedSubresources)...)
 	case WebhookMaterialized, WebhookCandidates:
 		// A status update writes a copy's labels too, and changes what a
 		// candidate's view item shows.
@@ -286,9 +286,9 @@ func setRules(cfg *admissionregistrationv1.ValidatingWebhookConfiguration, serve
 	return changed
 }
 
-// ShadowCondition matches a CREATE whose name is the name of a locked source
+// shadowCondition matches a CREATE whose name is the name of a locked source
 // of its resource (it may shadow it), outside the global namespace.
-func ShadowCondition(g MatchInputs, globalNamespace string) string {
+func shadowCondition(g MatchInputs, globalNamespace string) string {
 	var parts []string
 	for _, r := range slices.Sorted(maps.Keys(g.LockedNames)) {
 		names := g.LockedNames[r]
@@ -312,17 +312,17 @@ func namespaceDeleteRules() []admissionregistrationv1.RuleWithOperations {
 	}}
 }
 
-// DeletionCondition is the match condition of the namespace deletions
+// deletionCondition is the match condition of the namespace deletions
 // guard: the namespaces others inherit from.
-func DeletionCondition(g MatchInputs) string {
+func deletionCondition(g MatchInputs) string {
 	if len(g.Inherited) == 0 {
 		return "false"
 	}
 	return "request.name in " + list(g.Inherited)
 }
 
-// FanoutCondition matches requests in the namespaces others inherit from.
-func FanoutCondition(g MatchInputs) string {
+// fanoutCondition matches requests in the namespaces others inherit from.
+func fanoutCondition(g MatchInputs) string {
 	if len(g.Inherited) == 0 {
 		return "false"
 	}

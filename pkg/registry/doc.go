@@ -1,8 +1,9 @@
 // Package registry serves implicit-apiserver's view resources over the
 // generic API server: one read-only storage per view resource
 // (rolebindings.implicit.dev, roles.implicit.dev, ...), typed for the default
-// kinds and unstructured for any other (Generic, with a CRD's printer
-// columns), with get, list, label and field selectors, and table output.
+// kinds and unstructured for any other (with a CRD's printer columns,
+// evaluated here), with get, list, label and field selectors, and table
+// output. Each storage presents the one kinds.Kind it is made with.
 //
 // It reuses k8s.io/apiserver's REST machinery (rest.Getter, rest.Lister,
 // rest.TableConvertor) and replaces its etcd-backed store with a Viewer that

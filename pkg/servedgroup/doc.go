@@ -8,6 +8,6 @@
 // into a new go-restful container and swaps it in atomically, as
 // k8s.io/apiextensions-apiserver does for custom resources. Plain and
 // aggregated discovery and the OpenAPI v2 and v3 documents are updated
-// alongside; which kinds are served is pkg/kinds' business, and each view's
-// storage pkg/registry's.
+// alongside. It takes finished storages: which kinds are served is
+// pkg/kindcontroller's business, and each view's storage pkg/registry's.
 package servedgroup
