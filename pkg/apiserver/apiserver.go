@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/dynamic"
@@ -184,21 +185,7 @@ func (c CompletedConfig) New() (*Server, error) {
 	c.installAuthorizer(gs, authorizer)
 
 	// Every served kind, built in or found on the host later.
-	ctl, err := kindcontroller.New(kindcontroller.Config{
-		Kinds:       x.Kinds,
-		HostSchemas: x.HostSchemas,
-		Overlayer:   x.Overlayer,
-		Informers:   x.Informers,
-		Discovery:   discoveryOf(x.Client),
-		Dynamic:     x.Dynamic,
-		Hub:         c.kindsHub(hub),
-		Mux:         mux,
-		Objects:     objects,
-		Group:       group,
-		Period:      x.KindPollInterval,
-		Clock:       x.Clock,
-		OnServe:     guards.Serve,
-	})
+	ctl, err := c.newKindController(mux, objects, group, hub, guards.Serve)
 	if err != nil {
 		return nil, err
 	}
@@ -230,6 +217,27 @@ func resources(typed []kinds.Kind) []string {
 		out = append(out, k.Resource())
 	}
 	return out
+}
+
+// newKindController serves every configured kind through mux and group;
+// onServe is told of each kind served at run time (the guards).
+func (c CompletedConfig) newKindController(mux *watchmux.Mux, objects *views.Objects, group *servedgroup.Group, hub *hubHealth, onServe func(schema.GroupResource)) (*kindcontroller.Controller, error) {
+	x := c.ExtraConfig
+	return kindcontroller.New(kindcontroller.Config{
+		Kinds:       x.Kinds,
+		HostSchemas: x.HostSchemas,
+		Overlayer:   x.Overlayer,
+		Informers:   x.Informers,
+		Discovery:   discoveryOf(x.Client),
+		Dynamic:     x.Dynamic,
+		Hub:         c.kindsHub(hub),
+		Mux:         mux,
+		Objects:     objects,
+		Group:       group,
+		Period:      x.KindPollInterval,
+		Clock:       x.Clock,
+		OnServe:     onServe,
+	})
 }
 
 // kindsHub is the hub of the global sources as the kind controller reads

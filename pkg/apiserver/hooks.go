@@ -28,28 +28,7 @@ func (c CompletedConfig) addHooks(gs *genericapiserver.GenericAPIServer, mux *wa
 	}); err != nil {
 		return err
 	}
-	if err := gs.AddReadyzChecks(healthz.NamedCheck("configured-kinds", func(*http.Request) error {
-		if ctl.HasChecked() && group.Serving() {
-			return nil
-		}
-		return fmt.Errorf("the configured kinds have not been looked up in the host cluster yet")
-	})); err != nil {
-		return err
-	}
-
-	// Ready only once every source has been listed: before that a view would
-	// silently miss inherited items.
-	if err := gs.AddReadyzChecks(healthz.NamedCheck("sources-synced", func(*http.Request) error {
-		if mux.HasSynced() {
-			return nil
-		}
-		if hub != nil {
-			if err := hub.unreached(); err != nil {
-				return fmt.Errorf("the global sources on hub cluster %q have never been read: %v", x.Hub.Name, err)
-			}
-		}
-		return fmt.Errorf("the namespaces and source objects have not all been read yet")
-	})); err != nil {
+	if err := c.addReadyz(gs, mux, ctl, group, hub); err != nil {
 		return err
 	}
 	if x.Hub != nil {
@@ -84,6 +63,37 @@ func (c CompletedConfig) addHooks(gs *genericapiserver.GenericAPIServer, mux *wa
 		go reporter.Run(ctx, recorder)
 		return nil
 	})
+}
+
+// addReadyz ties readiness to the kinds being looked up in the host and
+// every source being read.
+func (c CompletedConfig) addReadyz(gs *genericapiserver.GenericAPIServer, mux *watchmux.Mux, ctl *kindcontroller.Controller, group *servedgroup.Group, hub *hubHealth) error {
+	x := c.ExtraConfig
+	if err := gs.AddReadyzChecks(healthz.NamedCheck("configured-kinds", func(*http.Request) error {
+		if ctl.HasChecked() && group.Serving() {
+			return nil
+		}
+		return fmt.Errorf("the configured kinds have not been looked up in the host cluster yet")
+	})); err != nil {
+		return err
+	}
+
+	// Ready only once every source has been listed: before that a view would
+	// silently miss inherited items.
+	if err := gs.AddReadyzChecks(healthz.NamedCheck("sources-synced", func(*http.Request) error {
+		if mux.HasSynced() {
+			return nil
+		}
+		if hub != nil {
+			if err := hub.unreached(); err != nil {
+				return fmt.Errorf("the global sources on hub cluster %q have never been read: %v", x.Hub.Name, err)
+			}
+		}
+		return fmt.Errorf("the namespaces and source objects have not all been read yet")
+	})); err != nil {
+		return err
+	}
+	return nil
 }
 
 // discoveryOf returns the host's discovery client; nil without a client.
