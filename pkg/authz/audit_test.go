@@ -76,7 +76,7 @@ func TestAuditCandidate(t *testing.T) {
 		{with(alice("t2"), "list"), true},
 		{podReader("bob", []string{"h"}, "t1"), false},
 		{podReader("carol", []string{"g"}, "t2"), true}, // org-editors grants it either way: no difference
-		{alice("t4"), false},                           // t4's own org-viewers: the candidate never shows there
+		{alice("t4"), false},                            // t4's own org-viewers: the candidate never shows there
 	} {
 		if got := f.authorize(t, step.attrs); got.Allowed != step.want {
 			t.Fatalf("%+v: %+v, want allowed %v (the answer given never changes)", step.attrs, got, step.want)
