@@ -182,6 +182,9 @@ func (c CompletedConfig) New() (*Server, error) {
 		return nil, err
 	}
 	c.installAuthorizer(gs, authorizer)
+	if err := c.startAudit(gs, authorizer); err != nil {
+		return nil, err
+	}
 
 	// Every served kind, built in or found on the host later.
 	ctl, err := kinds.NewController(kinds.ControllerConfig{

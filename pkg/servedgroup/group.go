@@ -341,10 +341,15 @@ func (m modelSample) OpenAPIModelName() string { return m.model }
 // the views: hierarchies, explanations, previews and rules reviews.
 func questions(mux *watchmux.Mux, rules registry.RulesLister, authz authorizer.UnconditionalAuthorizer, kinds func() []registry.Kind) map[string]rest.Storage {
 	a := answers.New(mux)
-	return map[string]rest.Storage{
+	out := map[string]rest.Storage{
 		v1alpha1.ResourceHierarchies:  registry.NewHierarchyStorage(a),
 		v1alpha1.ResourceExplanations: registry.NewExplanationStorage(a, authz),
 		v1alpha1.ResourcePreviews:     registry.NewPreviewStorage(a, authz, kinds),
 		v1alpha1.ResourceRulesReviews: registry.NewRulesReviewStorage(rules, authz, watchmux.IsNotSynced),
 	}
+	// The audit of candidates, by the same authorizer (pkg/authz, audit.go).
+	if au, ok := rules.(registry.AuditReader); ok {
+		out[v1alpha1.ResourceCandidateAudits] = registry.NewCandidateAuditStorage(au, authz, watchmux.IsNotSynced)
+	}
+	return out
 }
