@@ -175,7 +175,10 @@ func printAudit(w io.Writer, a *RolloutAudit) error {
 		for _, s := range c.TopSubjects {
 			t.row(s.Name, fmt.Sprint(s.WouldDeny), fmt.Sprint(s.WouldAllow))
 		}
-		t.row("(others)", fmt.Sprint(c.OthersWouldDeny), fmt.Sprint(c.OthersWouldAllow))
+		if c.OthersWouldDeny+c.OthersWouldAllow > 0 {
+			// Differences of keys beyond the bounded ones counted one by one.
+			t.row("(others)", fmt.Sprint(c.OthersWouldDeny), fmt.Sprint(c.OthersWouldAllow))
+		}
 		if err := t.flush(); err != nil {
 			return err
 		}

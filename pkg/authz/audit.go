@@ -28,8 +28,9 @@ const (
 	// AuditSamples is the number of the latest differences kept in full.
 	AuditSamples = 20
 	// auditPruneInterval is how often the records of candidates that are
-	// gone (promoted, aborted) are dropped, besides at every report.
-	auditPruneInterval = 30 * time.Second
+	// gone (promoted, aborted) are dropped, besides at every report: a
+	// read of the mirror per candidate held, every few seconds.
+	auditPruneInterval = 5 * time.Second
 	// maxSampleGroups is the number of a sample's groups kept by name.
 	maxSampleGroups = 5
 )
