@@ -262,3 +262,20 @@ func TestAuditNotAudited(t *testing.T) {
 		t.Errorf("a malformed candidate: problem %q, judged %d; want malformed, nothing judged", got.Problem, got.Judged)
 	}
 }
+
+// TestAuditBind judges kube-apiserver's bind check too: alice may bind
+// view in t1 because her inherited rules cover it; without g, the
+// candidate would not let her.
+func TestAuditBind(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, fixtureOptions{clusterRoles: testClusterRoles()}, auditWorld(nobody)...)
+	bind := authz.Attributes{User: "alice", Groups: []string{"g"}, Namespace: "t1", Verb: "bind",
+		APIGroup: rbacv1.GroupName, Resource: "clusterroles", Name: "view"}
+	if got := f.authorize(t, bind); !got.Allowed {
+		t.Fatalf("bind view in t1: %+v, want allowed", got)
+	}
+	got := audits(t, f)
+	if got.Judged != 1 || got.WouldDeny != 1 || len(got.Keys) != 1 || got.Keys[0].Verb != "bind" || got.Keys[0].Resource != "clusterroles.rbac.authorization.k8s.io" {
+		t.Errorf("audit: %+v, want the bind judged and would-deny", got)
+	}
+}
