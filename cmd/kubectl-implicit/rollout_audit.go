@@ -47,6 +47,8 @@ type RolloutAuditedTarget struct {
 	OthersWouldDeny  int64                    `json:"othersWouldDeny"`
 	OthersWouldAllow int64                    `json:"othersWouldAllow"`
 	Samples          []v1alpha1.AuditSample   `json:"samples,omitempty"`
+	// Withheld says why the keys and samples are left out, if they are.
+	Withheld string `json:"withheld,omitempty"`
 }
 
 // AuditTotal is the differences counted for one subject or namespace.
@@ -95,6 +97,7 @@ func rolloutAudit(s v1alpha1.CandidateAuditStatus) *RolloutAudit {
 		t := RolloutAuditedTarget{
 			Name: c.Name, Problem: c.Problem, Judged: c.Judged, WouldDeny: c.WouldDeny, WouldAllow: c.WouldAllow,
 			Keys: c.Keys, OthersWouldDeny: c.OthersWouldDeny, OthersWouldAllow: c.OthersWouldAllow, Samples: c.Samples,
+			Withheld: c.Withheld,
 		}
 		if c.Since != nil {
 			t.Since = timeString(*c.Since)
@@ -169,6 +172,10 @@ func printAudit(w io.Writer, a *RolloutAudit) error {
 		fmt.Fprintf(w, "Candidate %s, audited since %s: %d request(s) judged, %d would be denied, %d newly allowed.\n",
 			c.Name, c.Since, c.Judged, c.WouldDeny, c.WouldAllow)
 		if c.WouldDeny+c.WouldAllow == 0 {
+			continue
+		}
+		if c.Withheld != "" {
+			fmt.Fprintf(w, "Who and where left out: %s.\n", c.Withheld)
 			continue
 		}
 		t := newTable(w, "TOP SUBJECTS", "WOULD DENY", "WOULD ALLOW")

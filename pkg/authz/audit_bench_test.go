@@ -13,7 +13,7 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 )
 
-// BenchmarkAuthorizeAudit decides the requests of BenchmarkAuthorize (1,000
+// BenchmarkShadowDecisions decides the requests of BenchmarkAuthorize (1,000
 // tenants, 100 global RoleBindings) without a candidate and with an open
 // audit-only one: a candidate of global-099, the binding the allowed
 // requests go through, that drops group-099, selecting no namespace. With
@@ -23,8 +23,8 @@ import (
 // hit it. Besides ns/op it reports p50-ns and p99-ns of 20,000 decisions
 // timed one by one after the timed loop.
 //
-//	go test -run '^$' -bench AuthorizeAudit -benchtime 2s ./pkg/authz/
-func BenchmarkAuthorizeAudit(b *testing.B) {
+//	go test -run '^$' -bench ShadowDecisions -benchtime 2s ./pkg/authz/
+func BenchmarkShadowDecisions(b *testing.B) {
 	roles := []*rbacv1.ClusterRole{
 		clusterRole("view", rule("get,list,watch", "", "pods,configmaps,services"), rule("get,list,watch", "apps", "deployments,replicasets")),
 		clusterRole("edit", rule("get,list,watch,create,update,patch,delete", "", "pods,configmaps,services")),

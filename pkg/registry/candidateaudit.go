@@ -26,10 +26,13 @@ type AuditReader interface {
 // CandidateAuditStorage serves candidateaudits.implicit.dev, a create-only
 // review: the requests the webhook answered that a candidate RoleBinding,
 // outside its canaries, would have answered otherwise (pkg/authz,
-// audit.go). The records name users and the namespaces they work in, so
-// besides create on candidateaudits the requester needs list on the
-// namespace's RoleBindings (where the candidates are): whoever may read the
-// candidate and the binding it changes.
+// audit.go). Besides create on candidateaudits, the requester needs list on
+// the namespace's RoleBindings (where the candidates are: whoever may read
+// the candidate and the binding it changes) for the counts. The keys and
+// samples name users, what they did and where, anywhere the candidate
+// reaches, so they are answered only to a requester who may list
+// RoleBindings in every namespace (an org admin); others get the counts
+// and a note saying why the rest is left out.
 type CandidateAuditStorage struct {
 	src   AuditReader
 	authz authorizer.UnconditionalAuthorizer
@@ -107,6 +110,8 @@ func (s *CandidateAuditStorage) Create(ctx context.Context, obj runtime.Object, 
 	out.Namespace = ns
 	out.ManagedFields = nil
 	out.Spec.Resource = auditedResource.String()
+	// The keys and samples name namespaces anywhere the candidate reaches.
+	everywhere := allowed(ctx, s.authz, auditedResource, "list", "", "") == nil
 	out.Status = v1alpha1.CandidateAuditStatus{
 		Replica:          rep.Replica,
 		ReplicaStartTime: metav1.NewTime(rep.Started),
@@ -114,7 +119,14 @@ func (s *CandidateAuditStorage) Create(ctx context.Context, obj runtime.Object, 
 			rep.Replica, rep.Started.UTC().Format("2006-01-02T15:04:05Z")),
 	}
 	for _, c := range rep.Candidates {
-		out.Status.Candidates = append(out.Status.Candidates, candidateAuditRecord(c))
+		r := candidateAuditRecord(c)
+		if !everywhere && (len(r.Keys) > 0 || len(r.Samples) > 0) {
+			r.Keys, r.Samples = nil, nil
+			r.OthersWouldDeny, r.OthersWouldAllow = r.WouldDeny, r.WouldAllow
+			r.Withheld = "the keys and samples name users and namespaces anywhere the candidate reaches: they need list on " +
+				auditedResource.String() + " in every namespace"
+		}
+		out.Status.Candidates = append(out.Status.Candidates, r)
 	}
 	return out, nil
 }

@@ -38,7 +38,11 @@ func TestCandidateAuditStorage(t *testing.T) {
 		Samples:          []authz.AuditSample{{Time: since, Namespace: "t1", User: "bob", Groups: []string{"h"}, Verb: "get", Resource: "pods", Direction: authz.WouldAllow}},
 		OthersWouldAllow: 1,
 	}}}}
-	authorizer := &fakeAuthorizer{allow: map[string]bool{"root list rbac.authorization.k8s.io/rolebindings implicit-global/": true}}
+	authorizer := &fakeAuthorizer{allow: map[string]bool{
+		"root list rbac.authorization.k8s.io/rolebindings implicit-global/":     true,
+		"root list rbac.authorization.k8s.io/rolebindings /":                    true,
+		"ns-admin list rbac.authorization.k8s.io/rolebindings implicit-global/": true,
+	}}
 	s := registry.NewCandidateAuditStorage(src, authorizer, nil)
 
 	obj, err := s.Create(asUser("root", "implicit-global"), &v1alpha1.CandidateAudit{Spec: v1alpha1.CandidateAuditSpec{Name: "org-viewers"}}, nil, &metav1.CreateOptions{})
@@ -61,6 +65,15 @@ func TestCandidateAuditStorage(t *testing.T) {
 		t.Errorf("candidate: %+v", c)
 	}
 
+	// An admin of the namespace alone gets the counts, not who did what where.
+	obj, err = s.Create(asUser("ns-admin", "implicit-global"), &v1alpha1.CandidateAudit{Spec: v1alpha1.CandidateAuditSpec{Name: "org-viewers"}}, nil, &metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("Create as ns-admin: %v", err)
+	}
+	if c := obj.(*v1alpha1.CandidateAudit).Status.Candidates[0]; c.WouldDeny != 2 || c.WouldAllow != 1 || len(c.Keys) != 0 || len(c.Samples) != 0 ||
+		c.OthersWouldDeny != 2 || c.OthersWouldAllow != 1 || !strings.Contains(c.Withheld, "every namespace") {
+		t.Errorf("ns-admin's answer: %+v, want the counts only, saying why", c)
+	}
 	if _, err := s.Create(asUser("sam", "implicit-global"), &v1alpha1.CandidateAudit{Spec: v1alpha1.CandidateAuditSpec{Name: "org-viewers"}}, nil, &metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("a requester who may not list the RoleBindings: %v, want Forbidden", err)
 	}

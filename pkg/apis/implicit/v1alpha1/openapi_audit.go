@@ -75,6 +75,7 @@ func auditDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDef
 		"othersWouldDeny":  count("Would-deny differences not in keys."),
 		"othersWouldAllow": count("Would-allow differences not in keys."),
 		"samples":          list("The latest differences, oldest first.", modelPrefix+"AuditSample"),
+		"withheld":         str("Why the keys and samples are left out, if they are (they need list on RoleBindings in every namespace); the differences are then all counted as others."),
 	}, []string{"name", "uid", "judged", "wouldDeny", "wouldAllow", "othersWouldDeny", "othersWouldAllow"},
 		timeModel, modelPrefix+"AuditKeyCount", modelPrefix+"AuditSample"))
 	add(d("AuditKeyCount", "AuditKeyCount counts the differences of one key.", map[string]spec.Schema{

@@ -60,6 +60,9 @@ type CandidateAuditRecord struct {
 	OthersWouldAllow int64           `json:"othersWouldAllow"`
 	// Samples are the latest differences, oldest first.
 	Samples []AuditSample `json:"samples,omitempty"`
+	// Withheld says why the keys and samples are left out, if they are:
+	// the differences are then all counted as others.
+	Withheld string `json:"withheld,omitempty"`
 }
 
 // AuditKeyCount counts the differences of one key.
