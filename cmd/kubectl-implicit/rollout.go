@@ -29,7 +29,8 @@ func (o *options) rolloutCommand() *cobra.Command {
 stages a new version of the source NAME of NAMESPACE: the namespaces whose
 implicit.dev/stage the selector matches see it instead of the stable version.
 
-  status    the stable source, its candidate and selector, and which namespaces see which version
+  status    the stable source, its candidate and selector, which namespaces see which version,
+            and for a RoleBinding the audit: requests the candidate would answer otherwise
   promote   write the candidate's content into the stable source (or create it), then delete the candidate
   abort     delete the candidate: every namespace is back on the stable version`,
 		Args: cobra.NoArgs,
@@ -47,7 +48,15 @@ func (o *options) rolloutStatusCommand() *cobra.Command {
 NAMESPACE annotated implicit.dev/candidate-for: NAME) with its canary selector,
 then, from the view of KIND in every namespace (-A: an org admin's question),
 the namespaces that see the candidate (view items annotated
-implicit.dev/candidate) and those that see the stable version.`,
+implicit.dev/candidate) and those that see the stable version.
+
+For a RoleBinding, an AUDIT section follows (a CandidateAudit,
+candidateaudits.implicit.dev): the requests the authorization webhook
+answered outside the candidate's canaries that the candidate would answer
+otherwise, would be denied or newly allowed, by subject and namespace, with
+the latest ones. It is the view of the replica that answered: each replica
+records the requests it answers. A candidate whose selector matches no
+namespace is audit-only.`,
 		Example: `  kubectl implicit rollout status rolebinding org-viewers -n implicit-global
   kubectl implicit rollout status networkpolicy default-deny -n org -o yaml`,
 		Args: cobra.ExactArgs(2),
@@ -63,6 +72,7 @@ implicit.dev/candidate) and those that see the stable version.`,
 			if err != nil {
 				return err
 			}
+			r.audit(cmd.Context(), st)
 			if !isTable(o.output) {
 				return printObject(cmd.OutOrStdout(), o.output, st)
 			}

@@ -29,6 +29,9 @@ type RolloutStatus struct {
 	CandidateCount int                `json:"candidateCount"`
 	StableCount    int                `json:"stableCount"`
 	Namespaces     []NamespaceVersion `json:"namespaces"`
+	// Audit is the candidate's audit on live authorization traffic
+	// (RoleBindings only; rollout_audit.go).
+	Audit *RolloutAudit `json:"audit,omitempty"`
 }
 
 // RolloutCandidate is one candidate of the stable source.
@@ -139,11 +142,14 @@ func printRolloutStatus(w io.Writer, st *RolloutStatus) error {
 	}
 	fmt.Fprintf(w, "%d namespace(s) see the candidate, %d the stable version.\n", st.CandidateCount, st.StableCount)
 	if len(st.Namespaces) == 0 {
-		return nil
+		return printAudit(w, st.Audit)
 	}
 	t := newTable(w, "NAMESPACE", "VERSION", "AS")
 	for _, n := range st.Namespaces {
 		t.row(n.Namespace, n.Version, n.As)
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	return printAudit(w, st.Audit)
 }

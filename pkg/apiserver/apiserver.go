@@ -183,6 +183,9 @@ func (c CompletedConfig) New() (*Server, error) {
 		return nil, err
 	}
 	c.installAuthorizer(gs, authorizer)
+	if err := c.startAudit(gs, authorizer); err != nil {
+		return nil, err
+	}
 
 	// Every served kind, built in or found on the host later.
 	ctl, err := c.newKindController(mux, objects, group, hub, guards.Serve)

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	rbaclisters "k8s.io/client-go/listers/rbac/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
@@ -44,6 +45,8 @@ type Authorizer struct {
 	// a ClusterRole carry it.
 	clusterRoleGen atomic.Uint64
 	cache          *decisionCache
+	// audit records where open candidates would answer otherwise (audit.go).
+	audit *audit
 }
 
 // New returns an authorizer reading views, the ClusterRoles of clusterRoles
@@ -62,6 +65,7 @@ func New(views Views, clusterRoles, clusterRoleBindings cache.SharedIndexInforme
 		clusterRoles:        rbaclisters.NewClusterRoleLister(clusterRoles.GetIndexer()),
 		clusterRoleBindings: rbaclisters.NewClusterRoleBindingLister(clusterRoleBindings.GetIndexer()),
 		cache:               c,
+		audit:               newAudit(clock.RealClock{}),
 	}
 	bump := func(any) { a.clusterRoleGen.Add(1) }
 	if _, err := clusterRoles.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -93,11 +97,12 @@ func (a *Authorizer) Authorize(attrs Attributes) (Decision, error) {
 		// Decided every time: a delegation reads the namespace's real
 		// bindings and the ClusterRoleBindings, which no generation
 		// stands for, and kube-apiserver asks it on binding writes only.
-		var d Decision
-		if _, err := a.views.Read(func(r watchmux.Reader) { d = a.decideBind(r, attrs) }); err != nil {
+		var c cached
+		if _, err := a.views.Read(func(r watchmux.Reader) { c = a.decideBindAudited(r, attrs) }); err != nil {
 			return Decision{}, err
 		}
-		return d, nil
+		a.audit.observe(attrs, c.d, c.shadows)
+		return c.d, nil
 	}
 	gen, err := a.views.LineageGeneration(attrs.Namespace)
 	if err != nil {
@@ -114,17 +119,19 @@ func (a *Authorizer) Authorize(attrs Attributes) (Decision, error) {
 			}
 			if fresh {
 				decisionsCached.Inc()
+				a.audit.observe(attrs, c.d, c.shadows)
 				return c.d, nil
 			}
 		}
 	}
 	var c cached
-	if _, err := a.views.Read(func(r watchmux.Reader) { c = a.decide(r, attrs) }); err != nil {
+	if _, err := a.views.Read(func(r watchmux.Reader) { c = a.decideAudited(r, attrs) }); err != nil {
 		return Decision{}, err
 	}
 	if key != "" {
 		a.cache.add(key, c)
 	}
+	a.audit.observe(attrs, c.d, c.shadows)
 	return c.d, nil
 }
 
@@ -148,11 +155,17 @@ func (a *Authorizer) current(roles []roleVersion) (bool, error) {
 	return fresh, err
 }
 
-// decide looks for an inherited binding that grants attrs, and records the
-// real Roles it resolved on the way.
+// decide looks for an inherited binding of the namespace's view that grants
+// attrs, and records the real Roles it resolved on the way.
 func (a *Authorizer) decide(r watchmux.Reader, attrs Attributes) cached {
+	return a.decideIn(r, attrs, actualView(r, attrs.Namespace))
+}
+
+// decideIn is decide over the bindings of v: the namespace's view, or the
+// view it would have with a candidate applied (shadow.go).
+func (a *Authorizer) decideIn(r watchmux.Reader, attrs Attributes, v bindingView) cached {
 	var c cached
-	for _, res := range r.Results(resourceRoleBindings, attrs.Namespace, "") {
+	for _, res := range v.results {
 		if res.Scope == merge.ScopeLocal {
 			continue // kube-apiserver's RBAC decides local bindings
 		}
@@ -165,7 +178,7 @@ func (a *Authorizer) decide(r watchmux.Reader, attrs Attributes) cached {
 			// binding. A local object is kube-apiserver's RBAC's to judge:
 			// grant only what the binding grants without it too, so a local
 			// overlay can't widen an inherited grant.
-			inh, found := r.Inherited(resourceRoleBindings, attrs.Namespace, res.Item.Name)
+			inh, found := v.inherited(res.Item.Name)
 			if !found {
 				continue
 			}

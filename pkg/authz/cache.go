@@ -28,13 +28,19 @@ const (
 	// roleOverhead estimates what each real Role an entry resolved costs
 	// beyond its strings: the string headers of a roleVersion.
 	roleOverhead = 80
+	// shadowOverhead estimates what each shadow decision an entry holds
+	// costs beyond its strings: the string headers and the Decision.
+	shadowOverhead = 128
 )
 
 // cached is a decision as the cache keeps it, with the real Roles it
 // resolved: it stands only while they are the mirror's (Authorizer.current).
+// shadows are the answers the candidates the namespace does not see would
+// give (shadow.go); their Roles are among roles.
 type cached struct {
-	d     Decision
-	roles []roleVersion
+	d       Decision
+	roles   []roleVersion
+	shadows []shadowDecision
 }
 
 // decisionCache is an LRU cache of decisions bounded both by entries and by
@@ -68,6 +74,10 @@ func entryBytes(key string, d cached) int64 {
 	n := int64(len(key)+len(d.d.Reason)) + entryOverhead
 	for _, r := range d.roles {
 		n += int64(len(r.namespace)+len(r.name)+len(r.cluster)+len(r.uid)+len(r.resourceVersion)) + roleOverhead
+	}
+	for _, s := range d.shadows {
+		c := s.target.candidate
+		n += int64(len(c.Namespace)+len(c.Name)+len(c.UID)+len(c.Cluster)+len(s.target.stable)+len(s.d.Reason)) + shadowOverhead
 	}
 	return n
 }

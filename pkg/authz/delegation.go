@@ -37,7 +37,12 @@ func isBind(a Attributes) bool {
 // decideBind decides a bind request: an inherited rule granting bind
 // itself, as for any verb, or else the coverage of the role's rules.
 func (a *Authorizer) decideBind(r watchmux.Reader, attrs Attributes) Decision {
-	if c := a.decide(r, attrs); c.d.Allowed {
+	return a.decideBindIn(r, attrs, actualView(r, attrs.Namespace))
+}
+
+// decideBindIn is decideBind over the bindings of v.
+func (a *Authorizer) decideBindIn(r watchmux.Reader, attrs Attributes, v bindingView) Decision {
+	if c := a.decideIn(r, attrs, v); c.d.Allowed {
 		return c.d
 	}
 	var role []rbacv1.PolicyRule
@@ -56,7 +61,7 @@ func (a *Authorizer) decideBind(r watchmux.Reader, attrs Attributes) Decision {
 		}
 		role, what = rl.Rules, fmt.Sprintf("Role %s/%s", attrs.Namespace, rl.Name)
 	}
-	inherited, from := a.inheritedRules(r, attrs)
+	inherited, from := a.inheritedRules(r, attrs, v)
 	if len(from) == 0 {
 		return Decision{}
 	}
@@ -70,10 +75,10 @@ func (a *Authorizer) decideBind(r watchmux.Reader, attrs Attributes) Decision {
 
 // inheritedRules returns the rules the inherited bindings of attrs.Namespace
 // grant the requester (inheritedBindings), and the bindings they come from.
-func (a *Authorizer) inheritedRules(r watchmux.Reader, attrs Attributes) ([]rbacv1.PolicyRule, []string) {
+func (a *Authorizer) inheritedRules(r watchmux.Reader, attrs Attributes, v bindingView) ([]rbacv1.PolicyRule, []string) {
 	var rules []rbacv1.PolicyRule
 	var from []string
-	for _, b := range a.inheritedBindings(r, attrs) {
+	for _, b := range a.inheritedBindingsIn(r, attrs, v) {
 		rules = append(rules, b.Rules...)
 		from = append(from, fmt.Sprintf("RoleBinding %q from namespace %q", b.Name, b.Namespace))
 	}
@@ -86,9 +91,14 @@ func (a *Authorizer) inheritedRules(r watchmux.Reader, attrs Attributes) ([]rbac
 // grants the same without the overlay (the same subject and role):
 // Authorize grants what both grant.
 func (a *Authorizer) inheritedBindings(r watchmux.Reader, attrs Attributes) []InheritedBinding {
+	return a.inheritedBindingsIn(r, attrs, actualView(r, attrs.Namespace))
+}
+
+// inheritedBindingsIn is inheritedBindings over the bindings of v.
+func (a *Authorizer) inheritedBindingsIn(r watchmux.Reader, attrs Attributes, v bindingView) []InheritedBinding {
 	var out []InheritedBinding
 	var deps []roleVersion
-	for _, res := range r.Results(resourceRoleBindings, attrs.Namespace, "") {
+	for _, res := range v.results {
 		if res.Scope == merge.ScopeLocal {
 			continue
 		}
@@ -97,7 +107,7 @@ func (a *Authorizer) inheritedBindings(r watchmux.Reader, attrs Attributes) []In
 			continue
 		}
 		if hasLocalOverlay(res, attrs.Namespace) {
-			inh, found := r.Inherited(resourceRoleBindings, attrs.Namespace, res.Item.Name)
+			inh, found := v.inherited(res.Item.Name)
 			if !found {
 				continue
 			}

@@ -26,6 +26,12 @@
 // longer than MaxCachedKeyBytes: whoever may ask can't fill memory with
 // long, unique requests (cache.go).
 //
+// Where a candidate RoleBinding is open above a namespace outside its
+// canaries, each request is decided a second time as if the namespace saw
+// the candidate, the answer given unchanged, and the differences recorded,
+// bounded, per candidate (shadow.go, audit.go): the audit before enforce
+// that candidateaudits.implicit.dev and kubectl implicit rollout status show.
+//
 // Callers (callers.go) keeps the webhook endpoints, this one and the
 // admission guards', to kube-apiserver: a client certificate signed by the
 // webhook client CA, checked by an HTTP middleware the server wraps them in.

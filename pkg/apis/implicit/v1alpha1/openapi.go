@@ -206,5 +206,8 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"namespace": str("The Role's namespace; empty for a ClusterRole."),
 		"name":      str("The role's name."),
 	}, []string{"kind", "name"}))
+	for name, def := range auditDefinitions(ref) {
+		add(name, def)
+	}
 	return out
 }

@@ -17,10 +17,12 @@ const (
 	ResourceExplanations = "explanations"
 	ResourcePreviews     = "previews"
 	ResourceRulesReviews = "rulesreviews"
+	// ResourceCandidateAudits is the audit of candidates (types_audit.go).
+	ResourceCandidateAudits = "candidateaudits"
 )
 
 // Resources are the plural names of the answers: a view can't take them.
-var Resources = []string{ResourceHierarchies, ResourceExplanations, ResourcePreviews, ResourceRulesReviews}
+var Resources = []string{ResourceHierarchies, ResourceExplanations, ResourcePreviews, ResourceRulesReviews, ResourceCandidateAudits}
 
 // AddKnownTypes registers the kinds in s under implicit.dev/v1alpha1.
 func AddKnownTypes(s *runtime.Scheme) error {
@@ -29,6 +31,7 @@ func AddKnownTypes(s *runtime.Scheme) error {
 		&Explanation{},
 		&Preview{},
 		&RulesReview{},
+		&CandidateAudit{},
 	)
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
@@ -27,6 +28,8 @@ func TestDeepCopy(t *testing.T) {
 		&v1alpha1.RulesReview{Spec: v1alpha1.RulesReviewSpec{User: "u", Groups: []string{"g"}},
 			Status: v1alpha1.RulesReviewStatus{Groups: []string{"g"}, Rules: []v1alpha1.InheritedRule{{Verbs: []string{"get"}, APIGroups: []string{""},
 				Resources: []string{"pods"}, ResourceNames: []string{"p"}, Binding: *item}}}},
+		&v1alpha1.CandidateAudit{Status: v1alpha1.CandidateAuditStatus{Candidates: []v1alpha1.CandidateAuditRecord{{
+			Since: &metav1.Time{}, Keys: []v1alpha1.AuditKeyCount{{User: "u"}}, Samples: []v1alpha1.AuditSample{{Groups: []string{"g"}}}}}}},
 	} {
 		c := obj.DeepCopyObject()
 		if !reflect.DeepEqual(obj, c) {
@@ -83,6 +86,7 @@ func TestOpenAPIDefinitions(t *testing.T) {
 	})
 	for _, m := range []interface{ OpenAPIModelName() string }{
 		v1alpha1.Hierarchy{}, v1alpha1.HierarchyList{}, v1alpha1.Explanation{}, v1alpha1.Preview{}, v1alpha1.RulesReview{},
+		v1alpha1.CandidateAudit{},
 	} {
 		if _, ok := defs[m.OpenAPIModelName()]; !ok {
 			t.Errorf("no definition of %s", m.OpenAPIModelName())
@@ -91,6 +95,7 @@ func TestOpenAPIDefinitions(t *testing.T) {
 	external := map[string]bool{
 		"io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta": true,
 		"io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta":   true,
+		"io.k8s.apimachinery.pkg.apis.meta.v1.Time":       true,
 	}
 	for r := range refs {
 		if _, ok := defs[r]; !ok && !external[r] {
