@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+
 	// rest_client_* metrics of the server's calls to the host (and hub)
 	// cluster, as metrics-server and kube-controller-manager register them.
 	_ "k8s.io/component-base/metrics/prometheus/restclient"
