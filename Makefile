@@ -92,8 +92,24 @@ run-fleet: build ## Like run, for a fleet: a hub with the global sources, two me
 .PHONY: test
 test: verify unit integration ## Everything CI runs.
 
+.PHONY: generate
+generate: ## Generate pkg/apis/implicit/v1alpha1's deep copies, OpenAPI definitions and model names (deepcopy-gen, openapi-gen; hack/generate.sh).
+	GO=$(GO) hack/generate.sh
+
+# The files hack/generate.sh writes.
+GENERATED := $(addprefix pkg/apis/implicit/v1alpha1/zz_generated.,deepcopy.go openapi.go model_name.go) hack/api-rule-violations.list
+
+.PHONY: verify-generated
+verify-generated: ## Fail if the generated files are not what `make generate` writes (the committed ones are put back).
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	for f in $(GENERATED); do mkdir -p "$$tmp/$$(dirname $$f)"; cp "$$f" "$$tmp/$$f"; done && \
+	GO=$(GO) hack/generate.sh >/dev/null && \
+	stale=$$(for f in $(GENERATED); do cmp -s "$$f" "$$tmp/$$f" || echo "$$f"; done) && \
+	for f in $(GENERATED); do cp "$$tmp/$$f" "$$f"; done && \
+	if [[ -n "$$stale" ]]; then echo "generated files out of date (run make generate):"; echo "$$stale"; exit 1; fi
+
 .PHONY: verify
-verify: ## gofmt, goimports (import grouping: standard library, others, this module) and go vet.
+verify: verify-generated ## gofmt, goimports (import grouping: standard library, others, this module), go vet, and the generated files current.
 	@files=$$(git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null || find . -name '*.go' -not -path './_output/*'); \
 	files=$$(for f in $$files; do [[ -f $$f ]] && echo "$$f"; done); \
 	bad=$$(gofmt -l $$files) || exit 1; \

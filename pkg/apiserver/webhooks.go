@@ -16,7 +16,7 @@ import (
 )
 
 // installGuards serves the admission guards on their paths, each wrapped by
-// callers, and keeps the webhook configuration's match conditions current.
+// callers and measured (webhook_metrics.go), and keeps the webhook configuration's match conditions current.
 // The guards know the built-in kinds from the start; the kind controller
 // tells them of the others as it serves them.
 func (c CompletedConfig) installGuards(gs *genericapiserver.GenericAPIServer, mux *watchmux.Mux, group *servedgroup.Group, callers func(http.Handler) http.Handler) (*admission.Guards, error) {
@@ -53,7 +53,7 @@ func (c CompletedConfig) installGuards(gs *genericapiserver.GenericAPIServer, mu
 		return nil, err
 	}
 	for _, p := range admission.Paths {
-		gs.Handler.NonGoRestfulMux.Handle(p, callers(guards.Handler(p)))
+		gs.Handler.NonGoRestfulMux.Handle(p, measureAdmission(p, callers(guards.Handler(p))))
 	}
 	if x.Client == nil || x.WebhookConfiguration == "" {
 		return guards, nil
@@ -81,7 +81,7 @@ func (c CompletedConfig) newAuthorizer(mux *watchmux.Mux) (*authz.Authorizer, er
 
 // installAuthorizer serves the authorization webhook.
 func (c CompletedConfig) installAuthorizer(gs *genericapiserver.GenericAPIServer, authorizer *authz.Authorizer) {
-	gs.Handler.NonGoRestfulMux.Handle(authz.Path, c.ExtraConfig.WebhookCallers.Require(authorizer.Handler()))
+	gs.Handler.NonGoRestfulMux.Handle(authz.Path, measureAuthorize(c.ExtraConfig.WebhookCallers.Require(authorizer.Handler())))
 }
 
 // webhookCallers prepares the webhook endpoints' own authentication, before

@@ -190,7 +190,7 @@ func TestHandlerMetrics(t *testing.T) {
 }
 
 // counters reads implicit_authorization_decisions_total by decision, and
-// implicit_authorization_decisions_cached_total as "cached".
+// implicit_authorize_decisions_cached_total as "cached".
 func counters(t *testing.T) map[string]float64 {
 	t.Helper()
 	families, err := legacyregistry.DefaultGatherer.Gather()
@@ -204,7 +204,7 @@ func counters(t *testing.T) map[string]float64 {
 			for _, m := range f.GetMetric() {
 				out[labelValue(m, "decision")] = m.GetCounter().GetValue()
 			}
-		case "implicit_authorization_decisions_cached_total":
+		case "implicit_authorize_decisions_cached_total":
 			for _, m := range f.GetMetric() {
 				out["cached"] = m.GetCounter().GetValue()
 			}

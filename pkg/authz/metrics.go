@@ -3,21 +3,38 @@ package authz
 import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/implicit-dev/implicit-apiserver/internal/renamedmetric"
 )
 
+const cachedHelp = "Authorization decisions answered from the decision cache."
+
 var (
+	// decisions is superseded by implicit_authorize_decisions_total, which
+	// the server counts where it serves Path (pkg/apiserver), beside the
+	// request latency: kept, as deprecated, for one release.
 	decisions = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace:      "implicit",
 		Name:           "authorization_decisions_total",
-		Help:           "Authorization webhook answers, by decision (allowed, no_opinion, error).",
+		Help:           renamedmetric.Help("implicit_authorize_decisions_total", "Authorization webhook answers, by decision (allowed, no_opinion, error)."),
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"decision"})
-	decisionsCached = metrics.NewCounter(&metrics.CounterOpts{
-		Namespace:      "implicit",
-		Name:           "authorization_decisions_cached_total",
-		Help:           "Authorization decisions answered from the decision cache.",
-		StabilityLevel: metrics.ALPHA,
-	})
+	// decisionsCached was named implicit_authorization_decisions_cached_total.
+	decisionsCached = renamedmetric.Counter{
+		New: metrics.NewCounter(&metrics.CounterOpts{
+			Namespace:      "implicit",
+			Subsystem:      "authorize",
+			Name:           "decisions_cached_total",
+			Help:           cachedHelp,
+			StabilityLevel: metrics.ALPHA,
+		}),
+		Old: metrics.NewCounter(&metrics.CounterOpts{
+			Namespace:      "implicit",
+			Name:           "authorization_decisions_cached_total",
+			Help:           renamedmetric.Help("implicit_authorize_decisions_cached_total", cachedHelp),
+			StabilityLevel: metrics.ALPHA,
+		}),
+	}
 )
 
 // The audit of candidates (audit.go).
@@ -38,5 +55,5 @@ var (
 )
 
 func init() {
-	legacyregistry.MustRegister(decisions, decisionsCached, differences, candidateAudits)
+	legacyregistry.MustRegister(decisions, decisionsCached.New, decisionsCached.Old, differences, candidateAudits)
 }

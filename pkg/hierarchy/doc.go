@@ -1,6 +1,6 @@
 // Package hierarchy reports the problems of the namespace hierarchy: parent
 // cycles, missing or invalid parents, parent uid mismatches and namespaces
-// deeper than the policy's cap, as the implicit_hierarchy_errors gauge, log
+// deeper than the policy's cap, as the implicit_hierarchy_problem_namespaces gauge, log
 // lines and Warning Events on the namespaces concerned.
 //
 // It builds on a namespace informer and on pkg/merge's Resolve, the same

@@ -23,7 +23,7 @@ import (
 // TestReporterLimits checks that DepthExceeded and
 // ParentUIDMismatch are reported like the other reasons: in the gauge and as
 // a Warning Event on the namespace concerned. It is not parallel: it reads
-// the process-wide implicit_hierarchy_errors gauge.
+// the process-wide implicit_hierarchy_problem_namespaces gauge.
 func TestReporterLimits(t *testing.T) {
 	defer goleak.VerifyNone(t)
 
@@ -86,7 +86,7 @@ func TestReporterLimits(t *testing.T) {
 			return fmt.Sprint(got) == fmt.Sprint(want), nil
 		})
 		if err != nil {
-			t.Fatalf("implicit_hierarchy_errors = %v, want %v", got, want)
+			t.Fatalf("implicit_hierarchy_problem_namespaces = %v, want %v", got, want)
 		}
 	}
 	waitGauge(map[string]float64{"Cycle": 0, "MissingParent": 0, "InvalidParent": 0, "DepthExceeded": 1, "ParentUIDMismatch": 1})

@@ -18,18 +18,32 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
+	"github.com/implicit-dev/implicit-apiserver/internal/renamedmetric"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
-var hierarchyErrors = metrics.NewGaugeVec(&metrics.GaugeOpts{
-	Namespace:      "implicit",
-	Name:           "hierarchy_errors",
-	Help:           "Namespaces whose parent chain has a problem, by reason (Cycle, MissingParent, InvalidParent, DepthExceeded, ParentUIDMismatch).",
-	StabilityLevel: metrics.ALPHA,
-}, []string{"reason"})
+const hierarchyProblemsHelp = "Namespaces whose parent chain has a problem, by reason (Cycle, MissingParent, InvalidParent, DepthExceeded, ParentUIDMismatch)."
+
+// hierarchyErrors was named implicit_hierarchy_errors: kept, as deprecated,
+// for one release (internal/renamedmetric).
+var hierarchyErrors = renamedmetric.GaugeVec{
+	New: metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace:      "implicit",
+		Subsystem:      "hierarchy",
+		Name:           "problem_namespaces",
+		Help:           hierarchyProblemsHelp,
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"reason"}),
+	Old: metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace:      "implicit",
+		Name:           "hierarchy_errors",
+		Help:           renamedmetric.Help("implicit_hierarchy_problem_namespaces", hierarchyProblemsHelp),
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"reason"}),
+}
 
 func init() {
-	legacyregistry.MustRegister(hierarchyErrors)
+	legacyregistry.MustRegister(hierarchyErrors.New, hierarchyErrors.Old)
 }
 
 // Reporter reports parent cycles, missing or invalid parents,
@@ -39,7 +53,7 @@ func init() {
 // Every namespace event enqueues one key; the single worker re-resolves every
 // namespace's lineage, so a burst of events costs one pass, of
 // O(namespaces × MaxDepth). It sets the
-// implicit_hierarchy_errors gauge, logs each problem when it appears, and
+// implicit_hierarchy_problem_namespaces gauge, logs each problem when it appears, and
 // records a Warning Event on the namespace that carries the offending label.
 // The reporter only reads: inheritance itself is computed on each read by
 // the views (pkg/views, pkg/watchmux), which never follow a cycle.

@@ -40,8 +40,19 @@ func event(p merge.Problem) string {
 	return fmt.Sprintf("%s Hierarchy%s %s: %s", corev1.EventTypeWarning, p.Reason, p.Namespace, p.String())
 }
 
-// hierarchyGauge reads implicit_hierarchy_errors by reason from the legacy registry.
+// hierarchyGauge reads implicit_hierarchy_problem_namespaces by reason from
+// the legacy registry; and the deprecated implicit_hierarchy_errors, which
+// must read the same, else it returns what that reads.
 func hierarchyGauge(t *testing.T) map[string]float64 {
+	t.Helper()
+	got, old := hierarchyGaugeNamed(t, "implicit_hierarchy_problem_namespaces"), hierarchyGaugeNamed(t, "implicit_hierarchy_errors")
+	if fmt.Sprint(got) != fmt.Sprint(old) {
+		return map[string]float64{"deprecated implicit_hierarchy_errors differs: " + fmt.Sprint(old): 0}
+	}
+	return got
+}
+
+func hierarchyGaugeNamed(t *testing.T, name string) map[string]float64 {
 	t.Helper()
 	families, err := legacyregistry.DefaultGatherer.Gather()
 	if err != nil {
@@ -49,7 +60,7 @@ func hierarchyGauge(t *testing.T) map[string]float64 {
 	}
 	out := map[string]float64{}
 	for _, mf := range families {
-		if mf.GetName() != "implicit_hierarchy_errors" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
@@ -64,7 +75,7 @@ func hierarchyGauge(t *testing.T) map[string]float64 {
 }
 
 // TestReporter drives the reporter through a fake clientset. It is
-// not parallel: it reads the process-wide implicit_hierarchy_errors gauge and
+// not parallel: it reads the process-wide implicit_hierarchy_problem_namespaces gauge and
 // checks for goroutine leaks while no other test runs.
 func TestReporter(t *testing.T) {
 	defer goleak.VerifyNone(t)
@@ -125,7 +136,7 @@ func TestReporter(t *testing.T) {
 			return fmt.Sprint(got) == fmt.Sprint(want), nil
 		})
 		if err != nil {
-			t.Fatalf("implicit_hierarchy_errors = %v, want %v", got, want)
+			t.Fatalf("implicit_hierarchy_problem_namespaces = %v, want %v", got, want)
 		}
 	}
 	update := func(t *testing.T, ns *corev1.Namespace) {

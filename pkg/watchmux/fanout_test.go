@@ -49,7 +49,7 @@ func TestSlowWatchers(t *testing.T) {
 		s(m)
 	}
 	m.MarkSynced()
-	closedBefore := metricValue(t, "implicit_slow_watchers_closed_total")
+	closedBefore := metricValue(t, "implicit_watch_slow_watchers_closed_total")
 
 	// Two stuck watchers of solo. Their Matches tells when their goroutine
 	// has taken an event from the buffer: it then waits for a reader that
@@ -125,7 +125,7 @@ func TestSlowWatchers(t *testing.T) {
 			t.Errorf("%s stuck watcher got %d events, at most 2 fit before it was closed", name, n)
 		}
 	}
-	if got := metricValue(t, "implicit_slow_watchers_closed_total") - closedBefore; got != 2 {
+	if got := metricValue(t, "implicit_watch_slow_watchers_closed_total") - closedBefore; got != 2 {
 		t.Errorf("slow watchers closed metric grew by %v, want 2", got)
 	}
 

@@ -3,28 +3,69 @@ package watchmux
 import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/implicit-dev/implicit-apiserver/internal/renamedmetric"
 )
 
+const (
+	fanOutHelp       = "Time from a source or namespace event's arrival to its view events enqueued for the last affected watcher."
+	openWatchersHelp = "Open watches on views."
+	slowClosedHelp   = "Watches closed because they could not keep up."
+)
+
+var fanOutBuckets = metrics.ExponentialBuckets(0.0001, 4, 10)
+
 var (
-	fanOutLatency = metrics.NewHistogram(&metrics.HistogramOpts{
-		Namespace:      "implicit",
-		Name:           "fanout_duration_seconds",
-		Help:           "Time from a source or namespace event's arrival to its view events enqueued for the last affected watcher.",
-		Buckets:        metrics.ExponentialBuckets(0.0001, 4, 10),
-		StabilityLevel: metrics.ALPHA,
-	})
-	openWatchers = metrics.NewGauge(&metrics.GaugeOpts{
-		Namespace:      "implicit",
-		Name:           "watchers",
-		Help:           "Open watches on views.",
-		StabilityLevel: metrics.ALPHA,
-	})
-	slowWatchersClosed = metrics.NewCounter(&metrics.CounterOpts{
-		Namespace:      "implicit",
-		Name:           "slow_watchers_closed_total",
-		Help:           "Watches closed because they could not keep up.",
-		StabilityLevel: metrics.ALPHA,
-	})
+	// The watch subsystem's names were implicit_fanout_duration_seconds,
+	// implicit_watchers and implicit_slow_watchers_closed_total: kept, as
+	// deprecated, for one release (internal/renamedmetric).
+	fanOutLatency = renamedmetric.Histogram{
+		New: metrics.NewHistogram(&metrics.HistogramOpts{
+			Namespace:      "implicit",
+			Subsystem:      "watch",
+			Name:           "fanout_duration_seconds",
+			Help:           fanOutHelp,
+			Buckets:        fanOutBuckets,
+			StabilityLevel: metrics.ALPHA,
+		}),
+		Old: metrics.NewHistogram(&metrics.HistogramOpts{
+			Namespace:      "implicit",
+			Name:           "fanout_duration_seconds",
+			Help:           renamedmetric.Help("implicit_watch_fanout_duration_seconds", fanOutHelp),
+			Buckets:        fanOutBuckets,
+			StabilityLevel: metrics.ALPHA,
+		}),
+	}
+	openWatchers = renamedmetric.Gauge{
+		New: metrics.NewGauge(&metrics.GaugeOpts{
+			Namespace:      "implicit",
+			Subsystem:      "watch",
+			Name:           "open_watchers",
+			Help:           openWatchersHelp,
+			StabilityLevel: metrics.ALPHA,
+		}),
+		Old: metrics.NewGauge(&metrics.GaugeOpts{
+			Namespace:      "implicit",
+			Name:           "watchers",
+			Help:           renamedmetric.Help("implicit_watch_open_watchers", openWatchersHelp),
+			StabilityLevel: metrics.ALPHA,
+		}),
+	}
+	slowWatchersClosed = renamedmetric.Counter{
+		New: metrics.NewCounter(&metrics.CounterOpts{
+			Namespace:      "implicit",
+			Subsystem:      "watch",
+			Name:           "slow_watchers_closed_total",
+			Help:           slowClosedHelp,
+			StabilityLevel: metrics.ALPHA,
+		}),
+		Old: metrics.NewCounter(&metrics.CounterOpts{
+			Namespace:      "implicit",
+			Name:           "slow_watchers_closed_total",
+			Help:           renamedmetric.Help("implicit_watch_slow_watchers_closed_total", slowClosedHelp),
+			StabilityLevel: metrics.ALPHA,
+		}),
+	}
 	eventsDelivered = metrics.NewCounter(&metrics.CounterOpts{
 		Namespace:      "implicit",
 		Name:           "watch_events_delivered_total",
@@ -52,5 +93,6 @@ var (
 )
 
 func init() {
-	legacyregistry.MustRegister(fanOutLatency, openWatchers, slowWatchersClosed, eventsDelivered, sourceObjects, candidates, candidateNamespaces)
+	legacyregistry.MustRegister(fanOutLatency.New, fanOutLatency.Old, openWatchers.New, openWatchers.Old,
+		slowWatchersClosed.New, slowWatchersClosed.Old, eventsDelivered, sourceObjects, candidates, candidateNamespaces)
 }

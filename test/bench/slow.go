@@ -20,7 +20,7 @@ import (
 // connection of its own that never reads after the response header (a
 // 4 KiB receive buffer), then edits a global RoleBinding, each edit a
 // measured round for the fleet, until implicit-apiserver closes the
-// laggard (implicit_slow_watchers_closed_total) or maxSlowEdits.
+// laggard (implicit_watch_slow_watchers_closed_total) or maxSlowEdits.
 func (b *bench) slowWatcher(ctx context.Context, f *fleet, res *nResult) error {
 	s := &res.Slow
 	l, err := b.dyn.Resource(viewRoleBindings).Namespace(b.tenants[0]).List(ctx, metav1.ListOptions{})
@@ -32,7 +32,7 @@ func (b *bench) slowWatcher(ctx context.Context, f *fleet, res *nResult) error {
 		return fmt.Errorf("never-reading watch: %w", err)
 	}
 	defer closeConn()
-	metric := "implicit_slow_watchers_closed_total"
+	metric := "implicit_watch_slow_watchers_closed_total"
 	before, err := b.implicitSrv.metrics(ctx, metric)
 	if err != nil {
 		return err

@@ -399,12 +399,12 @@ func TestAbuseWatchChurn(t *testing.T) {
 		t.Fatal("no watch was opened: the churn tested nothing")
 	}
 	peak := serverMetrics(t)
-	t.Logf("open watchers %.0f -> %.0f, goroutines %.0f -> %.0f", base["implicit_watchers"], peak["implicit_watchers"], base["go_goroutines"], peak["go_goroutines"])
+	t.Logf("open watchers %.0f -> %.0f, goroutines %.0f -> %.0f", base["implicit_watch_open_watchers"], peak["implicit_watch_open_watchers"], base["go_goroutines"], peak["go_goroutines"])
 	cancel()
 	eventually(t, "every dropped watch is released by the server", func(ctx context.Context) error {
 		now := serverMetrics(t)
-		if now["implicit_watchers"] > base["implicit_watchers"] {
-			return errorf("%.0f open watchers, %.0f before", now["implicit_watchers"], base["implicit_watchers"])
+		if now["implicit_watch_open_watchers"] > base["implicit_watch_open_watchers"] {
+			return errorf("%.0f open watchers, %.0f before", now["implicit_watch_open_watchers"], base["implicit_watch_open_watchers"])
 		}
 		// Beside the watches, the server's idle HTTP/2 connections from
 		// kube-apiserver's proxy may stay until their idle timeout: one per

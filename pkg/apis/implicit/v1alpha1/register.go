@@ -35,6 +35,3 @@ func AddKnownTypes(s *runtime.Scheme) error {
 	)
 	return nil
 }
-
-// modelPrefix prefixes the OpenAPI model names of these kinds.
-const modelPrefix = "dev.implicit.v1alpha1."

@@ -8,6 +8,7 @@ import (
 // Hierarchy is where one namespace stands in the hierarchy: its ancestors,
 // its children and the problems found on the way up. Each namespace has one,
 // named like it. It is read-only, computed on read.
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 type Hierarchy struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -24,12 +25,15 @@ type HierarchyStatus struct {
 	// is inherited from.
 	Parent string `json:"parent,omitempty"`
 	// Ancestors are the namespaces inherited from, nearest first.
+	// +listType=atomic
 	Ancestors []string `json:"ancestors,omitempty"`
 	// Children are the namespaces that name this one as parent and inherit
 	// from it, sorted.
+	// +listType=atomic
 	Children []string `json:"children,omitempty"`
 	// Problems found walking up from the namespace: at most one, where the
 	// walk stopped.
+	// +listType=atomic
 	Problems []HierarchyProblem `json:"problems,omitempty"`
 }
 
@@ -43,12 +47,14 @@ type HierarchyProblem struct {
 	// Parent is the label's value (for DepthExceeded: the nearest ancestor cut off).
 	Parent string `json:"parent,omitempty"`
 	// Cycle lists the namespaces of a cycle, in parent order.
+	// +listType=atomic
 	Cycle []string `json:"cycle,omitempty"`
 	// Message says it in words.
 	Message string `json:"message"`
 }
 
 // HierarchyList is a list of Hierarchies.
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 type HierarchyList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
@@ -60,6 +66,7 @@ type HierarchyList struct {
 // Explanation's): create it, and the answer comes back in its status. Like a
 // SelfSubjectAccessReview it is never stored. Creating one needs get on the
 // view resource in the namespace.
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 type Explanation struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -102,11 +109,14 @@ type ExplanationStatus struct {
 	// Winner is the source the view item comes from, if any.
 	Winner *ItemReference `json:"winner,omitempty"`
 	// Overlays are the sources merged onto the winner, top down.
+	// +listType=atomic
 	Overlays []ItemReference `json:"overlays,omitempty"`
 	// Conflicts are what a lock blocked (the item's implicit.dev/conflict).
+	// +listType=atomic
 	Conflicts []string `json:"conflicts,omitempty"`
 	// Scopes are every scope of the view, from global down to the
 	// namespace itself, with what each held and what became of it.
+	// +listType=atomic
 	Scopes []ScopeExplanation `json:"scopes,omitempty"`
 	// HierarchyProblem is the problem that cut the namespace's lineage short, if any.
 	HierarchyProblem string `json:"hierarchyProblem,omitempty"`
@@ -139,6 +149,7 @@ type ScopeExplanation struct {
 	By string `json:"by,omitempty"`
 	// Exclusions are the exclusions this scope's namespace declares that
 	// match the name, and what each did.
+	// +listType=atomic
 	Exclusions []ExclusionEffect `json:"exclusions,omitempty"`
 	// Message says it in words.
 	Message string `json:"message,omitempty"`
@@ -165,6 +176,7 @@ const (
 // create it in the source's namespace, and the answer comes back in its
 // status. It is never stored. Creating one needs the permission the edit
 // itself needs (create, update or delete of the source).
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 type Preview struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -217,9 +229,11 @@ type PreviewStatus struct {
 	// namespace and every namespace inheriting from it.
 	Reached int `json:"reached"`
 	// Changed are the namespaces whose view item would change, sorted.
+	// +listType=atomic
 	Changed []NamespaceChange `json:"changed,omitempty"`
 	// Unchanged are the namespaces a lock, a shadow or an exclusion keeps
 	// unchanged, sorted.
+	// +listType=atomic
 	Unchanged []NamespaceUnchanged `json:"unchanged,omitempty"`
 	// Hidden is how many namespaces are left out of Changed and Unchanged
 	// because the requester may not get this view item there: a preview
@@ -242,6 +256,7 @@ type ItemSummary struct {
 	// Source is the winning source.
 	Source ItemReference `json:"source"`
 	// Overlays are the sources merged on top, namespace/name.
+	// +listType=atomic
 	Overlays []string `json:"overlays,omitempty"`
 	// Conflict is what a lock blocked.
 	Conflict string `json:"conflict,omitempty"`
@@ -261,6 +276,7 @@ type NamespaceUnchanged struct {
 // its status, like a SelfSubjectRulesReview's. It is never stored. It
 // reviews the requester, unless the spec names another user, whom the
 // requester must be allowed to impersonate (with each group named).
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 type RulesReview struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -275,25 +291,37 @@ type RulesReviewSpec struct {
 	// needs impersonate on the user (and on each group).
 	User string `json:"user,omitempty"`
 	// Groups are the user's groups; they need User.
+	// +listType=atomic
 	Groups []string `json:"groups,omitempty"`
 }
 
 // RulesReviewStatus is the answer.
 type RulesReviewStatus struct {
-	// User and Groups are whom the rules were computed for.
-	User   string   `json:"user"`
+	// User is whom the rules were computed for.
+	User string `json:"user"`
+	// Groups are the user's groups.
+	// +listType=atomic
 	Groups []string `json:"groups,omitempty"`
 	// Rules are the rules inherited bindings grant in the namespace, each
 	// with the binding it comes from; the namespace's own bindings are
 	// kube-apiserver's RBAC's (a SelfSubjectRulesReview lists them).
+	// +listType=atomic
 	Rules []InheritedRule `json:"rules,omitempty"`
 }
 
 // InheritedRule is one rule an inherited RoleBinding grants.
 type InheritedRule struct {
-	Verbs         []string `json:"verbs"`
-	APIGroups     []string `json:"apiGroups,omitempty"`
-	Resources     []string `json:"resources,omitempty"`
+	// Verbs are the rule's verbs.
+	// +listType=atomic
+	Verbs []string `json:"verbs"`
+	// APIGroups are the rule's API groups.
+	// +listType=atomic
+	APIGroups []string `json:"apiGroups,omitempty"`
+	// Resources are the rule's resources.
+	// +listType=atomic
+	Resources []string `json:"resources,omitempty"`
+	// ResourceNames are the names the rule is restricted to.
+	// +listType=atomic
 	ResourceNames []string `json:"resourceNames,omitempty"`
 	// Binding is the inherited RoleBinding's source, with its scope from
 	// the namespace (parent or global).

@@ -8,6 +8,7 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 // its canaries, would have answered otherwise. Create it, and the answer
 // comes back in its status. It is never stored. The answer is one
 // replica's: each records the requests it answers itself.
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 type CandidateAudit struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -34,6 +35,7 @@ type CandidateAuditStatus struct {
 	// Scope says whose requests are counted: this replica's.
 	Scope string `json:"scope"`
 	// Candidates are the candidates for the name, audited or not.
+	// +listType=atomic
 	Candidates []CandidateAuditRecord `json:"candidates,omitempty"`
 }
 
@@ -55,10 +57,12 @@ type CandidateAuditRecord struct {
 	// Keys count the differences by namespace, user, verb, resource and
 	// direction, most first: a bounded number of keys; the differences of
 	// the others are in OthersWouldDeny and OthersWouldAllow.
+	// +listType=atomic
 	Keys             []AuditKeyCount `json:"keys,omitempty"`
 	OthersWouldDeny  int64           `json:"othersWouldDeny"`
 	OthersWouldAllow int64           `json:"othersWouldAllow"`
 	// Samples are the latest differences, oldest first.
+	// +listType=atomic
 	Samples []AuditSample `json:"samples,omitempty"`
 	// Withheld says why the keys and samples are left out, if they are:
 	// the differences are then all counted as others.
@@ -82,6 +86,7 @@ type AuditSample struct {
 	Namespace string      `json:"namespace"`
 	User      string      `json:"user"`
 	// Groups are the requester's groups, summarized.
+	// +listType=atomic
 	Groups    []string `json:"groups,omitempty"`
 	Verb      string   `json:"verb"`
 	Resource  string   `json:"resource"`
