@@ -25,6 +25,15 @@ func (c *cluster) check(ctx context.Context) error {
 	if _, err := k("get", "apiservice", "v1alpha1.implicit.dev"); err != nil {
 		return err
 	}
+	// The chart's helm test: a pod of the product image running
+	// `implicit-apiserver check` (the APIService Available, a view answering).
+	args := []string{"test", releaseName, "--kubeconfig=" + c.cp.KubeconfigPath(), "--namespace", releaseNamespace,
+		"--logs", "--timeout", "3m"}
+	out, err := command(ctx, c.helm(), args...)
+	fmt.Printf("$ helm %s\n%s", strings.Join(args, " "), out)
+	if err != nil {
+		return fmt.Errorf("helm test: %w", err)
+	}
 
 	// A global RoleBinding, a parent and a child: the tenant of the child
 	// inherits from both.
@@ -86,7 +95,7 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
 	}
 	fmt.Printf("$ kubectl --kubeconfig=%s get rolebindings.implicit.dev -n team-a-dev   # as alice\n%s", alice, view)
 	// alice may not read a namespace she does not inherit into.
-	out, _, err := c.cp.Kubectl(ctx, "--kubeconfig="+alice, "get", "rolebindings.implicit.dev", "-n", "team-a")
+	out, _, err = c.cp.Kubectl(ctx, "--kubeconfig="+alice, "get", "rolebindings.implicit.dev", "-n", "team-a")
 	fmt.Printf("$ kubectl --kubeconfig=%s get rolebindings.implicit.dev -n team-a   # as alice\n%s", alice, out)
 	if err == nil || !strings.Contains(err.Error(), "forbidden") {
 		return fmt.Errorf("alice read team-a's view (want forbidden): %v", err)
