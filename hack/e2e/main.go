@@ -106,7 +106,7 @@ func run(ctx context.Context, o options) (err error) {
 	if err := c.check(runCtx); err != nil {
 		return err
 	}
-	logf("PASS: chart's pods Ready on kubelet %s, view read by a tenant through the aggregator, webhook answered from the pods", o.nodeName)
+	logf("PASS: chart's pods Ready on kubelet %s, helm test passed, view read by a tenant through the aggregator, webhook answered from the pods", o.nodeName)
 	if o.hold {
 		logf("holding; KUBECONFIG=%s; Ctrl-C to stop", c.cp.KubeconfigPath())
 		<-ctx.Done()
