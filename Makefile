@@ -57,8 +57,8 @@ tools: ## Build etcd, kube-apiserver and kube-controller-manager from the Go mod
 release: image release-plugin ## dist/: install.yaml rendered from the chart (charts/release-values.yaml), the image archive, the plugin's archives and krew manifest.
 	@mkdir -p $(DIST)
 	@helm_bin=$$(hack/build-tools.sh helm)/helm && \
-	$$helm_bin lint --strict $(CHART) --values charts/release-values.yaml >/dev/null && \
-	$$helm_bin template implicit-apiserver $(CHART) --namespace implicit-system \
+	$$helm_bin lint --strict $(CHART) --values charts/release-values.yaml --set image.repository=$(IMAGE_NAME) >/dev/null && \
+	$$helm_bin template implicit-apiserver $(CHART) --namespace implicit-system --skip-tests \
 		--values charts/release-values.yaml --set image.repository=$(IMAGE_NAME) --set image.tag=$(VERSION) \
 		> $(DIST)/install.yaml.tmp && \
 	{ echo "# implicit-apiserver $(VERSION): helm template of charts/implicit-apiserver with charts/release-values.yaml."; \

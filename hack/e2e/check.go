@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -24,6 +26,29 @@ func (c *cluster) check(ctx context.Context) error {
 	}
 	if _, err := k("get", "apiservice", "v1alpha1.implicit.dev"); err != nil {
 		return err
+	}
+	// The chart's helm test: a pod of the product image running
+	// `implicit-apiserver check` (the APIService Available, a view
+	// answering). Not --logs: kube-apiserver can't reach this kubelet's
+	// log endpoint (docs/install.md); the kubelet writes the pod's log
+	// under pod-logs/.
+	args := []string{"test", releaseName, "--kubeconfig=" + c.cp.KubeconfigPath(), "--namespace", releaseNamespace, "--timeout", "3m"}
+	out, err := command(ctx, c.helm(), args...)
+	fmt.Printf("$ helm %s\n%s", strings.Join(args, " "), out)
+	if err != nil {
+		return fmt.Errorf("helm test: %w", err)
+	}
+	logs, _ := filepath.Glob(filepath.Join(c.o.workDir, "pod-logs", releaseNamespace+"_"+releaseName+"-test_*", "check", "*.log"))
+	// The newest: an earlier run's pod logs stay in the work directory.
+	var newest string
+	var newestTime time.Time
+	for _, l := range logs {
+		if fi, err := os.Stat(l); err == nil && fi.ModTime().After(newestTime) {
+			newest, newestTime = l, fi.ModTime()
+		}
+	}
+	if raw, err := os.ReadFile(newest); err == nil {
+		fmt.Printf("$ cat %s\n%s", newest, raw)
 	}
 
 	// A global RoleBinding, a parent and a child: the tenant of the child
@@ -86,7 +111,7 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
 	}
 	fmt.Printf("$ kubectl --kubeconfig=%s get rolebindings.implicit.dev -n team-a-dev   # as alice\n%s", alice, view)
 	// alice may not read a namespace she does not inherit into.
-	out, _, err := c.cp.Kubectl(ctx, "--kubeconfig="+alice, "get", "rolebindings.implicit.dev", "-n", "team-a")
+	out, _, err = c.cp.Kubectl(ctx, "--kubeconfig="+alice, "get", "rolebindings.implicit.dev", "-n", "team-a")
 	fmt.Printf("$ kubectl --kubeconfig=%s get rolebindings.implicit.dev -n team-a   # as alice\n%s", alice, out)
 	if err == nil || !strings.Contains(err.Error(), "forbidden") {
 		return fmt.Errorf("alice read team-a's view (want forbidden): %v", err)

@@ -285,7 +285,9 @@ func (c *cluster) installChart(ctx context.Context) error {
 	o := c.o
 	args := []string{"install", releaseName, o.chart, "--kubeconfig=" + c.cp.KubeconfigPath(),
 		"--namespace", releaseNamespace, "--create-namespace",
-		"--set", "image.tag=" + o.imageTag,
+		// ctr import names the archive's implicit-apiserver:<tag>
+		// docker.io/library/implicit-apiserver:<tag>.
+		"--set", "image.repository=implicit-apiserver", "--set", "image.tag=" + o.imageTag,
 		"--set-file", "webhooks.clientCA.pem=" + filepath.Join(o.workDir, "controlplane", "webhook-client", "ca.crt"),
 		"--wait", "--timeout", "5m"}
 	logf("helm %s", strings.Join(args, " "))
@@ -307,8 +309,9 @@ func (c *cluster) teardown() error {
 	defer cancel()
 	var errs []error
 	if c.helmDone && c.kubelet != nil && c.kubelet.exited() == nil {
-		// The chart's pre-delete hook removes the APIService first; the
-		// kubelet then stops the pods and releases their network.
+		// Helm's uninstall order removes the APIService and the webhook
+		// configurations first; the kubelet then stops the pods and
+		// releases their network.
 		if _, err := command(ctx, c.helm(), "uninstall", releaseName, "--kubeconfig="+c.cp.KubeconfigPath(),
 			"--namespace", releaseNamespace, "--wait", "--timeout", "90s"); err != nil {
 			errs = append(errs, err)

@@ -3,7 +3,7 @@
 // internal/controlplane and hack/build-tools.sh, a kubelet on Debian's containerd
 // and runc), the locally built image imported into containerd, `helm install`
 // of charts/implicit-apiserver, and then the checks a cluster operator makes:
-// the pods Ready, the APIService Available, a tenant reading a view through
+// the pods Ready, the APIService Available, the chart's helm test, a tenant reading a view through
 // the aggregator, and an admission webhook answering from the pods.
 //
 // Nothing is pulled: the sandbox ("pause") image is hack/e2e/pause, packaged
@@ -106,7 +106,7 @@ func run(ctx context.Context, o options) (err error) {
 	if err := c.check(runCtx); err != nil {
 		return err
 	}
-	logf("PASS: chart's pods Ready on kubelet %s, view read by a tenant through the aggregator, webhook answered from the pods", o.nodeName)
+	logf("PASS: chart's pods Ready on kubelet %s, helm test passed, view read by a tenant through the aggregator, webhook answered from the pods", o.nodeName)
 	if o.hold {
 		logf("holding; KUBECONFIG=%s; Ctrl-C to stop", c.cp.KubeconfigPath())
 		<-ctx.Done()

@@ -86,10 +86,15 @@ func runHelm(t *testing.T, args ...string) (string, error) {
 // rendered is the output of helm template, object by object.
 type rendered []*unstructured.Unstructured
 
-// template renders the chart in namespace with the --set values given.
+// testImage is the image.repository the tests render with: the chart has
+// no default (the image is published nowhere).
+const testImage = "image.repository=registry.example.com/implicit-apiserver"
+
+// template renders the chart in namespace with the --set values given (after
+// testImage, which they may override).
 func template(t *testing.T, ns string, set ...string) (rendered, error) {
 	t.Helper()
-	args := []string{"template", "implicit-apiserver", chartDir, "--namespace", ns}
+	args := []string{"template", "implicit-apiserver", chartDir, "--namespace", ns, "--set", testImage}
 	for _, s := range set {
 		args = append(args, "--set", s)
 	}

@@ -57,7 +57,7 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	// Any PEM does for the webhook client CA: no pod reads it here.
 	pem := []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
 	values := filepath.Join(t.TempDir(), "values.yaml")
-	if err := os.WriteFile(values, append([]byte("webhooks:\n  clientCA:\n    pem: |\n"), indent(pem, "      ")...), 0o644); err != nil {
+	if err := os.WriteFile(values, append([]byte("image:\n  repository: registry.example.com/implicit-apiserver\nwebhooks:\n  clientCA:\n    pem: |\n"), indent(pem, "      ")...), 0o644); err != nil {
 		t.Fatal(err)
 	}
 

@@ -25,7 +25,7 @@ func TestLint(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			args := []string{"lint", "--strict", chartDir, "--namespace", namespace}
+			args := []string{"lint", "--strict", chartDir, "--namespace", namespace, "--set", testImage}
 			for _, s := range tc.set {
 				args = append(args, "--set", s)
 			}

@@ -24,8 +24,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- .Values.image.tag | default .Chart.AppVersion -}}
 {{- end -}}
 
+{{/* The Secret the pods mount: the chart's, cert-manager's, or yours. */}}
 {{- define "implicit-apiserver.servingSecret" -}}
+{{- if eq .Values.certificates.mode "existingSecret" -}}
+{{ .Values.certificates.existingSecret }}
+{{- else -}}
 {{ include "implicit-apiserver.fullname" . }}-serving-cert
+{{- end -}}
 {{- end -}}
 
 {{- define "implicit-apiserver.webhookClientCAConfigMap" -}}
@@ -65,40 +70,118 @@ Accepts the binary and decimal suffixes Kubernetes quantities use for memory.
 {{- end -}}
 {{- end -}}
 
+{{- define "implicit-apiserver.caSecret" -}}
+{{ include "implicit-apiserver.fullname" . }}-ca
+{{- end -}}
+
 {{/*
-The serving certificate in "helm" mode, generated once per release and kept:
-an existing Secret (from an earlier install or upgrade) is reused, so the
-caBundles of the APIService and the webhooks never change on upgrade. The
-result is cached in .Values so that every template sees the same one.
+The certificates in "helm" mode (README.md, "Certificates"), computed once
+per render and cached in .Values so that every template sees the same ones.
+All values are base64 PEM, as in a Secret's data.
+
+- The CA, in the Secret <fullname>-ca (kept on uninstall): made once, kept on
+  every upgrade (lookup), valid caValidityDays; its key signs the serving
+  certificate.
+- The serving certificate, in <fullname>-serving-cert, with the CA that
+  issued it (issuer.crt): kept on upgrade; issued by the CA when the Secret
+  is gone, so deleting it and upgrading rotates it without changing any
+  caBundle; re-issued by the new CA on caRotation=promote.
+- The trusted bundle (the caBundles, ca.crt of both Secrets): the CA, the
+  issuer of the serving certificate if another, and during a rotation the
+  next CA (prepare) or the previous one (promote). It always holds the CA of
+  the serving certificate before and after the upgrade that renders it.
 */}}
 {{- define "implicit-apiserver.generateCerts" -}}
 {{- if not (hasKey .Values "_generatedCerts") -}}
 {{- $name := include "implicit-apiserver.fullname" . -}}
 {{- $ns := .Release.Namespace -}}
-{{- $existing := lookup "v1" "Secret" $ns (include "implicit-apiserver.servingSecret" .) | default dict -}}
-{{- $data := dig "data" dict $existing -}}
-{{- $certs := dict -}}
-{{- if and (index $data "ca.crt") (index $data "tls.crt") (index $data "tls.key") -}}
-{{- $_ := set $certs "ca" (index $data "ca.crt") -}}
-{{- $_ := set $certs "crt" (index $data "tls.crt") -}}
-{{- $_ := set $certs "key" (index $data "tls.key") -}}
-{{- else -}}
-{{- $days := int .Values.certificates.validityDays -}}
-{{- $ca := genCA (printf "%s-ca" $name) $days -}}
-{{- $dns := list (printf "%s.%s.svc" $name $ns) (printf "%s.%s.svc.cluster.local" $name $ns) -}}
-{{- $cert := genSignedCert (printf "%s.%s.svc" $name $ns) nil $dns $days $ca -}}
-{{- $_ := set $certs "ca" ($ca.Cert | b64enc) -}}
-{{- $_ := set $certs "crt" ($cert.Cert | b64enc) -}}
-{{- $_ := set $certs "key" ($cert.Key | b64enc) -}}
+{{- $rotation := .Values.certificates.caRotation | default "" -}}
+{{- $caData := dig "data" dict (lookup "v1" "Secret" $ns (include "implicit-apiserver.caSecret" .) | default dict) -}}
+{{- $servingData := dig "data" dict (lookup "v1" "Secret" $ns (include "implicit-apiserver.servingSecret" .) | default dict) -}}
+{{- $caCrt := index $caData "tls.crt" | default "" -}}
+{{- $caKey := index $caData "tls.key" | default "" -}}
+{{- $nextCrt := index $caData "next.crt" | default "" -}}
+{{- $nextKey := index $caData "next.key" | default "" -}}
+{{- $prevCrt := index $caData "previous.crt" | default "" -}}
+{{- if not (and $caCrt $caKey) -}}
+{{- $ca := genCA (printf "%s-ca" $name) (int .Values.certificates.caValidityDays) -}}
+{{- $caCrt = $ca.Cert | b64enc -}}
+{{- $caKey = $ca.Key | b64enc -}}
 {{- end -}}
+{{- $crt := index $servingData "tls.crt" | default "" -}}
+{{- $key := index $servingData "tls.key" | default "" -}}
+{{- /* A serving Secret from a chart without the CA Secret has no
+     issuer.crt: its ca.crt is the CA that issued it. */ -}}
+{{- $issuer := index $servingData "issuer.crt" | default (index $servingData "ca.crt") | default "" -}}
+{{- if eq $rotation "prepare" -}}
+{{- if not (and $nextCrt $nextKey) -}}
+{{- $next := genCA (printf "%s-ca" $name) (int .Values.certificates.caValidityDays) -}}
+{{- $nextCrt = $next.Cert | b64enc -}}
+{{- $nextKey = $next.Key | b64enc -}}
+{{- end -}}
+{{- $prevCrt = "" -}}
+{{- else if eq $rotation "promote" -}}
+{{- if and $nextCrt $nextKey -}}
+{{- $prevCrt = $caCrt -}}
+{{- $caCrt = $nextCrt -}}
+{{- $caKey = $nextKey -}}
+{{- else if not $prevCrt -}}
+{{- fail "certificates.caRotation=promote: no prepared CA to promote; upgrade with certificates.caRotation=prepare first, and copy the bundle to the control plane (README.md, \"Certificates\")" -}}
+{{- end -}}
+{{- $nextCrt = "" -}}
+{{- $nextKey = "" -}}
+{{- else if eq $rotation "" -}}
+{{- /* No rotation under way: a prepared, never promoted CA is dropped, and
+     so is the previous one. */ -}}
+{{- $nextCrt = "" -}}
+{{- $nextKey = "" -}}
+{{- $prevCrt = "" -}}
+{{- else -}}
+{{- fail (printf "certificates.caRotation %q: must be \"\", prepare or promote" $rotation) -}}
+{{- end -}}
+{{- if not (and $crt $key $issuer) -}}
+{{- /* No serving certificate (first install, or its Secret was deleted to
+     rotate it): the CA issues one. */ -}}
+{{- $issuer = "" -}}
+{{- end -}}
+{{- if or (not $issuer) (and (eq $rotation "promote") (ne $issuer $caCrt)) -}}
+{{- $signer := buildCustomCert $caCrt $caKey -}}
+{{- $dns := list (printf "%s.%s.svc" $name $ns) (printf "%s.%s.svc.cluster.local" $name $ns) -}}
+{{- $cert := genSignedCert (printf "%s.%s.svc" $name $ns) nil $dns (int .Values.certificates.validityDays) $signer -}}
+{{- $crt = $cert.Cert | b64enc -}}
+{{- $key = $cert.Key | b64enc -}}
+{{- $issuer = $caCrt -}}
+{{- end -}}
+{{- $bundle := list $caCrt -}}
+{{- range (list $issuer $nextCrt $prevCrt) -}}
+{{- if and . (not (has . $bundle)) }}{{ $bundle = append $bundle . }}{{ end -}}
+{{- end -}}
+{{- $pem := "" -}}
+{{- range $bundle }}{{ $pem = printf "%s%s" $pem (. | b64dec) }}{{ end -}}
+{{- $certs := dict "caCrt" $caCrt "caKey" $caKey "nextCrt" $nextCrt "nextKey" $nextKey "prevCrt" $prevCrt
+      "crt" $crt "key" $key "issuer" $issuer "ca" ($pem | b64enc) -}}
 {{- $_ := set .Values "_generatedCerts" $certs -}}
 {{- end -}}
 {{- end -}}
 
-{{/* caBundle (base64 PEM) in "helm" mode. */}}
+{{/* caBundle (base64 PEM) in "helm" and "existingSecret" modes. */}}
 {{- define "implicit-apiserver.caBundle" -}}
+{{- include "implicit-apiserver.validate" . -}}
+{{- if eq .Values.certificates.mode "existingSecret" -}}
+{{- if .Values.certificates.caBundle -}}
+{{- .Values.certificates.caBundle | b64enc -}}
+{{- else -}}
+{{- $data := dig "data" dict (lookup "v1" "Secret" .Release.Namespace .Values.certificates.existingSecret | default dict) -}}
+{{- $ca := index $data "ca.crt" | default "" -}}
+{{- if not $ca -}}
+{{- fail (printf "certificates.mode=existingSecret: set certificates.caBundle (PEM), or create the Secret %q with ca.crt before installing (helm template can't read it)" .Values.certificates.existingSecret) -}}
+{{- end -}}
+{{- $ca -}}
+{{- end -}}
+{{- else -}}
 {{- include "implicit-apiserver.generateCerts" . -}}
 {{- .Values._generatedCerts.ca -}}
+{{- end -}}
 {{- end -}}
 
 {{/* cert-manager's CA injection annotation, in "cert-manager" mode. */}}
@@ -109,8 +192,17 @@ cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ include "implicit-ap
 {{- end -}}
 
 {{- define "implicit-apiserver.validate" -}}
-{{- if not (has .Values.certificates.mode (list "helm" "cert-manager")) -}}
-{{- fail (printf "certificates.mode %q: must be helm or cert-manager" .Values.certificates.mode) -}}
+{{- if not .Values.image.repository -}}
+{{- fail "image.repository is required: the implicit-apiserver image is published nowhere. Build it with `make image` (_output/image/implicit-apiserver.tar), push it to your registry (skopeo copy oci-archive:... docker://REGISTRY/implicit-apiserver:TAG) and set image.repository (and image.tag); docs/install.md, \"The image\"" -}}
+{{- end -}}
+{{- if not (has .Values.certificates.mode (list "helm" "cert-manager" "existingSecret")) -}}
+{{- fail (printf "certificates.mode %q: must be helm, cert-manager or existingSecret" .Values.certificates.mode) -}}
+{{- end -}}
+{{- if and (eq .Values.certificates.mode "existingSecret") (not .Values.certificates.existingSecret) -}}
+{{- fail "certificates.mode=existingSecret needs certificates.existingSecret: the name of your Secret with tls.crt, tls.key and ca.crt" -}}
+{{- end -}}
+{{- if and .Values.certificates.caRotation (ne .Values.certificates.mode "helm") -}}
+{{- fail "certificates.caRotation rotates the chart-generated CA: only with certificates.mode=helm" -}}
 {{- end -}}
 {{- if and .Values.hub.kubeconfigSecret (not .Values.hub.clusterName) -}}
 {{- fail "hub.clusterName is required with hub.kubeconfigSecret" -}}
