@@ -25,7 +25,7 @@ func TestTableColumns(t *testing.T) {
 		"networkpolicies": {"Name", "Pod-Selector", "Policy-Types", "Scope", "Source", "Age", "Locked", "Overlays", "Conflict"},
 	}
 	if len(kinds.BuiltIns()) != len(want) {
-		t.Fatalf("DefaultKinds() has %d kinds, the test knows %d", len(kinds.BuiltIns()), len(want))
+		t.Fatalf("BuiltIns() has %d kinds, the test knows %d", len(kinds.BuiltIns()), len(want))
 	}
 	for _, kind := range kinds.BuiltIns() {
 		t.Run(kind.Resource(), func(t *testing.T) {

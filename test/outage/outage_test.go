@@ -82,7 +82,7 @@ func TestPausedServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	var served []schema.GroupResource
-	for _, k := range kinds.DefaultKinds() {
+	for _, k := range kinds.BuiltIns() {
 		served = append(served, k.Source.GroupResource())
 	}
 	if err := cp.RegisterGuards(ctx, s, served); err != nil {
