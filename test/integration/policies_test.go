@@ -83,6 +83,7 @@ func TestAdmissionPolicies(t *testing.T) {
 	t.Run("Inherited", func(t *testing.T) { apInherited(t, c) })
 	t.Run("ConfigMapsAndExclusions", func(t *testing.T) { apConfigMaps(t, c) })
 	t.Run("Mutating", func(t *testing.T) { apMutating(t, c) })
+	t.Run("Staged", func(t *testing.T) { apStaged(t, c) })
 	// Last: it stops and restarts the server.
 	t.Run("OutageMatrix", func(t *testing.T) { apOutageMatrix(t, c) })
 }
