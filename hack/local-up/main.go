@@ -44,6 +44,7 @@ type options struct {
 	withControllerManager bool
 	fleet                 bool
 	fleetExamples         string
+	policyExample         string
 }
 
 func main() {
@@ -54,6 +55,7 @@ func main() {
 	flag.StringVar(&o.examples, "examples", "artifacts/examples", "directory applied with `kubectl apply -R -f` once everything runs (skipped if missing)")
 	flag.StringVar(&o.artifacts, "artifacts", "artifacts/base", "directory of the shipped manifests, whose ClusterRoles for users (clusterrole-implicit-*.yaml) are applied to every cluster running implicit-apiserver")
 	flag.StringVar(&o.config, "config", "", "ImplicitConfiguration file, passed to implicit-apiserver as --config")
+	flag.StringVar(&o.policyExample, "policy-example", "artifacts/config/admission-policies", "the admission-policy example, whose policy, [Audit, Warn] binding and global parameter are applied when --config serves configmaps (docs/policies.md)")
 	flag.BoolVar(&o.withControllerManager, "with-controller-manager", true, "also run kube-controller-manager (namespace deletion, garbage collection)")
 	flag.BoolVar(&o.fleet, "fleet", false, "run a fleet instead of one cluster: a hub (in <work-dir>/hub) and members member-1 and member-2 (in <work-dir>/member-N) whose implicit-apiservers read the global sources from the hub; needs --implicit-binary")
 	flag.StringVar(&o.fleetExamples, "fleet-examples", "artifacts/fleet-examples", "with --fleet: its hub/ is applied to the hub, its member/ to each member (each skipped if missing)")
@@ -103,7 +105,19 @@ func runSingle(signals context.Context, stopSignals func(), o options) (err erro
 	if c.implicit != nil {
 		waitForDiscovery(signals, c.cp)
 	}
+	policies, err := servesConfigMaps(o.config)
+	if err != nil {
+		return err
+	}
+	if policies = policies && c.implicit != nil; policies {
+		if err := applyPolicyExample(signals, c.cp, o.policyExample); err != nil {
+			return err
+		}
+	}
 	printTour(c.cp, c.implicit != nil, pluginDir(o.implicitBinary))
+	if policies {
+		printPolicyTour()
+	}
 	return waitForExit(signals, stopSignals, c)
 }
 

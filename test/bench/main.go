@@ -68,6 +68,7 @@ type options struct {
 	slowCopyRuns    int // QPS 50 copy rounds per N
 	materializeRuns int // materialized edit rounds per N (0: no materialized kind)
 	promotionRuns   int // staged changes of global-0 promoted per N (0: none)
+	policyRuns      int // edits of an admission policy's global parameter per N (0: none)
 	materializeQPS  float64
 	listRuns        int
 	authzRequests   int
@@ -103,6 +104,7 @@ func main() {
 	flag.IntVar(&o.promotionRuns, "promotion-runs", 3, "staged changes of global-0 per N (issue 19): a candidate reaching every tenant, then its promotion, timed on the view watchers (0: none)")
 	flag.IntVar(&o.materializeRuns, "materialize-runs", 3, "edits of a materialized global NetworkPolicy per N, after its creation (0: networkpolicies are not materialized)")
 	flag.Float64Var(&o.materializeQPS, "materialize-qps", 2000, "implicit-apiserver's --materialize-qps (and --materialize-burst, rounded up): high enough to time the materializer rather than its rate limit (the server's default is 50)")
+	flag.IntVar(&o.policyRuns, "policy-runs", 3, "edits of the global parameter of an admission policy whose paramKind is a view (ConfigMaps), timed until enforced in every namespace (0: ConfigMaps are not served)")
 	flag.IntVar(&o.listRuns, "list-runs", 20, "repetitions of each list")
 	flag.IntVar(&o.authzRequests, "authz-requests", 200, "SubjectAccessReviews per case")
 	flag.IntVar(&o.maxListAll, "max-list-all", 200_000, "skip -A view lists of more items than this")
@@ -177,7 +179,7 @@ func main() {
 	if o.binDir == "" || o.binary == "" {
 		fail(2, "bench needs -bin-dir (or IMPLICIT_TOOLS_BIN) and -implicit-binary (or IMPLICIT_BINARY)")
 	}
-	if o.runs < 1 || o.copyRuns < 1 || o.slowCopyRuns < 0 || o.materializeRuns < 0 || o.promotionRuns < 0 || o.listRuns < 1 || o.authzRequests < 1 || o.watchersPerConn < 1 {
+	if o.runs < 1 || o.copyRuns < 1 || o.slowCopyRuns < 0 || o.materializeRuns < 0 || o.promotionRuns < 0 || o.policyRuns < 0 || o.listRuns < 1 || o.authzRequests < 1 || o.watchersPerConn < 1 {
 		fail(2, "-runs, -copy-runs, -list-runs, -authz-requests and -watchers-per-client must be positive; -qps50-runs and -materialize-runs not negative")
 	}
 	if !(o.materializeQPS > 0) || math.IsInf(o.materializeQPS, 0) {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,11 +54,18 @@ const (
 // -materialize-qps; none when -materialize-runs is 0 (the server then runs
 // as it would without --config).
 func materializeArgs(o options, work string) ([]string, error) {
-	if o.materializeRuns == 0 {
+	if o.materializeRuns == 0 && o.policyRuns == 0 {
 		return nil, nil
 	}
+	config := materializeConfig
+	if o.materializeRuns == 0 {
+		config = strings.Replace(config, ", delivery: Materialize", "", 1)
+	}
+	if o.policyRuns > 0 {
+		config += policyConfigLine
+	}
 	path := filepath.Join(work, "implicit-configuration.yaml")
-	if err := os.WriteFile(path, []byte(materializeConfig), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
 		return nil, err
 	}
 	return []string{

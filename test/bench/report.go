@@ -33,6 +33,8 @@ type nResult struct {
 	Authz     authzResult   `json:"authz"`
 	// Materialize is nil when -materialize-runs is 0.
 	Materialize *materializeResult `json:"materialize,omitempty"`
+	// Policies is nil when -policy-runs is 0.
+	Policies *policyResult `json:"policies,omitempty"`
 }
 
 type gResult struct {
@@ -148,6 +150,7 @@ func (r *results) markdown(w io.Writer) {
 	p("Ratios compare the copy's median (every native watcher, -A included) with the implicit median of the slower of the last namespace watcher and the -A watcher.")
 	p("")
 	r.materializeMarkdown(p, mp)
+	r.policiesMarkdown(p, mp)
 	r.promotionMarkdown(p, mp)
 	p("### Fan-out of one edit: views against kube-apiserver's watch cache")
 	p("")

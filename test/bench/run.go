@@ -180,6 +180,9 @@ func runN(ctx context.Context, o options, n int, prog *progress) (*nResult, erro
 	if err := b.measureMaterialize(ctx, res); err != nil {
 		return res, fmt.Errorf("materialize: %w\n%s", err, implicit.LogTail(20))
 	}
+	if err := b.measurePolicies(ctx, res); err != nil {
+		return res, fmt.Errorf("admission policy: %w\n%s", err, implicit.LogTail(20))
+	}
 	res.Total = time.Since(start)
 	prog.step("N=%d done in %s", n, res.Total.Round(time.Second))
 	ok = true
