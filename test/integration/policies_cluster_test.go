@@ -128,7 +128,7 @@ func startPolicyCluster(t *testing.T) *policyCluster {
 		t.Fatalf("registering the APIService: %v\n%s", err, srv.LogTail(30))
 	}
 	var served []schema.GroupResource
-	for _, k := range kinds.DefaultKinds() {
+	for _, k := range kinds.BuiltIns() {
 		served = append(served, k.Source.GroupResource())
 	}
 	if err := pcp.RegisterGuards(ctx, srv, served); err != nil {
