@@ -183,6 +183,9 @@ func (in *ItemSummary) DeepCopy() *ItemSummary {
 	}
 	out := *in
 	out.Overlays = slices.Clone(in.Overlays)
+	if in.Content != nil {
+		out.Content = in.Content.DeepCopy()
+	}
 	return &out
 }
 

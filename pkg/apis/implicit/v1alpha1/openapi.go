@@ -170,6 +170,8 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"source":   to("The winning source.", modelPrefix+"ItemReference"),
 		"overlays": strings("The sources merged on top, namespace/name."),
 		"conflict": str("What a lock blocked."),
+		"content": {SchemaProps: spec.SchemaProps{Description: "What a reader of the view item sees change: its labels, annotations and every field but metadata.", Type: []string{"object"}},
+			VendorExtensible: spec.VendorExtensible{Extensions: spec.Extensions{"x-kubernetes-preserve-unknown-fields": true}}},
 	}, []string{"source"}, modelPrefix+"ItemReference"))
 	add(d("NamespaceUnchanged", "NamespaceUnchanged is a namespace the edit reaches whose view stays as it is.", map[string]spec.Schema{
 		"namespace": str("The viewing namespace."),

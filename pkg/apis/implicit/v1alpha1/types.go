@@ -245,6 +245,11 @@ type ItemSummary struct {
 	Overlays []string `json:"overlays,omitempty"`
 	// Conflict is what a lock blocked.
 	Conflict string `json:"conflict,omitempty"`
+	// Content is what a reader of the view item sees change: its labels,
+	// its annotations and every field but metadata, as JSON (kubectl
+	// implicit diff prints a field diff of it).
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Content *runtime.RawExtension `json:"content,omitempty"`
 }
 
 // NamespaceUnchanged is a namespace the edit reaches whose view stays as it is.
