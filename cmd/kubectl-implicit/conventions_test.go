@@ -163,7 +163,7 @@ func fakeServer(t *testing.T) *httptest.Server {
 		"/apis/implicit.dev/v1alpha1": resources("implicit.dev/v1alpha1",
 			res("rolebindings", "rolebinding", "RoleBinding"), res("roles", "role", "Role"),
 			res("networkpolicies", "networkpolicy", "NetworkPolicy"), res("guardrails", "guardrail", "Guardrail"),
-			res("explanations", "explanation", "Explanation"), res("hierarchies", "hierarchy", "Hierarchy")),
+			res("explanations", "explanation", "Explanation"), res("hierarchies", "hierarchy", "Hierarchy"), res("previews", "preview", "Preview")),
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -176,6 +176,10 @@ func fakeServer(t *testing.T) *httptest.Server {
 			w.Header().Add("Warning", `299 - "a guard warns: this reaches 3 namespaces"`)
 			w.WriteHeader(http.StatusCreated)
 			_ = json.NewEncoder(w).Encode(e)
+			return
+		}
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/previews") {
+			answerPreview(w, r)
 			return
 		}
 		body, ok := paths[r.URL.Path]
