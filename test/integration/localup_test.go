@@ -95,7 +95,7 @@ func TestLocalUpTenant(t *testing.T) {
 		append([]string{"implicit", "why", "rolebinding", "ci-bot"}, asAdmin...)...)
 
 	t.Log("naming no namespace the admin may read says how to name one")
-	u.expectKubectl(2, func(r pluginRun) error {
+	u.expectKubectl(1, func(r pluginRun) error {
 		if !strings.Contains(r.stderr, `hierarchies.implicit.dev "default" is forbidden`) || !strings.Contains(r.stderr, "kubectl implicit tree NAMESPACE") {
 			return fmt.Errorf("stderr %q: want the Forbidden and how to name a namespace", r.stderr)
 		}
