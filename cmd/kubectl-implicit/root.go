@@ -88,6 +88,7 @@ Every command exits 1 on an error, as kubectl does.`,
 	o.config.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: "+outputFormats+". Default: a table.")
 	root.AddCommand(o.treeCommand(), o.whyCommand(), o.reachCommand(), o.diffCommand(), o.rolloutCommand(), o.canICommand(), versionCommand())
+	o.addCompletions(root)
 	cmd, err := root.ExecuteContextC(ctx)
 	switch {
 	case err == nil:

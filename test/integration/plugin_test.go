@@ -40,14 +40,23 @@ type pluginUser struct {
 	home       string
 }
 
-// buildPlugin builds cmd/kubectl-implicit into a temporary directory and
-// returns a PATH that finds it first, as krew would install it.
+// buildPlugin builds cmd/kubectl-implicit into a temporary directory,
+// beside its completion script kubectl_complete-implicit (as the release
+// archive ships it and the krew manifest's caveats link it), and returns a
+// PATH that finds them first, as krew would install them.
 func buildPlugin(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	cmd := exec.CommandContext(t.Context(), "go", "build", "-o", filepath.Join(dir, "kubectl-implicit"), "../../cmd/kubectl-implicit")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building kubectl-implicit: %v\n%s", err, out)
+	}
+	script, err := os.ReadFile(filepath.Join(repoRoot, "hack/krew/kubectl_complete-implicit"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kubectl_complete-implicit"), script, 0o755); err != nil {
+		t.Fatal(err)
 	}
 	return dir + string(os.PathListSeparator) + os.Getenv("PATH")
 }
