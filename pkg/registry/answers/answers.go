@@ -124,11 +124,23 @@ func (a *Answers) SourceExists(resource, namespace, name string) (exists bool, e
 // what became of it. It names only the namespace's lineage, which its views
 // reveal already.
 func (a *Answers) Explain(resource, namespace, name string) (st v1alpha1.ExplanationStatus, err error) {
+	found := true
 	err = a.read(func(r watchmux.Reader) {
 		l := r.Lineage(namespace)
+		if found = l.Namespace != nil; !found {
+			return
+		}
 		e := explain(r, resource, name, l, nil)
 		st = explanationStatus(resource, name, namespace, l, e)
+		if s, ok := candidateSummary(r, resource, name, namespace, l); ok && !st.InView {
+			st.Summary = s
+		}
 	})
+	if err == nil && !found {
+		// As kube-apiserver answers for an object of a namespace that
+		// does not exist: the question has no answer.
+		err = namespaceNotFound(namespace)
+	}
 	return st, err
 }
 
@@ -199,7 +211,7 @@ func summary(resource, name, namespace string, l merge.Lineage, e merge.Explanat
 			s += fmt.Sprintf(", with %d overlay(s) merged on top", len(r.Overlays))
 		}
 		if len(r.Conflicts) > 0 {
-			s += "; a lock blocked " + r.Conflict()
+			s += "; " + r.Conflict() // "shadow by local team-b/x blocked: ... is locked"
 		}
 		return s
 	}
