@@ -83,6 +83,7 @@ func hierarchy(r watchmux.Reader, namespace string) v1alpha1.HierarchyStatus {
 	h := v1alpha1.HierarchyStatus{Tenant: l.Tenant}
 	if l.Namespace != nil {
 		h.Parent = l.Namespace.Labels[merge.LabelParent]
+		h.NotTenant = notTenant(r, l)
 	}
 	for _, a := range l.Ancestors {
 		h.Ancestors = append(h.Ancestors, a.Name)

@@ -86,6 +86,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		}), []string{"items"}, listMeta, modelPrefix+"Hierarchy"))
 	add(d("HierarchyStatus", "HierarchyStatus is a namespace's place in the hierarchy.", map[string]spec.Schema{
 		"tenant":    boolean("Tenant is false for namespaces that inherit nothing."),
+		"notTenant": str("Why a namespace is not a tenant: Global (a global namespace, whose sources the tenants inherit), Excluded (kept out by the server) or OptedOut (labeled implicit.dev/inherit: false)."),
 		"parent":    str("The namespace's implicit.dev/parent label."),
 		"ancestors": strings("The namespaces inherited from, nearest first."),
 		"children":  strings("The namespaces that inherit from this one directly, sorted."),

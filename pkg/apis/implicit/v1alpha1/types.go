@@ -20,6 +20,11 @@ type HierarchyStatus struct {
 	// Tenant is false for namespaces that inherit nothing: the global
 	// namespace, excluded ones and those labeled implicit.dev/inherit: "false".
 	Tenant bool `json:"tenant"`
+	// NotTenant says why a namespace that is not a tenant is not one:
+	// Global (a global namespace, whose sources the tenants inherit),
+	// Excluded (kept out by the server: --exclude-namespaces, its own
+	// namespace) or OptedOut (labeled implicit.dev/inherit: "false").
+	NotTenant string `json:"notTenant,omitempty"`
 	// Parent is the namespace's implicit.dev/parent label, whether or not it
 	// is inherited from.
 	Parent string `json:"parent,omitempty"`
@@ -32,6 +37,13 @@ type HierarchyStatus struct {
 	// walk stopped.
 	Problems []HierarchyProblem `json:"problems,omitempty"`
 }
+
+// Why a namespace is not a tenant (HierarchyStatus.NotTenant).
+const (
+	NotTenantGlobal   = "Global"
+	NotTenantExcluded = "Excluded"
+	NotTenantOptedOut = "OptedOut"
+)
 
 // HierarchyProblem is a cycle, a missing or invalid parent, a parent that is
 // not the namespace the label meant, or a lineage deeper than the limit.
