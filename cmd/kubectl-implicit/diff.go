@@ -171,12 +171,25 @@ func (o *options) printPreviews(w io.Writer, previews []*v1alpha1.Preview) error
 		if len(st.Changed)+len(st.Unchanged) == 0 {
 			continue
 		}
-		t := newTable(w, "NAMESPACE", "CHANGE", "BEFORE", "AFTER", "WHY")
+		wide := o.output == "wide"
+		headers := []string{"NAMESPACE", "CHANGE", "BEFORE", "AFTER", "WHY"}
+		if wide {
+			headers = append(headers, "CONFLICT BEFORE", "CONFLICT AFTER")
+		}
+		t := newTable(w, headers...)
 		for _, c := range st.Changed {
-			t.row(c.Namespace, c.Type, summaryCell(c.Before), summaryCell(c.After), "-")
+			row := []string{c.Namespace, c.Type, summaryCell(c.Before), summaryCell(c.After), "-"}
+			if wide {
+				row = append(row, conflictCell(c.Before), conflictCell(c.After))
+			}
+			t.row(row...)
 		}
 		for _, u := range st.Unchanged {
-			t.row(u.Namespace, "Unchanged", "-", "-", u.Reason+" by "+u.By)
+			row := []string{u.Namespace, "Unchanged", "-", "-", u.Reason + " by " + u.By}
+			if wide {
+				row = append(row, "-", "-")
+			}
+			t.row(row...)
 		}
 		if err := t.flush(); err != nil {
 			return err
@@ -263,4 +276,12 @@ func summaryCell(s *v1alpha1.ItemSummary) string {
 		out += fmt.Sprintf(" +%d overlay(s)", len(s.Overlays))
 	}
 	return out
+}
+
+// conflictCell is what a lock blocked in the view item (-o wide).
+func conflictCell(s *v1alpha1.ItemSummary) string {
+	if s == nil || s.Conflict == "" {
+		return "-"
+	}
+	return s.Conflict
 }
