@@ -129,6 +129,8 @@ type servedKind struct {
 	view        registry.Viewer
 	fingerprint string
 	synced      bool
+	// fromCRD: the kind's columns were read from its CRD (crdgone.go).
+	fromCRD bool
 }
 
 // NewController feeds the built-in kinds of c to the mux, which must have

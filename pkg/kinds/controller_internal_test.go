@@ -33,6 +33,8 @@ type fakeGroup struct {
 	sets [][]string
 	// schemas are the resources whose schemas were set, in order.
 	schemas []string
+	// columns are the printer column names of each kind of the last Set.
+	columns map[string][]string
 }
 
 func (g *fakeGroup) SetSchemas(resource string, _ HostSchemas, _, _ string) {
@@ -53,6 +55,12 @@ func (g *fakeGroup) Set(kinds []registry.Kind, viewers map[string]registry.Viewe
 	}
 	slices.Sort(resources)
 	g.sets = append(g.sets, resources)
+	g.columns = map[string][]string{}
+	for _, k := range kinds {
+		for _, c := range k.Columns {
+			g.columns[k.Resource()] = append(g.columns[k.Resource()], c.Name)
+		}
+	}
 	return nil
 }
 

@@ -31,6 +31,9 @@ func (c *Controller) poll(ctx context.Context) []<-chan struct{} {
 		c.mu.Lock()
 		known := c.kinds[r.Source.Resource]
 		c.mu.Unlock()
+		if err == nil && known != nil {
+			err = crdGone(known, res)
+		}
 		switch {
 		case err != nil && known != nil:
 			// Served already: keep serving what was read (fail-static); the
@@ -98,7 +101,7 @@ func (c *Controller) add(ctx context.Context, r KindConfig, res resolved) (<-cha
 	c.factory.Start(ctx.Done())
 	c.mu.Lock()
 	sk := c.kinds[resource]
-	sk.fingerprint = res.fingerprint
+	sk.fingerprint, sk.fromCRD = res.fingerprint, res.fromCRD
 	c.mu.Unlock()
 	klog.InfoS("Configured kind found: reading its sources", "resource", r.Source.String(), "kind", kind.Kind, "strategy", string(r.Strategy))
 
@@ -135,7 +138,7 @@ func (c *Controller) update(r KindConfig, res resolved) error {
 	c.group.SetSchemas(resource, res.models, res.source.Model, kind.Kind)
 	c.mu.Lock()
 	sk := c.kinds[resource]
-	sk.kind, sk.fingerprint = kind, res.fingerprint
+	sk.kind, sk.fingerprint, sk.fromCRD = kind, res.fingerprint, res.fromCRD
 	synced := sk.synced
 	c.mu.Unlock()
 	klog.InfoS("Configured kind changed in the host: serving its new schema", "resource", r.Source.String())
