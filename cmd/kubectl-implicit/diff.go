@@ -166,8 +166,10 @@ func (o *options) printPreviews(w io.Writer, previews []*v1alpha1.Preview) error
 			fmt.Fprintln(w)
 		}
 		st := p.Status
-		fmt.Fprintf(w, "%s %s/%s (%s): reaches %d namespace(s), changes %d, kept unchanged %d.\n",
-			p.Spec.Resource, p.Namespace, st.Name, st.Operation, st.Reached, len(st.Changed), len(st.Unchanged))
+		// status.reached counts the source's own namespace; a reach, as
+		// the guards' warnings and reach count it, is who inherits.
+		fmt.Fprintf(w, "%s %s/%s (%s): reaches %d namespace(s) besides its own, changes %d, kept unchanged %d.\n",
+			p.Spec.Resource, p.Namespace, st.Name, st.Operation, max(st.Reached-1, 0), len(st.Changed), len(st.Unchanged))
 		if len(st.Changed)+len(st.Unchanged) == 0 {
 			continue
 		}

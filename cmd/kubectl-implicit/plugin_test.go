@@ -57,7 +57,7 @@ func TestPrintPreviews(t *testing.T) {
 	if err := (&options{}).printPreviews(&out, []*v1alpha1.Preview{p}); err != nil {
 		t.Fatal(err)
 	}
-	want := `rolebindings org/x (Update): reaches 3 namespace(s), changes 1, kept unchanged 1.
+	want := `rolebindings org/x (Update): reaches 2 namespace(s) besides its own, changes 1, kept unchanged 1.
 NAMESPACE   CHANGE      BEFORE                       AFTER                          WHY
 team-a      Modified    implicit-global/x (global)   org/x (parent) +1 overlay(s)   -
 team-b      Unchanged   -                            -                              Shadowed by team-b
