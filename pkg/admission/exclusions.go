@@ -23,18 +23,21 @@ func (g *Guards) exclusions(old, obj *unstructured.Unstructured) decision {
 	if !ok {
 		return allow()
 	}
-	var before []string
+	before := map[string]bool{}
 	if old != nil {
 		prev, had := old.GetAnnotations()[merge.AnnotationExclude]
 		if had && prev == next {
 			return allow() // unchanged: judged when it was written
 		}
-		before = exclusionEntries(prev)
+		for _, e := range exclusionEntries(prev) {
+			before[e] = true
+		}
 	}
 	views := g.views()
 	var refused, warnings []string
+	lookups := 0
 	for _, entry := range exclusionEntries(next) {
-		existing := slices.Contains(before, entry)
+		existing := before[entry]
 		problem := ""
 		ex, errs := merge.ParseExclusions(entry)
 		switch {
@@ -48,7 +51,10 @@ func (g *Guards) exclusions(old, obj *unstructured.Unstructured) decision {
 			warnings = append(warnings, fmt.Sprintf("implicit.dev: namespace %s: %s, so it excludes nothing", obj.GetName(), problem))
 		case problem != "":
 			refused = append(refused, problem)
-		case !existing && ex[0].Name != "*":
+		case !existing && ex[0].Name != "*" && lookups < maxLockedExclusionChecks:
+			// Bounded: a list of thousands of names must not make one
+			// review read the mirror thousands of times.
+			lookups++
 			if w := g.lockedExclusion(obj.GetName(), ex[0]); w != "" {
 				warnings = append(warnings, w)
 			}
@@ -56,9 +62,25 @@ func (g *Guards) exclusions(old, obj *unstructured.Unstructured) decision {
 	}
 	if len(refused) > 0 {
 		return deny("namespace %s: %s: %s lists <resource>/<name> or <resource>/*, the resource a view's plural name (served: %s)",
-			obj.GetName(), strings.Join(refused, "; "), merge.AnnotationExclude, strings.Join(views, ", "))
+			obj.GetName(), strings.Join(firstOf(refused), "; "), merge.AnnotationExclude, strings.Join(views, ", "))
 	}
-	return allow(warnings...)
+	return allow(firstOf(warnings)...)
+}
+
+// maxLockedExclusionChecks bounds the exclusions added by one request that
+// are checked for a locked item; maxListed the problems named in one
+// answer (the others are counted).
+const (
+	maxLockedExclusionChecks = 64
+	maxListed                = 10
+)
+
+// firstOf keeps the first maxListed of items, and says how many more.
+func firstOf(items []string) []string {
+	if len(items) <= maxListed {
+		return items
+	}
+	return append(slices.Clone(items[:maxListed]), fmt.Sprintf("and %d more", len(items)-maxListed))
 }
 
 // exclusionEntries are the entries of an implicit.dev/exclude value, as

@@ -1,6 +1,7 @@
 package admission_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -159,5 +160,40 @@ func TestNamespaceDeletionWarns(t *testing.T) {
 				t.Errorf("warnings %q, want %q", resp.Warnings, tc.want)
 			}
 		})
+	}
+}
+
+// TestExclusionEntriesBounded: a list of thousands of names is judged with
+// a bounded number of mirror reads, and a refusal names ten problems and
+// counts the rest.
+func TestExclusionEntriesBounded(t *testing.T) {
+	t.Parallel()
+	entries := make([]string, 0, 2000)
+	bad := make([]string, 0, 30)
+	for i := range 2000 {
+		entries = append(entries, fmt.Sprintf("rolebindings/x%04d", i))
+	}
+	for i := range 30 {
+		bad = append(bad, fmt.Sprintf("pods/p%02d", i))
+	}
+	exclude := func(v string) nsOpt {
+		return func(n *corev1.Namespace) { n.Annotations[merge.AnnotationExclude] = v }
+	}
+	idx := &fakeIndex{existing: map[string]bool{"team-a": true}}
+	g := admission.NewGuards(idx, &fakeAuthorizer{}, served, global)
+	g.SetNamespaces(namespaceClient(hostNamespaces...))
+	resp, _ := review(t, g, admission.PathParents, request(admissionv1.Update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "", exclude(strings.Join(entries, ",")))))
+	if resp == nil || !resp.Allowed {
+		t.Fatalf("2000 valid entries: %+v", resp)
+	}
+	idx.mu.Lock()
+	reads := len(idx.inheritedCalls)
+	idx.mu.Unlock()
+	if reads > 64 {
+		t.Errorf("2000 entries made %d mirror reads, want at most 64", reads)
+	}
+	resp, _ = review(t, g, admission.PathParents, request(admissionv1.Update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "", exclude(strings.Join(bad, ",")))))
+	if resp == nil || resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, "; and 20 more:") || strings.Contains(resp.Result.Message, "pods/p10") {
+		t.Errorf("30 bad entries: %+v, want a refusal naming 10 and counting 20 more", resp)
 	}
 }
