@@ -40,6 +40,7 @@ DIST         ?= dist
 build: ## Build implicit-apiserver and the kubectl plugin kubectl-implicit into _output/bin, stamped with VERSION (git describe).
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(IMPLICIT_BIN) ./cmd/implicit-apiserver
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-implicit ./cmd/kubectl-implicit
+	install -m 0755 hack/krew/kubectl_complete-implicit $(BIN)/kubectl_complete-implicit
 
 .PHONY: image
 image: ## Build the image implicit-apiserver:VERSION, without a container daemon, as an OCI archive in _output/image.

@@ -163,7 +163,11 @@ func fakeServer(t *testing.T) *httptest.Server {
 		"/apis/implicit.dev/v1alpha1": resources("implicit.dev/v1alpha1",
 			res("rolebindings", "rolebinding", "RoleBinding"), res("roles", "role", "Role"),
 			res("networkpolicies", "networkpolicy", "NetworkPolicy"), res("guardrails", "guardrail", "Guardrail"),
-			res("explanations", "explanation", "Explanation"), res("hierarchies", "hierarchy", "Hierarchy")),
+			res("explanations", "explanation", "Explanation"), res("hierarchies", "hierarchy", "Hierarchy"), res("previews", "preview", "Preview")),
+		"/api/v1/namespaces": map[string]any{"apiVersion": "v1", "kind": "NamespaceList", "metadata": map[string]any{},
+			"items": []any{map[string]any{"metadata": map[string]any{"name": "team-a"}}, map[string]any{"metadata": map[string]any{"name": "team-b"}}}},
+		"/apis/implicit.dev/v1alpha1/namespaces/team-b/rolebindings": map[string]any{"apiVersion": "implicit.dev/v1alpha1", "kind": "RoleBindingList", "metadata": map[string]any{},
+			"items": []any{map[string]any{"metadata": map[string]any{"name": "ci-bot", "namespace": "team-b"}}, map[string]any{"metadata": map[string]any{"name": "org-viewers", "namespace": "team-b"}}}},
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -176,6 +180,10 @@ func fakeServer(t *testing.T) *httptest.Server {
 			w.Header().Add("Warning", `299 - "a guard warns: this reaches 3 namespaces"`)
 			w.WriteHeader(http.StatusCreated)
 			_ = json.NewEncoder(w).Encode(e)
+			return
+		}
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/previews") {
+			answerPreview(w, r)
 			return
 		}
 		body, ok := paths[r.URL.Path]

@@ -1,75 +1,95 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"sort"
+	"strings"
 
+	"github.com/pmezard/go-difflib/difflib"
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/resource"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 func (o *options) diffCommand() *cobra.Command {
-	var file string
 	var del bool
+	files := genericclioptions.FileNameFlags{
+		Usage:     "Files, directories or URLs of the source objects to preview; - for standard input.",
+		Filenames: &[]string{}, Kustomize: ptr.To(""), Recursive: ptr.To(false),
+	}
 	cmd := &cobra.Command{
-		Use:   "diff -f FILE",
-		Short: "Preview what applying FILE's sources (or deleting them) would change in every view",
-		Long: `Preview the edit of each source object in FILE (YAML or JSON, several
-documents allowed; - reads standard input) with a Preview (previews.implicit.dev):
-each namespace whose view item would be Added, Modified or Deleted, and each
-one a lock, a shadow or an exclusion keeps unchanged. Nothing is changed.
-Needs the permission the edit itself needs (create, update or delete of the source).
+		Use:   "diff -f FILENAME | -k DIRECTORY",
+		Short: "Preview what applying the files' sources (or deleting them) would change in every view",
+		Long: `Preview the edit of each source object read as kubectl apply reads them (files,
+directories with -R, kustomizations with -k, - for standard input) with a
+Preview (previews.implicit.dev): each namespace whose view item would be
+Added, Modified or Deleted, and each one a lock, a shadow or an exclusion keeps
+unchanged, then a field diff of each changed item (identical ones once, with
+their namespaces). A candidate's edit is previewed on the item it stages: its
+canary namespaces. Nothing is changed. Needs the permission the edit itself
+needs (create, update or delete of the source).
 
-Exit status: 0 when no view would change, 1 when some would (as kubectl diff),
-2 on error.`,
+Exit status, as kubectl diff's: 0 when no view would change, 1 when some
+would, greater than 1 on error.`,
 		Example: `  kubectl implicit diff -f org-viewers.yaml
+  kubectl get rolebinding org-viewers.next -n implicit-global -o yaml | kubectl implicit diff -f -
+  kubectl implicit diff -k overlays/prod
   kubectl implicit diff -f org-viewers.yaml --delete`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validateOutput(); err != nil {
 				return err
 			}
-			if file == "" {
-				return errors.New("-f FILE is required")
+			fo := files.ToOptions()
+			if len(fo.Filenames) == 0 && fo.Kustomize == "" {
+				return errors.New("-f FILENAME or -k DIRECTORY is required")
 			}
-			objs, err := readObjects(file, cmd.InOrStdin())
-			if err != nil {
-				return err
-			}
-			mapper, err := o.config.ToRESTMapper()
-			if err != nil {
-				return err
-			}
-			dyn, err := o.dynamicClient()
-			if err != nil {
+			if err := fo.RequireFilenameOrKustomize(); err != nil {
 				return err
 			}
 			defaultNS, err := o.namespace()
 			if err != nil {
 				return err
 			}
+			infos, err := resource.NewBuilder(o.config).
+				Unstructured().
+				ContinueOnError().
+				NamespaceParam(defaultNS).DefaultNamespace().
+				FilenameParam(o.explicitNamespace(), &fo).
+				Flatten().
+				Do().Infos()
+			if err != nil {
+				return err
+			}
+			if len(infos) == 0 {
+				return errors.New("no objects passed to diff")
+			}
+			dyn, err := o.dynamicClient()
+			if err != nil {
+				return err
+			}
 			var previews []*v1alpha1.Preview
 			changed := false
-			for _, obj := range objs {
-				gvk := obj.GroupVersionKind()
-				mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-				if err != nil {
-					return fmt.Errorf("%s %s: %w", gvk.Kind, obj.GetName(), err)
+			for _, info := range infos {
+				obj, ok := info.Object.(*unstructured.Unstructured)
+				if !ok {
+					return fmt.Errorf("%s %s: not an object", info.Mapping.GroupVersionKind.Kind, info.Name)
 				}
-				resource, err := o.viewResource(mapping.Resource.Resource)
+				resource, err := o.viewResource(info.Mapping.Resource.Resource)
 				if err != nil {
 					return err
 				}
-				ns := obj.GetNamespace()
+				ns := info.Namespace
 				if ns == "" {
 					ns = defaultNS
 				}
@@ -78,7 +98,7 @@ Exit status: 0 when no view would change, 1 when some would (as kubectl diff),
 					Spec:     v1alpha1.PreviewSpec{Resource: resource},
 				}
 				if del {
-					req.Spec.Delete = obj.GetName()
+					req.Spec.Delete = info.Name
 				} else {
 					raw, err := json.Marshal(obj.Object)
 					if err != nil {
@@ -92,7 +112,7 @@ Exit status: 0 when no view would change, 1 when some would (as kubectl diff),
 				}
 				u, err := dyn.Resource(gvr(v1alpha1.ResourcePreviews)).Namespace(ns).Create(cmd.Context(), &unstructured.Unstructured{Object: content}, metav1.CreateOptions{})
 				if err != nil {
-					return fmt.Errorf("%s %s/%s: %w", resource, ns, obj.GetName(), err)
+					return fmt.Errorf("%s %s/%s: %w", resource, ns, info.Name, err)
 				}
 				p := &v1alpha1.Preview{}
 				if err := fromUnstructured(u.Object, p); err != nil {
@@ -110,54 +130,9 @@ Exit status: 0 when no view would change, 1 when some would (as kubectl diff),
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&file, "filename", "f", "", "The file of source objects to preview; - for standard input.")
-	cmd.Flags().BoolVar(&del, "delete", false, "Preview deleting the file's objects instead of applying them.")
+	files.AddFlags(cmd.Flags())
+	cmd.Flags().BoolVar(&del, "delete", false, "Preview deleting the objects instead of applying them.")
 	return cmd
-}
-
-// readObjects reads every object of a YAML or JSON file.
-func readObjects(file string, stdin io.Reader) ([]*unstructured.Unstructured, error) {
-	in := stdin
-	if file != "-" {
-		f, err := os.Open(file)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		in = f
-	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bufio.NewReader(in), 4096)
-	var out []*unstructured.Unstructured
-	for {
-		var content map[string]any
-		if err := dec.Decode(&content); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
-		}
-		if len(content) == 0 {
-			continue
-		}
-		u := &unstructured.Unstructured{Object: content}
-		if u.IsList() {
-			l, err := u.ToList()
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", file, err)
-			}
-			for i := range l.Items {
-				out = append(out, &l.Items[i])
-			}
-			continue
-		}
-		if u.GetKind() == "" || u.GetName() == "" {
-			return nil, fmt.Errorf("%s: every object needs apiVersion, kind and metadata.name", file)
-		}
-		out = append(out, u)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%s: no objects", file)
-	}
-	return out, nil
 }
 
 func (o *options) printPreviews(w io.Writer, previews []*v1alpha1.Preview) error {
@@ -191,23 +166,106 @@ func (o *options) printPreviews(w io.Writer, previews []*v1alpha1.Preview) error
 			fmt.Fprintln(w)
 		}
 		st := p.Status
-		fmt.Fprintf(w, "%s %s/%s (%s): reaches %d namespace(s), changes %d, kept unchanged %d.\n",
-			p.Spec.Resource, p.Namespace, st.Name, st.Operation, st.Reached, len(st.Changed), len(st.Unchanged))
+		// status.reached counts the source's own namespace; a reach, as
+		// the guards' warnings and reach count it, is who inherits.
+		fmt.Fprintf(w, "%s %s/%s (%s): reaches %d namespace(s) besides its own, changes %d, kept unchanged %d.\n",
+			p.Spec.Resource, p.Namespace, st.Name, st.Operation, max(st.Reached-1, 0), len(st.Changed), len(st.Unchanged))
 		if len(st.Changed)+len(st.Unchanged) == 0 {
 			continue
 		}
-		t := newTable(w, "NAMESPACE", "CHANGE", "BEFORE", "AFTER", "WHY")
+		wide := o.output == "wide"
+		headers := []string{"NAMESPACE", "CHANGE", "BEFORE", "AFTER", "WHY"}
+		if wide {
+			headers = append(headers, "CONFLICT BEFORE", "CONFLICT AFTER")
+		}
+		t := newTable(w, headers...)
 		for _, c := range st.Changed {
-			t.row(c.Namespace, c.Type, summaryCell(c.Before), summaryCell(c.After), "-")
+			row := []string{c.Namespace, c.Type, summaryCell(c.Before), summaryCell(c.After), "-"}
+			if wide {
+				row = append(row, conflictCell(c.Before), conflictCell(c.After))
+			}
+			t.row(row...)
 		}
 		for _, u := range st.Unchanged {
-			t.row(u.Namespace, "Unchanged", "-", "-", u.Reason+" by "+u.By)
+			row := []string{u.Namespace, "Unchanged", "-", "-", u.Reason + " by " + u.By}
+			if wide {
+				row = append(row, "-", "-")
+			}
+			t.row(row...)
 		}
 		if err := t.flush(); err != nil {
 			return err
 		}
+		if err := printFieldDiffs(w, p); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// printFieldDiffs prints a unified diff of each changed view item's
+// content (YAML) before and after, as kubectl diff prints one per object;
+// namespaces whose item changes the same way share one diff.
+func printFieldDiffs(w io.Writer, p *v1alpha1.Preview) error {
+	type diff struct {
+		name, text string
+		namespaces []string
+	}
+	var order []string
+	byText := map[string]*diff{}
+	for _, c := range p.Status.Changed {
+		before, err := contentYAML(c.Before)
+		if err != nil {
+			return err
+		}
+		after, err := contentYAML(c.After)
+		if err != nil {
+			return err
+		}
+		name := p.Status.Name
+		for _, s := range []*v1alpha1.ItemSummary{c.After, c.Before} {
+			if s != nil {
+				name = s.Source.Name // a candidate's: the item it stages
+			}
+		}
+		item := p.Spec.Resource + "." + v1alpha1.GroupName + "/" + name
+		text, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+			A: difflib.SplitLines(before), B: difflib.SplitLines(after),
+			FromFile: item + " (before)", ToFile: item + " (after)", Context: 3,
+		})
+		if err != nil {
+			return err
+		}
+		if text == "" {
+			continue // only what the table says changed (the source or scope)
+		}
+		key := item + "\x00" + text
+		d, ok := byText[key]
+		if !ok {
+			d = &diff{name: item, text: text}
+			byText[key] = d
+			order = append(order, key)
+		}
+		d.namespaces = append(d.namespaces, c.Namespace)
+	}
+	for _, key := range order {
+		d := byText[key]
+		sort.Strings(d.namespaces)
+		fmt.Fprintf(w, "\ndiff -u %s in %s\n", d.name, strings.Join(d.namespaces, ", "))
+		if _, err := io.WriteString(w, d.text); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// contentYAML is the view item's content as YAML, or "" when not in the view.
+func contentYAML(s *v1alpha1.ItemSummary) (string, error) {
+	if s == nil || s.Content == nil || len(s.Content.Raw) == 0 {
+		return "", nil
+	}
+	b, err := yaml.JSONToYAML(s.Content.Raw)
+	return string(b), err
 }
 
 // summaryCell names a view item's source: namespace/name (scope), and its overlays.
@@ -220,4 +278,12 @@ func summaryCell(s *v1alpha1.ItemSummary) string {
 		out += fmt.Sprintf(" +%d overlay(s)", len(s.Overlays))
 	}
 	return out
+}
+
+// conflictCell is what a lock blocked in the view item (-o wide).
+func conflictCell(s *v1alpha1.ItemSummary) string {
+	if s == nil || s.Conflict == "" {
+		return "-"
+	}
+	return s.Conflict
 }

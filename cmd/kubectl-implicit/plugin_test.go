@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -45,39 +43,6 @@ org
 	}
 }
 
-func TestReadObjects(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	for _, tc := range []struct {
-		name, content string
-		want          []string
-		wantErr       bool
-	}{
-		{name: "two documents", content: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n", want: []string{"a", "b"}},
-		{name: "a list", content: `{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}]}`, want: []string{"c"}},
-		{name: "no name", content: "apiVersion: v1\nkind: ConfigMap\n", wantErr: true},
-		{name: "empty", content: "", wantErr: true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-"))
-			if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			objs, err := readObjects(path, nil)
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("err %v", err)
-			}
-			var names []string
-			for _, o := range objs {
-				names = append(names, o.GetName())
-			}
-			if strings.Join(names, ",") != strings.Join(tc.want, ",") {
-				t.Errorf("names %v, want %v", names, tc.want)
-			}
-		})
-	}
-}
-
 func TestPrintPreviews(t *testing.T) {
 	t.Parallel()
 	p := &v1alpha1.Preview{Spec: v1alpha1.PreviewSpec{Resource: "rolebindings"}, Status: v1alpha1.PreviewStatus{
@@ -92,7 +57,7 @@ func TestPrintPreviews(t *testing.T) {
 	if err := (&options{}).printPreviews(&out, []*v1alpha1.Preview{p}); err != nil {
 		t.Fatal(err)
 	}
-	want := `rolebindings org/x (Update): reaches 3 namespace(s), changes 1, kept unchanged 1.
+	want := `rolebindings org/x (Update): reaches 2 namespace(s) besides its own, changes 1, kept unchanged 1.
 NAMESPACE   CHANGE      BEFORE                       AFTER                          WHY
 team-a      Modified    implicit-global/x (global)   org/x (parent) +1 overlay(s)   -
 team-b      Unchanged   -                            -                              Shadowed by team-b
@@ -111,7 +76,8 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"--help"}, exitOK},
 		{[]string{"why", "only-one-arg"}, exitError},
 		{[]string{"tree", "-o", "xml", "ns"}, exitError},
-		{[]string{"diff"}, exitError},
+		{[]string{"diff"}, exitDiffError},
+		{[]string{"diff", "-f", "/nonexistent/file.yaml"}, exitDiffError},
 		{[]string{"rollout", "--help"}, exitOK},
 		{[]string{"rollout", "status", "rolebinding"}, exitError},
 		{[]string{"rollout", "promote", "-o", "xml", "rolebinding", "x"}, exitError},

@@ -1,19 +1,25 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
-// Reach is what reach prints with -o: the namespaces whose view shows the
-// source, and how (as the item's source, or merged on top of it).
+// Reach is what reach prints with -o: the namespaces that inherit the
+// source and see it in their view, and how. The source's own namespace is
+// not counted, as the guards' warnings count none: a reach is who inherits.
 type Reach struct {
 	APIVersion string        `json:"apiVersion"`
 	Kind       string        `json:"kind"`
@@ -26,20 +32,36 @@ type Reach struct {
 // ReachedView is one namespace that sees the source.
 type ReachedView struct {
 	Namespace string `json:"namespace"`
-	// As is "source" (the item's winning source) or "overlay".
-	As    string `json:"as"`
-	Scope string `json:"scope"`
+	// As is how the namespace sees the source: "source" (its item's
+	// source), "candidate" (its item is the candidate standing in for the
+	// source, or, for a candidate, the item it stages) or "overlay" (merged
+	// onto another item).
+	As string `json:"as"`
+	// Candidate names the candidate the namespace sees, when it sees one.
+	Candidate string `json:"candidate,omitempty"`
+	Scope     string `json:"scope"`
+	// Item is the view item's name: the source's, or for a candidate the
+	// name it stages.
+	Item string `json:"item"`
+	// Overlays are the view item's overlays (namespace/name).
+	Overlays []string `json:"overlays,omitempty"`
 }
 
 func (o *options) reachCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "reach KIND NAME -n SOURCE_NAMESPACE",
-		Short: "List the namespaces whose view shows the source SOURCE_NAMESPACE/NAME",
+		Short: "List the namespaces that inherit the source SOURCE_NAMESPACE/NAME and see it",
 		Long: `List the namespaces whose view of KIND shows the source object NAME of
 SOURCE_NAMESPACE, as the item's source or merged onto it as an overlay, with
-their count. It lists the view in every namespace (-A): an org admin's question.`,
-		Example: `  kubectl implicit reach rolebinding org-viewers -n implicit-global`,
-		Args:    cobra.ExactArgs(2),
+their count. The source's own namespace is not counted (as the guards'
+warnings count none): a reach is the namespaces that inherit it. AS says how
+each sees it: source; candidate (the namespace's stage is selected, so it
+sees the source's candidate instead, or, for a candidate, the item it
+stages); overlay. It lists the view in every namespace (-A): an org admin's
+question. -o wide adds the view item, its candidate and overlays.`,
+		Example: `  kubectl implicit reach rolebinding org-viewers -n implicit-global
+  kubectl implicit reach rolebinding org-viewers.next -n implicit-global -o wide`,
+		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.validateOutput(); err != nil {
 				return err
@@ -57,24 +79,22 @@ their count. It lists the view in every namespace (-A): an org admin's question.
 				return err
 			}
 			name := args[1]
-			list, err := dyn.Resource(gvr(resource)).List(cmd.Context(), metav1.ListOptions{
-				FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(),
-			})
+			stable, candidates := o.candidateNames(cmd.Context(), dyn, args[0], resource, source, name)
+			item := name
+			if stable != "" {
+				item = stable // a candidate shows under the name it stages
+			}
+			items, err := viewItems(cmd.Context(), dyn, resource, item)
 			if err != nil {
 				return err
 			}
 			out := Reach{APIVersion: "implicit.dev/v1alpha1", Kind: "Reach", Resource: resource, Source: source + "/" + name, Namespaces: []ReachedView{}}
-			for _, it := range list.Items {
-				scope := it.GetLabels()[merge.LabelScope]
-				if it.GetLabels()[merge.LabelSourceNamespace] == source {
-					out.Namespaces = append(out.Namespaces, ReachedView{Namespace: it.GetNamespace(), As: "source", Scope: scope})
-					continue
+			for _, it := range items {
+				if it.GetNamespace() == source {
+					continue // the source's own namespace: no reach
 				}
-				for _, ov := range strings.Split(it.GetAnnotations()[merge.AnnotationOverlays], ",") {
-					if ov == source+"/"+name {
-						out.Namespaces = append(out.Namespaces, ReachedView{Namespace: it.GetNamespace(), As: "overlay", Scope: scope})
-						break
-					}
+				if r, ok := reachedBy(it, source, name, stable, candidates); ok {
+					out.Namespaces = append(out.Namespaces, r)
 				}
 			}
 			sort.Slice(out.Namespaces, func(i, j int) bool { return out.Namespaces[i].Namespace < out.Namespaces[j].Namespace })
@@ -95,11 +115,100 @@ their count. It lists the view in every namespace (-A): an org admin's question.
 			if out.Count == 0 {
 				return nil
 			}
-			t := newTable(w, "NAMESPACE", "AS", "SCOPE")
+			headers := []string{"NAMESPACE", "AS", "SCOPE"}
+			if o.output == "wide" {
+				headers = append(headers, "ITEM", "CANDIDATE", "OVERLAYS")
+			}
+			t := newTable(w, headers...)
 			for _, r := range out.Namespaces {
-				t.row(r.Namespace, r.As, r.Scope)
+				row := []string{r.Namespace, r.As, r.Scope}
+				if o.output == "wide" {
+					row = append(row, r.Item, r.Candidate, strings.Join(r.Overlays, ","))
+				}
+				t.row(row...)
 			}
 			return t.flush()
 		},
 	}
+}
+
+// viewItems lists the view items named name in every namespace.
+func viewItems(ctx context.Context, dyn dynamic.Interface, resource, name string) ([]unstructured.Unstructured, error) {
+	list, err := dyn.Resource(gvr(resource)).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(list.Items, func(it unstructured.Unstructured) bool { return it.GetName() != name }), nil
+}
+
+// candidateNames reads the source object source/name: stable is the name it
+// stages when it is a candidate; candidates are the candidates for name
+// among source's objects otherwise. Who may not read the sources gets
+// neither: the view items alone answer then.
+func (o *options) candidateNames(ctx context.Context, dyn dynamic.Interface, kind, view, source, name string) (stable string, candidates []string) {
+	mapper, err := o.config.ToRESTMapper()
+	if err != nil {
+		return "", nil
+	}
+	res, err := sourceResource(mapper, kind, view)
+	if err != nil {
+		return "", nil
+	}
+	obj, err := dyn.Resource(res).Namespace(source).Get(ctx, name, metav1.GetOptions{})
+	if err == nil {
+		if c, _ := merge.ParseCandidate(name, obj.GetAnnotations()); c != nil {
+			return c.For, nil
+		}
+	} else if !apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	list, err := dyn.Resource(res).Namespace(source).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", nil
+	}
+	for _, it := range list.Items {
+		if it.GetName() != name && it.GetAnnotations()[merge.AnnotationCandidateFor] == name {
+			candidates = append(candidates, it.GetName())
+		}
+	}
+	return "", candidates
+}
+
+// reachedBy says how the view item it shows the source source/name (for a
+// candidate, stable is the name it stages; candidates are name's own).
+func reachedBy(it unstructured.Unstructured, source, name, stable string, candidates []string) (ReachedView, bool) {
+	r := ReachedView{Namespace: it.GetNamespace(), Scope: it.GetLabels()[merge.LabelScope], Item: it.GetName()}
+	ann := it.GetAnnotations()
+	if ov := ann[merge.AnnotationOverlays]; ov != "" {
+		r.Overlays = strings.Split(ov, ",")
+	}
+	var seen []string
+	if v := ann[merge.AnnotationCandidate]; v != "" {
+		seen = strings.Split(v, ",")
+	}
+	fromSource := it.GetLabels()[merge.LabelSourceNamespace] == source
+	overlay := slices.Contains(r.Overlays, source+"/"+it.GetName())
+	switch {
+	case stable != "":
+		// A candidate reaches the namespaces whose item it stands in for.
+		if (fromSource || overlay) && slices.Contains(seen, name) {
+			r.As, r.Candidate = "candidate", name
+			return r, true
+		}
+		return r, false
+	case fromSource || overlay:
+		r.As = "source"
+		if overlay {
+			r.As = "overlay"
+		}
+		for _, c := range candidates {
+			if slices.Contains(seen, c) {
+				r.As, r.Candidate = "candidate", c // sees the candidate instead
+			}
+		}
+		return r, true
+	}
+	return r, false
 }

@@ -82,7 +82,7 @@ namespace is audit-only.`,
 }
 
 func (o *options) rolloutPromoteCommand() *cobra.Command {
-	var dryRun bool
+	var dryRunFlag string
 	cmd := &cobra.Command{
 		Use:   "promote KIND NAME -n NAMESPACE",
 		Short: "Write the candidate's content into the stable source NAME, then delete the candidate",
@@ -102,13 +102,21 @@ If the second write fails, the stable source holds the candidate's content
 and the command fails, saying what to do: if the candidate still exists,
 delete it (or, if it changed since it was read, check it and promote again);
 if it was deleted meanwhile (an abort), the version the update replaced is
-printed, to write back if the abort should stand. --dry-run prints what
-would be written (-o json for JSON, YAML by default) and writes nothing.`,
-		Example: `  kubectl implicit rollout promote rolebinding org-viewers -n implicit-global --dry-run
+printed, to write back if the abort should stand.
+
+--dry-run=client prints what would be written (-o json for JSON, YAML by
+default) and sends nothing; --dry-run=server sends both writes as dry runs:
+the guards judge them and print their warnings, and the object as the server
+would store it is printed (without managedFields). Nothing is written.`,
+		Example: `  kubectl implicit rollout promote rolebinding org-viewers -n implicit-global --dry-run=server
   kubectl implicit rollout promote rolebinding org-viewers -n implicit-global`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.validateOutput(); err != nil {
+				return err
+			}
+			dryRun, err := parseDryRun(dryRunFlag)
+			if err != nil {
 				return err
 			}
 			r, err := o.rollout(args[0], args[1])
@@ -118,23 +126,28 @@ would be written (-o json for JSON, YAML by default) and writes nothing.`,
 			return r.promote(cmd.Context(), cmd.OutOrStdout(), dryRun, o.output)
 		},
 	}
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "Print what would be written; write nothing.")
+	addDryRunFlag(cmd, &dryRunFlag, "what would be written")
 	return cmd
 }
 
 func (o *options) rolloutAbortCommand() *cobra.Command {
-	var dryRun bool
+	var dryRunFlag string
 	cmd := &cobra.Command{
 		Use:   "abort KIND NAME -n NAMESPACE",
 		Short: "Delete the candidate of NAME: every namespace is back on the stable version",
 		Long: `Abort the staged rollout of NAME: delete its candidate, its uid as
 precondition. Every namespace that saw the candidate is back on the stable
-version (for a staged creation, loses the item). --dry-run prints what would
-be deleted and deletes nothing.`,
+version (for a staged creation, loses the item). --dry-run=client prints what
+would be deleted; --dry-run=server sends the delete as a dry run (the guards
+judge it and warn). Nothing is deleted.`,
 		Example: `  kubectl implicit rollout abort rolebinding org-viewers -n implicit-global`,
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.validateOutput(); err != nil {
+				return err
+			}
+			dryRun, err := parseDryRun(dryRunFlag)
+			if err != nil {
 				return err
 			}
 			r, err := o.rollout(args[0], args[1])
@@ -144,7 +157,7 @@ be deleted and deletes nothing.`,
 			return r.abort(cmd.Context(), cmd.OutOrStdout(), dryRun)
 		},
 	}
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "Print what would be deleted; delete nothing.")
+	addDryRunFlag(cmd, &dryRunFlag, "what would be deleted")
 	return cmd
 }
 
@@ -280,7 +293,7 @@ func names(objs []unstructured.Unstructured) []string {
 }
 
 // abort deletes the candidate, its uid as precondition.
-func (r *rollout) abort(ctx context.Context, w io.Writer, dryRun bool) error {
+func (r *rollout) abort(ctx context.Context, w io.Writer, dryRun dryRun) error {
 	stable, candidates, err := r.load(ctx)
 	if err != nil {
 		return err
@@ -289,14 +302,17 @@ func (r *rollout) abort(ctx context.Context, w io.Writer, dryRun bool) error {
 	if err != nil {
 		return err
 	}
-	if dryRun {
+	if dryRun == dryRunClient {
 		fmt.Fprintf(w, "%s (uid %s) would be deleted in %s (dry run)\n", r.ref(cand.GetName()), cand.GetUID(), r.namespace)
 		return nil
 	}
-	if err := r.deleteCandidate(ctx, cand, false); err != nil {
+	if err := r.deleteCandidate(ctx, cand, false, dryRun); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%s deleted in %s\n", r.ref(cand.GetName()), r.namespace)
+	fmt.Fprintf(w, "%s deleted in %s%s\n", r.ref(cand.GetName()), r.namespace, dryRun.suffix())
+	if dryRun == dryRunServer {
+		return nil
+	}
 	if stable == nil {
 		fmt.Fprintf(w, "The staged creation of %s is withdrawn.\n", r.name)
 	} else {
@@ -307,12 +323,12 @@ func (r *rollout) abort(ctx context.Context, w io.Writer, dryRun bool) error {
 
 // deleteCandidate deletes cand, its uid as precondition; unchanged, its
 // resourceVersion too: a promotion deletes only the version it promoted.
-func (r *rollout) deleteCandidate(ctx context.Context, cand *unstructured.Unstructured, unchanged bool) error {
+func (r *rollout) deleteCandidate(ctx context.Context, cand *unstructured.Unstructured, unchanged bool, dryRun dryRun) error {
 	p := &metav1.Preconditions{UID: ptr.To(cand.GetUID())}
 	if unchanged {
 		p.ResourceVersion = ptr.To(cand.GetResourceVersion())
 	}
-	return r.sources().Delete(ctx, cand.GetName(), metav1.DeleteOptions{Preconditions: p})
+	return r.sources().Delete(ctx, cand.GetName(), metav1.DeleteOptions{Preconditions: p, DryRun: dryRun.serverDryRun()})
 }
 
 // candidatesOf lists the candidate names a view item shows

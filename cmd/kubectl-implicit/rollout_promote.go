@@ -29,7 +29,7 @@ var fieldsFree = map[string]bool{"apiVersion": true, "kind": true, "metadata": t
 // changed between the read and the stable source's write is found by the
 // delete's preconditions, after that write. The promotion then fails, and
 // for an abort prints the version the write replaced, to write back.
-func (r *rollout) promote(ctx context.Context, w io.Writer, dryRun bool, output string) error {
+func (r *rollout) promote(ctx context.Context, w io.Writer, dryRun dryRun, output string) error {
 	stable, candidates, err := r.load(ctx)
 	if err != nil {
 		return err
@@ -61,7 +61,7 @@ func (r *rollout) promote(ctx context.Context, w io.Writer, dryRun bool, output 
 		fmt.Fprintf(w, "The candidate's %s: %q is not promoted: the stable source's stays (%s); change it with kubectl annotate.\n",
 			k, cand.GetAnnotations()[k], now)
 	}
-	if dryRun {
+	if dryRun == dryRunClient {
 		fmt.Fprintf(w, "%s would be %s in %s from candidate %s (dry run):\n", r.ref(r.name), would, r.namespace, cand.GetName())
 		if err := printObject(w, output, obj.Object); err != nil {
 			return err
@@ -69,19 +69,30 @@ func (r *rollout) promote(ctx context.Context, w io.Writer, dryRun bool, output 
 		fmt.Fprintf(w, "%s (uid %s) would then be deleted in %s (dry run)\n", r.ref(cand.GetName()), cand.GetUID(), r.namespace)
 		return nil
 	}
+	var written *unstructured.Unstructured
 	if stable == nil {
-		_, err = r.sources().Create(ctx, obj, metav1.CreateOptions{})
+		written, err = r.sources().Create(ctx, obj, metav1.CreateOptions{DryRun: dryRun.serverDryRun()})
 	} else {
-		_, err = r.sources().Update(ctx, obj, metav1.UpdateOptions{})
+		written, err = r.sources().Update(ctx, obj, metav1.UpdateOptions{DryRun: dryRun.serverDryRun()})
 	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%s %s in %s from candidate %s\n", r.ref(r.name), did, r.namespace, cand.GetName())
-	if err := r.deleteCandidate(ctx, cand, true); err != nil {
+	fmt.Fprintf(w, "%s %s in %s from candidate %s%s\n", r.ref(r.name), did, r.namespace, cand.GetName(), dryRun.suffix())
+	if dryRun == dryRunServer {
+		// What the server would store, as kubectl prints a dry run's
+		// object: without managedFields.
+		if err := printObject(w, output, written); err != nil {
+			return err
+		}
+	}
+	if err := r.deleteCandidate(ctx, cand, true, dryRun); err != nil {
+		if dryRun == dryRunServer {
+			return err // nothing was written: nothing stands halfway
+		}
 		return r.promotedButNotDeleted(w, output, stable, cand, err)
 	}
-	fmt.Fprintf(w, "%s deleted in %s\n", r.ref(cand.GetName()), r.namespace)
+	fmt.Fprintf(w, "%s deleted in %s%s\n", r.ref(cand.GetName()), r.namespace, dryRun.suffix())
 	return nil
 }
 

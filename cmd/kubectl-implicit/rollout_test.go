@@ -54,6 +54,15 @@ func newFake(t *testing.T, objs ...runtime.Object) *dynamicfake.FakeDynamicClien
 		if rv := obj.GetResourceVersion(); rv != "" && rv != cur.GetResourceVersion() {
 			return true, nil, apierrors.NewConflict(a.GetResource().GroupResource(), obj.GetName(), errors.New("the object has been modified"))
 		}
+		if isDryRun(a) {
+			return true, served(obj), nil
+		}
+		return false, nil, nil
+	})
+	c.PrependReactor("create", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if isDryRun(a) {
+			return true, served(a.(clienttesting.CreateAction).GetObject().(*unstructured.Unstructured)), nil
+		}
 		return false, nil, nil
 	})
 	c.PrependReactor("delete", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
@@ -68,9 +77,33 @@ func newFake(t *testing.T, objs ...runtime.Object) *dynamicfake.FakeDynamicClien
 		if p := d.GetDeleteOptions().Preconditions; p != nil && p.ResourceVersion != nil && *p.ResourceVersion != cur.GetResourceVersion() {
 			return true, nil, apierrors.NewConflict(a.GetResource().GroupResource(), d.GetName(), errors.New("the ResourceVersion in the precondition does not match"))
 		}
+		if isDryRun(a) {
+			return true, nil, nil
+		}
 		return false, nil, nil
 	})
 	return c
+}
+
+// isDryRun reports whether a is a server dry run: the fake then stores nothing.
+func isDryRun(a clienttesting.Action) bool {
+	var dryRun []string
+	switch a := a.(type) {
+	case clienttesting.CreateActionImpl:
+		dryRun = a.CreateOptions.DryRun
+	case clienttesting.UpdateActionImpl:
+		dryRun = a.UpdateOptions.DryRun
+	case clienttesting.DeleteActionImpl:
+		dryRun = a.DeleteOptions.DryRun
+	}
+	return len(dryRun) == 1 && dryRun[0] == metav1.DryRunAll
+}
+
+// served is obj as a server answers it: with managedFields.
+func served(obj *unstructured.Unstructured) *unstructured.Unstructured {
+	out := obj.DeepCopy()
+	out.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubectl-implicit", Operation: metav1.ManagedFieldsOperationUpdate}})
+	return out
 }
 
 func object(apiVersion, kind, ns, name string, uid types.UID, rv string, annotations map[string]string, fields map[string]any) *unstructured.Unstructured {
@@ -282,6 +315,9 @@ func verbs(c *dynamicfake.FakeDynamicClient) []string {
 		case clienttesting.UpdateAction:
 			v += " " + a.GetObject().(*unstructured.Unstructured).GetName()
 		}
+		if isDryRun(a) {
+			v += " (server dry run)"
+		}
 		out = append(out, v)
 	}
 	return out
@@ -374,7 +410,7 @@ func TestRolloutPromote(t *testing.T) {
 		stable     string
 		objs       []runtime.Object
 		react      func(*dynamicfake.FakeDynamicClient)
-		dryRun     bool
+		dryRun     dryRun
 		wantErr    func(error) bool
 		wantOut    []string
 		wantNotOut []string
@@ -509,7 +545,7 @@ func TestRolloutPromote(t *testing.T) {
 			wantStable: stable,
 		},
 		{
-			name: "dry run", source: rbSource, stable: "org-viewers", dryRun: true,
+			name: "dry run", source: rbSource, stable: "org-viewers", dryRun: dryRunClient,
 			objs: []runtime.Object{stable, cand},
 			wantOut: []string{
 				"rolebindings.rbac.authorization.k8s.io/org-viewers would be updated in implicit-global from candidate org-viewers.next (dry run):",
@@ -518,6 +554,21 @@ func TestRolloutPromote(t *testing.T) {
 				"rolebindings.rbac.authorization.k8s.io/org-viewers.next (uid cand-uid) would then be deleted in implicit-global (dry run)",
 			},
 			verbs:         []string{"get org-viewers", "list"},
+			wantStable:    stable,
+			wantCandidate: "org-viewers.next",
+		},
+		{
+			// Both writes go to the server as dry runs (its guards judge
+			// them); the object it answers is printed without managedFields.
+			name: "server dry run", source: rbSource, stable: "org-viewers", dryRun: dryRunServer,
+			objs: []runtime.Object{stable, cand},
+			wantOut: []string{
+				"rolebindings.rbac.authorization.k8s.io/org-viewers updated in implicit-global from candidate org-viewers.next (server dry run)",
+				"  name: org:auditors",
+				"rolebindings.rbac.authorization.k8s.io/org-viewers.next deleted in implicit-global (server dry run)",
+			},
+			wantNotOut:    []string{"managedFields", "kubectl-implicit"},
+			verbs:         []string{"get org-viewers", "list", "update org-viewers (server dry run)", "delete org-viewers.next (server dry run)"},
 			wantStable:    stable,
 			wantCandidate: "org-viewers.next",
 		},
@@ -597,7 +648,7 @@ func TestRolloutAbort(t *testing.T) {
 		name          string
 		objs          []runtime.Object
 		react         func(*dynamicfake.FakeDynamicClient)
-		dryRun        bool
+		dryRun        dryRun
 		wantErr       func(error) bool
 		wantOut       []string
 		verbs         []string
@@ -637,9 +688,17 @@ func TestRolloutAbort(t *testing.T) {
 		{
 			name:          "dry run",
 			objs:          []runtime.Object{stable, cand},
-			dryRun:        true,
+			dryRun:        dryRunClient,
 			wantOut:       []string{"rolebindings.rbac.authorization.k8s.io/org-viewers.next (uid cand-uid) would be deleted in implicit-global (dry run)"},
 			verbs:         []string{"get org-viewers", "list"},
+			wantCandidate: true,
+		},
+		{
+			name:          "server dry run",
+			objs:          []runtime.Object{stable, cand},
+			dryRun:        dryRunServer,
+			wantOut:       []string{"rolebindings.rbac.authorization.k8s.io/org-viewers.next deleted in implicit-global (server dry run)"},
+			verbs:         []string{"get org-viewers", "list", "delete org-viewers.next (server dry run)"},
 			wantCandidate: true,
 		},
 		{

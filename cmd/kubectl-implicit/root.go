@@ -21,13 +21,16 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/version"
 )
 
-// Exit codes: diff exits exitChanged when something would change, as
-// kubectl diff does, and can-i when the answer is no, as kubectl auth can-i
-// does; every command exits exitError on an error.
+// Exit codes, as kubectl's: every command exits exitError on an error, as
+// kubectl does; can-i exits exitChanged (1) when the answer is no, as
+// kubectl auth can-i does; diff exits exitChanged when something would
+// change and exitDiffError on an error, as kubectl diff does (0 no
+// differences, 1 differences, >1 an error).
 const (
-	exitOK      = 0
-	exitChanged = 1
-	exitError   = 2
+	exitOK        = 0
+	exitChanged   = 1
+	exitError     = 1
+	exitDiffError = 2
 )
 
 // errChanged tells run that diff found changes: not an error.
@@ -66,12 +69,14 @@ hierarchies, explanations, previews and rules reviews and its views:
   tree [NAMESPACE]            the hierarchy, problems marked (a namespace's lineage and subtree, or every namespace's)
   why KIND NAME -n NS         why NAME is, or is not, in NS's view of KIND: every scope, global down to NS
   reach KIND NAME -n NS       the namespaces whose view shows the source NS/NAME (reads the views of every namespace)
-  diff -f FILE                what applying (or, with --delete, deleting) FILE's sources would change, namespace by namespace;
-                              exits 1 when something would change, 0 when nothing would, 2 on error
+  diff -f FILENAME | -k DIR   what applying (or, with --delete, deleting) the sources would change, namespace by namespace,
+                              with a field diff per changed item; exits 0 when nothing would change, 1 when something would, >1 on error
   rollout status|promote|abort KIND NAME -n NS
                               a staged rollout: which namespaces see NS/NAME's candidate; promote it (two writes); abort it
   can-i VERB RESOURCE [NAME] -n NS | can-i --list -n NS
-                              what you may do in NS and why: local RBAC or which inherited RoleBinding; exits 1 on no`,
+                              what you may do in NS and why: local RBAC or which inherited RoleBinding; exits 1 on no
+
+Every command exits 1 on an error, as kubectl does.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version.Version,
@@ -83,16 +88,19 @@ hierarchies, explanations, previews and rules reviews and its views:
 	o.config.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: "+outputFormats+". Default: a table.")
 	root.AddCommand(o.treeCommand(), o.whyCommand(), o.reachCommand(), o.diffCommand(), o.rolloutCommand(), o.canICommand(), versionCommand())
-	err := root.ExecuteContext(ctx)
+	o.addCompletions(root)
+	cmd, err := root.ExecuteContextC(ctx)
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.Is(err, errChanged), errors.Is(err, errDenied):
 		return exitChanged
-	default:
-		printError(streams.ErrOut, err)
-		return exitError
 	}
+	printError(streams.ErrOut, err)
+	if cmd != nil && cmd.Name() == "diff" {
+		return exitDiffError
+	}
+	return exitError
 }
 
 // printError prints err as kubectl does: an API error as "Error from server

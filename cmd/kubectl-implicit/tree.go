@@ -101,10 +101,11 @@ func (o *options) printForest(w io.Writer, all *v1alpha1.HierarchyList) error {
 		}
 	}
 	sort.Strings(roots)
+	t := o.newTreeTable(w)
 	for _, r := range roots {
-		printNode(w, byName, r, "", "", map[string]bool{})
+		printNode(t, byName, r, "", "", map[string]bool{})
 	}
-	return nil
+	return t.flush()
 }
 
 // printSubtree prints ns's ancestors down to it, then the subtree that
@@ -147,20 +148,70 @@ func (o *options) printSubtree(ctx context.Context, w io.Writer, dyn dynamic.Int
 		return printHierarchies(w, o.output, list)
 	}
 	// The ancestors, farthest first, each one level deeper.
+	t := o.newTreeTable(w)
 	indent := ""
 	for i := len(h.Status.Ancestors) - 1; i >= 0; i-- {
 		prefix := ""
 		if indent != "" {
 			prefix = indent[:len(indent)-4] + "└── "
 		}
-		fmt.Fprintln(w, prefix+h.Status.Ancestors[i])
+		t.line(prefix+h.Status.Ancestors[i], nil)
 		indent += "    "
 	}
 	first := ""
 	if indent != "" {
 		first = indent[:len(indent)-4] + "└── "
 	}
-	printNode(w, byName, ns, first, indent, map[string]bool{})
+	printNode(t, byName, ns, first, indent, map[string]bool{})
+	return t.flush()
+}
+
+// treeTable prints the tree: a line per namespace, its marks after it; with
+// -o wide, a table whose first column is the tree, then each namespace's
+// TENANT (or why it is none), PARENT label, ANCESTORS and CHILDREN counts.
+type treeTable struct {
+	w    io.Writer
+	wide *table
+}
+
+func (o *options) newTreeTable(w io.Writer) *treeTable {
+	t := &treeTable{w: w}
+	if o.output == "wide" {
+		t.wide = newTable(w, "NAMESPACE", "TENANT", "PARENT", "ANCESTORS", "CHILDREN", "PROBLEMS")
+	}
+	return t
+}
+
+// line prints the namespace drawn as drawn; h is its hierarchy (nil: not
+// read, an ancestor or a child the caller may not read).
+func (t *treeTable) line(drawn string, h *v1alpha1.Hierarchy) {
+	if t.wide == nil {
+		fmt.Fprintln(t.w, drawn+marks(h))
+		return
+	}
+	if h == nil {
+		t.wide.row(drawn, "?", "?", "?", "?", "?") // not read
+		return
+	}
+	tenant := "yes"
+	if !h.Status.Tenant {
+		tenant = "no"
+		if h.Status.NotTenant != "" {
+			tenant = "no (" + h.Status.NotTenant + ")"
+		}
+	}
+	var problems []string
+	for _, p := range h.Status.Problems {
+		problems = append(problems, p.Reason)
+	}
+	// An empty cell prints <none>, as kubectl's.
+	t.wide.row(drawn, tenant, h.Status.Parent, fmt.Sprint(len(h.Status.Ancestors)), fmt.Sprint(len(h.Status.Children)), strings.Join(problems, ","))
+}
+
+func (t *treeTable) flush() error {
+	if t.wide != nil {
+		return t.wide.flush()
+	}
 	return nil
 }
 
@@ -175,9 +226,9 @@ func printHierarchies(w io.Writer, format string, list *v1alpha1.HierarchyList) 
 }
 
 // printNode prints name (after first) and its children below it (after rest).
-func printNode(w io.Writer, byName map[string]*v1alpha1.Hierarchy, name, first, rest string, seen map[string]bool) {
+func printNode(t *treeTable, byName map[string]*v1alpha1.Hierarchy, name, first, rest string, seen map[string]bool) {
 	h, ok := byName[name]
-	fmt.Fprintln(w, first+name+marks(h, ok))
+	t.line(first+name, h)
 	if !ok || seen[name] {
 		return
 	}
@@ -185,21 +236,32 @@ func printNode(w io.Writer, byName map[string]*v1alpha1.Hierarchy, name, first, 
 	kids := h.Status.Children
 	for i, c := range kids {
 		if i == len(kids)-1 {
-			printNode(w, byName, c, rest+"└── ", rest+"    ", seen)
+			printNode(t, byName, c, rest+"└── ", rest+"    ", seen)
 		} else {
-			printNode(w, byName, c, rest+"├── ", rest+"│   ", seen)
+			printNode(t, byName, c, rest+"├── ", rest+"│   ", seen)
 		}
 	}
 }
 
-// marks are a namespace's annotations in the tree.
-func marks(h *v1alpha1.Hierarchy, ok bool) string {
-	if !ok {
+// notTenantMarks say why a namespace is no tenant, by HierarchyStatus.NotTenant.
+var notTenantMarks = map[string]string{
+	v1alpha1.NotTenantGlobal:   "global: every tenant inherits its sources",
+	v1alpha1.NotTenantOptedOut: "opted out: implicit.dev/inherit=false, inherits nothing",
+	v1alpha1.NotTenantExcluded: "not a tenant: excluded by the server",
+}
+
+// marks are a namespace's annotations in the tree (h nil: not read).
+func marks(h *v1alpha1.Hierarchy) string {
+	if h == nil {
 		return ""
 	}
 	var m []string
 	if !h.Status.Tenant {
-		m = append(m, "not a tenant")
+		mark, ok := notTenantMarks[h.Status.NotTenant]
+		if !ok {
+			mark = "not a tenant" // a server that does not say why
+		}
+		m = append(m, mark)
 	}
 	for _, p := range h.Status.Problems {
 		m = append(m, p.Reason+": "+p.Message)

@@ -20,7 +20,8 @@ func (o *options) whyCommand() *cobra.Command {
 		Long: `Explain one item of a view with an Explanation (explanations.implicit.dev):
 every scope from global down to the namespace, the item each holds, and what
 became of it: Won, Shadowed, Overlaid, BlockedByLock, Excluded, and by which
-namespace. NAME need not be in the view. Needs get on the view in the namespace.`,
+namespace (-o wide: and in words). NAME need not be in the view; a candidate
+is explained as the item it stages. Needs get on the view in the namespace.`,
 		Example: `  kubectl implicit why rolebinding org-viewers -n team-a
   kubectl implicit why networkpolicies default-deny -n team-a -o yaml`,
 		Args: cobra.ExactArgs(2),
@@ -65,19 +66,25 @@ namespace. NAME need not be in the view. Needs get on the view in the namespace.
 				e.APIVersion, e.Kind = v1alpha1.SchemeGroupVersion.String(), "Explanation"
 				return printObject(cmd.OutOrStdout(), o.output, e)
 			}
-			return printExplanation(cmd.OutOrStdout(), e)
+			return printExplanation(cmd.OutOrStdout(), e, o.output == "wide")
 		},
 	}
 }
 
-func printExplanation(w io.Writer, e *v1alpha1.Explanation) error {
+// printExplanation prints the summary, then a row per scope; wide adds
+// each scope's MESSAGE (what became of its item, in words).
+func printExplanation(w io.Writer, e *v1alpha1.Explanation, wide bool) error {
 	st := e.Status
 	fmt.Fprintln(w, st.Summary+".")
 	if st.HierarchyProblem != "" {
 		fmt.Fprintln(w, "Hierarchy problem: "+st.HierarchyProblem+".")
 	}
 	fmt.Fprintln(w)
-	t := newTable(w, "SCOPE", "NAMESPACE", "ITEM", "LOCKED", "OUTCOME", "BY", "EXCLUSIONS")
+	headers := []string{"SCOPE", "NAMESPACE", "ITEM", "LOCKED", "OUTCOME", "BY", "EXCLUSIONS"}
+	if wide {
+		headers = append(headers, "MESSAGE")
+	}
+	t := newTable(w, headers...)
 	for _, s := range st.Scopes {
 		item, locked := "-", "-"
 		if s.Item != nil {
@@ -95,7 +102,11 @@ func printExplanation(w io.Writer, e *v1alpha1.Explanation) error {
 		if exclusions == "" {
 			exclusions = "-"
 		}
-		t.row(s.Scope, s.Namespace, item, locked, s.Outcome, by, exclusions)
+		row := []string{s.Scope, s.Namespace, item, locked, s.Outcome, by, exclusions}
+		if wide {
+			row = append(row, s.Message)
+		}
+		t.row(row...)
 	}
 	if err := t.flush(); err != nil {
 		return err

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Cross-compiles kubectl-implicit for each krew platform into
-# DIST/kubectl-implicit-VERSION-OS-ARCH.tar.gz (the binary and LICENSE), and
+# DIST/kubectl-implicit-VERSION-OS-ARCH.tar.gz (the binary, its completion
+# script kubectl_complete-implicit and LICENSE), and
 # renders the krew manifest hack/krew/implicit.yaml into DIST/krew/implicit.yaml
 # with each archive's sha256. No signing.
 #
@@ -34,9 +35,11 @@ for platform in $platforms; do
 	(cd "$root" && CGO_ENABLED=0 GOOS=$os GOARCH=$arch "$go" build -trimpath -ldflags "-s -w $ldflags" \
 		-o "$work/$name/kubectl-implicit" ./cmd/kubectl-implicit)
 	cp "$root/LICENSE" "$work/$name/"
+	cp "$root/hack/krew/kubectl_complete-implicit" "$work/$name/"
+	chmod 0755 "$work/$name/kubectl_complete-implicit"
 	# Reproducible archives: fixed order, owner and times.
 	tar -C "$work/$name" --sort=name --owner=0 --group=0 --numeric-owner --mtime='@0' \
-		-cf - kubectl-implicit LICENSE | gzip -n > "$dist/$name.tar.gz"
+		-cf - kubectl-implicit kubectl_complete-implicit LICENSE | gzip -n > "$dist/$name.tar.gz"
 	sum=$(sha256sum "$dist/$name.tar.gz" | cut -d' ' -f1)
 	manifest=${manifest//@SHA256_${os}_${arch}@/$sum}
 	echo "$name.tar.gz $sum"

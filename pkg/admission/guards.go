@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
@@ -25,6 +26,12 @@ type Index interface {
 	// Reach counts the namespaces whose view of resource changes if the
 	// source namespace/name becomes obj (nil: deleted).
 	Reach(resource, namespace, name string, obj runtime.Object) (int, error)
+	// InheritedReach is Reach without the source's own namespace: the
+	// namespaces that inherit the source, as every reach is counted.
+	InheritedReach(resource, namespace, name string, obj runtime.Object) (int, error)
+	// DeletionLosers lists the namespaces whose views hold items of
+	// namespace or of its ancestors that deleting namespace takes away.
+	DeletionLosers(namespace string) ([]string, error)
 	// Inherited is the item namespace's view would show for name without an
 	// object of its own.
 	Inherited(resource, namespace, name string) (merge.Result, bool, error)
@@ -528,11 +535,18 @@ func (g *Guards) lockedInherited(s source) (merge.Result, bool, error) {
 	return merge.Result{}, false, nil
 }
 
-// Fanout warns of every update or delete of an inherited source: how many
-// namespaces' views it changes.
+// Fanout warns of every create, update or delete of an inherited source:
+// how many namespaces that inherit it see their view change (its own
+// namespace is not counted). Its handler drops the warning of a request
+// another guard denies (unlessDenied).
 func (g *Guards) Fanout(_ context.Context, req *admissionv1.AdmissionRequest) decision {
 	s, ok, err := g.source(req)
-	if !ok || err != nil || (req.Operation != admissionv1.Update && req.Operation != admissionv1.Delete) || copyTouched(s) {
+	if !ok || err != nil || copyTouched(s) {
+		return allow()
+	}
+	switch req.Operation {
+	case admissionv1.Create, admissionv1.Update, admissionv1.Delete:
+	default:
 		return allow()
 	}
 	// A candidate never shows under its own name: the candidates guard
@@ -547,11 +561,14 @@ func (g *Guards) Fanout(_ context.Context, req *admissionv1.AdmissionRequest) de
 	if !g.isGlobal(s.namespace) && !g.index.HasDescendants(s.namespace) {
 		return allow()
 	}
+	if req.Operation == admissionv1.Create && newC != nil {
+		return allow() // the candidates guard warns of its reach
+	}
 	var next runtime.Object
-	if req.Operation == admissionv1.Update && s.obj != nil && newC == nil {
+	if req.Operation != admissionv1.Delete && s.obj != nil && newC == nil {
 		next = s.obj
 	}
-	n, err := g.index.Reach(s.resource, s.namespace, s.name, next)
+	n, err := g.index.InheritedReach(s.resource, s.namespace, s.name, next)
 	if err != nil {
 		// A warning is never worth failing a write for.
 		return allow()
@@ -572,4 +589,43 @@ func warning(namespaces int) string {
 // or deleted), one real write each.
 func materializedWarning(namespaces int) string {
 	return fmt.Sprintf("%s and makes %d real writes (materialized copies, delivery: Materialize)", warning(namespaces), namespaces)
+}
+
+// sourceGuards are the guards of source objects that may deny a request
+// another one warns of, by path.
+func (g *Guards) sourceGuards() map[string]func(context.Context, *admissionv1.AdmissionRequest) decision {
+	return map[string]func(context.Context, *admissionv1.AdmissionRequest) decision{
+		pathLocks: g.Locks, pathShadows: g.Shadows, pathMaterialized: g.Materialized, pathCandidates: g.Candidates,
+	}
+}
+
+// unlessDenied drops d's warnings when another guard of this project
+// (other than the one at path) denies the request: kube-apiserver prints
+// the warnings of every webhook that allowed, even when another denied, and
+// a warning that "this change reaches N namespaces" beside a refusal says
+// something that does not happen. The others are asked as of a dry run, so
+// that they remember nothing of a request they are not answering; one that
+// can't decide takes nothing away.
+func (g *Guards) unlessDenied(ctx context.Context, req *admissionv1.AdmissionRequest, path string, d decision) decision {
+	if !d.allowed || len(d.warnings) == 0 || !g.otherDenies(ctx, req, path) {
+		return d
+	}
+	d.warnings = nil
+	return d
+}
+
+// otherDenies reports whether a source guard other than the one at path
+// denies req.
+func (g *Guards) otherDenies(ctx context.Context, req *admissionv1.AdmissionRequest, path string) bool {
+	dry := req.DeepCopy()
+	dry.DryRun = ptr.To(true)
+	for p, guard := range g.sourceGuards() {
+		if p == path {
+			continue
+		}
+		if o := guard(ctx, dry); !o.allowed && o.unavailable == nil {
+			return true
+		}
+	}
+	return false
 }

@@ -74,6 +74,14 @@ func (g *Guards) Handler(path string) http.Handler {
 	if decide == nil {
 		return http.NotFoundHandler()
 	}
+	switch path {
+	case pathFanout, pathShadows, pathCandidates:
+		// Their warnings are dropped when another guard denies.
+		guard := decide
+		decide = func(ctx context.Context, req *admissionv1.AdmissionRequest) decision {
+			return g.unlessDenied(ctx, req, path, guard(ctx, req))
+		}
+	}
 	if path == pathParents {
 		// One decision per tenant at a time under the parents guard's lock
 		// (turns.go).

@@ -67,6 +67,8 @@ type fakeIndex struct {
 	lockedErr error
 	reach     int
 	reachErr  error
+	// losers answers DeletionLosers by namespace.
+	losers map[string][]string
 	// terminating answers Terminating.
 	terminating map[string]bool
 	// overlays answers Overlays by "resource name".
@@ -106,6 +108,16 @@ func (f *fakeIndex) Reach(resource, namespace, name string, obj runtime.Object) 
 	defer f.mu.Unlock()
 	f.reachCalls = append(f.reachCalls, reachCall{resource, namespace, name, obj})
 	return f.reach, f.reachErr
+}
+
+// InheritedReach implements admission.Index: reach, as Reach answers it.
+func (f *fakeIndex) InheritedReach(resource, namespace, name string, obj runtime.Object) (int, error) {
+	return f.Reach(resource, namespace, name, obj)
+}
+
+// DeletionLosers implements admission.Index: losers by namespace.
+func (f *fakeIndex) DeletionLosers(namespace string) ([]string, error) {
+	return f.losers[namespace], nil
 }
 
 // Inherited implements admission.Index.

@@ -170,6 +170,10 @@ const maxRejudge = 3
 // judgement against the mirror and the assumptions is made under the lock,
 // again after the questions, and the change is assumed only if nothing it
 // needs changed meanwhile.
+//
+// It also judges the implicit.dev/exclude annotation (exclusions.go): an
+// entry added that names no served view is refused, and the warnings of
+// the exclusions come with the answer when the change is allowed.
 func (g *Guards) Parents(ctx context.Context, req *admissionv1.AdmissionRequest) decision {
 	// Labels reach a namespace through its status and finalize
 	// subresources too: all three are guarded alike.
@@ -177,6 +181,18 @@ func (g *Guards) Parents(ctx context.Context, req *admissionv1.AdmissionRequest)
 	if !ok {
 		return d
 	}
+	ex := g.exclusions(old, obj)
+	if !ex.allowed {
+		return ex
+	}
+	d = g.parents(ctx, req, old, obj)
+	if d.allowed {
+		d.warnings = append(d.warnings, ex.warnings...)
+	}
+	return d
+}
+
+func (g *Guards) parents(ctx context.Context, req *admissionv1.AdmissionRequest, old, obj *unstructured.Unstructured) decision {
 	name := obj.GetName()
 	before, after := hierarchyOfNamespace(old), hierarchyOfNamespace(obj)
 	if old != nil && before == after {
@@ -613,6 +629,12 @@ func (g *Guards) NamespaceDeletions(ctx context.Context, req *admissionv1.Admiss
 			return d
 		}
 	}
+	// Allowed: say who loses inherited items (a warning is never worth
+	// failing a deletion for).
+	var warnings []string
+	if losers, err := g.index.DeletionLosers(req.Name); err == nil && len(losers) > 0 {
+		warnings = append(warnings, DeletionWarning(req.Name, losers))
+	}
 	// Until the mirror shows it gone, the namespace is assumed gone: a
 	// child moved below it a moment later must not be judged as still
 	// inheriting through it.
@@ -627,5 +649,17 @@ func (g *Guards) NamespaceDeletions(ctx context.Context, req *admissionv1.Admiss
 			g.hierarchy.mu.Unlock()
 		}
 	}
-	return allow()
+	return allow(warnings...)
+}
+
+// DeletionWarning is the warning of a namespace's deletion that takes
+// inherited items from losers: they lose their parent, and what it and the
+// namespaces above it passed down.
+func DeletionWarning(namespace string, losers []string) string {
+	const show = 10
+	names := strings.Join(losers, ", ")
+	if len(losers) > show {
+		names = fmt.Sprintf("%s and %d more", strings.Join(losers[:show], ", "), len(losers)-show)
+	}
+	return fmt.Sprintf("implicit.dev: deleting namespace %s takes inherited items from %d namespaces: %s", namespace, len(losers), names)
 }

@@ -85,12 +85,14 @@ var candidateTouchedExpr = func() string {
 // (on creation too), changed or removed.
 var stageChanged = metadataChanged("labels", merge.LabelStage)
 
-// hierarchyChanged is true when a namespace's parent label, inherit label
-// or parent-uid annotation is set, changed or removed.
+// hierarchyChanged is true when a namespace's parent label, inherit label,
+// parent-uid annotation or exclude annotation is set, changed or removed
+// (the parents guard judges the exclusions too).
 var hierarchyChanged = strings.Join([]string{
 	metadataChanged("labels", merge.LabelParent),
 	metadataChanged("labels", merge.LabelInherit),
 	metadataChanged("annotations", merge.AnnotationParentUID),
+	metadataChanged("annotations", merge.AnnotationExclude),
 }, " || ")
 
 // parentTouched is true when a namespace's parent label or parent-uid
@@ -263,7 +265,7 @@ func sourceRules(served []schema.GroupResource, ops []admissionregistrationv1.Op
 var sourceWebhookOps = map[string][]admissionregistrationv1.OperationType{
 	WebhookLocks:        {admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete},
 	WebhookShadows:      {admissionregistrationv1.Create},
-	WebhookFanout:       {admissionregistrationv1.Update, admissionregistrationv1.Delete},
+	WebhookFanout:       {admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete},
 	WebhookMaterialized: {admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete},
 	WebhookCandidates:   {admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete},
 }

@@ -106,7 +106,7 @@ func TestConfiguration(t *testing.T) {
 				Scope: ptr.To(admissionregistrationv1.ClusterScope),
 			},
 		}}},
-		{admission.WebhookFanout, admission.PathFanout, "implicit-sources", admissionregistrationv1.Ignore, 2, sourceRule(u, d)},
+		{admission.WebhookFanout, admission.PathFanout, "implicit-sources", admissionregistrationv1.Ignore, 2, sourceRule(c, u, d)},
 		// The materialized guard sees status updates too: they write a
 		// copy's labels.
 		{admission.WebhookMaterialized, admission.PathMaterialized, "materialized-touched", admissionregistrationv1.Fail, 5, append(sourceRule(c, u, d), statusRule...)},

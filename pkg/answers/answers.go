@@ -1,6 +1,7 @@
 package answers
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
@@ -82,6 +83,7 @@ func hierarchy(r watchmux.Reader, namespace string) v1alpha1.HierarchyStatus {
 	h := v1alpha1.HierarchyStatus{Tenant: l.Tenant}
 	if l.Namespace != nil {
 		h.Parent = l.Namespace.Labels[merge.LabelParent]
+		h.NotTenant = notTenant(r, l)
 	}
 	for _, a := range l.Ancestors {
 		h.Ancestors = append(h.Ancestors, a.Name)
@@ -123,11 +125,23 @@ func (a *Answers) SourceExists(resource, namespace, name string) (exists bool, e
 // what became of it. It names only the namespace's lineage, which its views
 // reveal already.
 func (a *Answers) Explain(resource, namespace, name string) (st v1alpha1.ExplanationStatus, err error) {
+	found := true
 	err = a.read(func(r watchmux.Reader) {
 		l := r.Lineage(namespace)
+		if found = l.Namespace != nil; !found {
+			return
+		}
 		e := explain(r, resource, name, l, nil)
 		st = explanationStatus(resource, name, namespace, l, e)
+		if s, ok := candidateSummary(r, resource, name, namespace, l); ok && !st.InView {
+			st.Summary = s
+		}
 	})
+	if err == nil && !found {
+		// As kube-apiserver answers for an object of a namespace that
+		// does not exist: the question has no answer.
+		err = namespaceNotFound(namespace)
+	}
 	return st, err
 }
 
@@ -139,7 +153,8 @@ func explain(r watchmux.Reader, resource, name string, l merge.Lineage, edit *wa
 		// candidate selects is explained with the candidate standing in.
 		items := r.NameItems(resource, ns, name)
 		if edit != nil && edit.Namespace == ns {
-			items = slices.DeleteFunc(items, func(it merge.Item) bool { return it.Name == name })
+			// The edited source (a candidate for name is one of name's items).
+			items = slices.DeleteFunc(items, func(it merge.Item) bool { return it.Name == edit.Name })
 			if edit.Item != nil {
 				items = append([]merge.Item{*edit.Item}, items...)
 			}
@@ -197,7 +212,7 @@ func summary(resource, name, namespace string, l merge.Lineage, e merge.Explanat
 			s += fmt.Sprintf(", with %d overlay(s) merged on top", len(r.Overlays))
 		}
 		if len(r.Conflicts) > 0 {
-			s += "; a lock blocked " + r.Conflict()
+			s += "; " + r.Conflict() // "shadow by local team-b/x blocked: ... is locked"
 		}
 		return s
 	}
@@ -226,11 +241,31 @@ func (a *Answers) Preview(resource, namespace, name string, obj runtime.Object) 
 			return v1alpha1.PreviewStatus{}, fmt.Errorf("preview of %s %s/%s: %w", resource, namespace, name, err)
 		}
 		ann := acc.GetAnnotations()
-		edit.Item = &merge.Item{Namespace: namespace, Name: name, Locked: merge.IsLocked(ann), Overlay: merge.WantsOverlay(ann), Object: obj}
+		// A candidate is one whatever its annotations' errors, as the
+		// mirror reads it: a malformed one reaches no namespace.
+		c, _ := merge.ParseCandidate(name, ann)
+		edit.Item = &merge.Item{Namespace: namespace, Name: name, Locked: merge.IsLocked(ann), Overlay: merge.WantsOverlay(ann), Object: obj, Candidate: c}
 	}
 	var st v1alpha1.PreviewStatus
-	err := a.read(func(r watchmux.Reader) { st = preview(r, resource, edit, obj == nil) })
+	err := a.read(func(r watchmux.Reader) { st = preview(r, resource, stagedView(r, resource, edit), obj == nil) })
 	return st, err
+}
+
+// stagedView sets e.View for the edit of a candidate: the view item it
+// stages (its candidate-for), which is what the canary namespaces see
+// change. A candidate deleted is the one the mirror holds; one written is
+// the edit's (it may become, or stop being, a candidate).
+func stagedView(r watchmux.Reader, resource string, e watchmux.Edit) watchmux.Edit {
+	it := e.Item
+	if it == nil {
+		if cur, ok := r.Source(resource, e.Namespace, e.Name); ok {
+			it = &cur
+		}
+	}
+	if it != nil && it.Candidate != nil && it.Candidate.For != "" && it.Candidate.For != e.Name {
+		e.View = it.Candidate.For
+	}
+	return e
 }
 
 func preview(r watchmux.Reader, resource string, edit watchmux.Edit, deleted bool) v1alpha1.PreviewStatus {
@@ -246,8 +281,12 @@ func preview(r watchmux.Reader, resource string, edit watchmux.Edit, deleted boo
 	reached := r.Reached(resource, namespace)
 	sort.Strings(reached)
 	st.Reached = len(reached)
+	view := name
+	if edit.View != "" {
+		view = edit.View
+	}
 	for _, ns := range reached {
-		before := first(r.Results(resource, ns, name))
+		before := first(r.Results(resource, ns, view))
 		after := first(r.ResultsAfter(resource, ns, edit))
 		change := v1alpha1.NamespaceChange{Namespace: ns, Before: itemSummary(before), After: itemSummary(after)}
 		switch {
@@ -268,7 +307,7 @@ func preview(r watchmux.Reader, resource string, edit watchmux.Edit, deleted boo
 		if !deleted {
 			with = &edit
 		}
-		e := explain(r, resource, name, r.Lineage(ns), with)
+		e := explain(r, resource, view, r.Lineage(ns), with)
 		for _, lv := range e.Levels {
 			if lv.Namespace != namespace || lv.Item == nil {
 				continue
@@ -301,6 +340,15 @@ func itemSummary(r *merge.Result) *v1alpha1.ItemSummary {
 	}
 	for _, o := range r.Overlays {
 		s.Overlays = append(s.Overlays, o.Namespace+"/"+o.Name)
+	}
+	obj := r.Item.Object
+	if r.Object != nil {
+		obj = r.Object
+	}
+	if c, err := content(obj); err == nil {
+		if raw, err := json.Marshal(c); err == nil {
+			s.Content = &runtime.RawExtension{Raw: raw}
+		}
 	}
 	return s
 }

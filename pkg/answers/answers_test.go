@@ -47,7 +47,7 @@ func TestQuestionHierarchy(t *testing.T) {
 		{"org", v1alpha1.HierarchyStatus{Tenant: true, Children: []string{"team-a", "team-b"}}, true},
 		{"team-a", v1alpha1.HierarchyStatus{Tenant: true, Parent: "org", Ancestors: []string{"org"}, Children: []string{"team-a-1"}}, true},
 		{"team-a-1", v1alpha1.HierarchyStatus{Tenant: true, Parent: "team-a", Ancestors: []string{"team-a", "org"}}, true},
-		{"kube-system", v1alpha1.HierarchyStatus{}, true},
+		{"kube-system", v1alpha1.HierarchyStatus{NotTenant: v1alpha1.NotTenantExcluded}, true},
 		{"c1", v1alpha1.HierarchyStatus{Tenant: true, Parent: "c2", Problems: []v1alpha1.HierarchyProblem{{
 			Reason: "Cycle", Namespace: "c2", Parent: "c1", Cycle: []string{"c1", "c2"},
 			Message: "namespaces c1 -> c2 form a parent cycle and inherit from no parent",

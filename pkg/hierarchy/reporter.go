@@ -167,7 +167,7 @@ func (r *Reporter) report() error {
 		klog.InfoS("Hierarchy problem", "namespace", klog.KRef("", name), "reason", p.Reason, "problem", msg)
 		if r.recorder != nil {
 			if ns, ok := byName[name]; ok {
-				r.recorder.Event(ns, corev1.EventTypeWarning, "Hierarchy"+string(p.Reason), msg)
+				r.recorder.Event(inNamespace(ns), corev1.EventTypeWarning, "Hierarchy"+string(p.Reason), msg)
 			}
 		}
 	}
@@ -181,4 +181,15 @@ func (r *Reporter) report() error {
 		hierarchyErrors.WithLabelValues(string(reason)).Set(float64(n))
 	}
 	return nil
+}
+
+// inNamespace is the reference an Event about namespace ns is recorded on:
+// the Namespace itself, with the Event put in that namespace (an Event
+// about a cluster-scoped object would go to "default", where the
+// namespace's tenants never look; kubectl events -n NS shows it there).
+func inNamespace(ns *corev1.Namespace) *corev1.ObjectReference {
+	return &corev1.ObjectReference{
+		APIVersion: "v1", Kind: "Namespace", Name: ns.Name, UID: ns.UID,
+		ResourceVersion: ns.ResourceVersion, Namespace: ns.Name,
+	}
 }

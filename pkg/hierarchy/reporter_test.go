@@ -24,20 +24,28 @@ import (
 )
 
 // namingRecorder is a record.FakeRecorder whose events also name the
-// object they were recorded on.
+// object they were recorded on and the namespace the Event goes to, as
+// client-go's recorder places it: the reference's namespace, "default" for
+// a cluster-scoped object.
 type namingRecorder struct{ *record.FakeRecorder }
 
 func (r namingRecorder) Event(obj runtime.Object, eventtype, reason, message string) {
-	name := "<unknown>"
-	if m, err := meta.Accessor(obj); err == nil {
-		name = m.GetName()
+	name, where := "<unknown>", ""
+	if ref, ok := obj.(*corev1.ObjectReference); ok {
+		name, where = ref.Name, ref.Namespace
+	} else if m, err := meta.Accessor(obj); err == nil {
+		name, where = m.GetName(), m.GetNamespace()
 	}
-	r.FakeRecorder.Event(obj, eventtype, reason, name+": "+message)
+	if where == "" {
+		where = metav1.NamespaceDefault
+	}
+	r.FakeRecorder.Event(obj, eventtype, reason, name+" in "+where+": "+message)
 }
 
-// event is what the reporter records, through namingRecorder, for p.
+// event is what the reporter records, through namingRecorder, for p: an
+// Event in the namespace it is about (issue 27), where its tenants look.
 func event(p merge.Problem) string {
-	return fmt.Sprintf("%s Hierarchy%s %s: %s", corev1.EventTypeWarning, p.Reason, p.Namespace, p.String())
+	return fmt.Sprintf("%s Hierarchy%s %s in %s: %s", corev1.EventTypeWarning, p.Reason, p.Namespace, p.Namespace, p.String())
 }
 
 // hierarchyGauge reads implicit_hierarchy_problem_namespaces by reason from

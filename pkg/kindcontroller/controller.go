@@ -132,6 +132,8 @@ type servedKind struct {
 	storage     *registry.Storage
 	fingerprint string
 	synced      bool
+	// fromCRD: the kind's columns were read from its CRD (crdgone.go).
+	fromCRD bool
 }
 
 // New feeds the built-in kinds of c to the mux, which must have

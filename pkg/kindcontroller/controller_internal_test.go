@@ -34,6 +34,8 @@ type fakeGroup struct {
 	sets [][]string
 	// schemas are the resources whose schemas were set, in order.
 	schemas []string
+	// columns are the printer column names of each kind of the last Set.
+	columns map[string][]string
 }
 
 func (g *fakeGroup) SetSchemas(k kinds.Kind, _ servedgroup.HostSchemas) {
@@ -54,6 +56,12 @@ func (g *fakeGroup) Set(views []servedgroup.View) error {
 	}
 	slices.Sort(resources)
 	g.sets = append(g.sets, resources)
+	g.columns = map[string][]string{}
+	for _, v := range views {
+		for _, c := range v.Kind.Columns {
+			g.columns[v.Kind.Resource()] = append(g.columns[v.Kind.Resource()], c.Name)
+		}
+	}
 	return nil
 }
 

@@ -33,6 +33,9 @@ func (c *Controller) poll(ctx context.Context) []<-chan struct{} {
 		c.mu.Lock()
 		known := c.kinds[r.Source.Resource]
 		c.mu.Unlock()
+		if err == nil && known != nil {
+			err = crdGone(known, res)
+		}
 		switch {
 		case err != nil && known != nil:
 			// Served already: keep serving what was read (fail-static); the
@@ -100,7 +103,7 @@ func (c *Controller) add(ctx context.Context, r kinds.Kind, res resolved) (<-cha
 	c.factory.Start(ctx.Done())
 	c.mu.Lock()
 	sk := c.kinds[resource]
-	sk.fingerprint = res.fingerprint
+	sk.fingerprint, sk.fromCRD = res.fingerprint, res.fromCRD
 	c.mu.Unlock()
 	klog.InfoS("Configured kind found: reading its sources", "resource", r.Source.String(), "kind", kind.Kind, "strategy", string(r.Strategy))
 
@@ -137,7 +140,7 @@ func (c *Controller) update(r kinds.Kind, res resolved) error {
 	c.group.SetSchemas(kind, res.models)
 	c.mu.Lock()
 	sk := c.kinds[resource]
-	sk.kind, sk.storage, sk.fingerprint = kind, newStorage(kind, sk.view), res.fingerprint
+	sk.kind, sk.storage, sk.fingerprint, sk.fromCRD = kind, newStorage(kind, sk.view), res.fingerprint, res.fromCRD
 	synced := sk.synced
 	c.mu.Unlock()
 	klog.InfoS("Configured kind changed in the host: serving its new schema", "resource", r.Source.String())

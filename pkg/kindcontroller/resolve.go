@@ -42,6 +42,10 @@ type resolved struct {
 	// fingerprint changes whenever what is served of the kind changes: its
 	// schema, its printer columns, its names.
 	fingerprint string
+	// fromCRD: the columns were read from the kind's
+	// CustomResourceDefinition; false when there was none to read (a
+	// built-in or aggregated kind, or a CRD not found or not readable now).
+	fromCRD bool
 }
 
 // CheckResource checks a configured kind against the host's discovery: it
@@ -115,7 +119,7 @@ func resolve(ctx context.Context, dc discovery.DiscoveryInterface, dyn dynamic.I
 	if singular == "" {
 		singular = r.Kind
 	}
-	columns, err := printerColumns(ctx, dyn, gvr)
+	columns, fromCRD, err := printerColumns(ctx, dyn, gvr)
 	if err != nil {
 		return resolved{}, err
 	}
@@ -126,7 +130,8 @@ func resolve(ctx context.Context, dc discovery.DiscoveryInterface, dyn dynamic.I
 			Model:    model,
 			Columns:  columns,
 		},
-		models: models,
+		models:  models,
+		fromCRD: fromCRD,
 	}
 	out.fingerprint, err = fingerprint(gvr, out.names, models)
 	return out, err
@@ -158,16 +163,19 @@ var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Ver
 
 // printerColumns returns the additionalPrinterColumns of gvr's version in its
 // CustomResourceDefinition; none for a kind that has none, or no CRD.
-func printerColumns(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource) ([]kinds.PrinterColumn, error) {
+// fromCRD reports whether the CRD was read: a CRD not found (a built-in or
+// aggregated kind, or a CRD deleted while discovery still lists it) or not
+// readable gives no columns and false.
+func printerColumns(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource) (_ []kinds.PrinterColumn, fromCRD bool, _ error) {
 	if dyn == nil {
-		return nil, nil
+		return nil, false, nil
 	}
 	crd, err := dyn.Resource(crdResource).Get(ctx, gvr.Resource+"."+gvr.Group, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
-		return nil, nil // a built-in or aggregated kind; or columns we may not read
+		return nil, false, nil // a built-in or aggregated kind; or columns we may not read
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading the CustomResourceDefinition of %s: %w", gvr.GroupResource(), err)
+		return nil, false, fmt.Errorf("reading the CustomResourceDefinition of %s: %w", gvr.GroupResource(), err)
 	}
 	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
 	for _, v := range versions {
@@ -196,9 +204,9 @@ func printerColumns(ctx context.Context, dyn dynamic.Interface, gvr schema.Group
 			}
 			out = append(out, col)
 		}
-		return out, nil
+		return out, true, nil
 	}
-	return nil, nil
+	return nil, true, nil
 }
 
 // fingerprint hashes what is served of a kind.

@@ -346,7 +346,7 @@ func TestPrinterColumns(t *testing.T) {
 			if tc.dyn != nil {
 				dyn = tc.dyn()
 			}
-			got, err := printerColumns(context.Background(), dyn, tc.gvr)
+			got, _, err := printerColumns(context.Background(), dyn, tc.gvr)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)

@@ -30,7 +30,7 @@ func (m *Mux) Read(f func(r Reader)) (rv string, err error) {
 type Reader interface {
 	// Results merges namespace's view of resource, or only item name when set.
 	Results(resource, namespace, name string) []merge.Result
-	// ResultsAfter merges item e.Name of namespace's view of resource as it
+	// ResultsAfter merges item e.View (or e.Name) of namespace's view of resource as it
 	// would be after the edit e of a source.
 	ResultsAfter(resource, namespace string, e Edit) []merge.Result
 	// Inherited is item name of namespace's view of resource as it would be
@@ -91,6 +91,9 @@ type Reader interface {
 type Edit struct {
 	Namespace, Name string
 	Item            *merge.Item
+	// View is the view item the edit is judged on; empty: Name. An edit of
+	// a candidate is judged on the item it stages (its candidate-for).
+	View string
 }
 
 type reader struct{ st *state }
@@ -102,7 +105,11 @@ func (r reader) Results(resource, namespace, name string) []merge.Result {
 }
 
 func (r reader) ResultsAfter(resource, namespace string, e Edit) []merge.Result {
-	return r.st.resultsWith(resource, namespace, e.Name, &override{namespace: e.Namespace, name: e.Name, item: e.Item})
+	view := e.Name
+	if e.View != "" {
+		view = e.View
+	}
+	return r.st.resultsWith(resource, namespace, view, &override{namespace: e.Namespace, name: e.Name, item: e.Item})
 }
 
 func (r reader) Inherited(resource, namespace, name string) (merge.Result, bool) {

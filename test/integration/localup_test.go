@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -95,7 +96,7 @@ func TestLocalUpTenant(t *testing.T) {
 		append([]string{"implicit", "why", "rolebinding", "ci-bot"}, asAdmin...)...)
 
 	t.Log("naming no namespace the admin may read says how to name one")
-	u.expectKubectl(2, func(r pluginRun) error {
+	u.expectKubectl(1, func(r pluginRun) error {
 		if !strings.Contains(r.stderr, `hierarchies.implicit.dev "default" is forbidden`) || !strings.Contains(r.stderr, "kubectl implicit tree NAMESPACE") {
 			return fmt.Errorf("stderr %q: want the Forbidden and how to name a namespace", r.stderr)
 		}
@@ -111,6 +112,31 @@ func TestLocalUpTenant(t *testing.T) {
 		}
 		return nil
 	}, append([]string{"get", "rolebindings.implicit.dev", "-n", "team-a"}, asDev...)...)
+
+	t.Log("the README's locks section as typed: a refused change prints no guard's warning; an allowed one its reach")
+	// The README's numbers: the four tenants of the examples inherit the
+	// global namespace's sources; the global namespace itself is no reach.
+	warns := func(r pluginRun) error {
+		if !regexp.MustCompile(`(?m)^Warning: implicit\.dev: this change reaches 4 namespaces$`).MatchString(r.stderr) {
+			return fmt.Errorf("stderr %q: want the fan-out warning of the README, reaching 4 namespaces", r.stderr)
+		}
+		return nil
+	}
+	u.expectKubectl(0, warns, "create", "rolebinding", "alice-admin", "-n", "implicit-global", "--clusterrole=admin", "--user=alice")
+	u.expectKubectl(1, func(r pluginRun) error {
+		if !strings.Contains(r.stderr, `admission webhook "locks.implicit.dev" denied the request`) || strings.Contains(r.stderr, "this change reaches") {
+			return fmt.Errorf("stderr %q: want the lock guard's denial and no fan-out warning", r.stderr)
+		}
+		return nil
+	}, "label", "rolebinding", "org-security-auditors", "-n", "implicit-global", "tier=org", "--as=alice")
+	u.expectKubectl(0, nil, "create", "role", "unlock-org-security-auditors", "-n", "implicit-global", "--verb=unlock",
+		"--resource=rolebindings.rbac.authorization.k8s.io", "--resource-name=org-security-auditors")
+	u.expectKubectl(0, warns, "create", "rolebinding", "alice-unlocks", "-n", "implicit-global", "--role=unlock-org-security-auditors", "--user=alice")
+	r := u.kubectl(t.Context(), "label", "rolebinding", "org-security-auditors", "-n", "implicit-global", "tier=org", "--as=alice")
+	t.Logf("$ kubectl label rolebinding org-security-auditors -n implicit-global tier=org --as=alice  (exit %d)\n%s%s", r.code, r.stdout, r.stderr)
+	if err := warns(r); r.code != 0 || err != nil {
+		t.Errorf("the label with unlock: exit %d, %v", r.code, err)
+	}
 }
 
 // startLocalUp runs local-up in dir with args until it prints that

@@ -21,6 +21,11 @@ type HierarchyStatus struct {
 	// Tenant is false for namespaces that inherit nothing: the global
 	// namespace, excluded ones and those labeled implicit.dev/inherit: "false".
 	Tenant bool `json:"tenant"`
+	// NotTenant says why a namespace that is not a tenant is not one:
+	// Global (a global namespace, whose sources the tenants inherit),
+	// Excluded (kept out by the server: --exclude-namespaces, its own
+	// namespace) or OptedOut (labeled implicit.dev/inherit: "false").
+	NotTenant string `json:"notTenant,omitempty"`
 	// Parent is the namespace's implicit.dev/parent label, whether or not it
 	// is inherited from.
 	Parent string `json:"parent,omitempty"`
@@ -36,6 +41,13 @@ type HierarchyStatus struct {
 	// +listType=atomic
 	Problems []HierarchyProblem `json:"problems,omitempty"`
 }
+
+// Why a namespace is not a tenant (HierarchyStatus.NotTenant).
+const (
+	NotTenantGlobal   = "Global"
+	NotTenantExcluded = "Excluded"
+	NotTenantOptedOut = "OptedOut"
+)
 
 // HierarchyProblem is a cycle, a missing or invalid parent, a parent that is
 // not the namespace the label meant, or a lineage deeper than the limit.
@@ -260,6 +272,11 @@ type ItemSummary struct {
 	Overlays []string `json:"overlays,omitempty"`
 	// Conflict is what a lock blocked.
 	Conflict string `json:"conflict,omitempty"`
+	// Content is what a reader of the view item sees change: its labels,
+	// its annotations and every field but metadata, as JSON (kubectl
+	// implicit diff prints a field diff of it).
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Content *runtime.RawExtension `json:"content,omitempty"`
 }
 
 // NamespaceUnchanged is a namespace the edit reaches whose view stays as it is.

@@ -427,6 +427,11 @@ func (in *ItemSummary) DeepCopyInto(out *ItemSummary) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.Content != nil {
+		in, out := &in.Content, &out.Content
+		*out = new(runtime.RawExtension)
+		(*in).DeepCopyInto(*out)
+	}
 	return
 }
 

@@ -898,6 +898,13 @@ func schema_pkg_apis_implicit_v1alpha1_HierarchyStatus(ref common.ReferenceCallb
 							Format:      "",
 						},
 					},
+					"notTenant": {
+						SchemaProps: spec.SchemaProps{
+							Description: "NotTenant says why a namespace that is not a tenant is not one: Global (a global namespace, whose sources the tenants inherit), Excluded (kept out by the server: --exclude-namespaces, its own namespace) or OptedOut (labeled implicit.dev/inherit: \"false\").",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"parent": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Parent is the namespace's implicit.dev/parent label, whether or not it is inherited from.",
@@ -1165,12 +1172,18 @@ func schema_pkg_apis_implicit_v1alpha1_ItemSummary(ref common.ReferenceCallback)
 							Format:      "",
 						},
 					},
+					"content": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Content is what a reader of the view item sees change: its labels, its annotations and every field but metadata, as JSON (kubectl implicit diff prints a field diff of it).",
+							Ref:         ref(runtime.RawExtension{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"source"},
 			},
 		},
 		Dependencies: []string{
-			ItemReference{}.OpenAPIModelName()},
+			ItemReference{}.OpenAPIModelName(), runtime.RawExtension{}.OpenAPIModelName()},
 	}
 }
 
