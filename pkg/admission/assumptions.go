@@ -1,0 +1,82 @@
+package admission
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+)
+
+// assumption is a namespace change the parent guard admitted: the labels
+// and annotations it set, and those it replaced (old is nil for a creation).
+type assumption struct {
+	meta  NamespaceMeta
+	old   *NamespaceMeta
+	until time.Time
+}
+
+// assumptions hold the namespace changes the parent guard admitted until
+// the mirror shows the namespace at another version than the one each
+// replaced (the write landed, or another one did), or they expire. Two
+// changes admitted a moment apart, each harmless against the mirror, may
+// together close a cycle or cut a subtree off its locked items before the
+// mirror shows either: the guard judges each change against the mirror
+// alone AND against the mirror with the earlier changes applied, and
+// refuses when either refuses. An admitted change may still be refused by
+// another webhook of the same request (kube-apiserver calls them in
+// parallel), so an assumption can name a state that never comes: judged
+// both ways, it can only make later decisions stricter, for at most ttl,
+// and never admits what the mirror alone would refuse (DESIGN.md's fourth
+// invariant). Replicas don't share assumptions: see docs/design.md,
+// "Guards".
+type assumptions struct {
+	mu     sync.Mutex
+	clock  clock.PassiveClock
+	ttl    time.Duration
+	byName map[string]assumption
+}
+
+// currentLocked returns the assumptions that still stand: not expired, and
+// the mirror still shows the namespace as the assumed change found it.
+// Called with mu held.
+func (a *assumptions) currentLocked(index Index) Assumed {
+	now := a.clock.Now()
+	out := Assumed{}
+	for name, as := range a.byName {
+		if now.After(as.until) || superseded(index, name, as) {
+			delete(a.byName, name)
+			continue
+		}
+		out[name] = as.meta
+	}
+	return out
+}
+
+// superseded reports whether the mirror shows namespace name at another
+// version than the one the assumed change replaced.
+func superseded(index Index, name string, as assumption) bool {
+	cur, found := index.NamespaceMeta(name)
+	if as.old == nil {
+		return found
+	}
+	if as.meta.Gone {
+		return !found // gone from the mirror too
+	}
+	return !found || hierarchyKeys(cur) != hierarchyKeys(*as.old)
+}
+
+// hierarchyKeys are the labels and annotations of a namespace that merging
+// reads, as one comparable value.
+func hierarchyKeys(m NamespaceMeta) [5]string {
+	uid, has := m.Annotations[merge.AnnotationParentUID]
+	if has {
+		uid = "=" + uid
+	}
+	stage, hasStage := m.Labels[merge.LabelStage]
+	if hasStage {
+		stage = "=" + stage
+	}
+	return [5]string{m.Labels[merge.LabelParent], m.Labels[merge.LabelInherit], uid, m.Annotations[merge.AnnotationExclude], stage}
+}

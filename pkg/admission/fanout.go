@@ -1,0 +1,105 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+)
+
+// Fanout warns of every create, update or delete of an inherited source:
+// how many namespaces that inherit it see their view change (its own
+// namespace is not counted). Its handler drops the warning of a request
+// another guard denies (unlessDenied).
+func (g *Guards) Fanout(_ context.Context, req *admissionv1.AdmissionRequest) decision {
+	s, ok, err := g.source(req)
+	if !ok || err != nil || copyTouched(s) {
+		return allow()
+	}
+	switch req.Operation {
+	case admissionv1.Create, admissionv1.Update, admissionv1.Delete:
+	default:
+		return allow()
+	}
+	// A candidate never shows under its own name: the candidates guard
+	// warns of the namespaces it reaches instead. An ordinary source that
+	// becomes a candidate leaves every view under its name, and a candidate
+	// that becomes an ordinary source enters them: both warn here.
+	oldC, _ := candidateOf(s.old)
+	newC, _ := candidateOf(s.obj)
+	if oldC != nil && newC != nil || req.Operation == admissionv1.Delete && oldC != nil {
+		return allow()
+	}
+	if !g.isGlobal(s.namespace) && !g.index.HasDescendants(s.namespace) {
+		return allow()
+	}
+	if req.Operation == admissionv1.Create && newC != nil {
+		return allow() // the candidates guard warns of its reach
+	}
+	var next runtime.Object
+	if req.Operation != admissionv1.Delete && s.obj != nil && newC == nil {
+		next = s.obj
+	}
+	n, err := g.index.InheritedReach(s.resource, s.namespace, s.name, next)
+	if err != nil {
+		// A warning is never worth failing a write for.
+		return allow()
+	}
+	if g.isMaterialized(s.resource) {
+		return allow(materializedWarning(n))
+	}
+	return allow(warning(n))
+}
+
+// warning is the fan-out warning kubectl prints.
+func warning(namespaces int) string {
+	return fmt.Sprintf("implicit.dev: this change reaches %d namespaces", namespaces)
+}
+
+// materializedWarning is the fan-out warning of a materialized kind's
+// source: each namespace whose view changes gets its copy written (applied
+// or deleted), one real write each.
+func materializedWarning(namespaces int) string {
+	return fmt.Sprintf("%s and makes %d real writes (materialized copies, delivery: Materialize)", warning(namespaces), namespaces)
+}
+
+// sourceGuards are the guards of source objects that may deny a request
+// another one warns of, by path.
+func (g *Guards) sourceGuards() map[string]func(context.Context, *admissionv1.AdmissionRequest) decision {
+	return map[string]func(context.Context, *admissionv1.AdmissionRequest) decision{
+		pathLocks: g.Locks, pathShadows: g.Shadows, pathMaterialized: g.Materialized, pathCandidates: g.Candidates,
+	}
+}
+
+// unlessDenied drops d's warnings when another guard of this project
+// (other than the one at path) denies the request: kube-apiserver prints
+// the warnings of every webhook that allowed, even when another denied, and
+// a warning that "this change reaches N namespaces" beside a refusal says
+// something that does not happen. The others are asked as of a dry run, so
+// that they remember nothing of a request they are not answering; one that
+// can't decide takes nothing away.
+func (g *Guards) unlessDenied(ctx context.Context, req *admissionv1.AdmissionRequest, path string, d decision) decision {
+	if !d.allowed || len(d.warnings) == 0 || !g.otherDenies(ctx, req, path) {
+		return d
+	}
+	d.warnings = nil
+	return d
+}
+
+// otherDenies reports whether a source guard other than the one at path
+// denies req.
+func (g *Guards) otherDenies(ctx context.Context, req *admissionv1.AdmissionRequest, path string) bool {
+	dry := req.DeepCopy()
+	dry.DryRun = ptr.To(true)
+	for p, guard := range g.sourceGuards() {
+		if p == path {
+			continue
+		}
+		if o := guard(ctx, dry); !o.allowed && o.unavailable == nil {
+			return true
+		}
+	}
+	return false
+}
