@@ -71,7 +71,8 @@ hierarchies, explanations, previews and rules reviews and its views:
   rollout status|promote|abort KIND NAME -n NS
                               a staged rollout: which namespaces see NS/NAME's candidate; promote it (two writes); abort it
   can-i VERB RESOURCE [NAME] -n NS | can-i --list -n NS
-                              what you may do in NS and why: local RBAC or which inherited RoleBinding; exits 1 on no`,
+                              what you may do in NS and why: local RBAC or which inherited RoleBinding; exits 1 on no
+  policies -n NS              the admission policies whose parameters NS inherits from views: bindings, actions, parameters`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version.Version,
@@ -82,7 +83,7 @@ hierarchies, explanations, previews and rules reviews and its views:
 	root.SetErr(streams.ErrOut)
 	o.config.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: "+outputFormats+". Default: a table.")
-	root.AddCommand(o.treeCommand(), o.whyCommand(), o.reachCommand(), o.diffCommand(), o.rolloutCommand(), o.canICommand(), versionCommand())
+	root.AddCommand(o.treeCommand(), o.whyCommand(), o.reachCommand(), o.diffCommand(), o.rolloutCommand(), o.canICommand(), o.policiesCommand(), versionCommand())
 	err := root.ExecuteContext(ctx)
 	switch {
 	case err == nil:
