@@ -89,12 +89,17 @@ func printPolicies(w io.Writer, ns string, st v1alpha1.PolicyReviewStatus) error
 			if b.Problem != "" {
 				problems = append(problems, fmt.Sprintf("%s %s: %s", p.Name, b.Name, b.Problem))
 			}
+			action := b.Action
+			if action == "" {
+				// Its parameter is withheld: the problem says why.
+				action = "<unknown>"
+			}
 			if len(b.Params) == 0 {
-				t.row(p.Name, kind, b.Name, b.Action, paramWanted(p.ParamResource, b), "<none>")
+				t.row(p.Name, kind, b.Name, action, paramWanted(p.ParamResource, b), "<none>")
 				continue
 			}
 			for _, prm := range b.Params {
-				t.row(p.Name, kind, b.Name, b.Action, p.ParamResource+"/"+prm.Name, paramSource(prm))
+				t.row(p.Name, kind, b.Name, action, p.ParamResource+"/"+prm.Name, paramSource(prm))
 			}
 		}
 	}

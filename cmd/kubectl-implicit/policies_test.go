@@ -34,6 +34,7 @@ func policiesServer(t *testing.T) *httptest.Server {
 					{Name: "replica-limit-audit", Action: "Audit,Warn", ParamName: "limits", ParamNamespace: "team-a",
 						Params: []v1alpha1.PolicyParam{{Name: "limits", Scope: "parent", Namespace: "org", Overlays: []string{"team-a/limits"}}}},
 					{Name: "replica-limit-extra", Action: "exempt", ParamName: "extra", ParamNamespace: "team-a"},
+					{Name: "replica-limit-org", ParamName: "limits", ParamNamespace: "org", Problem: `the parameter is read in the namespace "org", whose configmaps you may not list`},
 				},
 			}}
 		}
@@ -57,6 +58,8 @@ func TestPolicies(t *testing.T) {
 		`(?m)^POLICY\s+KIND\s+BINDING\s+ACTION\s+PARAM\s+SOURCE$`,
 		`(?m)^replica-limit\s+Validating\s+replica-limit-audit\s+Audit,Warn\s+configmaps/limits\s+parent org \+ overlays team-a/limits$`,
 		`(?m)^replica-limit\s+Validating\s+replica-limit-extra\s+exempt\s+configmaps/extra\s+<none>$`,
+		`(?m)^replica-limit\s+Validating\s+replica-limit-org\s+<unknown>\s+configmaps/limits\s+<none>$`,
+		`(?m)^replica-limit replica-limit-org: the parameter is read in the namespace "org", whose configmaps you may not list$`,
 	} {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("policies lacks %s:\n%s", want, out)
