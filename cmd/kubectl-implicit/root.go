@@ -75,6 +75,7 @@ hierarchies, explanations, previews and rules reviews and its views:
                               a staged rollout: which namespaces see NS/NAME's candidate; promote it (two writes); abort it
   can-i VERB RESOURCE [NAME] -n NS | can-i --list -n NS
                               what you may do in NS and why: local RBAC or which inherited RoleBinding; exits 1 on no
+  policies -n NS              the admission policies whose parameters NS inherits from views: bindings, actions, parameters
 
 Every command exits 1 on an error, as kubectl does.`,
 		SilenceUsage:  true,
@@ -87,7 +88,7 @@ Every command exits 1 on an error, as kubectl does.`,
 	root.SetErr(streams.ErrOut)
 	o.config.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: "+outputFormats+". Default: a table.")
-	root.AddCommand(o.treeCommand(), o.whyCommand(), o.reachCommand(), o.diffCommand(), o.rolloutCommand(), o.canICommand(), versionCommand())
+	root.AddCommand(o.treeCommand(), o.whyCommand(), o.reachCommand(), o.diffCommand(), o.rolloutCommand(), o.canICommand(), o.policiesCommand(), versionCommand())
 	o.addCompletions(root)
 	cmd, err := root.ExecuteContextC(ctx)
 	switch {

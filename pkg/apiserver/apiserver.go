@@ -174,7 +174,11 @@ func (c CompletedConfig) New() (*Server, error) {
 		return nil, err
 	}
 	// The views, and the answers beside them, authorized like them.
-	group.Install(gs, questions(mux, authorizer, gs, group))
+	policies, err := c.admissionPolicies(gs)
+	if err != nil {
+		return nil, err
+	}
+	group.Install(gs, questions(mux, authorizer, policies, gs, group))
 
 	// The admission guards and the authorization webhook, on their own
 	// paths of the secure port.

@@ -19,10 +19,12 @@ const (
 	ResourceRulesReviews = "rulesreviews"
 	// ResourceCandidateAudits is the audit of candidates (types_audit.go).
 	ResourceCandidateAudits = "candidateaudits"
+	// ResourcePolicyReviews is the review of admission policies (types_policy.go).
+	ResourcePolicyReviews = "policyreviews"
 )
 
 // Resources are the plural names of the answers: a view can't take them.
-var Resources = []string{ResourceHierarchies, ResourceExplanations, ResourcePreviews, ResourceRulesReviews, ResourceCandidateAudits}
+var Resources = []string{ResourceHierarchies, ResourceExplanations, ResourcePreviews, ResourceRulesReviews, ResourceCandidateAudits, ResourcePolicyReviews}
 
 // AddKnownTypes registers the kinds in s under implicit.dev/v1alpha1.
 func AddKnownTypes(s *runtime.Scheme) error {
@@ -32,6 +34,7 @@ func AddKnownTypes(s *runtime.Scheme) error {
 		&Preview{},
 		&RulesReview{},
 		&CandidateAudit{},
+		&PolicyReview{},
 	)
 	return nil
 }

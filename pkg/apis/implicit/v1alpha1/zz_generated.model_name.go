@@ -101,6 +101,21 @@ func (in NamespaceUnchanged) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in PolicyParam) OpenAPIModelName() string {
+	return "dev.implicit.v1alpha1.PolicyParam"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in PolicyReview) OpenAPIModelName() string {
+	return "dev.implicit.v1alpha1.PolicyReview"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in PolicyReviewStatus) OpenAPIModelName() string {
+	return "dev.implicit.v1alpha1.PolicyReviewStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in Preview) OpenAPIModelName() string {
 	return "dev.implicit.v1alpha1.Preview"
 }
@@ -113,6 +128,16 @@ func (in PreviewSpec) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in PreviewStatus) OpenAPIModelName() string {
 	return "dev.implicit.v1alpha1.PreviewStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ReviewedBinding) OpenAPIModelName() string {
+	return "dev.implicit.v1alpha1.ReviewedBinding"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ReviewedPolicy) OpenAPIModelName() string {
+	return "dev.implicit.v1alpha1.ReviewedPolicy"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

@@ -33,9 +33,14 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		ItemSummary{}.OpenAPIModelName():                  schema_pkg_apis_implicit_v1alpha1_ItemSummary(ref),
 		NamespaceChange{}.OpenAPIModelName():              schema_pkg_apis_implicit_v1alpha1_NamespaceChange(ref),
 		NamespaceUnchanged{}.OpenAPIModelName():           schema_pkg_apis_implicit_v1alpha1_NamespaceUnchanged(ref),
+		PolicyParam{}.OpenAPIModelName():                  schema_pkg_apis_implicit_v1alpha1_PolicyParam(ref),
+		PolicyReview{}.OpenAPIModelName():                 schema_pkg_apis_implicit_v1alpha1_PolicyReview(ref),
+		PolicyReviewStatus{}.OpenAPIModelName():           schema_pkg_apis_implicit_v1alpha1_PolicyReviewStatus(ref),
 		Preview{}.OpenAPIModelName():                      schema_pkg_apis_implicit_v1alpha1_Preview(ref),
 		PreviewSpec{}.OpenAPIModelName():                  schema_pkg_apis_implicit_v1alpha1_PreviewSpec(ref),
 		PreviewStatus{}.OpenAPIModelName():                schema_pkg_apis_implicit_v1alpha1_PreviewStatus(ref),
+		ReviewedBinding{}.OpenAPIModelName():              schema_pkg_apis_implicit_v1alpha1_ReviewedBinding(ref),
+		ReviewedPolicy{}.OpenAPIModelName():               schema_pkg_apis_implicit_v1alpha1_ReviewedPolicy(ref),
 		RoleReference{}.OpenAPIModelName():                schema_pkg_apis_implicit_v1alpha1_RoleReference(ref),
 		RulesReview{}.OpenAPIModelName():                  schema_pkg_apis_implicit_v1alpha1_RulesReview(ref),
 		RulesReviewSpec{}.OpenAPIModelName():              schema_pkg_apis_implicit_v1alpha1_RulesReviewSpec(ref),
@@ -1266,6 +1271,136 @@ func schema_pkg_apis_implicit_v1alpha1_NamespaceUnchanged(ref common.ReferenceCa
 	}
 }
 
+func schema_pkg_apis_implicit_v1alpha1_PolicyParam(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "PolicyParam is one view item a binding takes as its parameter, and where it comes from.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is the view item's.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"scope": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Scope (global, ancestor, local) and Namespace are its winning source's.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"namespace": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"overlays": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Overlays are the lower-scope sources merged onto it (\"namespace/name\"), top down.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"name", "scope", "namespace"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_implicit_v1alpha1_PolicyReview(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "PolicyReview asks which admission policies of kube-apiserver (ValidatingAdmissionPolicy, MutatingAdmissionPolicy) take their parameters from a view in the PolicyReview's namespace, which parameters the namespace inherits and what each binding does there. Create it, and the answer comes back in its status. It is never stored. It names only the policies whose parameter view the requester may list in the namespace, and of those only the bindings that select the namespace.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(PolicyReviewStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			PolicyReviewStatus{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_implicit_v1alpha1_PolicyReviewStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "PolicyReviewStatus is the answer.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"policies": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Policies are the policies whose paramKind is a view and which apply to the namespace, sorted by kind and name.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(ReviewedPolicy{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			ReviewedPolicy{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_implicit_v1alpha1_Preview(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -1431,6 +1566,154 @@ func schema_pkg_apis_implicit_v1alpha1_PreviewStatus(ref common.ReferenceCallbac
 		},
 		Dependencies: []string{
 			NamespaceChange{}.OpenAPIModelName(), NamespaceUnchanged{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_implicit_v1alpha1_ReviewedBinding(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ReviewedBinding is what one binding does in the namespace.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is the binding's.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"action": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Action is what it does there: its validationActions joined by \",\" (Deny, Warn, Audit), Mutate, exempt (no parameter, and parameterNotFoundAction Allow) or Deny (no parameter, and parameterNotFoundAction Deny).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"parameterNotFoundAction": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ParameterNotFoundAction is the binding's (Deny when unset).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"paramName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ParamName and ParamSelector are the binding's paramRef; ParamNamespace is where it resolves: the namespace, unless the paramRef names one.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"paramSelector": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"paramNamespace": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"params": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Params are the view items the namespace inherits that the paramRef resolves to, after merge, sorted by name.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(PolicyParam{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"problem": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Problem says why the binding can't be evaluated as intended, if so (no paramRef, a parameter the requester may not list).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"name", "action"},
+			},
+		},
+		Dependencies: []string{
+			PolicyParam{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_implicit_v1alpha1_ReviewedPolicy(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ReviewedPolicy is one policy that applies to the namespace.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is ValidatingAdmissionPolicy or MutatingAdmissionPolicy.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is the policy's.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"paramResource": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ParamResource is the view its paramKind names (e.g. configmaps).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"failurePolicy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "FailurePolicy is the policy's (Fail when unset).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"bindings": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Bindings are its bindings that select the namespace, sorted by name.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(ReviewedBinding{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"kind", "name", "paramResource"},
+			},
+		},
+		Dependencies: []string{
+			ReviewedBinding{}.OpenAPIModelName()},
 	}
 }
 
