@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -166,15 +165,7 @@ func TestCandidateAudit(t *testing.T) {
 	if err != nil || !regexp.MustCompile(`(?m)^candidateaudits\s+implicit.dev/v1alpha1\s+true\s+CandidateAudit\s+create\s*$`).MatchString(out) {
 		t.Errorf("api-resources: no candidateaudits line (%v):\n%s", err, out)
 	}
-	eventuallyWithin(t, time.Second, 90*time.Second, "kubectl explain candidateaudits.implicit.dev.status.candidates.since", func(ctx context.Context) error {
-		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		defer cancel()
-		out, _, err := cp.Kubectl(ctx, "explain", "candidateaudits.implicit.dev.status.candidates.since")
-		if err != nil || !strings.Contains(out, "judged its first request") {
-			return fmt.Errorf("%v:\n%s", err, out)
-		}
-		return nil
-	})
+	explainEventually(t, []string{"candidateaudits.implicit.dev.status.candidates.since"}, "judged its first request")
 
 	t.Log("abort: rollout status shows no audit, and the records are dropped")
 	adm.expect(0, nil, "rollout", "abort", "rolebinding", "au-viewers", "-n", globalNS)

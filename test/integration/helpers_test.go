@@ -218,3 +218,27 @@ func withoutGuards(t *testing.T, f func()) {
 	}()
 	f()
 }
+
+// explainEventually runs kubectl explain with args until its output holds
+// every one of want. Each try is bounded on its own: kube-apiserver's
+// aggregator fetches the group's OpenAPI from the server in the background,
+// and after the served group changed (a configured kind came or went in an
+// earlier test) one fetch can take long enough that an unbounded try would
+// use up the whole wait.
+func explainEventually(t *testing.T, args []string, want ...string) {
+	t.Helper()
+	eventuallyWithin(t, time.Second, 120*time.Second, "kubectl explain "+strings.Join(args, " "), func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		out, _, err := cp.Kubectl(ctx, append([]string{"explain"}, args...)...)
+		if err != nil {
+			return err
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				return fmt.Errorf("no %q in:\n%s", w, out)
+			}
+		}
+		return nil
+	})
+}

@@ -190,10 +190,7 @@ func TestPlugin(t *testing.T) {
 				t.Errorf("api-resources: no line matching %q", want)
 			}
 		}
-		out, _, err = cp.Kubectl(t.Context(), "explain", "previews.implicit.dev.status.unchanged")
-		if err != nil || !strings.Contains(out, "Locked, Shadowed or Excluded") {
-			t.Errorf("kubectl explain previews.implicit.dev.status.unchanged: %v\n%s", err, out)
-		}
+		explainEventually(t, []string{"previews.implicit.dev.status.unchanged"}, "Locked, Shadowed or Excluded")
 		out, _, err = cp.Kubectl(t.Context(), "get", "implicit", "-n", "pl-team")
 		if err != nil || strings.Contains(out, "hierarch") {
 			t.Errorf("kubectl get implicit lists a Hierarchy (%v):\n%s", err, out)

@@ -41,13 +41,7 @@ func TestRulesReview(t *testing.T) {
 		t.Errorf("api-resources: no rulesreviews line (%v):\n%s", err, out)
 	}
 	// kube-apiserver's aggregator refreshes the group's OpenAPI v3 a while after the server serves it.
-	eventually(t, "kubectl explain rulesreviews.implicit.dev.status.rules.role", func(ctx context.Context) error {
-		out, _, err := cp.Kubectl(ctx, "explain", "rulesreviews.implicit.dev.status.rules.role")
-		if err != nil || !strings.Contains(out, "ClusterRole or Role") {
-			return fmt.Errorf("%v\n%s", err, out)
-		}
-		return nil
-	})
+	explainEventually(t, []string{"rulesreviews.implicit.dev.status.rules.role"}, "ClusterRole or Role")
 
 	kubeconfig, err := cp.WriteUserKubeconfig("rr-dana", "rr:platform-admins")
 	if err != nil {
