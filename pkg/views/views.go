@@ -3,7 +3,6 @@ package views
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -198,7 +197,7 @@ func NewObjects(newObject map[string]func() runtime.Object, cacheSize int) *Obje
 }
 
 // Item implements watchmux.Objects.
-func (o *Objects) Item(resource, namespace string, r merge.Result, rv uint64) (runtime.Object, error) {
+func (o *Objects) Item(resource, namespace string, r merge.Result, rv string) (runtime.Object, error) {
 	return o.sharedItem(resource, namespace, r, rv)
 }
 
@@ -227,8 +226,6 @@ func (o *Objects) kindOf(resource string) schema.GroupVersionKind {
 	defer o.mu.RUnlock()
 	return o.kinds[resource]
 }
-
-func formatRV(rv uint64) string { return strconv.FormatUint(rv, 10) }
 
 // Namespace returns what merging needs of ns. It shares ns's maps: read only.
 func Namespace(ns *corev1.Namespace) *merge.Namespace {

@@ -6,6 +6,18 @@ import (
 )
 
 var (
+	resumedFromVector = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace:      "implicit",
+		Name:           "watch_resumed_from_sources_total",
+		Help:           "Watches resumed from a version this instance has no history for (another replica's, an earlier run's), by the difference with the sources listed at its revisions.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	resumeFailures = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace:      "implicit",
+		Name:           "watch_resume_failures_total",
+		Help:           "Watches from a version without history that could not be served (the sources' revisions compacted, no exact lister): answered 410 Gone.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	fanOutLatency = metrics.NewHistogram(&metrics.HistogramOpts{
 		Namespace:      "implicit",
 		Name:           "fanout_duration_seconds",
@@ -52,5 +64,5 @@ var (
 )
 
 func init() {
-	legacyregistry.MustRegister(fanOutLatency, openWatchers, slowWatchersClosed, eventsDelivered, sourceObjects, candidates, candidateNamespaces)
+	legacyregistry.MustRegister(resumedFromVector, resumeFailures, fanOutLatency, openWatchers, slowWatchersClosed, eventsDelivered, sourceObjects, candidates, candidateNamespaces)
 }
