@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/resourceversion"
 )
 
 // viewGVR is the resource every client reads.
@@ -30,8 +31,9 @@ const (
 	// sourceRVAnnotation carries, on a view item, the resourceVersion of the
 	// source it was merged from.
 	sourceRVAnnotation = "implicit.dev/source-resource-version"
-	// counterBits is pkg/watchmux's split of a resourceVersion: the bits
-	// above it name the instance (the replica) that issued it.
+	// counterBits is pkg/watchmux's split of the sequence number a
+	// resourceVersion carries as its issuer's hint: the bits above it name
+	// the instance (the replica) that issued it.
 	counterBits = 40
 	// pauseAfterExpired is how long a client waits before it relists after a
 	// 410, and after any other failure: about client-go's reflector's first
@@ -52,8 +54,8 @@ type informerStats struct {
 	renewals int // watches from a list's or an event's resourceVersion
 	relists  int // of those, the ones that answered 410 Expired
 	other    []string
-	// instances are the replicas (resourceVersion >> counterBits) that
-	// issued a version a client received.
+	// instances are the replicas (the hint's sequence number >>
+	// counterBits) that issued a version a client received.
 	instances map[uint64]bool
 }
 
@@ -175,8 +177,8 @@ func (in *informer) count(f func(*informerStats)) {
 }
 
 func (in *informer) seenLocked(rv string) {
-	if n, err := strconv.ParseUint(rv, 10, 64); err == nil {
-		in.stats.instances[n>>counterBits] = true
+	if v, err := resourceversion.Parse(rv); err == nil && v.Seq != 0 {
+		in.stats.instances[v.Seq>>counterBits] = true
 	}
 }
 
