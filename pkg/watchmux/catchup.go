@@ -29,6 +29,10 @@ import (
 // catchUpAfter is how long a watch waits for the informers before comparing.
 const catchUpAfter = 200 * time.Millisecond
 
+// aheadWait bounds a watch's wait for a version ahead of this replica, as
+// kube-apiserver's watch cache bounds its own (3 s): then 504 Too large.
+const aheadWait = 3 * time.Second
+
 // waitFor waits until the sources have reached vector, or ctx ends.
 func (m *Mux) waitFor(ctx context.Context, vector []uint64) error {
 	t := m.opts.Clock.NewTicker(20 * time.Millisecond)

@@ -72,7 +72,7 @@ var _ watch.Interface = &watcher{}
 // after it, otherwise from the difference between the view at its vector
 // (the sources listed at its revisions) and the current one. A version
 // ahead of this replica waits until it has caught up, as long as ctx
-// allows. Another fingerprint, a version that is not one, or one whose
+// allows, up to aheadWait. Another fingerprint, a version that is not one, or one whose
 // revisions kube-apiserver has compacted, answer 410 Gone.
 func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, error) {
 	var want *rv.Version
@@ -105,7 +105,10 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 		if !rv.AtLeast(m.pos.vector(), want.Vector) {
 			// Ahead of this replica: wait until its informers catch up.
 			m.mu.RUnlock()
-			if err := m.waitFor(ctx, want.Vector); err != nil {
+			waitCtx, cancel := context.WithTimeout(ctx, aheadWait)
+			err := m.waitFor(waitCtx, want.Vector)
+			cancel()
+			if err != nil {
 				return nil, apierrors.NewTimeoutError("resourceVersion "+opts.ResourceVersion+" is newer than this server's", 1)
 			}
 			continue
