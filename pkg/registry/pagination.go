@@ -141,8 +141,21 @@ func (s *Storage) paginate(opts *metainternalversion.ListOptions, sc listScope, 
 	if err != nil {
 		return page{}, err
 	}
-	if err := checkVersion(o.ResourceVersion, o.ResourceVersionMatch, rv); err != nil {
-		return page{}, err
+	// A version ahead of this replica (another's informers were faster):
+	// wait briefly for this one's, as kube-apiserver's watch cache waits
+	// for its store, then answer 504.
+	for deadline := time.Now().Add(listAheadWait); ; {
+		err := checkVersion(o.ResourceVersion, o.ResourceVersionMatch, rv)
+		if err == nil {
+			break
+		}
+		if !apierrors.IsTimeout(err) || time.Now().After(deadline) {
+			return page{}, err
+		}
+		time.Sleep(listAheadPoll)
+		if items, rv, err = list(); err != nil {
+			return page{}, err
+		}
 	}
 	keys := sortByKey(items)
 	limit := o.Limit
@@ -218,6 +231,14 @@ func checkVersion(want string, match metav1.ResourceVersionMatch, rv string) err
 	}
 	return apierrors.NewResourceExpired(fmt.Sprintf("resourceVersion %s was issued under other merge semantics or configuration (a rollout changed them): list again", want))
 }
+
+// listAheadWait bounds a list's wait for a version ahead of this replica,
+// as kube-apiserver's watch cache bounds its own (3 s); it looks again
+// every listAheadPoll.
+const (
+	listAheadWait = 3 * time.Second
+	listAheadPoll = 250 * time.Millisecond
+)
 
 // tooLargeVersion is kube-apiserver's answer to a version ahead of its
 // cache (storage.NewTooLargeResourceVersionError, whose numbers a vector

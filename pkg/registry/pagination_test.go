@@ -322,3 +322,20 @@ func TestListContinueOnAnotherReplica(t *testing.T) {
 		t.Errorf("continue on a replica whose view moved on: %v, want 410 Expired", err)
 	}
 }
+
+// TestListWaitsForAVersionAhead checks that a list from a version this
+// replica has not reached yet (another replica's informers were faster)
+// waits for it, and is served once the view reaches it.
+func TestListWaitsForAVersionAhead(t *testing.T) {
+	t.Parallel()
+	viewer := newFakeViewer("rolebindings", pagedItems()...)
+	s := registry.NewStorage(group, registry.RoleBindings(), viewer)
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		viewer.change("f7.v4712", pagedItems()...)
+	}()
+	l, err := listPage(t, s, &metainternalversion.ListOptions{ResourceVersion: "f7.v4712", ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
+	if err != nil || l.ResourceVersion != "f7.v4712" {
+		t.Fatalf("List = %v, %v; want the view at f7.v4712", l, err)
+	}
+}
