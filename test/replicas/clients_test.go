@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os/exec"
@@ -69,7 +70,7 @@ type informer struct {
 	minTimeout time.Duration
 	mu         sync.Mutex
 	stats      informerStats
-	items      map[string]string // name -> source resourceVersion
+	items      map[string]string // namespace/name -> source resourceVersion
 }
 
 func newInformer(client dynamic.ResourceInterface, minTimeout time.Duration) *informer {
@@ -112,7 +113,7 @@ func (in *informer) list(ctx context.Context) (string, error) {
 	}
 	items := map[string]string{}
 	for _, item := range list.Items {
-		items[item.GetName()] = item.GetAnnotations()[sourceRVAnnotation]
+		items[item.GetNamespace()+"/"+item.GetName()] = item.GetAnnotations()[sourceRVAnnotation]
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -153,9 +154,9 @@ func (in *informer) watch(ctx context.Context, rv string) (string, error) {
 			in.seenLocked(rv)
 			switch ev.Type {
 			case watch.Added, watch.Modified:
-				in.items[obj.GetName()] = obj.GetAnnotations()[sourceRVAnnotation]
+				in.items[obj.GetNamespace()+"/"+obj.GetName()] = obj.GetAnnotations()[sourceRVAnnotation]
 			case watch.Deleted:
-				delete(in.items, obj.GetName())
+				delete(in.items, obj.GetNamespace()+"/"+obj.GetName())
 			}
 			in.mu.Unlock()
 		}
@@ -182,11 +183,20 @@ func (in *informer) seenLocked(rv string) {
 	}
 }
 
-// sourceRV is the source resourceVersion of the item name the client holds.
-func (in *informer) sourceRV(name string) string {
+// sourceRV is the source resourceVersion of the item namespace/name the
+// client holds.
+func (in *informer) sourceRV(key string) string {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	return in.items[name]
+	return in.items[key]
+}
+
+// held is a copy of what the client holds: namespace/name -> source
+// resourceVersion.
+func (in *informer) held() map[string]string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return maps.Clone(in.items)
 }
 
 func (in *informer) snapshot() informerStats {

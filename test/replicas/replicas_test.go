@@ -59,63 +59,9 @@ const (
 // that both replicas served, and that every client ends up holding the
 // last write.
 func TestTwoReplicas(t *testing.T) {
-	setUpHosts(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-
-	work, err := os.MkdirTemp("", "implicit-replicas-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("logs kept in %s", filepath.Join(work, "logs"))
-			return
-		}
-		os.RemoveAll(work)
-	})
-
-	hostIPs := make([]net.IP, len(hosts))
-	replicaIPs := make([]net.IP, len(hosts))
-	for i, h := range hosts {
-		hostIPs[i], replicaIPs[i] = h.hostIP, h.nsIP
-	}
-	cp, err := controlplane.Start(ctx, controlplane.Options{
-		BinDir:  binDir,
-		WorkDir: work,
-		// Every address, so the replicas reach it at their veth's far end;
-		// the serving certificate names those addresses.
-		ServingIPs: hostIPs,
-		KubeAPIServerArgs: []string{
-			"--bind-address=0.0.0.0",
-			"--enable-aggregator-routing=true",
-			"--min-request-timeout=30",
-		},
-		Logf: t.Logf,
-	})
-	if err != nil {
-		t.Fatalf("starting the control plane: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(cp.LogTails(40))
-		}
-		cp.Stop()
-	})
-	startReplicas(ctx, t, cp)
-	if err := cp.RegisterAPIServiceEndpoints(ctx, replicaPort, replicaIPs...); err != nil {
-		t.Fatalf("registering the APIService: %v", err)
-	}
-
-	admin := cp.AdminConfig()
-	kube := kubernetes.NewForConfigOrDie(admin)
-	dyn := dynamic.NewForConfigOrDie(admin)
-	seed(ctx, t, kube)
-	for i, h := range hosts {
-		waitForBinding(ctx, t, replicaClient(t, admin, h.nsIP), "team-1")
-		t.Logf("replica %d serves %s in team-1's view", i+1, globalBinding)
-	}
-
+	rc := setUp(t)
+	ctx, cp, kube, dyn := rc.ctx, rc.cp, rc.kube, rc.dyn
+	var err error
 	t.Logf("clients watch for %s (%s), writer edits %s/%s every %s", runDuration, durationEnv, globalNS, globalBinding, writeEvery)
 	clientCtx, stopClients := context.WithCancel(ctx)
 	runCtx, endRun := context.WithTimeout(clientCtx, runDuration)
@@ -144,15 +90,15 @@ func TestTwoReplicas(t *testing.T) {
 	// Every client catches up with the last write, through whatever
 	// relists it took.
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, catchUpTimeout, true, func(context.Context) (bool, error) {
-		for _, in := range informers {
-			if in.sourceRV(globalBinding) != lastWrite {
+		for i, in := range informers {
+			if in.sourceRV(tenant(i)+"/"+globalBinding) != lastWrite {
 				return false, nil
 			}
 		}
 		return true, nil
 	})
 	for i, in := range informers {
-		if got := in.sourceRV(globalBinding); got != lastWrite {
+		if got := in.sourceRV(tenant(i) + "/" + globalBinding); got != lastWrite {
 			t.Errorf("client of %s holds %s from source resourceVersion %q %s after the last write; want %q", tenant(i), globalBinding, got, catchUpTimeout, lastWrite)
 		}
 	}
@@ -196,9 +142,83 @@ func TestTwoReplicas(t *testing.T) {
 	}
 }
 
+// replicaCluster is a control plane with two replicas behind aggregator
+// routing, seeded with the global binding both serve.
+type replicaCluster struct {
+	ctx     context.Context
+	cp      *controlplane.ControlPlane
+	servers []*controlplane.AggregatedServer
+	kube    kubernetes.Interface
+	dyn     dynamic.Interface
+	admin   *rest.Config
+}
+
+// setUp starts the control plane and both replicas, registers them behind
+// the APIService and seeds the namespaces and the global binding.
+func setUp(t *testing.T) *replicaCluster {
+	setUpHosts(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+
+	work, err := os.MkdirTemp("", "implicit-replicas-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("logs kept in %s", filepath.Join(work, "logs"))
+			return
+		}
+		os.RemoveAll(work)
+	})
+
+	hostIPs := make([]net.IP, len(hosts))
+	replicaIPs := make([]net.IP, len(hosts))
+	for i, h := range hosts {
+		hostIPs[i], replicaIPs[i] = h.hostIP, h.nsIP
+	}
+	cp, err := controlplane.Start(ctx, controlplane.Options{
+		BinDir:  binDir,
+		WorkDir: work,
+		// Every address, so the replicas reach it at their veth's far end;
+		// the serving certificate names those addresses.
+		ServingIPs: hostIPs,
+		KubeAPIServerArgs: []string{
+			"--bind-address=0.0.0.0",
+			"--enable-aggregator-routing=true",
+			"--min-request-timeout=30",
+		},
+		Logf: t.Logf,
+	})
+	if err != nil {
+		t.Fatalf("starting the control plane: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(cp.LogTails(40))
+		}
+		cp.Stop()
+	})
+	servers := startReplicas(ctx, t, cp)
+	if err := cp.RegisterAPIServiceEndpoints(ctx, replicaPort, replicaIPs...); err != nil {
+		t.Fatalf("registering the APIService: %v", err)
+	}
+
+	admin := cp.AdminConfig()
+	kube := kubernetes.NewForConfigOrDie(admin)
+	dyn := dynamic.NewForConfigOrDie(admin)
+	seed(ctx, t, kube)
+	for i, h := range hosts {
+		waitForBinding(ctx, t, replicaClient(t, admin, h.nsIP), "team-1")
+		t.Logf("replica %d serves %s in team-1's view", i+1, globalBinding)
+	}
+	return &replicaCluster{ctx: ctx, cp: cp, servers: servers, kube: kube, dyn: dyn, admin: admin}
+}
+
+
 // startReplicas starts one implicit-apiserver in each host's network
 // namespace and waits until both are ready.
-func startReplicas(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane) {
+func startReplicas(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane) []*controlplane.AggregatedServer {
 	t.Helper()
 	apiServer, err := url.Parse(cp.APIServerURL())
 	if err != nil {
@@ -240,6 +260,7 @@ func startReplicas(ctx context.Context, t *testing.T, cp *controlplane.ControlPl
 		}
 		t.Logf("replica %d ready at %s (log %s)", i+1, u, servers[i].LogPath())
 	}
+	return servers
 }
 
 // rewriteServer writes to out the kubeconfig in, with every cluster's
