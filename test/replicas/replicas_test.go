@@ -215,7 +215,6 @@ func setUp(t *testing.T) *replicaCluster {
 	return &replicaCluster{ctx: ctx, cp: cp, servers: servers, kube: kube, dyn: dyn, admin: admin}
 }
 
-
 // startReplicas starts one implicit-apiserver in each host's network
 // namespace and waits until both are ready.
 func startReplicas(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane) []*controlplane.AggregatedServer {
