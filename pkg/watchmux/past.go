@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -115,9 +116,16 @@ func (m *Mux) pastConfigLocked() pastConfig {
 // one): versions without history can't be served.
 var errNoLister = fmt.Errorf("no exact lister of the sources")
 
-// pastStateOf returns the sources at want, listed from kube-apiserver.
+// pastBuildTimeout bounds the lists of one past state.
+const pastBuildTimeout = time.Minute
+
+// pastStateOf returns the sources at want, listed from kube-apiserver. The
+// lists are shared by every watch that resumes from the same state, so
+// they don't end with the request that started them.
 func (m *Mux) pastStateOf(ctx context.Context, c pastConfig, want rv.Version) (*pastState, error) {
 	return m.past.get(rv.Version{Fingerprint: want.Fingerprint, Vector: want.Vector, Mid: midKey(want.Mid)}.String(), func() (*pastState, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pastBuildTimeout)
+		defer cancel()
 		lists := map[string][]runtime.Object{}
 		listAt := func(i int, rev uint64) ([]runtime.Object, error) {
 			key := c.keys[i]
