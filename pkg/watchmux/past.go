@@ -220,7 +220,9 @@ func (p *pastState) view(want rv.Version, resource, namespace, name string) []me
 	}
 	// The change's events in this namespace are those of the whole view,
 	// by name: the first Index+1 names are seen.
-	full := diff(resource, namespace, p.before.results(resource, namespace, ""), p.after.results(resource, namespace, ""))
+	// The two states' objects of the changed source come from two lists:
+	// told apart by uid and resourceVersion, not by pointer.
+	full := diffWith(resource, namespace, p.before.results(resource, namespace, ""), p.after.results(resource, namespace, ""), sameContent)
 	if len(full) > want.Mid.Index+1 {
 		full = full[:want.Mid.Index+1]
 	}

@@ -92,9 +92,10 @@ func (c *fakeCluster) lister(key string) watchmux.ListFunc {
 		if r > cur {
 			return nil, apierrors.NewTimeoutError("Too large resource version", 1)
 		}
+		// Copies, as a real list decodes new objects.
 		var out []runtime.Object
 		for _, o := range c.objects(key, r) {
-			out = append(out, o)
+			out = append(out, o.DeepCopyObject())
 		}
 		return out, nil
 	}
