@@ -147,6 +147,7 @@ func (c CompletedConfig) New() (*Server, error) {
 	if err := mux.AddNamespaceInformer(x.Informers.Core().V1().Namespaces().Informer()); err != nil {
 		return nil, err
 	}
+	mux.SetNamespaceList(namespacesAt(x.Client))
 
 	group := servedgroup.New(servedgroup.Config{
 		Scheme:            x.Scheme,

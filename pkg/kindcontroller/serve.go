@@ -56,6 +56,10 @@ func (c *Controller) start(k kinds.Kind, o *merge.Options) ([]cache.InformerSync
 	if c.hub != nil {
 		hubName = c.hub.Name
 	}
+	src.localList = exactList(c.dyn, k.Source, "", !pending)
+	if src.hub != nil && c.hub.Dynamic != nil {
+		src.hubList = exactList(c.hub.Dynamic, k.Source, c.hub.GlobalNamespace, !pending)
+	}
 	syncs, err := feed(c.mux, resource, hubName, src, pending)
 	if err != nil {
 		return nil, err
@@ -78,6 +82,8 @@ func newStorage(k kinds.Kind, view *views.View) *registry.Storage {
 // cluster's and, with a hub, the hub's global namespace's.
 type sources struct {
 	local, hub cache.SharedIndexInformer
+	// localList and hubList list them as of an etcd revision.
+	localList, hubList watchmux.ListFunc
 }
 
 // feed hands a kind's informers to the mux; it is the only caller of the
@@ -93,11 +99,11 @@ func feed(mux *watchmux.Mux, resource, hub string, src sources, pending bool) ([
 		}
 		return err
 	}
-	if err := add(watchmux.Source{Informer: src.local}); err != nil {
+	if err := add(watchmux.Source{Informer: src.local, List: src.localList}); err != nil {
 		return nil, err
 	}
 	if src.hub != nil {
-		if err := add(watchmux.Source{Informer: src.hub, Cluster: hub}); err != nil {
+		if err := add(watchmux.Source{Informer: src.hub, Cluster: hub, List: src.hubList}); err != nil {
 			return nil, err
 		}
 	}

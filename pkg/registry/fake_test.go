@@ -19,7 +19,7 @@ import (
 const (
 	group = "implicit.dev"
 	// fakeRV is the resourceVersion the fake viewer's lists are current at.
-	fakeRV = "4711"
+	fakeRV = "f7.v4711"
 )
 
 // fakeViewer serves fixed view items and records what it was asked.

@@ -14,10 +14,9 @@ import (
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/utils/clock"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
+	"github.com/implicit-dev/implicit-apiserver/pkg/resourceversion"
 )
 
 // Pagination follows kube-apiserver's lists (k8s.io/apiserver/pkg/storage
@@ -92,8 +91,13 @@ func decodeContinue(s string) (continueToken, error) {
 	return t, nil
 }
 
-// isVersion reports whether rv is a version a view issues: a decimal integer.
+// isVersion reports whether rv is a version a view issues, or issued
+// before versions named upstream states (a decimal integer, which answers
+// 410 Gone: see checkVersion).
 func isVersion(rv string) bool {
+	if resourceversion.IsVersion(rv) {
+		return true
+	}
 	_, err := strconv.ParseUint(rv, 10, 64)
 	return err == nil
 }
@@ -137,8 +141,21 @@ func (s *Storage) paginate(opts *metainternalversion.ListOptions, sc listScope, 
 	if err != nil {
 		return page{}, err
 	}
-	if err := checkVersion(o.ResourceVersion, o.ResourceVersionMatch, rv); err != nil {
-		return page{}, err
+	// A version ahead of this replica (another's informers were faster):
+	// wait briefly for this one's, as kube-apiserver's watch cache waits
+	// for its store, then answer 504.
+	for deadline := time.Now().Add(listAheadWait); ; {
+		err := checkVersion(o.ResourceVersion, o.ResourceVersionMatch, rv)
+		if err == nil {
+			break
+		}
+		if !apierrors.IsTimeout(err) || time.Now().After(deadline) {
+			return page{}, err
+		}
+		time.Sleep(listAheadPoll)
+		if items, rv, err = list(); err != nil {
+			return page{}, err
+		}
 	}
 	keys := sortByKey(items)
 	limit := o.Limit
@@ -163,7 +180,9 @@ func (s *Storage) continueList(tok continueToken, limit int64, sc listScope, lis
 	if err != nil {
 		return page{}, err
 	}
-	if tok.RV != "" && tok.RV != rv {
+	// Any replica continues a token of another at the same state: its
+	// views, and their order, are the same.
+	if tok.RV != "" && resourceversion.CompareStrings(tok.RV, rv) != resourceversion.Same {
 		expired := apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. " +
 			"You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. " +
 			"Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
@@ -180,37 +199,54 @@ func (s *Storage) continueList(tok continueToken, limit int64, sc listScope, lis
 }
 
 // checkVersion answers whether a view current at rv serves a list asking
-// for version want with match: any version at or after want for
-// NotOlderThan (or no match), exactly want for Exact. A version older than
-// the current one cannot be served exactly: 410 Expired, as a compacted one
-// from kube-apiserver. A version newer than the current one: 504 "Too large
-// resource version", as from kube-apiserver's watch cache (which first waits
-// up to 3 s for it). A version this instance did not issue (another
-// replica's, an earlier run's) cannot be ordered
-// against its own: 410 Expired, as for a watch, so that the client lists
-// again from scratch. A malformed one is a 400, as from kube-apiserver.
+// for version want with match. Versions name upstream states (see
+// pkg/resourceversion), whichever replica issued them: for NotOlderThan (or
+// no match), any state at or past want's in every component serves it; for
+// Exact, only want's state. A version older than the current one cannot be
+// served exactly: 410 Expired, as a compacted one from kube-apiserver. A
+// version ahead of this replica in some component: 504 "Too large resource
+// version", as from kube-apiserver's watch cache. A version of another
+// fingerprint (another binary's semantics or configuration, or a decimal
+// version of a binary before vector versions) cannot be ordered: 410
+// Expired, so that the client lists again from scratch. A malformed one is
+// a 400, as from kube-apiserver.
 func checkVersion(want string, match metav1.ResourceVersionMatch, rv string) error {
 	if want == "" || want == "0" {
 		return nil
 	}
 	if !isVersion(want) {
 		// As kube-apiserver answers a list: a 400 (a watch, 410; see Watch).
-		return apierrors.NewBadRequest(fmt.Sprintf("invalid resourceVersion %q: not a decimal integer", want))
+		return apierrors.NewBadRequest(fmt.Sprintf("invalid resourceVersion %q: not a version of this server", want))
 	}
-	switch watchmux.CompareVersions(want, rv) {
-	case watchmux.Same:
+	switch resourceversion.CompareStrings(want, rv) {
+	case resourceversion.Same:
 		return nil
-	case watchmux.Older:
+	case resourceversion.Older:
 		if match == metav1.ResourceVersionMatchExact {
 			return apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %s (%s)", want, rv))
 		}
 		return nil
-	case watchmux.Newer:
-		n, _ := strconv.ParseUint(want, 10, 64)
-		cur, _ := strconv.ParseUint(rv, 10, 64)
-		return storage.NewTooLargeResourceVersionError(n, cur, 1)
+	case resourceversion.Newer, resourceversion.Concurrent:
+		return tooLargeVersion(want, rv)
 	}
-	return apierrors.NewResourceExpired(fmt.Sprintf("resourceVersion %s was not issued by this server instance (another replica or an earlier run): list again", want))
+	return apierrors.NewResourceExpired(fmt.Sprintf("resourceVersion %s was issued under other merge semantics or configuration (a rollout changed them): list again", want))
+}
+
+// listAheadWait bounds a list's wait for a version ahead of this replica,
+// as kube-apiserver's watch cache bounds its own (3 s); it looks again
+// every listAheadPoll.
+const (
+	listAheadWait = 3 * time.Second
+	listAheadPoll = 250 * time.Millisecond
+)
+
+// tooLargeVersion is kube-apiserver's answer to a version ahead of its
+// cache (storage.NewTooLargeResourceVersionError, whose numbers a vector
+// version is not): a 504 with the cause client-go's reflector looks for.
+func tooLargeVersion(want, rv string) error {
+	err := apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %s, current: %s", want, rv), 1)
+	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}
+	return err
 }
 
 // pageOf returns up to limit items (all when limit <= 0) from index from.

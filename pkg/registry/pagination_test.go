@@ -150,7 +150,7 @@ func describePages(pages []pageMeta) string {
 // continues from the current view.
 func TestListContinueConsistency(t *testing.T) {
 	t.Parallel()
-	const later = "4712"
+	const later = "f7.v4712"
 	added := viewRoleBinding("a-b", "qq", merge.ScopeLocal, "a-b")
 	tests := []struct {
 		name    string
@@ -224,7 +224,9 @@ func TestListContinueMalformed(t *testing.T) {
 // resourceVersionMatch, against a view current at fakeRV.
 func TestListResourceVersion(t *testing.T) {
 	t.Parallel()
-	const otherInstance = "1099511632487" // 1<<40 | 4711: another instance's
+	// Versions name upstream states (pkg/resourceversion): f7 is the
+	// fingerprint of the fake view's semantics, v4711 its one revision.
+	const otherFingerprint = "f8.v4711" // another binary's or configuration's
 	tests := []struct {
 		name  string
 		rv    string
@@ -236,12 +238,14 @@ func TestListResourceVersion(t *testing.T) {
 		{name: "any", rv: "0"},
 		{name: "current, not older than", rv: fakeRV, match: metav1.ResourceVersionMatchNotOlderThan},
 		{name: "current, exact", rv: fakeRV, match: metav1.ResourceVersionMatchExact},
-		{name: "older, no match: not older than", rv: "4700"},
-		{name: "older, not older than", rv: "4700", match: metav1.ResourceVersionMatchNotOlderThan},
-		{name: "older, exact: expired", rv: "4700", match: metav1.ResourceVersionMatchExact, code: http.StatusGone},
-		{name: "newer: too large", rv: "4800", match: metav1.ResourceVersionMatchNotOlderThan, code: http.StatusGatewayTimeout, cause: metav1.CauseTypeResourceVersionTooLarge},
-		{name: "newer, exact: too large", rv: "4800", match: metav1.ResourceVersionMatchExact, code: http.StatusGatewayTimeout, cause: metav1.CauseTypeResourceVersionTooLarge},
-		{name: "another instance's: expired", rv: otherInstance, match: metav1.ResourceVersionMatchNotOlderThan, code: http.StatusGone},
+		{name: "older, no match: not older than", rv: "f7.v4700"},
+		{name: "older, not older than", rv: "f7.v4700", match: metav1.ResourceVersionMatchNotOlderThan},
+		{name: "older, exact: expired", rv: "f7.v4700", match: metav1.ResourceVersionMatchExact, code: http.StatusGone},
+		{name: "newer: too large", rv: "f7.v4800", match: metav1.ResourceVersionMatchNotOlderThan, code: http.StatusGatewayTimeout, cause: metav1.CauseTypeResourceVersionTooLarge},
+		{name: "newer, exact: too large", rv: "f7.v4800", match: metav1.ResourceVersionMatchExact, code: http.StatusGatewayTimeout, cause: metav1.CauseTypeResourceVersionTooLarge},
+		{name: "the same state from another replica (another hint): served", rv: "f7.v4711.s1c0000000001267", match: metav1.ResourceVersionMatchExact},
+		{name: "another fingerprint: expired", rv: otherFingerprint, match: metav1.ResourceVersionMatchNotOlderThan, code: http.StatusGone},
+		{name: "a decimal version of a binary before vector versions: expired", rv: "1099511632487", match: metav1.ResourceVersionMatchNotOlderThan, code: http.StatusGone},
 		{name: "malformed: bad request", rv: "abc", code: http.StatusBadRequest},
 	}
 	for _, tt := range tests {
@@ -275,7 +279,7 @@ func TestListSnapshotBounds(t *testing.T) {
 	s := registry.NewStorage(group, kinds.RoleBindings(), viewer).WithClock(clock)
 	var tokens []string
 	for i := range 17 {
-		viewer.change(strconv.Itoa(5000+i), pagedItems()...)
+		viewer.change("f7.v"+strconv.Itoa(5000+i), pagedItems()...)
 		l, err := listPage(t, s, &metainternalversion.ListOptions{Limit: 2})
 		if err != nil {
 			t.Fatal(err)
@@ -286,7 +290,53 @@ func TestListSnapshotBounds(t *testing.T) {
 	if _, err := listPage(t, s, &metainternalversion.ListOptions{Limit: 2, Continue: tokens[0]}); !apierrors.IsResourceExpired(err) {
 		t.Errorf("the 17th snapshot ago: %v, want 410 Expired", err)
 	}
-	if l, err := listPage(t, s, &metainternalversion.ListOptions{Limit: 2, Continue: tokens[1]}); err != nil || l.ResourceVersion != "5001" {
+	if l, err := listPage(t, s, &metainternalversion.ListOptions{Limit: 2, Continue: tokens[1]}); err != nil || l.ResourceVersion != "f7.v5001" {
 		t.Errorf("the 16th snapshot ago: %v, %v; want its page at 5001", l, err)
+	}
+}
+
+// TestListContinueOnAnotherReplica checks that a continue token of one
+// replica is continued by another at the same upstream state (the same
+// vector, another replica's hint), and that one behind it answers 410 with
+// a fresh token, as for a changed view.
+func TestListContinueOnAnotherReplica(t *testing.T) {
+	t.Parallel()
+	viewerA := newFakeViewer("rolebindings", pagedItems()...)
+	viewerA.change("f7.v4711.s1c0000000000001", pagedItems()...)
+	a := registry.NewStorage(group, kinds.RoleBindings(), viewerA)
+	first, err := listPage(t, a, &metainternalversion.ListOptions{Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	viewerB := newFakeViewer("rolebindings", pagedItems()...)
+	viewerB.change("f7.v4711.s2d0000000000005", pagedItems()...)
+	b := registry.NewStorage(group, kinds.RoleBindings(), viewerB)
+	second, err := listPage(t, b, &metainternalversion.ListOptions{Limit: 2, Continue: first.Continue})
+	if err != nil {
+		t.Fatalf("continue on the other replica: %v", err)
+	}
+	if got, want := names(second), []string{"a-b/r", "a/x"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("second page on the other replica = %v, want %v", got, want)
+	}
+	viewerB.change("f7.v4712.s2d0000000000006", pagedItems()...)
+	if _, err := listPage(t, b, &metainternalversion.ListOptions{Limit: 2, Continue: first.Continue}); !apierrors.IsResourceExpired(err) {
+		t.Errorf("continue on a replica whose view moved on: %v, want 410 Expired", err)
+	}
+}
+
+// TestListWaitsForAVersionAhead checks that a list from a version this
+// replica has not reached yet (another replica's informers were faster)
+// waits for it, and is served once the view reaches it.
+func TestListWaitsForAVersionAhead(t *testing.T) {
+	t.Parallel()
+	viewer := newFakeViewer("rolebindings", pagedItems()...)
+	s := registry.NewStorage(group, kinds.RoleBindings(), viewer)
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		viewer.change("f7.v4712", pagedItems()...)
+	}()
+	l, err := listPage(t, s, &metainternalversion.ListOptions{ResourceVersion: "f7.v4712", ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
+	if err != nil || l.ResourceVersion != "f7.v4712" {
+		t.Fatalf("List = %v, %v; want the view at f7.v4712", l, err)
 	}
 }

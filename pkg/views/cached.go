@@ -83,7 +83,7 @@ func unwrap(obj runtime.Object) runtime.Object {
 // its conflicts. A MODIFIED event has two items, before and after, which may
 // share a source and differ in conflicts only.
 type itemKey struct {
-	rv        uint64
+	rv        string
 	namespace string
 	source    any
 	scope     merge.Scope
@@ -122,12 +122,12 @@ func newItemCache(size int) *itemCache {
 }
 
 // sharedItem returns the cached view item of r in namespace at rv, building it once.
-func (o *Objects) sharedItem(resource, namespace string, r merge.Result, rv uint64) (runtime.Object, error) {
+func (o *Objects) sharedItem(resource, namespace string, r merge.Result, rv string) (runtime.Object, error) {
 	key := itemKey{rv: rv, namespace: namespace, source: r.Item.Object, scope: r.Scope, conflict: r.Conflict(), merged: r.Object, name: r.Item.Name, uid: r.Item.UID, candidate: r.Candidates()}
 	if c, ok := o.cache.Get(key); ok {
 		return c, nil
 	}
-	obj, err := item(namespace, r, formatRV(rv), o.stale, o.kindOf(resource))
+	obj, err := item(namespace, r, rv, o.stale, o.kindOf(resource))
 	if err != nil {
 		return nil, err
 	}

@@ -151,11 +151,11 @@ func TestCandidateItemSplices(t *testing.T) {
 	creation.Item.UID = next.UID
 	for _, r := range []merge.Result{staged, creation} {
 		for _, ns := range []string{"team-a", "team-c"} {
-			spliced, err := objs.BatchItem(rolebindings.Resource, ns, r, 12)
+			spliced, err := objs.BatchItem(rolebindings.Resource, ns, r, "12")
 			if err != nil {
 				t.Fatal(err)
 			}
-			whole, err := objs.Item(rolebindings.Resource, ns, r, 12)
+			whole, err := objs.Item(rolebindings.Resource, ns, r, "12")
 			if err != nil {
 				t.Fatal(err)
 			}

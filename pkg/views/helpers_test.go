@@ -2,7 +2,6 @@ package views_test
 
 import (
 	"fmt"
-	"strconv"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/resourceversion"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -98,14 +98,16 @@ func currentRV(t *testing.T, m *watchmux.Mux) string {
 	return rv
 }
 
-// parseRV parses a resourceVersion, failing unless it is a non-empty decimal integer.
+// parseRV parses a resourceVersion, failing unless it is one, and returns
+// the sequence number it carries for the instance that issued it, which
+// orders one instance's versions.
 func parseRV(t *testing.T, rv string) uint64 {
 	t.Helper()
-	n, err := strconv.ParseUint(rv, 10, 64)
-	if err != nil {
-		t.Fatalf("resourceVersion %q is not a decimal integer: %v", rv, err)
+	v, err := resourceversion.Parse(rv)
+	if err != nil || v.Seq == 0 {
+		t.Fatalf("resourceVersion %q is not a version with a sequence number: %v", rv, err)
 	}
-	return n
+	return v.Seq
 }
 
 // Namespace builders, shared with the other packages' tests.

@@ -1,6 +1,7 @@
 package views_test
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -38,7 +39,7 @@ func TestHubProvenance(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			objs := views.NewObjects(newObject(), 0).WithStaleness(func() (time.Time, bool) { return since, tc.stale })
-			obj, err := objs.Item("rolebindings", "team-a", tc.result, uint64(100+i))
+			obj, err := objs.Item("rolebindings", "team-a", tc.result, strconv.Itoa(100+i))
 			if err != nil {
 				t.Fatal(err)
 			}

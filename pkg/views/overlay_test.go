@@ -175,7 +175,7 @@ func TestObjectsAdd(t *testing.T) {
 	})
 	src := widget(global, "w", "red")
 	r := merge.Result{Item: merge.Item{Namespace: global, Name: "w", Object: src}, Scope: merge.ScopeGlobal}
-	obj, err := objs.Item("widgets", "team", r, 5)
+	obj, err := objs.Item("widgets", "team", r, "5")
 	if err != nil {
 		t.Fatalf("Item: %v", err)
 	}
@@ -214,7 +214,7 @@ func TestItemCacheMerged(t *testing.T) {
 
 	item := func(r merge.Result) runtime.Object {
 		t.Helper()
-		obj, err := objs.Item(rolebindings.Resource, "team", r, 9)
+		obj, err := objs.Item(rolebindings.Resource, "team", r, "9")
 		if err != nil {
 			t.Fatalf("Item: %v", err)
 		}

@@ -468,7 +468,7 @@ func TestObjects(t *testing.T) {
 		t.Parallel()
 		src := roleBinding(global, "org-viewers")
 		r := merge.Result{Item: merge.Item{Namespace: global, Name: "org-viewers", Object: src}, Scope: merge.ScopeGlobal}
-		got, err := objs.Item(rolebindings.Resource, "team", r, 42)
+		got, err := objs.Item(rolebindings.Resource, "team", r, "42")
 		if err != nil {
 			t.Fatalf("Item: %v", err)
 		}
@@ -478,7 +478,7 @@ func TestObjects(t *testing.T) {
 			rb.Labels[merge.LabelScope] != "global" || rb.Labels[merge.LabelSourceNamespace] != global {
 			t.Errorf("Item = %#v, want team's view at resourceVersion 42", rb)
 		}
-		again, err := objs.Item(rolebindings.Resource, "team", r, 42)
+		again, err := objs.Item(rolebindings.Resource, "team", r, "42")
 		if err != nil || again != got {
 			t.Errorf("Item of the same event = %p, %v; want the shared %p", again, err, got)
 		}

@@ -127,7 +127,7 @@ type cut struct {
 type splicedObject struct {
 	t         *itemTemplate
 	namespace string
-	rv        uint64
+	rv        string
 	// build makes the whole item, once.
 	build func() (runtime.Object, error)
 	once  sync.Once
@@ -138,13 +138,13 @@ type splicedObject struct {
 var _ runtime.CacheableObject = &splicedObject{}
 
 // BatchItem implements watchmux.BatchObjects.
-func (o *Objects) BatchItem(resource, namespace string, r merge.Result, rv uint64) (runtime.Object, error) {
+func (o *Objects) BatchItem(resource, namespace string, r merge.Result, rv string) (runtime.Object, error) {
 	t, err := o.template(resource, r)
 	if err != nil {
 		return nil, err
 	}
 	return &splicedObject{t: t, namespace: namespace, rv: rv, build: func() (runtime.Object, error) {
-		return item(namespace, r, formatRV(rv), o.stale, o.kindOf(resource))
+		return item(namespace, r, rv, o.stale, o.kindOf(resource))
 	}}, nil
 }
 
@@ -317,7 +317,7 @@ func (s *splicedObject) CacheEncode(id runtime.Identifier, encode func(runtime.O
 
 // values are the item's own values of the three fields.
 func (s *splicedObject) values() placeholders {
-	return placeholders{s.namespace, string(UID(s.t.sourceUID, s.namespace)), formatRV(s.rv)}
+	return placeholders{s.namespace, string(UID(s.t.sourceUID, s.namespace)), s.rv}
 }
 
 // valuesSpliceable reports whether an item's values splice: its namespace

@@ -3,6 +3,7 @@ package views_test
 import (
 	"bytes"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -171,11 +172,11 @@ func FuzzSplice(f *testing.F) {
 				ns string
 				rv uint64
 			}{{dnsLabel(ns1), rv1}, {dnsLabel(ns2), rv2}} {
-				spliced, err := objs.BatchItem(resource, m.ns, r, m.rv)
+				spliced, err := objs.BatchItem(resource, m.ns, r, strconv.FormatUint(m.rv, 10))
 				if err != nil {
 					t.Fatal(err)
 				}
-				whole, err := objs.Item(resource, m.ns, r, m.rv)
+				whole, err := objs.Item(resource, m.ns, r, strconv.FormatUint(m.rv, 10))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -259,11 +260,11 @@ func TestSpliceStatefulEncoder(t *testing.T) {
 	for w := range 2 {
 		enc := &tableEncoder{item: item}
 		for i, ns := range namespaces {
-			member, err := objs.BatchItem(rolebindings.Resource, ns, r, uint64(10+i))
+			member, err := objs.BatchItem(rolebindings.Resource, ns, r, strconv.Itoa(10+i))
 			if err != nil {
 				t.Fatal(err)
 			}
-			whole, err := objs.Item(rolebindings.Resource, ns, r, uint64(10+i))
+			whole, err := objs.Item(rolebindings.Resource, ns, r, strconv.Itoa(10+i))
 			if err != nil {
 				t.Fatal(err)
 			}

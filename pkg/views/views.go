@@ -3,7 +3,6 @@ package views
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -197,7 +196,7 @@ func NewObjects(newObject map[string]func() runtime.Object, cacheSize int) *Obje
 }
 
 // Item implements watchmux.Objects.
-func (o *Objects) Item(resource, namespace string, r merge.Result, rv uint64) (runtime.Object, error) {
+func (o *Objects) Item(resource, namespace string, r merge.Result, rv string) (runtime.Object, error) {
 	return o.sharedItem(resource, namespace, r, rv)
 }
 
@@ -226,8 +225,6 @@ func (o *Objects) kindOf(resource string) schema.GroupVersionKind {
 	defer o.mu.RUnlock()
 	return o.kinds[resource]
 }
-
-func formatRV(rv uint64) string { return strconv.FormatUint(rv, 10) }
 
 // uidSpace is the UUID namespace of view item uids.
 var uidSpace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://implicit.dev/views"))

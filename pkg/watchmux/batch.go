@@ -37,6 +37,13 @@ type batch struct {
 	skipped []int
 	// base is the version of the first member.
 	base uint64
+	// extra are the change's other events, sorted by namespace, one per
+	// namespace: the exceptions merged one by one, and the global
+	// namespace's own. They are numbered with the members, in namespace
+	// order, so that a watcher of every namespace receives the change's
+	// events in namespace order (a version inside a change says which
+	// namespaces a client has seen; see pkg/resourceversion).
+	extra []*Event
 }
 
 // newBatch returns the batch of the change e for the tenants but skip.
@@ -52,8 +59,33 @@ func newBatch(e *Event, tenants *nameList, skip sets.Set[string]) *batch {
 	return b
 }
 
-// members is the number of the batch's events.
-func (b *batch) members() int { return len(b.namespaces.names) - len(b.skipped) }
+// members is the number of the batch's events, its extra ones included.
+func (b *batch) members() int { return len(b.namespaces.names) - len(b.skipped) + len(b.extra) }
+
+// number sets the version of the batch's first event to base, and the
+// extra events' versions, in namespace order.
+func (b *batch) number(base uint64) {
+	b.base = base
+	for j, x := range b.extra {
+		x.RV = base + uint64(b.membersBefore(x.Namespace)+j)
+	}
+}
+
+// membersBefore is the number of members whose namespace sorts before ns.
+func (b *batch) membersBefore(ns string) int {
+	i := sort.SearchStrings(b.namespaces.names, ns)
+	return i - sort.SearchInts(b.skipped, i)
+}
+
+// extraBefore is the number of extra events whose namespace sorts before ns,
+// and the extra event of ns, if any.
+func (b *batch) extraBefore(ns string) (int, *Event) {
+	j := sort.Search(len(b.extra), func(x int) bool { return b.extra[x].Namespace >= ns })
+	if j < len(b.extra) && b.extra[j].Namespace == ns {
+		return j, b.extra[j]
+	}
+	return j, nil
+}
 
 // nameList is an immutable sorted list of namespace names, shared by
 // batches; bytes is the estimate the history charges for it, once.
@@ -74,14 +106,19 @@ func newNameList(names []string) *nameList {
 // history entry and of the event the fan-out passes on.
 func (b *batch) last() uint64 { return b.base + uint64(b.members()) - 1 }
 
-// member returns the event of namespace, if it is a member.
+// member returns the event of namespace, if it is a member or has an
+// extra event.
 func (b *batch) member(namespace string) (*Event, bool) {
+	j, x := b.extraBefore(namespace)
+	if x != nil {
+		return x, true
+	}
 	names := b.namespaces.names
 	i := sort.SearchStrings(names, namespace)
 	if i == len(names) || names[i] != namespace || b.skip.Has(namespace) {
 		return nil, false
 	}
-	return b.event(i, i-sort.SearchInts(b.skipped, i)), true
+	return b.event(i, i-sort.SearchInts(b.skipped, i)+j), true
 }
 
 // event makes the event of the member at index i of namespaces, the
@@ -97,8 +134,14 @@ func (b *batch) event(i, rank int) *Event {
 // expand calls f with each member's event after version after, in version
 // order, until f returns false; it reports whether f always returned true.
 func (b *batch) expand(after uint64, f func(e *Event) bool) bool {
-	rank := 0
+	rank, x := 0, 0
 	for i, n := range b.namespaces.names {
+		for ; x < len(b.extra) && b.extra[x].Namespace <= n; x++ {
+			if b.extra[x].RV > after && !f(b.extra[x]) {
+				return false
+			}
+			rank++
+		}
 		if b.skip.Has(n) {
 			continue
 		}
@@ -106,6 +149,11 @@ func (b *batch) expand(after uint64, f func(e *Event) bool) bool {
 			return false
 		}
 		rank++
+	}
+	for ; x < len(b.extra); x++ {
+		if b.extra[x].RV > after && !f(b.extra[x]) {
+			return false
+		}
 	}
 	return true
 }

@@ -2,7 +2,6 @@ package watchmux_test
 
 import (
 	"slices"
-	"strconv"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -41,7 +40,7 @@ func TestGlobalEditResumes(t *testing.T) {
 	}
 	seen := map[string]uint64{} // namespace -> version of its event
 	for from := before; from <= after; from++ {
-		f := watchAndFollow(t, m, watchmux.WatchOptions{ResourceVersion: strconv.FormatUint(from, 10)})
+		f := watchAndFollow(t, m, watchmux.WatchOptions{ResourceVersion: rvText(from)})
 		got := f.waitFor(t, int(after-from))
 		for i, ev := range got {
 			if rv := rvOf(t, ev); rv != from+uint64(i)+1 {
@@ -58,20 +57,20 @@ func TestGlobalEditResumes(t *testing.T) {
 		}
 	}
 	for _, ns := range []string{"a", "b", "d", "e"} {
-		f := watchAndFollow(t, m, watchmux.WatchOptions{Namespace: ns, ResourceVersion: strconv.FormatUint(before, 10)})
+		f := watchAndFollow(t, m, watchmux.WatchOptions{Namespace: ns, ResourceVersion: rvText(before)})
 		got := f.waitFor(t, 1)
 		if rv := rvOf(t, got[0]); describeEvent(got[0]) != "ADDED "+ns+"/g1 global@implicit-global" || rv != seen[ns] {
 			t.Errorf("%s: got %s at %d, want its ADDED at %d", ns, describeEvent(got[0]), rv, seen[ns])
 		}
 		// Resumed from its own event's version, it gets nothing more of it.
-		f = watchAndFollow(t, m, watchmux.WatchOptions{Namespace: ns, ResourceVersion: strconv.FormatUint(seen[ns], 10)})
+		f = watchAndFollow(t, m, watchmux.WatchOptions{Namespace: ns, ResourceVersion: rvText(seen[ns])})
 		putRB(ns, "marker")(m)
 		if got := f.waitFor(t, 1); describeEvent(got[0]) != "ADDED "+ns+"/marker local@"+ns {
 			t.Errorf("%s resumed after its event: got %s first, want the marker", ns, describeEvent(got[0]))
 		}
 	}
 	// The shadowing tenant's watcher gets nothing of the edit.
-	f := watchAndFollow(t, m, watchmux.WatchOptions{Namespace: "c", ResourceVersion: strconv.FormatUint(before, 10)})
+	f := watchAndFollow(t, m, watchmux.WatchOptions{Namespace: "c", ResourceVersion: rvText(before)})
 	putRB("c", "marker")(m)
 	if got := f.waitFor(t, 1); describeEvent(got[0]) != "ADDED c/marker local@c" {
 		t.Errorf("c: got %s first, want the marker", describeEvent(got[0]))

@@ -3,7 +3,6 @@ package watchmux_test
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -54,7 +53,7 @@ func changeEvents(t *testing.T, m *watchmux.Mux, change ...step) []string {
 		s(m)
 	}
 	n := int(currentRV(t, m) - before)
-	f := watchAndFollow(t, m, watchmux.WatchOptions{ResourceVersion: strconv.FormatUint(before, 10)})
+	f := watchAndFollow(t, m, watchmux.WatchOptions{ResourceVersion: rvText(before)})
 	var out []string
 	for _, ev := range f.waitFor(t, n) {
 		out = append(out, describeStaged(ev))

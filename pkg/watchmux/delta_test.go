@@ -2,7 +2,6 @@ package watchmux_test
 
 import (
 	"slices"
-	"strconv"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/watch"
@@ -571,7 +570,7 @@ func TestViewEvents(t *testing.T) {
 			}
 			m.MarkSynced()
 			before := currentRV(t, m)
-			f := watchAndFollow(t, m, watchmux.WatchOptions{ResourceVersion: strconv.FormatUint(before, 10)})
+			f := watchAndFollow(t, m, watchmux.WatchOptions{ResourceVersion: rvText(before)})
 			for _, s := range tt.change {
 				s(m)
 			}
@@ -602,7 +601,7 @@ func TestViewEventsEveryResource(t *testing.T) {
 	}
 	m.MarkSynced()
 	before := currentRV(t, m)
-	rv := strconv.FormatUint(before, 10)
+	rv := rvText(before)
 	rbs := watchAndFollow(t, m, watchmux.WatchOptions{Resource: rolebindings, ResourceVersion: rv})
 	rs := watchAndFollow(t, m, watchmux.WatchOptions{Resource: roles, ResourceVersion: rv})
 	teamA := watchAndFollow(t, m, watchmux.WatchOptions{Resource: roles, Namespace: "team-a", ResourceVersion: rv})

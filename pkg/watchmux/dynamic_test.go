@@ -3,7 +3,6 @@ package watchmux_test
 import (
 	"context"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 
@@ -25,7 +24,7 @@ import (
 // version: it sees the changes made after this call only.
 func resumeFrom(t *testing.T, m *watchmux.Mux, resource string) *follower {
 	t.Helper()
-	return watchAndFollow(t, m, watchmux.WatchOptions{Resource: resource, ResourceVersion: strconv.FormatUint(currentRV(t, m), 10)})
+	return watchAndFollow(t, m, watchmux.WatchOptions{Resource: resource, ResourceVersion: rvText(currentRV(t, m))})
 }
 
 // expectEvents waits for len(want) events of f and compares them, sorted.

@@ -32,13 +32,33 @@ type Event struct {
 	// member says the event is a batch member's: many namespaces have
 	// the same item but for its namespace, uid and resourceVersion.
 	member bool
+
+	// ver is the version shared by the events of the change, and index
+	// this event's place among its namespace's events of its resource in
+	// it (by name): together they print its resourceVersion (text).
+	ver   *changeVersion
+	index int
+	// text, when set, is the resourceVersion printed instead: the initial
+	// events of a watch resumed from another replica's version.
+	text string
+}
+
+// Version is e's resourceVersion.
+func (e *Event) Version() string {
+	if e.text != "" {
+		return e.text
+	}
+	if e.ver == nil {
+		return format(e.RV)
+	}
+	return e.ver.text(e.Namespace, e.index, e.RV)
 }
 
 // Objects turns merge results into view objects. pkg/views implements it;
 // the mux only decides which events happen.
 type Objects interface {
 	// Item returns the view item of r in namespace, its resourceVersion set to rv.
-	Item(resource, namespace string, r merge.Result, rv uint64) (runtime.Object, error)
+	Item(resource, namespace string, r merge.Result, rv string) (runtime.Object, error)
 	// Empty returns an empty object of resource, for bookmarks.
 	Empty(resource string) runtime.Object
 }
@@ -49,7 +69,7 @@ type Objects interface {
 // it): BatchItem is Item for such a namespace, and may return an object
 // that encodes itself from an encoding shared by all of them.
 type BatchObjects interface {
-	BatchItem(resource, namespace string, r merge.Result, rv uint64) (runtime.Object, error)
+	BatchItem(resource, namespace string, r merge.Result, rv string) (runtime.Object, error)
 }
 
 // sameResult reports whether two results show the same view item: the same
@@ -72,6 +92,11 @@ func sameResult(a, b merge.Result) bool {
 // diff returns the events that turn the view before into the view after,
 // both sorted by name, without resourceVersions.
 func diff(resource, namespace string, before, after []merge.Result) []*Event {
+	return diffWith(resource, namespace, before, after, sameResult)
+}
+
+// diffWith is diff with same telling whether two results are one item.
+func diffWith(resource, namespace string, before, after []merge.Result, same func(a, b merge.Result) bool) []*Event {
 	var out []*Event
 	i, j := 0, 0
 	for i < len(before) || j < len(after) {
@@ -83,7 +108,7 @@ func diff(resource, namespace string, before, after []merge.Result) []*Event {
 			out = append(out, &Event{Type: watch.Added, Resource: resource, Namespace: namespace, Name: after[j].Item.Name, Result: after[j]})
 			j++
 		default:
-			if !sameResult(before[i], after[j]) {
+			if !same(before[i], after[j]) {
 				old := before[i]
 				out = append(out, &Event{Type: watch.Modified, Resource: resource, Namespace: namespace, Name: after[j].Item.Name, Result: after[j], Old: &old})
 			}

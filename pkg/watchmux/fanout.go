@@ -154,7 +154,7 @@ func (m *Mux) bookmark() {
 	if m.dispatched == 0 {
 		return
 	}
-	e := &Event{RV: m.dispatched, Type: watch.Bookmark}
+	e := &Event{RV: m.dispatched, Type: watch.Bookmark, ver: m.dispatchedVer}
 	m.wmu.Lock()
 	defer m.wmu.Unlock()
 	for w := range m.watchers {

@@ -50,6 +50,27 @@ type Source struct {
 	// global namespace's objects of the local cluster are not sources: the
 	// global scope is the hub's.
 	Cluster string
+	// List lists the source objects as of an etcd revision
+	// (resourceVersionMatch=Exact), for serving versions issued by another
+	// replica or an earlier run; nil: those answer 410 Gone.
+	List ListFunc
+}
+
+// SetNamespaceList sets the lister of the namespaces as of an etcd
+// revision, as Source.List is a source's.
+func (m *Mux) SetNamespaceList(list ListFunc) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pos.lists[namespacesKey] = list
+}
+
+// SetSourceList sets the lister of resource's sources from cluster ("" for
+// the local one) as of an etcd revision, for a feed without AddSource.
+func (m *Mux) SetSourceList(resource, cluster string, list ListFunc) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pos.addLocked(sourceKey(resource, cluster))
+	m.pos.lists[sourceKey(resource, cluster)] = list
 }
 
 // AddSource feeds the source objects of resource from s. It returns the
@@ -62,6 +83,12 @@ func (m *Mux) AddSource(resource string, s Source) (cache.ResourceEventHandlerRe
 	_, ok := m.st.sources[resource]
 	if ok && s.Cluster != "" {
 		m.hub = s.Cluster
+	}
+	if ok {
+		m.pos.addLocked(sourceKey(resource, s.Cluster))
+		if s.List != nil {
+			m.pos.lists[sourceKey(resource, s.Cluster)] = s.List
+		}
 	}
 	pending := m.st.pending.Has(resource)
 	m.mu.Unlock()
@@ -131,6 +158,8 @@ func (m *Mux) AddResource(resource string, o merge.Options) error {
 		return fmt.Errorf("watchmux: resource %q is already served", resource)
 	}
 	m.st.addResourceLocked(resource, o)
+	m.pos.addLocked(resource)
+	m.pos.invalidateLocked()
 	return nil
 }
 
@@ -141,6 +170,7 @@ func (m *Mux) SetGlobalNamespace(resource, namespace string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.st.globals[resource] = namespace
+	m.pos.invalidateLocked()
 }
 
 // MarkResourceSynced ends the pending state of a resource added with
@@ -190,6 +220,7 @@ func (m *Mux) MarkSynced() {
 	m.hist = newHistory(m.opts.HistorySize, m.opts.HistoryBytes, m.v.current())
 	m.fanMu.Lock()
 	m.dispatched = m.v.current()
+	m.dispatchedVer = &changeVersion{fp: m.st.fingerprint(m.pos), vector: m.pos.vector(), k: -1, whole: true}
 	m.fanMu.Unlock()
 }
 
@@ -204,6 +235,7 @@ func (m *Mux) SetMergeOptions(resource string, o merge.Options) {
 		m.mu.Unlock()
 		return
 	}
+	m.pos.invalidateLocked()
 	if !m.synced || m.st.pending.Has(resource) {
 		m.st.options[resource] = o
 		m.mu.Unlock()
@@ -222,7 +254,7 @@ func (m *Mux) SetMergeOptions(resource string, o merge.Options) {
 		events = append(events, diff(resource, ns, before[i], after)...)
 	}
 	candidateNamespaces.WithLabelValues(resource).Set(float64(len(m.st.candidateViews[resource])))
-	ticket, fan := m.stampLocked(events)
+	ticket, fan := m.stampLocked(events, -1, 0)
 	m.mu.Unlock()
 	if fan {
 		m.fanOutInTurn(ticket, events, start)
@@ -246,6 +278,7 @@ func (m *Mux) OnNamespace(obj any, deleted bool) {
 		next = merge.NamespaceOf(ns)
 	}
 	m.mu.Lock()
+	k, prev := m.pos.advanceLocked(namespacesKey, ns)
 	if deleted || ns.DeletionTimestamp == nil {
 		m.st.terminating.Delete(ns.Name)
 	} else {
@@ -285,7 +318,7 @@ func (m *Mux) OnNamespace(obj any, deleted bool) {
 	} else {
 		m.st.setNamespaceLocked(ns.Name, next)
 	}
-	ticket, fan := m.stampLocked(events)
+	ticket, fan := m.stampLocked(events, k, prev)
 	m.mu.Unlock()
 	if fan {
 		m.fanOutInTurn(ticket, events, start)
@@ -376,6 +409,7 @@ func (m *Mux) onSource(resource, cluster string, obj any, deleted bool) {
 		klog.ErrorS(nil, "Event of a resource that is not served", "resource", resource)
 		return
 	}
+	k, prev := m.pos.advanceLocked(sourceKey(resource, cluster), o)
 	if m.hub != "" && cluster == "" && namespace == m.st.policy.GlobalNamespace {
 		m.mu.Unlock()
 		return // the hub's global namespace is the global scope, not this one's
@@ -426,7 +460,7 @@ func (m *Mux) onSource(resource, cluster string, obj any, deleted bool) {
 	}
 	sourceObjects.WithLabelValues(resource).Set(float64(m.st.sourceCount(resource)))
 	candidates.WithLabelValues(resource).Set(float64(m.st.candidateCounts[resource]))
-	ticket, fan := m.stampLocked(events)
+	ticket, fan := m.stampLocked(events, k, prev)
 	m.mu.Unlock()
 	if fan {
 		m.fanOutInTurn(ticket, events, start)

@@ -51,6 +51,7 @@ func (m *Mux) globalChangeLocked(resource, global, name string, next *merge.Item
 	}
 	s.setItemLocked(resource, global, name, next)
 	var events []*Event
+	var b *batch
 	for i, ns := range one {
 		after := s.results(resource, ns, name)
 		changes := diff(resource, ns, before[i], after)
@@ -62,11 +63,18 @@ func (m *Mux) globalChangeLocked(resource, global, name string, next *merge.Item
 			continue
 		}
 		for _, e := range changes { // at most one: one name
-			events = append(events, batchEvent(newBatch(e, tenants, skip), 0))
+			b = newBatch(e, tenants, skip)
 		}
 	}
 	candidateNamespaces.WithLabelValues(resource).Set(float64(len(s.candidateViews[resource])))
-	return events
+	if b == nil {
+		return events
+	}
+	// The exceptions' events travel in the batch, in namespace order
+	// among its members' (one name: one event per namespace).
+	sort.Slice(events, func(i, j int) bool { return events[i].Namespace < events[j].Namespace })
+	b.extra = events
+	return []*Event{batchEvent(b, 0)}
 }
 
 // tenantList returns the tenants, sorted, made once per change of the set

@@ -39,7 +39,7 @@ func runChange(t *testing.T, p merge.Policy, setup, change []step) []string {
 	}
 	m.MarkSynced()
 	before := currentRV(t, m)
-	f := watchAndFollow(t, m, watchmux.WatchOptions{ResourceVersion: strconv.FormatUint(before, 10)})
+	f := watchAndFollow(t, m, watchmux.WatchOptions{ResourceVersion: rvText(before)})
 	for _, s := range change {
 		s(m)
 	}
@@ -285,7 +285,7 @@ func TestEventsFollowViewsWithIdentityAndDepth(t *testing.T) {
 			}()
 			views, start := readViews(t, m, rolebindings)
 			tr := &tracked{name: "all", start: start, state: views}
-			tr.f = watchAndFollow(t, m, watchmux.WatchOptions{ResourceVersion: strconv.FormatUint(start, 10)})
+			tr.f = watchAndFollow(t, m, watchmux.WatchOptions{ResourceVersion: rvText(start)})
 			for range 300 {
 				log = append(log, w.step(m))
 				// Read between changes, so that cached lineages are used.

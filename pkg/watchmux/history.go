@@ -90,6 +90,9 @@ func (h *history) chargeLocked(e *Event, delta int) int64 {
 		// The members' names are shared by the batches made from the same
 		// tenant list: charged once.
 		n += int64(b.skip.Len())*stringBytes + h.chargeObjectLocked(b.namespaces, delta)
+		for _, x := range b.extra {
+			n += h.chargeLocked(x, delta)
+		}
 	}
 	n += h.chargeResultLocked(e.Result, delta)
 	if e.Old != nil {

@@ -2,7 +2,6 @@ package watchmux_test
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -82,7 +81,7 @@ func TestHubGlobalSources(t *testing.T) {
 	}
 
 	_, rv := readViews(t, m, rolebindings)
-	f := watchAndFollow(t, m, watchmux.WatchOptions{Resource: rolebindings, Namespace: "team-a", ResourceVersion: strconv.FormatUint(rv, 10)})
+	f := watchAndFollow(t, m, watchmux.WatchOptions{Resource: rolebindings, Namespace: "team-a", ResourceVersion: rvText(rv)})
 	t.Log("a hub edit of ci-bot fires team-a's view")
 	ci := roleBinding(global, "ci-bot")
 	ci.ResourceVersion = nextRV()

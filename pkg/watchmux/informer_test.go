@@ -3,7 +3,6 @@ package watchmux_test
 import (
 	"context"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -60,7 +59,7 @@ func TestInformers(t *testing.T) {
 	if len(initial) != 6 { // g1 in 4 views, p1 in 2
 		t.Errorf("synced views: %v, want 6 items", initial)
 	}
-	f := watchAndFollow(t, m, watchmux.WatchOptions{ResourceVersion: strconv.FormatUint(rv, 10)})
+	f := watchAndFollow(t, m, watchmux.WatchOptions{ResourceVersion: rvText(rv)})
 
 	// An update of the global item: every view that holds it.
 	g1 = g1.DeepCopy()

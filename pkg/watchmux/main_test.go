@@ -19,6 +19,7 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/resourceversion"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
@@ -53,7 +54,7 @@ type objects struct{}
 var _ watchmux.Objects = &objects{}
 
 // Item implements watchmux.Objects.
-func (o *objects) Item(_, namespace string, r merge.Result, rv uint64) (runtime.Object, error) {
+func (o *objects) Item(_, namespace string, r merge.Result, rv string) (runtime.Object, error) {
 	src, ok := r.Item.Object.(runtime.Object)
 	if !ok {
 		return nil, fmt.Errorf("source %s/%s is a %T", r.Item.Namespace, r.Item.Name, r.Item.Object)
@@ -70,7 +71,7 @@ func (o *objects) Item(_, namespace string, r merge.Result, rv uint64) (runtime.
 	}
 	m.SetNamespace(namespace)
 	m.SetUID(types.UID(string(sourceUID) + "/" + namespace))
-	m.SetResourceVersion(strconv.FormatUint(rv, 10))
+	m.SetResourceVersion(rv)
 	lbls := map[string]string{}
 	for k, v := range m.GetLabels() {
 		lbls[k] = v
@@ -173,15 +174,29 @@ func currentRV(t testing.TB, m *watchmux.Mux) uint64 {
 	return parseRV(t, rv)
 }
 
-// parseRV parses a resourceVersion, failing unless it is a decimal integer
-// a client can hold in an int64.
+// parseRV parses a resourceVersion, failing unless it is one, and returns
+// the sequence number it carries for the instance that issued it: the
+// tests order versions of one instance by it. rvText prints it back.
 func parseRV(t testing.TB, rv string) uint64 {
 	t.Helper()
-	n, err := strconv.ParseInt(rv, 10, 64)
-	if err != nil || n <= 0 {
-		t.Fatalf("resourceVersion %q is not a positive decimal int64: %v", rv, err)
+	v, err := resourceversion.Parse(rv)
+	if err != nil || v.Seq == 0 {
+		t.Fatalf("resourceVersion %q is not a version with a sequence number: %v", rv, err)
 	}
-	return uint64(n)
+	texts.Store(v.Seq, rv)
+	return v.Seq
+}
+
+// texts maps the sequence numbers parseRV has seen to their versions.
+var texts sync.Map
+
+// rvText is the version parseRV saw with sequence number seq; one it has
+// not seen is printed as a decimal, which is not a version of the mux.
+func rvText(seq uint64) string {
+	if s, ok := texts.Load(seq); ok {
+		return s.(string)
+	}
+	return strconv.FormatUint(seq, 10)
 }
 
 // rvOf is the resourceVersion of a watch event's object.
@@ -335,7 +350,7 @@ func readViews(t testing.TB, m *watchmux.Mux, resource string) (map[string]strin
 		t.Fatalf("reading the mux: %v", err)
 	}
 	for _, x := range results {
-		o, err := obj.Item(resource, x.ns, x.r, 1)
+		o, err := obj.Item(resource, x.ns, x.r, "1")
 		if err != nil {
 			t.Fatalf("building %s/%s: %v", x.ns, x.r.Item.Name, err)
 		}

@@ -16,6 +16,20 @@ const (
 var fanOutBuckets = metrics.ExponentialBuckets(0.0001, 4, 10)
 
 var (
+	resumedFromVector = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace:      "implicit",
+		Subsystem:      "watch",
+		Name:           "resumed_from_sources_total",
+		Help:           "Watches resumed from a version this instance has no history for (another replica's, an earlier run's), by the difference with the sources listed at its revisions.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	resumeFailures = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace:      "implicit",
+		Subsystem:      "watch",
+		Name:           "resume_failures_total",
+		Help:           "Watches from a version without history that could not be served (the sources' revisions compacted, no exact lister): answered 410 Gone.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	// The watch subsystem's names were implicit_fanout_duration_seconds,
 	// implicit_watchers and implicit_slow_watchers_closed_total: kept, as
 	// deprecated, for one release (internal/renamedmetric).
@@ -93,6 +107,6 @@ var (
 )
 
 func init() {
-	legacyregistry.MustRegister(fanOutLatency.New, fanOutLatency.Old, openWatchers.New, openWatchers.Old,
+	legacyregistry.MustRegister(resumedFromVector, resumeFailures, fanOutLatency.New, fanOutLatency.Old, openWatchers.New, openWatchers.Old,
 		slowWatchersClosed.New, slowWatchersClosed.Old, eventsDelivered, sourceObjects, candidates, candidateNamespaces)
 }

@@ -109,9 +109,13 @@ type Mux struct {
 	objects Objects
 
 	// mu guards st, v, synced, hist, nextTicket, regs and hub.
-	mu     sync.RWMutex
-	st     *state
-	v      versions
+	mu sync.RWMutex
+	st *state
+	v  versions
+	// pos are the sources' revisions: the upstream state the views are at.
+	pos *positions
+	// past caches states of the sources at other replicas' versions.
+	past   *pastCache
 	synced bool
 	hist   *history
 
@@ -123,8 +127,10 @@ type Mux struct {
 	fanMu   sync.Mutex
 	fanTurn *sync.Cond
 	serving uint64
-	// dispatched is the version of the last event fanned out; fanMu.
-	dispatched uint64
+	// dispatched is the version of the last event fanned out, and
+	// dispatchedVer its change's; fanMu.
+	dispatched    uint64
+	dispatchedVer *changeVersion
 
 	// wmu guards watchers and their indexes by namespace ("" watchers are
 	// in allNamespaces).
@@ -157,12 +163,17 @@ func New(policy merge.Policy, resources []string, objects Objects, opts Options)
 		objects:       objects,
 		st:            newState(policy, resources),
 		v:             newVersions(),
+		pos:           newPositions(),
+		past:          newPastCache(),
 		watchers:      map[*watcher]struct{}{},
 		allNamespaces: map[*watcher]struct{}{},
 		byNamespace:   map[string]map[*watcher]struct{}{},
 		changed:       make(chan struct{}, 1),
 	}
 	m.fanTurn = sync.NewCond(&m.fanMu)
+	for _, r := range resources {
+		m.pos.addLocked(r)
+	}
 	m.hist = newHistory(opts.HistorySize, opts.HistoryBytes, m.v.current())
 	return m
 }

@@ -5,7 +5,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -346,7 +345,7 @@ func checkEventsFollowViews(t *testing.T, seed uint64, steps int) {
 		tr.f = watchAndFollow(t, m, watchmux.WatchOptions{Namespace: namespace, ResourceVersion: rv, SendInitialEvents: sendInitial, AllowBookmarks: true})
 		watchers = append(watchers, tr)
 	}
-	rv0 := strconv.FormatUint(currentRV(t, m), 10)
+	rv0 := rvText(currentRV(t, m))
 	start("all, resumed", "", rv0, nil)
 	start("all, initial items", "", "", nil)
 	start("global namespace", global, rv0, nil)
@@ -362,7 +361,7 @@ func checkEventsFollowViews(t *testing.T, seed uint64, steps int) {
 			w.checkOracle(t, m)
 		}
 		if i == steps/2 {
-			rv := strconv.FormatUint(currentRV(t, m), 10)
+			rv := rvText(currentRV(t, m))
 			start("all, resumed halfway", "", rv, nil)
 			start("n3, resumed halfway", "n3", rv, nil)
 			start("n4, initial items halfway", "n4", "", nil)

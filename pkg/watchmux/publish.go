@@ -1,6 +1,9 @@
 package watchmux
 
-import "time"
+import (
+	"sort"
+	"time"
+)
 
 // Publishing: a change's events are stamped with versions and kept in the
 // history under mu (stampLocked); the change then releases mu and fans them
@@ -13,13 +16,31 @@ import "time"
 // fan out: no events, or the versions ran out (every watcher is closed
 // then). Called with mu held for writing; the caller releases it, then
 // calls fanOutInTurn with the ticket.
-func (m *Mux) stampLocked(events []*Event) (ticket uint64, fanOut bool) {
+//
+// k is the source whose change made the events, and prev its revision
+// before (k < 0: a change of configuration): the events' versions name the
+// upstream state after the change, and each one's place in it.
+func (m *Mux) stampLocked(events []*Event, k int, prev uint64) (ticket uint64, fanOut bool) {
+	var cv *changeVersion
+	if len(events) > 0 {
+		cv = m.versionEventsLocked(events, k, prev)
+	}
 	for _, e := range events {
 		var rv uint64
 		var ok bool
+		e.ver = cv
 		if e.batch != nil {
 			// One version per member, as for separate events.
-			e.batch.base, ok = m.v.reserve(uint64(e.batch.members()))
+			var base uint64
+			base, ok = m.v.reserve(uint64(e.batch.members()))
+			if ok {
+				e.batch.template.ver = cv
+				e.batch.number(base)
+				for _, x := range e.batch.extra {
+					x.ver = cv
+					m.generationLocked(x.Namespace, x.RV)
+				}
+			}
 			rv = e.batch.last()
 		} else {
 			rv, ok = m.v.next()
@@ -49,10 +70,8 @@ func (m *Mux) stampLocked(events []*Event) (ticket uint64, fanOut bool) {
 			// lineage's generation holds the global namespace's, which
 			// stands for them (LineageGeneration).
 			m.st.generations[m.st.globalFor(e.Resource)] = rv
-		} else if _, exists := m.st.namespaces[e.Namespace]; exists || m.st.isGlobal(e.Namespace) {
-			m.st.generations[e.Namespace] = rv
 		} else {
-			delete(m.st.generations, e.Namespace)
+			m.generationLocked(e.Namespace, rv)
 		}
 	}
 	if m.synced {
@@ -68,6 +87,45 @@ func (m *Mux) stampLocked(events []*Event) (ticket uint64, fanOut bool) {
 	return ticket, true
 }
 
+// generationLocked records rv as namespace's generation (LineageGeneration).
+func (m *Mux) generationLocked(namespace string, rv uint64) {
+	if _, exists := m.st.namespaces[namespace]; exists || m.st.isGlobal(namespace) {
+		m.st.generations[namespace] = rv
+	} else {
+		delete(m.st.generations, namespace)
+	}
+}
+
+// versionEventsLocked orders a change's events by namespace, resource and
+// name (a batch stands alone, its members and extra events in namespace
+// order already), numbers each one among its namespace's events of its
+// resource, and returns their shared version: the vector after the change.
+func (m *Mux) versionEventsLocked(events []*Event, k int, prev uint64) *changeVersion {
+	if len(events) > 1 {
+		sort.SliceStable(events, func(i, j int) bool {
+			a, b := events[i], events[j]
+			if a.Namespace != b.Namespace {
+				return a.Namespace < b.Namespace
+			}
+			if a.Resource != b.Resource {
+				return a.Resource < b.Resource
+			}
+			return a.Name < b.Name
+		})
+		type key struct{ namespace, resource string }
+		counts := map[key]int{}
+		for _, e := range events {
+			kk := key{e.Namespace, e.Resource}
+			e.index = counts[kk]
+			counts[kk]++
+		}
+	}
+	return &changeVersion{
+		fp: m.st.fingerprint(m.pos), vector: m.pos.vector(), k: k, prev: prev,
+		whole: k < 0 || len(events) == 1 && events[0].batch == nil,
+	}
+}
+
 // fanOutInTurn waits for ticket's turn, fans events out, and passes the turn
 // on. Called without mu: reads and the next changes go on while a fan-out
 // waits for a slow watcher. start is when the change arrived.
@@ -79,6 +137,7 @@ func (m *Mux) fanOutInTurn(ticket uint64, events []*Event, start time.Time) {
 	}
 	m.fanOutLocked(events)
 	m.dispatched = events[len(events)-1].RV
+	m.dispatchedVer = events[len(events)-1].ver.after()
 	m.serving++
 	m.fanTurn.Broadcast()
 	fanOutLatency.Observe(m.opts.Clock.Since(start).Seconds())

@@ -19,7 +19,7 @@ func (m *Mux) Read(f func(r Reader)) (rv string, err error) {
 		return "", errNotSynced
 	}
 	f(reader{m.st})
-	return format(m.v.current()), nil
+	return m.currentTextLocked(), nil
 }
 
 // Reader reads the mirror: the merged views, and the namespaces and source

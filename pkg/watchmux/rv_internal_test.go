@@ -2,11 +2,10 @@ package watchmux
 
 import (
 	"math"
-	"strconv"
 	"testing"
 )
 
-func TestClassify(t *testing.T) {
+func TestOurs(t *testing.T) {
 	t.Parallel()
 	v := versions{instance: 12345}
 	for range 10 {
@@ -17,37 +16,24 @@ func TestClassify(t *testing.T) {
 	cur := v.current()
 	other := versions{instance: 54321, counter: 10}
 	tests := []struct {
-		name  string
-		rv    string
-		state rvState
-		n     uint64
+		name string
+		seq  uint64
+		want bool
 	}{
-		{name: "empty: any", rv: "", state: rvAny},
-		{name: "zero: any", rv: "0", state: rvAny},
-		{name: "current", rv: format(cur), state: rvOurs, n: cur},
-		{name: "past", rv: format(cur - 3), state: rvOurs, n: cur - 3},
-		{name: "the instance's base, before any event", rv: format(v.instance << counterBits), state: rvOurs, n: v.instance << counterBits},
-		{name: "future", rv: format(cur + 1), state: rvFuture, n: cur + 1},
-		{name: "another instance's current", rv: format(other.current()), state: rvForeign},
-		{name: "another instance's, numerically below ours", rv: format(1<<counterBits | 5), state: rvForeign},
-		{name: "another instance's, numerically above ours", rv: format((instanceMax-1)<<counterBits | 5), state: rvForeign},
-		{name: "small integer, as from etcd", rv: "12", state: rvForeign},
-		{name: "leading zeros of zero", rv: "00", state: rvForeign},
-		{name: "negative", rv: "-1", state: rvForeign},
-		{name: "plus sign", rv: "+" + format(cur), state: rvForeign},
-		{name: "garbage", rv: "abc", state: rvForeign},
-		{name: "hex", rv: "0x" + strconv.FormatUint(cur, 16), state: rvForeign},
-		{name: "overflows uint64", rv: "184467440737095516160", state: rvForeign},
-		{name: "blank", rv: " ", state: rvForeign},
+		{name: "none", seq: 0, want: false},
+		{name: "current", seq: cur, want: true},
+		{name: "past", seq: cur - 3, want: true},
+		{name: "the instance's base, before any event", seq: v.instance << counterBits, want: true},
+		{name: "future", seq: cur + 1, want: false},
+		{name: "another instance's current", seq: other.current(), want: false},
+		{name: "another instance's, numerically below ours", seq: 1<<counterBits | 5, want: false},
+		{name: "another instance's, numerically above ours", seq: (instanceMax-1)<<counterBits | 5, want: false},
+		{name: "small integer", seq: 12, want: false},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			state, n := v.classify(tt.rv)
-			if state != tt.state || n != tt.n {
-				t.Errorf("classify(%q) = %v, %d; want %v, %d", tt.rv, state, n, tt.state, tt.n)
-			}
-		})
+		if got := v.ours(tt.seq); got != tt.want {
+			t.Errorf("%s: ours(%d) = %v, want %v", tt.name, tt.seq, got, tt.want)
+		}
 	}
 }
 
@@ -79,13 +65,8 @@ func TestVersions(t *testing.T) {
 					t.Errorf("next = %d after %d, current %d; want consecutive", rv, prev, v.current())
 				}
 				prev = rv
-				s := format(rv)
-				n, err := strconv.ParseInt(s, 10, 64)
-				if err != nil || uint64(n) != rv || rv > math.MaxInt64 {
-					t.Errorf("version %s does not parse as a decimal int64: %v", s, err)
-				}
-				if state, got := v.classify(s); state != rvOurs || got != rv {
-					t.Errorf("classify(own %s) = %v, %d", s, state, got)
+				if rv > math.MaxInt64 || !v.ours(rv) {
+					t.Errorf("sequence number %d is not its own or not an int64", rv)
 				}
 			}
 		})

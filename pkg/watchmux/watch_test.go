@@ -3,7 +3,6 @@ package watchmux_test
 import (
 	"context"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/resourceversion"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
@@ -53,7 +53,7 @@ func TestWatchResourceVersion(t *testing.T) {
 		},
 		{
 			name: "a list's version: every change after it",
-			rv:   func(_ *testing.T, synced uint64, _ []watch.Event) string { return strconv.FormatUint(synced, 10) },
+			rv:   func(_ *testing.T, synced uint64, _ []watch.Event) string { return rvText(synced) },
 			want: []string{"ADDED solo/l2 local@solo", "ADDED solo/l3 local@solo", "MODIFIED solo/g1 global@implicit-global"},
 		},
 		{
@@ -78,7 +78,7 @@ func TestWatchResourceVersion(t *testing.T) {
 			t.Parallel()
 			m := syncedMux(t, watchmux.Options{})
 			synced := currentRV(t, m)
-			seen := watchAndFollow(t, m, watchmux.WatchOptions{Namespace: "solo", ResourceVersion: strconv.FormatUint(synced, 10)})
+			seen := watchAndFollow(t, m, watchmux.WatchOptions{Namespace: "solo", ResourceVersion: rvText(synced)})
 			putRB("solo", "l2")(m)
 			putRB("org", "l2")(m) // not solo's
 			putRB("solo", "l3")(m)
@@ -119,7 +119,7 @@ func TestWatchErrors(t *testing.T) {
 				if rv>>40 == otherRV>>40 {
 					t.Skip("the two instances drew the same id (1 in 2^22)")
 				}
-				return strconv.FormatUint(otherRV, 10)
+				return rvText(otherRV)
 			},
 			check: apierrors.IsResourceExpired,
 		},
@@ -141,16 +141,33 @@ func TestWatchErrors(t *testing.T) {
 				putRB("solo", "a")(m)
 				putRB("solo", "b")(m)
 				putRB("solo", "c")(m)
-				return strconv.FormatUint(rv, 10)
+				return rvText(rv)
 			},
 			check: apierrors.IsResourceExpired,
 		},
 		{
-			name: "a version from the future: too large",
+			name: "a version ahead of the mux: waits, then too large",
 			setup: func(t *testing.T, m *watchmux.Mux) string {
-				return strconv.FormatUint(currentRV(t, m)+1, 10)
+				v, err := resourceversion.Parse(rvText(currentRV(t, m)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				v.Vector[len(v.Vector)-1] += 1000
+				return v.String()
 			},
 			check: apierrors.IsTimeout,
+		},
+		{
+			name: "another fingerprint (a rollout changed the semantics or configuration): expired",
+			setup: func(t *testing.T, m *watchmux.Mux) string {
+				v, err := resourceversion.Parse(rvText(currentRV(t, m)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				v.Fingerprint ^= 2
+				return v.String()
+			},
+			check: apierrors.IsResourceExpired,
 		},
 	}
 	for _, tt := range tests {
@@ -158,7 +175,10 @@ func TestWatchErrors(t *testing.T) {
 			t.Parallel()
 			m := syncedMux(t, tt.opts)
 			rv := tt.setup(t, m)
-			w, err := m.Watch(t.Context(), watchmux.WatchOptions{Resource: rolebindings, ResourceVersion: rv})
+			// A version ahead waits as long as the request may.
+			ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+			defer cancel()
+			w, err := m.Watch(ctx, watchmux.WatchOptions{Resource: rolebindings, ResourceVersion: rv})
 			if err == nil {
 				w.Stop()
 				t.Fatalf("watch from %s succeeded", rv)
@@ -187,7 +207,7 @@ func TestWatchHistoryBoundary(t *testing.T) {
 		{name: "before the oldest dropped event", rv: rv0},
 		{name: "at the newest dropped event", rv: rv1, want: []string{"ADDED solo/b local@solo", "ADDED solo/c local@solo"}, ok: true},
 	} {
-		w, err := m.Watch(t.Context(), watchmux.WatchOptions{Resource: rolebindings, Namespace: "solo", ResourceVersion: strconv.FormatUint(tt.rv, 10)})
+		w, err := m.Watch(t.Context(), watchmux.WatchOptions{Resource: rolebindings, Namespace: "solo", ResourceVersion: rvText(tt.rv)})
 		if !tt.ok {
 			if !apierrors.IsResourceExpired(err) {
 				t.Errorf("%s: err = %v, want expired", tt.name, err)
@@ -271,7 +291,7 @@ func TestSendInitialEvents(t *testing.T) {
 		{
 			name:      "watch-list from a version: a snapshot all the same",
 			namespace: "team-b",
-			rv:        func(synced uint64) string { return strconv.FormatUint(synced, 10) },
+			rv:        func(synced uint64) string { return rvText(synced) },
 			send:      ptr.To(true),
 			want:      []string{"ADDED team-b/g1 global@implicit-global", "ADDED team-b/p1 parent@org"},
 			end:       true,
@@ -294,7 +314,7 @@ func TestSendInitialEvents(t *testing.T) {
 		{
 			name:      "no initial events from a version: the changes after it",
 			namespace: "team-b",
-			rv:        func(synced uint64) string { return strconv.FormatUint(synced, 10) },
+			rv:        func(synced uint64) string { return rvText(synced) },
 			send:      ptr.To(false),
 		},
 	}
@@ -365,7 +385,7 @@ func TestBookmarks(t *testing.T) {
 		<-done
 	})
 	waitUntil(t, "the mux syncs and its bookmark ticker starts", func() bool { return m.HasSynced() && clock.HasWaiters() })
-	synced := strconv.FormatUint(currentRV(t, m), 10)
+	synced := rvText(currentRV(t, m))
 
 	withBookmarks := watchAndFollow(t, m, watchmux.WatchOptions{Namespace: "solo", ResourceVersion: synced, AllowBookmarks: true})
 	without := watchAndFollow(t, m, watchmux.WatchOptions{Namespace: "solo", ResourceVersion: synced})

@@ -2,6 +2,7 @@ package watchmux
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	rv "github.com/implicit-dev/implicit-apiserver/pkg/resourceversion"
 )
 
 // WatchOptions select what a watch receives.
@@ -22,8 +24,8 @@ type WatchOptions struct {
 	// Name, when set, limits the watch to items of that name.
 	Name string
 	// ResourceVersion: "" or "0" starts with the current items as ADDED
-	// events; a version of this instance resumes after it; another
-	// instance's, or one older than the history, fails with 410 Gone.
+	// events; a version of any replica with the same fingerprint resumes
+	// after it (see Watch); anything else fails with 410 Gone.
 	ResourceVersion string
 	// SendInitialEvents overrides whether the current items are sent first;
 	// when true, a bookmark annotated k8s.io/initial-events-end follows them
@@ -47,7 +49,12 @@ type watcher struct {
 	ctx     context.Context
 	opts    WatchOptions
 	startRV uint64
-	initial []*Event
+	// startText is the version of the state at startRV.
+	startText string
+	initial   []*Event
+	// resumeBookmark asks for a bookmark at startText after the initial
+	// events of a resume from another replica's version.
+	resumeBookmark bool
 	// initialEnd asks for the initial-events-end bookmark at startRV.
 	initialEnd bool
 	ch         chan *Event
@@ -59,44 +66,101 @@ type watcher struct {
 var _ watch.Interface = &watcher{}
 
 // Watch starts a watch. ctx bounds it as Stop does.
+//
+// A version of any replica with this one's fingerprint is served: from
+// this instance's history when it issued it and still holds the events
+// after it, otherwise from the difference between the view at its vector
+// (the sources listed at its revisions) and the current one. A version
+// ahead of this replica waits until it has caught up, as long as ctx
+// allows, up to aheadWait. Another fingerprint, a version that is not one, or one whose
+// revisions kube-apiserver has compacted, answer 410 Gone.
 func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, error) {
-	m.mu.RLock()
-	if !m.synced {
-		m.mu.RUnlock()
-		return nil, errNotSynced
+	var want *rv.Version
+	if opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
+		v, err := rv.Parse(opts.ResourceVersion)
+		if err != nil {
+			return nil, gone(opts.ResourceVersion, "is not a version of this server: list again")
+		}
+		want = &v
 	}
-	w := &watcher{m: m, ctx: ctx, opts: opts, result: make(chan watch.Event), done: make(chan struct{})}
-	state, rv := m.v.classify(opts.ResourceVersion)
-	sendInitial := state == rvAny
+	sendInitial := want == nil
 	if opts.SendInitialEvents != nil {
 		sendInitial = *opts.SendInitialEvents
-		// Only a watch-list request (sendInitialEvents=true and
-		// allowWatchBookmarks=true) gets the initial-events-end bookmark,
-		// as from kube-apiserver's cacher: the watch handler has no
-		// completion hook for any other, and a bookmark nobody asked for
-		// is a junk row in kubectl's table.
-		w.initialEnd = sendInitial && opts.AllowBookmarks
 	}
-	switch {
-	case state == rvForeign:
-		m.mu.RUnlock()
-		return nil, apierrors.NewResourceExpired("resourceVersion " + opts.ResourceVersion + " was not issued by this server instance (another replica or an earlier run): list again")
-	case state == rvFuture:
-		m.mu.RUnlock()
-		return nil, apierrors.NewTimeoutError("resourceVersion "+opts.ResourceVersion+" is newer than this server's", 1)
-	case sendInitial:
-		w.startRV = m.v.current()
-		w.initial = m.snapshotLocked(opts, w.startRV)
-	case state == rvOurs:
-		events, ok := m.hist.sinceLocked(rv, opts.Namespace, w.wants)
-		if !ok {
+	var past *pastState
+	var history []*Event
+	for {
+		m.mu.RLock()
+		if !m.synced {
 			m.mu.RUnlock()
-			return nil, apierrors.NewResourceExpired("resourceVersion " + opts.ResourceVersion + " is too old: list again")
+			return nil, errNotSynced
 		}
-		w.startRV = m.v.current()
+		if want == nil {
+			break
+		}
+		if want.Fingerprint != m.st.fingerprint(m.pos) || len(want.Vector) != len(m.pos.sortedKeys()) {
+			m.mu.RUnlock()
+			return nil, gone(opts.ResourceVersion, "was issued under other merge semantics or configuration (a rollout changed them): list again")
+		}
+		if !rv.AtLeast(m.pos.vector(), want.Vector) {
+			// Ahead of this replica: wait until its informers catch up.
+			m.mu.RUnlock()
+			waitCtx, cancel := context.WithTimeout(ctx, aheadWait)
+			err := m.waitFor(waitCtx, want.Vector)
+			cancel()
+			if err != nil {
+				return nil, apierrors.NewTimeoutError("resourceVersion "+opts.ResourceVersion+" is newer than this server's", 1)
+			}
+			continue
+		}
+		if sendInitial || past != nil {
+			break
+		}
+		if m.v.ours(want.Seq) {
+			if events, ok := m.hist.sinceLocked(want.Seq, opts.Namespace, (&watcher{opts: opts}).wants); ok {
+				history = events
+				break
+			}
+		}
+		c := m.pastConfigLocked()
+		m.mu.RUnlock()
+		p, err := m.pastStateOf(ctx, c, *want)
+		if err != nil {
+			resumeFailures.Inc()
+			return nil, gone(opts.ResourceVersion, fmt.Sprintf("can't be served (%v): list again", err))
+		}
+		past = p
+	}
+	// mu is held for reading.
+	w := &watcher{m: m, ctx: ctx, opts: opts, result: make(chan watch.Event), done: make(chan struct{})}
+	// Only a watch-list request (sendInitialEvents=true and
+	// allowWatchBookmarks=true) gets the initial-events-end bookmark, as
+	// from kube-apiserver's cacher: the watch handler has no completion
+	// hook for any other, and a bookmark nobody asked for is a junk row in
+	// kubectl's table.
+	w.initialEnd = opts.SendInitialEvents != nil && sendInitial && opts.AllowBookmarks
+	w.startRV = m.v.current()
+	w.startText = m.currentTextLocked()
+	switch {
+	case sendInitial:
+		w.initial = m.snapshotLocked(opts, w.startRV, w.startText)
+	case history != nil:
+		w.initial = history
+	case past != nil:
+		// The client's version was another replica's: the events take
+		// it to the current view. They carry its version (a client cut
+		// off among them resumes from it again), but the last, which
+		// carries the current one, and a bookmark follows when asked for.
+		events := m.resumeEventsLocked(past, *want, opts)
+		for i, e := range events {
+			e.RV, e.text = w.startRV, opts.ResourceVersion
+			if i == len(events)-1 {
+				e.text = w.startText
+			}
+		}
 		w.initial = events
-	default: // "" or "0" with sendInitialEvents=false: from now on
-		w.startRV = m.v.current()
+		w.resumeBookmark = opts.AllowBookmarks
+		resumedFromVector.Inc()
 	}
 	size := m.opts.BufferSize
 	if opts.Namespace == "" {
@@ -113,8 +177,12 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 	return w, nil
 }
 
+func gone(version, why string) error {
+	return apierrors.NewResourceExpired("resourceVersion " + version + " " + why)
+}
+
 // snapshotLocked returns the current items as ADDED events at rv.
-func (m *Mux) snapshotLocked(opts WatchOptions, rv uint64) []*Event {
+func (m *Mux) snapshotLocked(opts WatchOptions, rv uint64, text string) []*Event {
 	namespaces := []string{opts.Namespace}
 	if opts.Namespace == "" {
 		namespaces = m.st.namespaceNames()
@@ -122,7 +190,7 @@ func (m *Mux) snapshotLocked(opts WatchOptions, rv uint64) []*Event {
 	var out []*Event
 	for _, ns := range namespaces {
 		for _, r := range m.st.results(opts.Resource, ns, opts.Name) {
-			out = append(out, &Event{RV: rv, Type: watch.Added, Resource: opts.Resource, Namespace: ns, Name: r.Item.Name, Result: r})
+			out = append(out, &Event{RV: rv, text: text, Type: watch.Added, Resource: opts.Resource, Namespace: ns, Name: r.Item.Name, Result: r})
 		}
 	}
 	return out
@@ -160,8 +228,8 @@ func (w *watcher) run() {
 		}
 	}
 	w.initial = nil
-	if w.initialEnd {
-		if !w.send(w.bookmark(w.startRV, true)) {
+	if w.initialEnd || w.resumeBookmark {
+		if !w.send(w.bookmark(w.startText, w.initialEnd)) {
 			return
 		}
 	}
@@ -182,7 +250,7 @@ func (w *watcher) run() {
 // emit turns e into the watch event this watcher sees, if any, and sends it.
 func (w *watcher) emit(e *Event) bool {
 	if e.Type == watch.Bookmark {
-		return w.send(w.bookmark(e.RV, false))
+		return w.send(w.bookmark(e.Version(), false))
 	}
 	if e.batch != nil {
 		// A watcher of every namespace expands a batch here, in its own
@@ -236,10 +304,10 @@ func (w *watcher) send(ev watch.Event) bool {
 	}
 }
 
-func (w *watcher) bookmark(rv uint64, initialEnd bool) watch.Event {
+func (w *watcher) bookmark(version string, initialEnd bool) watch.Event {
 	obj := w.m.objects.Empty(w.opts.Resource)
 	if acc, err := meta.Accessor(obj); err == nil {
-		acc.SetResourceVersion(format(rv))
+		acc.SetResourceVersion(version)
 		if initialEnd {
 			acc.SetAnnotations(map[string]string{"k8s.io/initial-events-end": "true"})
 		}
@@ -250,9 +318,9 @@ func (w *watcher) bookmark(rv uint64, initialEnd bool) watch.Event {
 // object builds the view object of r for e, stamped with e's version.
 func (m *Mux) object(e *Event, r merge.Result) (runtime.Object, error) {
 	if b, ok := m.objects.(BatchObjects); ok && e.member {
-		return b.BatchItem(e.Resource, e.Namespace, r, e.RV)
+		return b.BatchItem(e.Resource, e.Namespace, r, e.Version())
 	}
-	return m.objects.Item(e.Resource, e.Namespace, r, e.RV)
+	return m.objects.Item(e.Resource, e.Namespace, r, e.Version())
 }
 
 // addWatcherLocked indexes w by its namespace. Called with wmu held.

@@ -27,6 +27,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/resourceversion"
 )
 
 // The watch tests drive view watches through the aggregator with kubectl
@@ -212,10 +214,8 @@ func TestWatchGlobalEditFansOut(t *testing.T) {
 	if m.GetLabels()["wt-edit"] != "2" {
 		t.Errorf("MODIFIED wt-global in wt-a has labels %v, want wt-edit=2", m.GetLabels())
 	}
-	rv, err := strconv.ParseUint(m.GetResourceVersion(), 10, 64)
+	rv := mustParseRV(t, "MODIFIED wt-global's", m.GetResourceVersion())
 	switch {
-	case err != nil:
-		t.Errorf("MODIFIED wt-global's resourceVersion %q is no decimal integer: %v", m.GetResourceVersion(), err)
 	case rv <= listRV:
 		t.Errorf("MODIFIED wt-global's resourceVersion %d is not greater than the list's %d", rv, listRV)
 	default:
@@ -915,13 +915,16 @@ func describeEvents(evs []watch.Event) string {
 	return strings.Join(s, "; ")
 }
 
+// mustParseRV parses a view's resourceVersion and returns the sequence
+// number it carries for the replica that issued it, which orders that
+// replica's versions (pkg/resourceversion).
 func mustParseRV(t *testing.T, what, rv string) uint64 {
 	t.Helper()
-	n, err := strconv.ParseUint(rv, 10, 64)
-	if err != nil {
-		t.Fatalf("%s resourceVersion %q is no decimal integer: %v", what, rv, err)
+	v, err := resourceversion.Parse(rv)
+	if err != nil || v.Seq == 0 {
+		t.Fatalf("%s resourceVersion %q is not a view's version: %v", what, rv, err)
 	}
-	return n
+	return v.Seq
 }
 
 func sortedKeys(m map[string]bool) []string {

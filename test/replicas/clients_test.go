@@ -6,10 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/resourceversion"
 )
 
 // viewGVR is the resource every client reads.
@@ -30,8 +32,9 @@ const (
 	// sourceRVAnnotation carries, on a view item, the resourceVersion of the
 	// source it was merged from.
 	sourceRVAnnotation = "implicit.dev/source-resource-version"
-	// counterBits is pkg/watchmux's split of a resourceVersion: the bits
-	// above it name the instance (the replica) that issued it.
+	// counterBits is pkg/watchmux's split of the sequence number a
+	// resourceVersion carries as its issuer's hint: the bits above it name
+	// the instance (the replica) that issued it.
 	counterBits = 40
 	// pauseAfterExpired is how long a client waits before it relists after a
 	// 410, and after any other failure: about client-go's reflector's first
@@ -52,8 +55,8 @@ type informerStats struct {
 	renewals int // watches from a list's or an event's resourceVersion
 	relists  int // of those, the ones that answered 410 Expired
 	other    []string
-	// instances are the replicas (resourceVersion >> counterBits) that
-	// issued a version a client received.
+	// instances are the replicas (the hint's sequence number >>
+	// counterBits) that issued a version a client received.
 	instances map[uint64]bool
 }
 
@@ -67,7 +70,7 @@ type informer struct {
 	minTimeout time.Duration
 	mu         sync.Mutex
 	stats      informerStats
-	items      map[string]string // name -> source resourceVersion
+	items      map[string]string // namespace/name -> source resourceVersion
 }
 
 func newInformer(client dynamic.ResourceInterface, minTimeout time.Duration) *informer {
@@ -110,7 +113,7 @@ func (in *informer) list(ctx context.Context) (string, error) {
 	}
 	items := map[string]string{}
 	for _, item := range list.Items {
-		items[item.GetName()] = item.GetAnnotations()[sourceRVAnnotation]
+		items[item.GetNamespace()+"/"+item.GetName()] = item.GetAnnotations()[sourceRVAnnotation]
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -151,9 +154,9 @@ func (in *informer) watch(ctx context.Context, rv string) (string, error) {
 			in.seenLocked(rv)
 			switch ev.Type {
 			case watch.Added, watch.Modified:
-				in.items[obj.GetName()] = obj.GetAnnotations()[sourceRVAnnotation]
+				in.items[obj.GetNamespace()+"/"+obj.GetName()] = obj.GetAnnotations()[sourceRVAnnotation]
 			case watch.Deleted:
-				delete(in.items, obj.GetName())
+				delete(in.items, obj.GetNamespace()+"/"+obj.GetName())
 			}
 			in.mu.Unlock()
 		}
@@ -175,16 +178,25 @@ func (in *informer) count(f func(*informerStats)) {
 }
 
 func (in *informer) seenLocked(rv string) {
-	if n, err := strconv.ParseUint(rv, 10, 64); err == nil {
-		in.stats.instances[n>>counterBits] = true
+	if v, err := resourceversion.Parse(rv); err == nil && v.Seq != 0 {
+		in.stats.instances[v.Seq>>counterBits] = true
 	}
 }
 
-// sourceRV is the source resourceVersion of the item name the client holds.
-func (in *informer) sourceRV(name string) string {
+// sourceRV is the source resourceVersion of the item namespace/name the
+// client holds.
+func (in *informer) sourceRV(key string) string {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	return in.items[name]
+	return in.items[key]
+}
+
+// held is a copy of what the client holds: namespace/name -> source
+// resourceVersion.
+func (in *informer) held() map[string]string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return maps.Clone(in.items)
 }
 
 func (in *informer) snapshot() informerStats {

@@ -1,0 +1,239 @@
+// Package resourceversion is the text of the views' resourceVersions: what
+// upstream state a version names, and how two versions compare. It is a
+// leaf: pkg/watchmux issues versions, pkg/registry orders them (lists,
+// continue tokens), and neither needs the other for it.
+//
+// A version names a state of the sources by a vector of upstream
+// positions, one etcd revision per source informer (the namespaces, each
+// source kind, each hub kind), in the order of the sources' keys. Two
+// replicas at the same vector, with the same fingerprint (the binary's merge
+// semantics and the configuration), serve the same views; so any replica at
+// or past a vector can serve a watch from it.
+//
+// The text, never digits only (two vectors can be incomparable, and a
+// client that compares decimal versions would misorder them):
+//
+//		f<fingerprint>.v<c1>-<c2>-...-<cn>[.p<k>-<prev>-<index>-<namespace>][.s<seq>]
+//
+//	  - f: the fingerprint, hexadecimal.
+//	  - v: the vector, decimal revisions (0: the source has no objects seen).
+//	  - p: a position inside the view events of one upstream change, of
+//	    source k (its index in the vector) from revision prev to v's: every
+//	    namespace before namespace (in name order) shows the view at v, every
+//	    namespace after it the view at the vector with component k at prev,
+//	    and namespace itself the first index+1 events of that change (by
+//	    name). Absent: the state at v itself.
+//	  - s: a hint for the replica that issued it (the sequence number of its
+//	    own history, hexadecimal, its instance in the high bits), which
+//	    resumes from its history without recomputing; others ignore it.
+//
+// Every character is in [a-z0-9.-]: a version splices into JSON as it is.
+package resourceversion
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Version is a parsed resourceVersion.
+type Version struct {
+	// Fingerprint names the merge semantics and configuration.
+	Fingerprint uint64
+	// Vector holds one revision per source, in the order of their keys.
+	Vector []uint64
+	// Mid, when set, places the version inside one change's events.
+	Mid *Mid
+	// Seq is the issuing replica's hint (0: none).
+	Seq uint64
+}
+
+// Mid is a position inside the view events of one upstream change: of
+// source K, from revision Prev to Vector[K].
+type Mid struct {
+	K         int
+	Prev      uint64
+	Index     int
+	Namespace string
+}
+
+// Before returns the vector before the change a Mid version is inside:
+// Vector with component K at Prev. For a version without Mid, Vector.
+func (v Version) Before() []uint64 {
+	if v.Mid == nil {
+		return v.Vector
+	}
+	out := slices.Clone(v.Vector)
+	out[v.Mid.K] = v.Mid.Prev
+	return out
+}
+
+// String prints v.
+func (v Version) String() string {
+	var b strings.Builder
+	b.WriteString("f")
+	b.WriteString(strconv.FormatUint(v.Fingerprint, 16))
+	b.WriteString(".v")
+	for i, c := range v.Vector {
+		if i > 0 {
+			b.WriteByte('-')
+		}
+		b.WriteString(strconv.FormatUint(c, 10))
+	}
+	if m := v.Mid; m != nil {
+		fmt.Fprintf(&b, ".p%d-%d-%d-%s", m.K, m.Prev, m.Index, m.Namespace)
+	}
+	if v.Seq != 0 {
+		fmt.Fprintf(&b, ".s%x", v.Seq)
+	}
+	return b.String()
+}
+
+var errMalformed = errors.New("not a resourceVersion of this server")
+
+// Parse reads a version printed by String.
+func Parse(s string) (Version, error) {
+	var v Version
+	parts := strings.Split(s, ".")
+	if len(parts) < 2 || !strings.HasPrefix(parts[0], "f") || !strings.HasPrefix(parts[1], "v") {
+		return v, errMalformed
+	}
+	fp, err := strconv.ParseUint(parts[0][1:], 16, 64)
+	if err != nil {
+		return v, errMalformed
+	}
+	v.Fingerprint = fp
+	if parts[1] != "v" {
+		for _, c := range strings.Split(parts[1][1:], "-") {
+			n, err := strconv.ParseUint(c, 10, 64)
+			if err != nil {
+				return v, errMalformed
+			}
+			v.Vector = append(v.Vector, n)
+		}
+	}
+	for _, p := range parts[2:] {
+		switch {
+		case strings.HasPrefix(p, "p") && v.Mid == nil && v.Seq == 0:
+			f := strings.SplitN(p[1:], "-", 4)
+			if len(f) != 4 || f[3] == "" {
+				return v, errMalformed
+			}
+			k, err1 := strconv.Atoi(f[0])
+			prev, err2 := strconv.ParseUint(f[1], 10, 64)
+			idx, err3 := strconv.Atoi(f[2])
+			if err1 != nil || err2 != nil || err3 != nil || k < 0 || k >= len(v.Vector) || idx < 0 || prev > v.Vector[k] {
+				return v, errMalformed
+			}
+			v.Mid = &Mid{K: k, Prev: prev, Index: idx, Namespace: f[3]}
+		case strings.HasPrefix(p, "s") && v.Seq == 0:
+			seq, err := strconv.ParseUint(p[1:], 16, 64)
+			if err != nil || seq == 0 {
+				return v, errMalformed
+			}
+			v.Seq = seq
+		default:
+			return v, errMalformed
+		}
+	}
+	return v, nil
+}
+
+// IsVersion reports whether s parses as a version.
+func IsVersion(s string) bool {
+	_, err := Parse(s)
+	return err == nil
+}
+
+// Order is how a version relates to another.
+type Order int
+
+const (
+	// Older: every state the other names includes this one's changes.
+	Older Order = iota
+	// Same: the same state (whichever replica issued either).
+	Same
+	// Newer: this one includes every change of the other, and more.
+	Newer
+	// Concurrent: each has changes the other lacks (some of this one's
+	// components are ahead, some behind).
+	Concurrent
+	// Incomparable: of another fingerprint (another binary's semantics or
+	// another configuration), or not a version: no order can be told.
+	Incomparable
+)
+
+func (o Order) String() string {
+	return [...]string{"Older", "Same", "Newer", "Concurrent", "Incomparable"}[o]
+}
+
+// Compare orders a against b. A version inside a change (Mid) is older
+// than the state after the change, and newer than every state before it.
+func Compare(a, b Version) Order {
+	if a.Fingerprint != b.Fingerprint || len(a.Vector) != len(b.Vector) {
+		return Incomparable
+	}
+	less, more := false, false
+	for i := range a.Vector {
+		switch {
+		case a.Vector[i] < b.Vector[i]:
+			less = true
+		case a.Vector[i] > b.Vector[i]:
+			more = true
+		}
+	}
+	switch {
+	case less && more:
+		return Concurrent
+	case less:
+		return Older
+	case more:
+		return Newer
+	}
+	// The same vector: a position inside its last change is older.
+	switch {
+	case a.Mid == nil && b.Mid == nil:
+		return Same
+	case a.Mid != nil && b.Mid == nil:
+		return Older
+	case a.Mid == nil && b.Mid != nil:
+		return Newer
+	case *a.Mid == *b.Mid:
+		return Same
+	case a.Mid.K != b.Mid.K || a.Mid.Prev != b.Mid.Prev:
+		return Concurrent
+	case a.Mid.Namespace < b.Mid.Namespace || a.Mid.Namespace == b.Mid.Namespace && a.Mid.Index < b.Mid.Index:
+		return Older
+	}
+	return Newer
+}
+
+// CompareStrings parses both and compares them; a text that does not
+// parse is Incomparable.
+func CompareStrings(a, b string) Order {
+	va, err := Parse(a)
+	if err != nil {
+		return Incomparable
+	}
+	vb, err := Parse(b)
+	if err != nil {
+		return Incomparable
+	}
+	return Compare(va, vb)
+}
+
+// AtLeast reports whether the vector have has reached every component of
+// want (NotOlderThan: component-wise at or past).
+func AtLeast(have, want []uint64) bool {
+	if len(have) != len(want) {
+		return false
+	}
+	for i := range want {
+		if have[i] < want[i] {
+			return false
+		}
+	}
+	return true
+}

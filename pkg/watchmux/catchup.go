@@ -1,0 +1,152 @@
+package watchmux
+
+import (
+	"context"
+	"maps"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	rv "github.com/implicit-dev/implicit-apiserver/pkg/resourceversion"
+)
+
+// A source's revision is that of the last change its informer delivered.
+// After an informer's list, that is the newest object's, which may be
+// older than the list's revision (objects deleted after the newest one was
+// written are not in the list, and no event names their deletion), and an
+// informer hands its handlers no list revision. A replica started after a
+// deletion may then hold a version's state while its vector says it is
+// behind; a quiet source would keep it behind until its next change. So a
+// watch from a version ahead of this replica, after a short wait, compares
+// the sources it is behind in with their lists at the version's revisions:
+// a source whose mirror is what the list holds is at that revision, and its
+// component moves there.
+
+// catchUpAfter is how long a watch waits for the informers before comparing.
+const catchUpAfter = 200 * time.Millisecond
+
+// aheadWait bounds a watch's wait for a version ahead of this replica, as
+// kube-apiserver's watch cache bounds its own (3 s): then 504 Too large.
+const aheadWait = 3 * time.Second
+
+// waitFor waits until the sources have reached vector, or ctx ends.
+func (m *Mux) waitFor(ctx context.Context, vector []uint64) error {
+	t := m.opts.Clock.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	start := m.opts.Clock.Now()
+	compared := false
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C():
+		}
+		m.mu.RLock()
+		ok := rv.AtLeast(m.pos.vector(), vector)
+		m.mu.RUnlock()
+		if ok {
+			return nil
+		}
+		if !compared && m.opts.Clock.Since(start) >= catchUpAfter {
+			compared = true
+			m.catchUp(ctx, vector)
+		}
+	}
+}
+
+// catchUp moves each source behind vector to its component when the
+// source's mirror is the source's list at that revision.
+func (m *Mux) catchUp(ctx context.Context, vector []uint64) {
+	m.mu.RLock()
+	keys := m.pos.sortedKeys()
+	if len(keys) != len(vector) {
+		m.mu.RUnlock()
+		return
+	}
+	type behind struct {
+		key  string
+		rev  uint64
+		list ListFunc
+	}
+	var todo []behind
+	for i, k := range keys {
+		if m.pos.revs[k] < vector[i] && m.pos.lists[k] != nil {
+			todo = append(todo, behind{k, vector[i], m.pos.lists[k]})
+		}
+	}
+	m.mu.RUnlock()
+	for _, b := range todo {
+		objs, err := b.list(ctx, strconv.FormatUint(b.rev, 10))
+		if err != nil {
+			continue
+		}
+		m.mu.Lock()
+		if m.pos.revs[b.key] < b.rev && m.mirrorsLocked(b.key, objs) {
+			m.pos.revs[b.key] = b.rev
+		}
+		m.mu.Unlock()
+	}
+}
+
+// mirrorsLocked reports whether the mirror of source key holds what objs
+// hold, as far as views read them: the namespaces' names, uids, creation,
+// labels and annotations; the source objects by uid and resourceVersion.
+func (m *Mux) mirrorsLocked(key string, objs []runtime.Object) bool {
+	if key == namespacesKey {
+		if len(objs) != len(m.st.namespaces) {
+			return false
+		}
+		for _, o := range objs {
+			ns, ok := o.(*corev1.Namespace)
+			if !ok {
+				return false
+			}
+			have, ok := m.st.namespaces[ns.Name]
+			if !ok || have.UID != ns.UID || !have.Created.Equal(ns.CreationTimestamp.Time) ||
+				!maps.Equal(have.Labels, ns.Labels) || !maps.Equal(have.Annotations, ns.Annotations) {
+				return false
+			}
+		}
+		return true
+	}
+	resource, cluster := key, ""
+	for i := range key {
+		if key[i] == '@' {
+			resource, cluster = key[:i], key[i+1:]
+			break
+		}
+	}
+	byNS := m.st.sources[resource]
+	n := 0
+	for _, o := range objs {
+		acc, err := meta.Accessor(o)
+		if err != nil {
+			return false
+		}
+		if merge.IsMaterialized(acc.GetLabels()) ||
+			m.hub != "" && cluster == "" && acc.GetNamespace() == m.st.policy.GlobalNamespace {
+			continue
+		}
+		have, ok := byNS[acc.GetNamespace()][acc.GetName()]
+		if !ok || have.Cluster != cluster || have.UID != acc.GetUID() {
+			return false
+		}
+		if h, err := meta.Accessor(have.Object); err != nil || h.GetResourceVersion() != acc.GetResourceVersion() {
+			return false
+		}
+		n++
+	}
+	mine := 0
+	for _, items := range byNS {
+		for _, it := range items {
+			if it.Cluster == cluster {
+				mine++
+			}
+		}
+	}
+	return n == mine
+}

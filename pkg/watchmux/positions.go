@@ -1,0 +1,222 @@
+package watchmux
+
+import (
+	"context"
+	"hash/fnv"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	rv "github.com/implicit-dev/implicit-apiserver/pkg/resourceversion"
+)
+
+// Semantics names the binary's merge semantics in the versions'
+// fingerprint: change it with any change of what a view holds for the same
+// sources (pkg/merge, pkg/views, the feed), so that a rollout of a binary
+// that merges otherwise answers the old versions 410 and never serves a
+// difference computed under other rules.
+const Semantics = "implicit-views/1"
+
+// Upstream positions: a view's state is a pure function of the sources,
+// and each source informer's state is named by the etcd revision of the last
+// change it delivered. The vector of those revisions, one per source (the
+// namespaces, each served resource, each hub resource), names the state the
+// views are merged from, whatever order a replica applied the informers'
+// changes in. Callers hold Mux.mu.
+
+// namespacesKey is the namespaces' source key; a resource's is its name, a
+// hub resource's resource@cluster.
+const namespacesKey = "namespaces"
+
+func sourceKey(resource, cluster string) string {
+	if cluster == "" {
+		return resource
+	}
+	return resource + "@" + cluster
+}
+
+// ListFunc lists a source's objects as of etcd revision rv
+// (resourceVersionMatch=Exact): kube-apiserver serves it within etcd's
+// compaction window and answers 410 Gone outside it.
+type ListFunc func(ctx context.Context, rv string) ([]runtime.Object, error)
+
+// positions are the sources' revisions.
+type positions struct {
+	// revs maps a source key to the revision of the last change applied.
+	revs map[string]uint64
+	// lists are the sources' exact listers; a missing one makes versions
+	// this replica has no history for unservable (410).
+	lists map[string]ListFunc
+	// cacheMu guards keys and fp, which readers fill under Mux.mu's read
+	// lock, as lineMu the lineages.
+	cacheMu sync.Mutex
+	// keys caches the sorted keys (nil after a source is added).
+	keys []string
+	// fp caches the fingerprint (0 after the configuration changes).
+	fp uint64
+}
+
+func newPositions() *positions {
+	return &positions{revs: map[string]uint64{namespacesKey: 0}, lists: map[string]ListFunc{}}
+}
+
+// addLocked adds a source; a new source changes the vector's layout and the
+// fingerprint.
+func (p *positions) addLocked(key string) {
+	if _, ok := p.revs[key]; !ok {
+		p.revs[key] = 0
+		p.invalidateLocked()
+	}
+}
+
+// invalidateLocked drops the cached keys and fingerprint: the
+// configuration changed.
+func (p *positions) invalidateLocked() {
+	p.cacheMu.Lock()
+	p.keys, p.fp = nil, 0
+	p.cacheMu.Unlock()
+}
+
+// sortedKeys returns the source keys in the vector's order.
+func (p *positions) sortedKeys() []string {
+	p.cacheMu.Lock()
+	defer p.cacheMu.Unlock()
+	if p.keys == nil {
+		for k := range p.revs {
+			p.keys = append(p.keys, k)
+		}
+		sort.Strings(p.keys)
+	}
+	return p.keys
+}
+
+// index is key's component in the vector.
+func (p *positions) index(key string) int {
+	keys := p.sortedKeys()
+	i := sort.SearchStrings(keys, key)
+	if i < len(keys) && keys[i] == key {
+		return i
+	}
+	return -1
+}
+
+// vector returns a copy of the current revisions.
+func (p *positions) vector() []uint64 {
+	keys := p.sortedKeys()
+	out := make([]uint64, len(keys))
+	for i, k := range keys {
+		out[i] = p.revs[k]
+	}
+	return out
+}
+
+// advanceLocked records that the source key delivered obj (or its
+// deletion): its revision is the object's resourceVersion, which a watch
+// event's object carries (a deletion's too). The revision never goes back:
+// an informer's relist delivers objects in no order, and a deletion it
+// infers carries the object's last known revision. It returns the
+// component and the revision before, for the change's version.
+func (p *positions) advanceLocked(key string, obj any) (k int, prev uint64) {
+	k = p.index(key)
+	prev = p.revs[key]
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return k, prev
+	}
+	if n, err := strconv.ParseUint(acc.GetResourceVersion(), 10, 64); err == nil && n > prev {
+		p.revs[key] = n
+	}
+	return k, prev
+}
+
+// fingerprint hashes the semantics and the configuration the views depend
+// on: the policy (global namespace, excluded namespaces, depth cap), the
+// sources, each resource's strategy and global namespace.
+func (s *state) fingerprint(p *positions) uint64 {
+	p.cacheMu.Lock()
+	fp := p.fp
+	p.cacheMu.Unlock()
+	if fp != 0 {
+		return fp
+	}
+	h := fnv.New64a()
+	w := func(parts ...string) {
+		for _, x := range parts {
+			h.Write([]byte(x))
+			h.Write([]byte{0})
+		}
+	}
+	w(Semantics, s.policy.GlobalNamespace, strconv.Itoa(s.policy.MaxDepth))
+	excluded := make([]string, 0, len(s.policy.Excluded))
+	for n, ok := range s.policy.Excluded {
+		if ok {
+			excluded = append(excluded, n)
+		}
+	}
+	slices.Sort(excluded)
+	w("excluded", strings.Join(excluded, ","))
+	w("sources")
+	w(p.sortedKeys()...)
+	resources := slices.Clone(s.resources)
+	slices.Sort(resources)
+	for _, r := range resources {
+		w("resource", r, string(strategyOf(s.options[r])), s.globals[r])
+	}
+	fp = h.Sum64() | 1 // never 0
+	p.cacheMu.Lock()
+	p.fp = fp
+	p.cacheMu.Unlock()
+	return fp
+}
+
+func strategyOf(o merge.Options) merge.Strategy {
+	if o.Strategy == "" {
+		return merge.Replace
+	}
+	return o.Strategy
+}
+
+// changeVersion is what the versions of one change's events share: the
+// vector after the change and, when it made more than one event, the
+// source that changed and its revision before, for positions inside it.
+type changeVersion struct {
+	fp     uint64
+	vector []uint64
+	k      int
+	prev   uint64
+	// whole: the change made one event (or changed the configuration):
+	// its events' versions name the state after it.
+	whole bool
+}
+
+// after is the version of the state after the whole change.
+func (c *changeVersion) after() *changeVersion {
+	if c.whole {
+		return c
+	}
+	out := *c
+	out.whole = true
+	return &out
+}
+
+// text prints the version of an event of the change in namespace, the
+// index-th of namespace's events of its resource, with seq the hint.
+func (c *changeVersion) text(namespace string, index int, seq uint64) string {
+	v := rv.Version{Fingerprint: c.fp, Vector: c.vector, Seq: seq}
+	if !c.whole && c.k >= 0 && namespace != "" {
+		v.Mid = &rv.Mid{K: c.k, Prev: c.prev, Index: index, Namespace: namespace}
+	}
+	return v.String()
+}
+
+// currentTextLocked is the version of the current state: the lists' and
+// the bookmarks'.
+func (m *Mux) currentTextLocked() string {
+	return rv.Version{Fingerprint: m.st.fingerprint(m.pos), Vector: m.pos.vector(), Seq: m.v.current()}.String()
+}

@@ -1,0 +1,260 @@
+package replicas
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+)
+
+const (
+	// rolloutWatchersEnv overrides how many informer-style clients watch
+	// during the rolling restart.
+	rolloutWatchersEnv = "IMPLICIT_ROLLOUT_WATCHERS"
+	// defaultRolloutWatchers: half of one namespace, half of every one.
+	defaultRolloutWatchers = 1000
+	// rolloutWatch is the rollout clients' shortest watch: renewals come
+	// from the restarts, not from timeouts.
+	rolloutWatch = 30 * time.Second
+	// rolloutWriteEvery is the rollout writer's period.
+	rolloutWriteEvery = 500 * time.Millisecond
+	// settle is how long the aggregator is given to see an EndpointSlice
+	// change before a replica stops, and the clients after it is back.
+	settle = 3 * time.Second
+)
+
+// TestRollingRestart restarts both replicas one at a time, as a rollout of
+// the Deployment does (the replica leaves the endpoints, stops, starts
+// again with the same binary and configuration, returns to the endpoints),
+// while informer-style clients (half of one namespace, half of every
+// namespace) and `kubectl get -w` loops watch, and a writer creates, edits
+// and deletes global RoleBindings and re-parents a tenant. Every watch the
+// stopped replica served resumes on the other or on the restarted one from
+// the version it had: no client relists, no kubectl run fails, and every
+// client ends with what a fresh list returns.
+func TestRollingRestart(t *testing.T) {
+	n := defaultRolloutWatchers
+	if s := os.Getenv(rolloutWatchersEnv); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n < 2 {
+			t.Fatalf("%s=%q: want a number of at least 2", rolloutWatchersEnv, s)
+		}
+	}
+	rc := setUp(t)
+	ctx, kube, dyn := rc.ctx, rc.kube, rc.dyn
+	// team-1's own binding: team-3 inherits it while team-1 is its parent.
+	lead := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tenant(0), Name: "team-lead"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "lead"}},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+	}
+	if _, err := kube.RbacV1().RoleBindings(tenant(0)).Create(ctx, lead, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	clientCtx, stopClients := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { stopClients(); wg.Wait() }()
+	informers := make([]*informer, n)
+	scopes := make([]dynamic.ResourceInterface, n)
+	for i := range informers {
+		scopes[i] = dyn.Resource(viewGVR)
+		if i%2 == 1 {
+			scopes[i] = dyn.Resource(viewGVR).Namespace(tenant(i / 2 % tenants))
+		}
+		informers[i] = newInformer(scopes[i], rolloutWatch)
+		wg.Add(1)
+		go func() { defer wg.Done(); informers[i].run(clientCtx) }()
+	}
+	runCtx, endRun := context.WithCancel(clientCtx)
+	kubectls := make([]*kubectlWatcher, kubectlWatchers)
+	for i := range kubectls {
+		kubectls[i] = &kubectlWatcher{kubectl: "kubectl", kubeconfig: rc.cp.KubeconfigPath(), namespace: tenant(i + 2), minRun: minWatch}
+		wg.Add(1)
+		go func() { defer wg.Done(); kubectls[i].run(runCtx) }()
+	}
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(context.Context) (bool, error) {
+		return informerTotals(informers).lists >= n, nil
+	}); err != nil {
+		t.Fatalf("the %d clients did not all list: %d lists", n, informerTotals(informers).lists)
+	}
+	t.Logf("%d informer-style clients (%d of every namespace) and %d kubectl loops watch", n, (n+1)/2, len(kubectls))
+
+	var writeErr error
+	writes := 0
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		writes, writeErr = rolloutWriter(runCtx, ctx, kube)
+	}()
+
+	all := make([]net.IP, len(hosts))
+	for i, h := range hosts {
+		all[i] = h.nsIP
+	}
+	client := &http.Client{Transport: insecureTransport(), Timeout: 5 * time.Second}
+	for i, h := range hosts {
+		var others []net.IP
+		for j, ip := range all {
+			if j != i {
+				others = append(others, ip)
+			}
+		}
+		if err := rc.cp.RegisterAPIServiceEndpoints(ctx, replicaPort, others...); err != nil {
+			t.Fatalf("draining replica %d: %v", i+1, err)
+		}
+		time.Sleep(settle)
+		start := time.Now()
+		if err := rc.servers[i].Restart(ctx); err != nil {
+			// A replica that outlives its grace period is killed, as a
+			// pod is after terminationGracePeriodSeconds: its clients see
+			// the same as after a graceful stop. Start it again.
+			t.Logf("restarting replica %d: %v", i+1, err)
+			if err := rc.servers[i].Restart(ctx); err != nil {
+				t.Fatalf("starting replica %d again: %v", i+1, err)
+			}
+		}
+		u := "https://" + net.JoinHostPort(h.nsIP.String(), strconv.Itoa(replicaPort)) + "/readyz"
+		if err := readyz(ctx, client, u, 2*time.Minute); err != nil {
+			t.Fatalf("replica %d after its restart: %v\n%s", i+1, err, rc.servers[i].LogTail(40))
+		}
+		t.Logf("replica %d restarted, ready after %s", i+1, time.Since(start).Round(time.Millisecond))
+		if err := rc.cp.RegisterAPIServiceEndpoints(ctx, replicaPort, all...); err != nil {
+			t.Fatalf("replica %d back in the endpoints: %v", i+1, err)
+		}
+		time.Sleep(settle)
+	}
+	// Past the clients' longest watch, so that every one renewed at least
+	// once after the restarts, on either replica.
+	time.Sleep(2 * rolloutWatch)
+	endRun()
+	<-writerDone
+	if writeErr != nil {
+		t.Fatalf("writer: %v", writeErr)
+	}
+	t.Logf("writer: %d writes", writes)
+
+	// Every client ends with what a fresh list of its scope returns.
+	var last []string
+	err := wait.PollUntilContextTimeout(ctx, time.Second, catchUpTimeout, true, func(ctx context.Context) (bool, error) {
+		last = nil
+		fresh := map[dynamic.ResourceInterface]map[string]string{}
+		for i, in := range informers {
+			want, ok := fresh[scopes[i]]
+			if !ok {
+				list, err := scopes[i].List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return false, nil
+				}
+				want = map[string]string{}
+				for _, item := range list.Items {
+					want[item.GetNamespace()+"/"+item.GetName()] = item.GetAnnotations()[sourceRVAnnotation]
+				}
+				fresh[scopes[i]] = want
+			}
+			if got := in.held(); !maps.Equal(got, want) {
+				var diff []string
+				for k, v := range got {
+					if want[k] != v {
+						diff = append(diff, fmt.Sprintf("holds %s@%s (list: %q)", k, v, want[k]))
+					}
+				}
+				for k, v := range want {
+					if _, ok := got[k]; !ok {
+						diff = append(diff, fmt.Sprintf("lacks %s@%s", k, v))
+					}
+				}
+				last = append(last, fmt.Sprintf("client %d: %v", i, diff))
+			}
+		}
+		return len(last) == 0, nil
+	})
+	if err != nil {
+		for i, l := range last {
+			if i == 5 {
+				t.Errorf("... and %d more", len(last)-i)
+				break
+			}
+			t.Error(l)
+		}
+	}
+	stopClients()
+	wg.Wait()
+	inf, kc := informerTotals(informers), kubectlTotals(kubectls)
+	relists := inf.lists - n
+	t.Logf("FIGURES rolling restart: watchers=%d renewals=%d relists=%d kubectl_runs=%d kubectl_failed=%d other_errors=%d",
+		n, inf.renewals, relists, kc.runs, len(kc.failed), len(inf.other))
+	if relists != 0 {
+		t.Errorf("the clients relisted %d times in %d renewals; want none", relists, inf.renewals)
+	}
+	for i, e := range inf.other {
+		if i == 5 {
+			t.Errorf("... and %d more", len(inf.other)-i)
+			break
+		}
+		t.Errorf("informer-style client: %s", e)
+	}
+	for _, f := range kc.failed {
+		t.Errorf("kubectl get -w failed: %s", f)
+	}
+}
+
+// rolloutWriter writes every rolloutWriteEvery until run ends: a new global
+// binding, an edit of the seeded one, the deletion of the binding made two
+// rounds before, and every fourth round team-3 re-parented (under team-1,
+// then without a parent). Each write is a request under ctx.
+func rolloutWriter(run, ctx context.Context, kube kubernetes.Interface) (int, error) {
+	tick := time.NewTicker(rolloutWriteEvery)
+	defer tick.Stop()
+	n := 0
+	for round := 0; ; round++ {
+		select {
+		case <-run.Done():
+			return n, nil
+		case <-tick.C:
+		}
+		rb := &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: globalNS, Name: fmt.Sprintf("w-%d", round)},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "writer"}},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
+		}
+		if _, err := kube.RbacV1().RoleBindings(globalNS).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+			return n, err
+		}
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{"test.implicit.dev/edit":"%d"}}}`, round)
+		if _, err := kube.RbacV1().RoleBindings(globalNS).Patch(ctx, globalBinding, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			return n, err
+		}
+		n += 2
+		if round >= 2 {
+			if err := kube.RbacV1().RoleBindings(globalNS).Delete(ctx, fmt.Sprintf("w-%d", round-2), metav1.DeleteOptions{}); err != nil {
+				return n, err
+			}
+			n++
+		}
+		if round%4 == 3 {
+			parent := `"` + tenant(0) + `"`
+			if round%8 == 7 {
+				parent = "null"
+			}
+			patch := fmt.Sprintf(`{"metadata":{"labels":{"implicit.dev/parent":%s}}}`, parent)
+			if _, err := kube.CoreV1().Namespaces().Patch(ctx, tenant(2), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+}
