@@ -132,7 +132,7 @@ e2e: image ## One-node cluster on this machine (kubelet on containerd, runc), he
 .PHONY: bench
 bench: build ## Whole-system scale sweep (test/bench): N in {1000,5000,10000} x G in {10,100}, about 8 min; BENCH_ARGS=-short for a quick look.
 	@mkdir -p $(OUTPUT)/bench
-	@tools_bin=$$(hack/build-tools.sh etcd kube-apiserver) && cd test/bench && \
+	@tools_bin=$$(hack/build-tools.sh etcd kube-apiserver sample-apiserver) && cd test/bench && \
 	IMPLICIT_TOOLS_BIN="$$tools_bin" IMPLICIT_BINARY="$(abspath $(IMPLICIT_BIN))" \
 		$(GO) run . -out $(abspath $(OUTPUT))/bench -plot $(if $(findstring -short,$(BENCH_ARGS)),$(abspath $(OUTPUT))/bench/bench-propagation.png,$(abspath docs)/bench-propagation.png) $(BENCH_ARGS) | tee $(abspath $(OUTPUT))/bench/bench.log
 
