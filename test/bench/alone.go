@@ -278,6 +278,17 @@ func (b *bench) aloneFleet(ctx context.Context, kind string, rep int) (samples, 
 		time.Sleep(2 * time.Second)
 	}()
 	var out samples
+	if rep == 0 && b.o.roundsProfile > 0 {
+		// Where the fan-out goes, for this fleet alone.
+		tag := fmt.Sprintf("N%d-alone-%s", b.n, kind)
+		defer b.kubeSrv.cpuProfile(ctx, b.o.outDir, tag, b.o.roundsProfile)()
+		switch kind {
+		case fleetViews:
+			defer b.implicitSrv.cpuProfile(ctx, b.o.outDir, tag, b.o.roundsProfile)()
+		case fleetReference:
+			defer b.sampleSrv.cpuProfile(ctx, b.o.outDir, tag, b.o.roundsProfile)()
+		}
+	}
 	for i := -1; i < b.o.aloneRuns; i++ {
 		value := fmt.Sprintf("alone-%s-%d-%d", kind, rep, i+1)
 		r := newRound(name, value, f.open, 0, false)
