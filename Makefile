@@ -147,9 +147,9 @@ e2e: image ## One-node cluster on this machine (kubelet on containerd, runc), he
 		--work-dir=$(OUTPUT)/e2e $(E2E_ARGS)
 
 .PHONY: bench
-bench: build ## Whole-system scale sweep (test/bench): N in {1000,5000,10000} x G in {10,100}, about 8 min; BENCH_ARGS=-short for a quick look.
+bench: build ## Whole-system scale sweep (test/bench): N in {1000,5000,10000} x G in {10,100}, each fan-out fleet alone beside sample-apiserver (the aggregated reference); BENCH_ARGS=-short for a quick look, BENCH_ARGS=-fanout-only for the fan-out alone.
 	@mkdir -p $(OUTPUT)/bench
-	@tools_bin=$$(hack/build-tools.sh etcd kube-apiserver) && cd test/bench && \
+	@tools_bin=$$(hack/build-tools.sh etcd kube-apiserver sample-apiserver) && cd test/bench && \
 	IMPLICIT_TOOLS_BIN="$$tools_bin" IMPLICIT_BINARY="$(abspath $(IMPLICIT_BIN))" \
 		$(GO) run . -out $(abspath $(OUTPUT))/bench -plot $(if $(findstring -short,$(BENCH_ARGS)),$(abspath $(OUTPUT))/bench/bench-propagation.png,$(abspath docs)/bench-propagation.png) $(BENCH_ARGS) | tee $(abspath $(OUTPUT))/bench/bench.log
 

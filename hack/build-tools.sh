@@ -7,10 +7,12 @@
 #   ${IMPLICIT_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/implicit-apiserver/tools}/<name>-<version>
 #
 # Usage: hack/build-tools.sh [etcd] [kube-apiserver] [kube-controller-manager]
-#        [kube-scheduler] [kubelet] [helm]
+#        [kube-scheduler] [kubelet] [helm] [sample-apiserver]
 # (default: etcd and kube-apiserver). Progress goes to stderr; the bin
 # directory is the only line on stdout. helm is pinned by a module of its own,
-# hack/helm, so that its dependencies never meet k8s.io/kubernetes'.
+# hack/helm, so that its dependencies never meet k8s.io/kubernetes'; so is
+# sample-apiserver (hack/sample-apiserver), make bench's reference aggregated
+# server.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -19,6 +21,8 @@ kube_version=$(cd "${tools_mod}" && go list -m -f "{{.Version}}" k8s.io/kubernet
 etcd_version=$(cd "${tools_mod}" && go list -m -f "{{.Version}}" go.etcd.io/etcd/server/v3)
 helm_mod="${here}/helm"
 helm_version=$(cd "${helm_mod}" && go list -m -f "{{.Version}}" helm.sh/helm/v4)
+sample_mod="${here}/sample-apiserver"
+sample_version=$(cd "${sample_mod}" && go list -m -f "{{.Version}}" k8s.io/sample-apiserver)
 cache="${IMPLICIT_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/implicit-apiserver/tools}"
 bin="${cache}/bin"
 mkdir -p "${bin}"
@@ -68,6 +72,8 @@ for tool in "${want[@]}"; do
     # kubelet is for make e2e only (hack/e2e): a real node on containerd.
     kubelet) build kubelet "${kube_version}" k8s.io/kubernetes/cmd/kubelet "8 minutes" ;;
     helm) build helm "${helm_version}" helm.sh/helm/v4/cmd/helm "3 minutes" "${helm_mod}" ;;
+    # sample-apiserver is for make bench only: the aggregated-path reference.
+    sample-apiserver) build sample-apiserver "${sample_version}" k8s.io/sample-apiserver "4 minutes" "${sample_mod}" ;;
     *) echo "unknown tool ${tool}" >&2; exit 2 ;;
   esac
 done

@@ -13,6 +13,14 @@
 //     views/native ratios of the medians and of the p99s; and against the copy way (N RoleBinding writes,
 //     unthrottled and at a copy controller's QPS 50, until N native watchers
 //     and a native -A watcher have them);
+//   - the same fan-out with each fleet alone (issue 32): N view watchers, N
+//     native watchers, and N watchers of one Flunder of k8s.io/sample-apiserver
+//     (etcd-backed, with the apiserver watch cache, behind the same
+//     aggregator: the aggregated-path reference), each opened (every
+//     watcher a list, then a watch), warmed and timed with the others
+//     closed, as a user that is not system:masters (-watch-user),
+//     -alone-repeats times interleaved; the time to open each fleet, and
+//     CPU profiles of the first openings (-open-profile);
 //   - materialization of one global NetworkPolicy (networkpolicies configured
 //     with delivery: Materialize, implicit-apiserver at -materialize-qps):
 //     its creation, then -materialize-runs edits, each until one native -A
@@ -39,6 +47,7 @@
 //	IMPLICIT_TOOLS_BIN=$(hack/build-tools.sh) IMPLICIT_BINARY=$PWD/_output/bin/implicit-apiserver \
 //	  go run ./test/bench -short   # a quick look: N=200
 //	make bench BENCH_ARGS='-namespaces 2000,10000 -globals 100 -qps50-runs 0'   # only the fan-out sizes of issue 15
+//	make bench BENCH_ARGS='-namespaces 2000,10000 -fanout-only'   # only the fan-out, concurrent and alone (issue 32)
 //	go run ./test/bench -guard-flood  # one tenant floods the guards (issue 24, item 7): the others' latency, the Lease
 //
 // Everything runs on loopback, under one deadline (-timeout); the processes
@@ -81,6 +90,15 @@ type options struct {
 	outDir          string
 	plotPath        string
 	implicitArgs    []string
+	// The fan-out with each fleet alone (alone.go).
+	aloneRuns, aloneRepeats int
+	reference               bool // sample-apiserver as the aggregated-path reference
+	fanoutOnly              bool
+	openProfile             int // seconds of CPU profile from the first opening of each fleet alone
+	watchUser               string
+	roundsProfile           int
+	aloneFleets             []string
+	concurrent              bool
 
 	// The guard flood (guardflood.go) instead of the sweep.
 	guardFlood       bool
@@ -93,7 +111,7 @@ type options struct {
 
 func main() {
 	var o options
-	var namespaces, globals, implicitArgs, replot string
+	var namespaces, globals, implicitArgs, replot, aloneFleets string
 	flag.StringVar(&o.binDir, "bin-dir", os.Getenv("IMPLICIT_TOOLS_BIN"), "directory of etcd, kube-apiserver, kube-controller-manager (what hack/build-tools.sh prints)")
 	flag.StringVar(&o.binary, "implicit-binary", os.Getenv("IMPLICIT_BINARY"), "implicit-apiserver binary")
 	flag.StringVar(&namespaces, "namespaces", "1000,5000,10000", "tenant namespaces N, comma-separated: one control plane each (plus N/100 orgs)")
@@ -116,6 +134,15 @@ func main() {
 	flag.StringVar(&o.outDir, "out", "_output/bench", "directory of results.json, results.md and the profiles")
 	flag.StringVar(&o.plotPath, "plot", "", "PNG plot of propagation time against N (default <out>/bench-propagation.png)")
 	flag.StringVar(&implicitArgs, "implicit-args", "", "extra implicit-apiserver flags, space-separated (e.g. --http2-max-streams-per-connection=20)")
+	flag.IntVar(&o.aloneRuns, "alone-runs", 10, "timed edits per fleet and repetition with each fleet alone (views, native, reference), after one unrecorded edit")
+	flag.IntVar(&o.aloneRepeats, "alone-repeats", 3, "interleaved repetitions of the fleets alone: views, native, reference, views, ... (0: not measured)")
+	flag.BoolVar(&o.reference, "reference", true, "start k8s.io/sample-apiserver (hack/build-tools.sh sample-apiserver, in -bin-dir) behind the same aggregator and time the fan-out of a Flunder edit alone: the aggregated-path reference")
+	flag.BoolVar(&o.fanoutOnly, "fanout-only", false, "per N, only the fan-out: the concurrent rounds (-runs, no promotion, slow watcher, authz, copies, materialization) and the fleets alone")
+	flag.IntVar(&o.openProfile, "open-profile", 10, "seconds of CPU profiles of kube-apiserver and the server behind it from the start of the first opening of each fleet alone (0: none)")
+	flag.StringVar(&o.watchUser, "watch-user", "bench-watcher", "the user of the fleets alone, granted reads of the three fleets' resources in every namespace by a ClusterRoleBinding (\"\": admin, system:masters, whom every authorizer allows without a review)")
+	flag.IntVar(&o.roundsProfile, "rounds-profile", 10, "seconds of CPU profiles of kube-apiserver and the server behind it from the first timed edit of each fleet alone (0: none)")
+	flag.StringVar(&aloneFleets, "alone-fleets", "views,native,reference", "the fleets measured alone, in this order in each repetition")
+	flag.BoolVar(&o.concurrent, "concurrent", true, "-fanout-only: also the concurrent rounds (both fleets open at once); false: only the fleets alone")
 	flag.StringVar(&replot, "replot", "", "only redraw the plot (-plot) from this results.json")
 	flag.DurationVar(&roundTimeout, "round-timeout", roundTimeout, "deadline of one propagation round (plus N/50 s for the QPS 50 copy and for each materialization round)")
 	flag.BoolVar(&o.guardFlood, "guard-flood", false, "instead of the sweep: one tenant floods the parents guard with refused opt-outs "+
@@ -186,6 +213,15 @@ func main() {
 		fail(2, "-materialize-qps must be positive")
 	}
 	o.implicitArgs = strings.Fields(implicitArgs)
+	for f := range strings.SplitSeq(aloneFleets, ",") {
+		if f = strings.TrimSpace(f); f != fleetViews && f != fleetNative && f != fleetReference {
+			fail(2, "-alone-fleets: %q is none of views, native, reference", f)
+		}
+		o.aloneFleets = append(o.aloneFleets, strings.TrimSpace(f))
+	}
+	if !o.fanoutOnly {
+		o.concurrent = true
+	}
 	if o.plotPath == "" {
 		o.plotPath = o.outDir + "/bench-propagation.png"
 	}

@@ -42,8 +42,10 @@ func (b *bench) measureImplicit(ctx context.Context, res *nResult) error {
 		res.G = append(res.G, gr)
 		fmt.Printf("N=%d G=%d:\n", b.n, g)
 		gr.Mem = b.memory(ctx, "without watchers")
-		if err := b.reads(ctx, gr); err != nil {
-			return fmt.Errorf("reads: %w", err)
+		if !b.o.fanoutOnly {
+			if err := b.reads(ctx, gr); err != nil {
+				return fmt.Errorf("reads: %w", err)
+			}
 		}
 		b.prog.step("reads N=%d G=%d", b.n, g)
 
@@ -68,10 +70,10 @@ func (b *bench) measureImplicit(ctx context.Context, res *nResult) error {
 
 		err = b.implicitRounds(ctx, f, nf, gr)
 		nf.stop()
-		if err == nil && gi == 0 && b.o.promotionRuns > 0 {
+		if err == nil && gi == 0 && b.o.promotionRuns > 0 && !b.o.fanoutOnly {
 			err = b.promotionRounds(ctx, f, gr)
 		}
-		if err == nil && gi == 0 {
+		if err == nil && gi == 0 && !b.o.fanoutOnly {
 			err = b.slowWatcher(ctx, f, res)
 		}
 		f.stop()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,6 +36,9 @@ type nResult struct {
 	Materialize *materializeResult `json:"materialize,omitempty"`
 	// Policies is nil when -policy-runs is 0.
 	Policies *policyResult `json:"policies,omitempty"`
+	// Alone is the fan-out with each fleet alone (issue 32); nil with
+	// -alone-repeats 0.
+	Alone *aloneResult `json:"alone,omitempty"`
 }
 
 type gResult struct {
@@ -135,6 +139,11 @@ func (r *results) markdown(w io.Writer) {
 	p("Machine: %s. Sweep wall time %s. Command: `%s`.", r.Machine, r.Wall.Round(time.Second), r.Command)
 	p("Medians and p99 (nearest rank; with fewer than 100 runs p99 is the slowest run). Run counts in results.json.")
 	p("")
+	// -fanout-only measures neither reads, copies, capacity nor reviews.
+	if !slices.ContainsFunc(r.Ns, func(n *nResult) bool { return len(n.Copy.Unthrottled) > 0 }) {
+		r.fanoutMarkdown(p, mp)
+		return
+	}
 	p("### Propagation of one global edit")
 	p("")
 	p("| N | G | implicit: last namespace watcher, median | p99 | implicit: -A watcher has all N, median | p99 | copy unthrottled (%d workers), median | p99 | copy at QPS 50, median | p99 | copy unthrottled / implicit | copy QPS 50 / implicit |", copyWorkers)
@@ -152,22 +161,7 @@ func (r *results) markdown(w io.Writer) {
 	r.materializeMarkdown(p, mp)
 	r.policiesMarkdown(p, mp)
 	r.promotionMarkdown(p, mp)
-	p("### Fan-out of one edit: views against kube-apiserver's watch cache")
-	p("")
-	p("| N | G | view watchers | views: last watcher, median | p99 | native watchers | native watch cache: last watcher, median | p99 | views / native, median | p99 | rounds |")
-	p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-	for _, n := range r.Ns {
-		for _, g := range n.G {
-			if len(g.Native) == 0 {
-				continue
-			}
-			p("| %d | %d | %d | %s | %d | %s | %s | %s | %d |", n.N, g.G, n.N, mp(g.Implicit), g.NativeWatchers, mp(g.Native),
-				ratio(g.Implicit.median(), g.Native.median()), ratio(g.Implicit.p99(), g.Native.p99()), len(g.Native))
-		}
-	}
-	p("")
-	p("Each round is one label edit of the source RoleBinding (global-0), timed on both fleets: one view watch per tenant namespace on rolebindings.implicit.dev through the aggregator, and as many watches of that RoleBinding in the global namespace (fieldSelector metadata.name) served by kube-apiserver's watch cache, over as many client connections. Both opened informer-style (one list, then every watch from its resourceVersion), both decoded the same minimal way (type, name, namespace, resourceVersion, the bench label, subjects), after one unrecorded warm-up edit. The -A view watcher is not in this table.")
-	p("")
+	r.fanoutMarkdown(p, mp)
 	p("### Reads")
 	p("")
 	p("| N | G | view, one namespace (items) median | p99 | native, one namespace (items) median | p99 | view / native | view straight from implicit-apiserver, median | p99 | view -A (items) median | p99 | view -A per item |")
@@ -287,7 +281,10 @@ func replotFrom(path, plotPath string) error {
 	if err := json.Unmarshal(js, &r); err != nil {
 		return err
 	}
-	return r.plot(plotPath)
+	if err := r.plot(plotPath); err != nil {
+		return err
+	}
+	return r.plotOpens(opensPath(plotPath))
 }
 
 func slowest(a, b time.Duration) time.Duration { return max(a, b) }
@@ -344,4 +341,26 @@ func firstG(ns []*nResult) int {
 		return 0
 	}
 	return ns[0].G[0].G
+}
+
+// fanoutMarkdown writes the fan-out tables: both fleets open at once, and
+// each fleet alone beside the aggregated-path reference.
+func (r *results) fanoutMarkdown(p func(string, ...any), mp func(samples) string) {
+	p("### Fan-out of one edit: views against kube-apiserver's watch cache")
+	p("")
+	p("| N | G | view watchers | views: last watcher, median | p99 | native watchers | native watch cache: last watcher, median | p99 | views / native, median | p99 | rounds |")
+	p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, n := range r.Ns {
+		for _, g := range n.G {
+			if len(g.Native) == 0 {
+				continue
+			}
+			p("| %d | %d | %d | %s | %d | %s | %s | %s | %d |", n.N, g.G, n.N, mp(g.Implicit), g.NativeWatchers, mp(g.Native),
+				ratio(g.Implicit.median(), g.Native.median()), ratio(g.Implicit.p99(), g.Native.p99()), len(g.Native))
+		}
+	}
+	p("")
+	p("Each round is one label edit of the source RoleBinding (global-0), timed on both fleets: one view watch per tenant namespace on rolebindings.implicit.dev through the aggregator, and as many watches of that RoleBinding in the global namespace (fieldSelector metadata.name) served by kube-apiserver's watch cache, over as many client connections. Both opened informer-style (one list, then every watch from its resourceVersion), both decoded the same minimal way (type, name, namespace, resourceVersion, the bench label, subjects), after one unrecorded warm-up edit. The -A view watcher is not in this table.")
+	p("")
+	r.aloneMarkdown(p, mp)
 }

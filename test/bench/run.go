@@ -32,6 +32,12 @@ type bench struct {
 	dyn      dynamic.Interface
 
 	implicitSrv, kubeSrv, etcdSrv *server
+	// sample and sampleSrv are the aggregated-path reference (alone.go);
+	// nil without -reference.
+	sample     *controlplane.AggregatedServer
+	sampleSrv  *server
+	flunderDyn dynamic.Interface
+	watcherCfg *rest.Config // -watch-user's, for the fleets alone
 
 	orgs, tenants []string
 	globals       int // global RoleBindings created so far
@@ -66,7 +72,10 @@ func sweep(ctx context.Context, o options) error {
 	if err := res.plot(o.plotPath); err != nil {
 		return fmt.Errorf("plot: %w", err)
 	}
-	fmt.Printf("\nplot written to %s; results in %s\n", o.plotPath, o.outDir)
+	if err := res.plotOpens(opensPath(o.plotPath)); err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	fmt.Printf("\nplots written to %s and %s; results in %s\n", o.plotPath, opensPath(o.plotPath), o.outDir)
 	fmt.Printf("sweep finished in %s\n", res.Wall.Round(time.Second))
 	return nil
 }
@@ -78,6 +87,13 @@ func totalSteps(o options) int {
 	if o.materializeRuns > 0 {
 		perN += 1 + o.materializeRuns // the create, the edits
 	}
+	if o.fanoutOnly {
+		perN = 1 + len(o.globals)*perG + 1
+		if !o.concurrent {
+			perN = 2
+		}
+	}
+	perN += o.aloneRepeats * len(o.aloneFleets)
 	return len(o.namespaces) * perN
 }
 
@@ -167,8 +183,26 @@ func runN(ctx context.Context, o options, n int, prog *progress) (*nResult, erro
 	}
 	res.SetupTime = time.Since(start)
 	prog.step("setup done N=%d", n)
-	if err := b.measureImplicit(ctx, res); err != nil {
-		return res, fmt.Errorf("%w\n%s", err, implicit.LogTail(20))
+	if o.reference {
+		if err := b.startReference(ctx); err != nil {
+			return res, err
+		}
+	}
+	if o.concurrent {
+		if err := b.measureImplicit(ctx, res); err != nil {
+			return res, fmt.Errorf("%w\n%s", err, implicit.LogTail(20))
+		}
+	}
+	if o.aloneRepeats > 0 {
+		if err := b.measureAlone(ctx, res); err != nil {
+			return res, fmt.Errorf("%w\n%s", err, implicit.LogTail(20))
+		}
+	}
+	if o.fanoutOnly {
+		res.Total = time.Since(start)
+		prog.step("N=%d done in %s", n, res.Total.Round(time.Second))
+		ok = true
+		return res, nil
 	}
 	if err := b.measureAuthz(ctx, res); err != nil {
 		return res, fmt.Errorf("authorization: %w", err)

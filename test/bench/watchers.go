@@ -51,6 +51,13 @@ type fleetSpec struct {
 	fieldSelector string   // of the list and of every watch ("" none)
 	paths         []string // one watcher each
 	allPath       string   // an -A watcher counting each tenant namespace once ("" none)
+	noSubjects    bool     // the objects have no subjects to check (Flunders)
+	// listEach: every watcher lists its own path (with the fieldSelector)
+	// and watches from that list's resourceVersion, as an informer per
+	// namespace does, rather than all from the one list above.
+	listEach bool
+	// cfg is who the watchers are (nil: admin, b.cfg).
+	cfg *rest.Config
 }
 
 // viewFleet is one view watcher per namespace, and one -A, on
@@ -93,6 +100,11 @@ type fleet struct {
 	unmatched  atomic.Pointer[string] // the last MODIFIED that matched no round, for diagnosis
 	wg         sync.WaitGroup
 	cancel     context.CancelFunc
+
+	// Each watcher's list (listEach) and watch request until its response
+	// headers, while the fleet opens.
+	openMu         sync.Mutex
+	lists, watches samples
 }
 
 // watchClient is one HTTP/2 connection to kube-apiserver, as admin.
@@ -103,10 +115,16 @@ type watchClient struct {
 
 // clients returns n clients that do not share a transport (a custom Dial
 // makes client-go skip its transport cache).
-func (b *bench) clients(n int) ([]*watchClient, error) {
+func (b *bench) clients(n int) ([]*watchClient, error) { return b.clientsAs(nil, n) }
+
+// clientsAs is clients as the user of as (nil: admin).
+func (b *bench) clientsAs(as *rest.Config, n int) ([]*watchClient, error) {
+	if as == nil {
+		as = b.cfg
+	}
 	out := make([]*watchClient, n)
 	for i := range out {
-		cfg := rest.CopyConfig(b.cfg)
+		cfg := rest.CopyConfig(as)
 		d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 		cfg.Dial = d.DialContext
 		hc, err := rest.HTTPClientFor(cfg)
@@ -135,6 +153,25 @@ func (c *watchClient) get(ctx context.Context, path string, query url.Values) (i
 		return nil, fmt.Errorf("GET %s: %s: %s", path, resp.Status, strings.TrimSpace(string(body)))
 	}
 	return resp.Body, nil
+}
+
+// listVersion lists path and returns the list's resourceVersion; the
+// items are skipped by the decoder, not built.
+func (c *watchClient) listVersion(ctx context.Context, path string, query url.Values) (string, error) {
+	body, err := c.get(ctx, path, query)
+	if err != nil {
+		return "", err
+	}
+	defer body.Close()
+	var l struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if err := json.NewDecoder(body).Decode(&l); err != nil {
+		return "", err
+	}
+	return l.Metadata.ResourceVersion, nil
 }
 
 // minimalEvent is all a watcher decodes of a watch event, the same on every
@@ -167,7 +204,7 @@ func benchSubject(name string) string { return "bench-user-" + name }
 func (b *bench) startFleet(ctx context.Context, spec fleetSpec, namespaces []string) (*fleet, error) {
 	start := time.Now()
 	nClients := (len(spec.paths) + b.o.watchersPerConn - 1) / b.o.watchersPerConn
-	cs, err := b.clients(nClients + 1)
+	cs, err := b.clientsAs(spec.cfg, nClients+1)
 	if err != nil {
 		return nil, err
 	}
@@ -175,21 +212,10 @@ func (b *bench) startFleet(ctx context.Context, spec fleetSpec, namespaces []str
 	if spec.fieldSelector != "" {
 		q.Set("fieldSelector", spec.fieldSelector)
 	}
-	body, err := cs[0].get(ctx, spec.list, q)
+	rv, err := cs[0].listVersion(ctx, spec.list, q)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", spec.what, err)
 	}
-	var l struct {
-		Metadata struct {
-			ResourceVersion string `json:"resourceVersion"`
-		} `json:"metadata"`
-	}
-	err = json.NewDecoder(body).Decode(&l)
-	body.Close()
-	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", spec.what, err)
-	}
-	rv := l.Metadata.ResourceVersion
 	ctx, cancel := context.WithCancel(ctx)
 	f := &fleet{spec: spec, cancel: cancel, tenants: map[string]bool{}}
 	for _, ns := range namespaces {
@@ -206,7 +232,22 @@ func (b *bench) startFleet(ctx context.Context, spec fleetSpec, namespaces []str
 	// ends when every watch is started.
 	fleetCtx := ctx
 	err = parallel(ctx, len(spec.paths), workers, func(_ context.Context, i int) error {
-		return f.watch(fleetCtx, cs[i%nClients], spec.paths[i], false, rv)
+		from := rv
+		t0 := time.Now()
+		if spec.listEach {
+			var err error
+			if from, err = cs[i%nClients].listVersion(fleetCtx, spec.paths[i], q); err != nil {
+				return fmt.Errorf("list %s: %w", spec.paths[i], err)
+			}
+		}
+		t1 := time.Now()
+		if err := f.watch(fleetCtx, cs[i%nClients], spec.paths[i], false, from); err != nil {
+			return err
+		}
+		f.openMu.Lock()
+		f.lists, f.watches = append(f.lists, t1.Sub(t0)), append(f.watches, time.Since(t1))
+		f.openMu.Unlock()
+		return nil
 	})
 	if err != nil {
 		f.stop()
@@ -266,7 +307,7 @@ func (f *fleet) event(ev *minimalEvent, all bool, counted *string, seen map[stri
 	}
 	meta := &ev.Object.Metadata
 	r := f.current.Load()
-	if r == nil || meta.Name != r.name || meta.Labels.Run != r.value || len(ev.Object.Subjects) == 0 || ev.Object.Subjects[0].Name != benchSubject(r.name) {
+	if r == nil || meta.Name != r.name || meta.Labels.Run != r.value || !f.subjectsMatch(ev, r) {
 		desc := fmt.Sprintf("%s/%s label %q subjects %v", meta.Namespace, meta.Name, meta.Labels.Run, ev.Object.Subjects)
 		f.unmatched.Store(&desc)
 		return true
@@ -293,6 +334,15 @@ func (f *fleet) event(ev *minimalEvent, all bool, counted *string, seen map[stri
 		close(r.done)
 	}
 	return true
+}
+
+// subjectsMatch is whether the event's first subject is r's bench subject
+// (always, for a fleet of objects without subjects).
+func (f *fleet) subjectsMatch(ev *minimalEvent, r *round) bool {
+	if f.spec.noSubjects {
+		return true
+	}
+	return len(ev.Object.Subjects) > 0 && ev.Object.Subjects[0].Name == benchSubject(r.name)
 }
 
 // armed is a round installed on a fleet.

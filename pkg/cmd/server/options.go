@@ -342,6 +342,10 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 	if err := o.Recommended.ApplyTo(gc); err != nil {
 		return nil, err
 	}
+	if gc.Authorization.Authorizer != nil {
+		// One review per user for reads across namespaces (clusterwide.go).
+		gc.Authorization.Authorizer = newClusterWideReads(gc.Authorization.Authorizer, o.Recommended.Authorization.AllowCacheTTL, o.Recommended.Authorization.DenyCacheTTL)
+	}
 	o.limitClient(gc.ClientConfig)
 	client, err := kubernetes.NewForConfig(gc.ClientConfig)
 	if err != nil {
