@@ -34,6 +34,7 @@ type AuditReader interface {
 // RoleBindings in every namespace (an org admin); others get the counts
 // and a note saying why the rest is left out.
 type CandidateAuditStorage struct {
+	review
 	src   AuditReader
 	authz authorizer.UnconditionalAuthorizer
 	// notSynced reports whether an error of src means the views are not
@@ -51,23 +52,8 @@ var (
 
 // NewCandidateAuditStorage returns the storage of candidateaudits.
 func NewCandidateAuditStorage(src AuditReader, authz authorizer.UnconditionalAuthorizer, notSynced func(error) bool) *CandidateAuditStorage {
-	return &CandidateAuditStorage{src: src, authz: authz, notSynced: notSynced}
+	return &CandidateAuditStorage{review: review{newObject: func() runtime.Object { return &v1alpha1.CandidateAudit{} }, kind: "CandidateAudit", singular: "candidateaudit"}, src: src, authz: authz, notSynced: notSynced}
 }
-
-// New implements rest.Storage.
-func (s *CandidateAuditStorage) New() runtime.Object { return &v1alpha1.CandidateAudit{} }
-
-// Destroy implements rest.Storage.
-func (s *CandidateAuditStorage) Destroy() {}
-
-// NamespaceScoped implements rest.Scoper.
-func (s *CandidateAuditStorage) NamespaceScoped() bool { return true }
-
-// Kind implements rest.KindProvider.
-func (s *CandidateAuditStorage) Kind() string { return "CandidateAudit" }
-
-// GetSingularName implements rest.SingularNameProvider.
-func (s *CandidateAuditStorage) GetSingularName() string { return "candidateaudit" }
 
 // auditedResource is the only source resource whose candidates are audited.
 var auditedResource = schema.GroupResource{Group: rbacv1.GroupName, Resource: "rolebindings"}

@@ -32,6 +32,7 @@ type Explainer interface {
 // authorizer (a SubjectAccessReview of the host): an explanation names only
 // the scopes of the namespace's lineage, which that view reveals already.
 type ExplanationStorage struct {
+	review
 	src   Explainer
 	authz authorizer.UnconditionalAuthorizer
 }
@@ -46,23 +47,8 @@ var (
 
 // NewExplanationStorage returns the storage of explanations.
 func NewExplanationStorage(src Explainer, authz authorizer.UnconditionalAuthorizer) *ExplanationStorage {
-	return &ExplanationStorage{src: src, authz: authz}
+	return &ExplanationStorage{review: review{newObject: func() runtime.Object { return &v1alpha1.Explanation{} }, kind: "Explanation", singular: "explanation"}, src: src, authz: authz}
 }
-
-// New implements rest.Storage.
-func (s *ExplanationStorage) New() runtime.Object { return &v1alpha1.Explanation{} }
-
-// Destroy implements rest.Storage.
-func (s *ExplanationStorage) Destroy() {}
-
-// NamespaceScoped implements rest.Scoper.
-func (s *ExplanationStorage) NamespaceScoped() bool { return true }
-
-// Kind implements rest.KindProvider.
-func (s *ExplanationStorage) Kind() string { return "Explanation" }
-
-// GetSingularName implements rest.SingularNameProvider.
-func (s *ExplanationStorage) GetSingularName() string { return "explanation" }
 
 // Create implements rest.Creater: it answers the review in the status.
 func (s *ExplanationStorage) Create(ctx context.Context, obj runtime.Object, validate rest.ValidateObjectFunc, _ *metav1.CreateOptions) (runtime.Object, error) {

@@ -56,6 +56,7 @@ type AdmissionPolicySet struct {
 // namespace (checked like the views, a SubjectAccessReview of the host), and
 // only with the bindings that select the namespace.
 type PolicyReviewStorage struct {
+	review
 	views    ParamViews
 	policies AdmissionPolicies
 	authz    authorizer.UnconditionalAuthorizer
@@ -73,23 +74,8 @@ var (
 // NewPolicyReviewStorage returns the storage of policyreviews; kinds returns
 // the view kinds served now (a paramKind names a view by its kind).
 func NewPolicyReviewStorage(views ParamViews, policies AdmissionPolicies, authz authorizer.UnconditionalAuthorizer, kinds func() []kinds.Kind) *PolicyReviewStorage {
-	return &PolicyReviewStorage{views: views, policies: policies, authz: authz, kinds: kinds}
+	return &PolicyReviewStorage{review: review{newObject: func() runtime.Object { return &v1alpha1.PolicyReview{} }, kind: "PolicyReview", singular: "policyreview"}, views: views, policies: policies, authz: authz, kinds: kinds}
 }
-
-// New implements rest.Storage.
-func (s *PolicyReviewStorage) New() runtime.Object { return &v1alpha1.PolicyReview{} }
-
-// Destroy implements rest.Storage.
-func (s *PolicyReviewStorage) Destroy() {}
-
-// NamespaceScoped implements rest.Scoper.
-func (s *PolicyReviewStorage) NamespaceScoped() bool { return true }
-
-// Kind implements rest.KindProvider.
-func (s *PolicyReviewStorage) Kind() string { return "PolicyReview" }
-
-// GetSingularName implements rest.SingularNameProvider.
-func (s *PolicyReviewStorage) GetSingularName() string { return "policyreview" }
 
 // policy and binding are the fields of either kind the review reads.
 type policy struct {
@@ -162,7 +148,7 @@ func (s *PolicyReviewStorage) Create(ctx context.Context, obj runtime.Object, va
 			if !selectsNamespace(b.match, nsLabels) {
 				continue
 			}
-			rb, err := s.review(ctx, b, resource, ns)
+			rb, err := s.reviewBinding(ctx, b, resource, ns)
 			if err != nil {
 				return nil, err
 			}
@@ -175,9 +161,9 @@ func (s *PolicyReviewStorage) Create(ctx context.Context, obj runtime.Object, va
 	return out, nil
 }
 
-// review resolves binding b's paramRef in namespace ns, and says what b does
+// reviewBinding resolves binding b's paramRef in namespace ns, and says what b does
 // there.
-func (s *PolicyReviewStorage) review(ctx context.Context, b binding, resource, ns string) (v1alpha1.ReviewedBinding, error) {
+func (s *PolicyReviewStorage) reviewBinding(ctx context.Context, b binding, resource, ns string) (v1alpha1.ReviewedBinding, error) {
 	rb := v1alpha1.ReviewedBinding{Name: b.name}
 	ref := b.paramRef
 	if ref == nil {

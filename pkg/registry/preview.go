@@ -38,6 +38,7 @@ type Previewer interface {
 // need not read its children, which may have shadowed or excluded what made
 // it their reader. The others are counted in status.hidden.
 type PreviewStorage struct {
+	review
 	src   Previewer
 	authz authorizer.UnconditionalAuthorizer
 	kinds func() []kinds.Kind
@@ -54,23 +55,8 @@ var (
 // NewPreviewStorage returns the storage of previews; kinds returns the view
 // kinds served now.
 func NewPreviewStorage(src Previewer, authz authorizer.UnconditionalAuthorizer, kinds func() []kinds.Kind) *PreviewStorage {
-	return &PreviewStorage{src: src, authz: authz, kinds: kinds}
+	return &PreviewStorage{review: review{newObject: func() runtime.Object { return &v1alpha1.Preview{} }, kind: "Preview", singular: "preview"}, src: src, authz: authz, kinds: kinds}
 }
-
-// New implements rest.Storage.
-func (s *PreviewStorage) New() runtime.Object { return &v1alpha1.Preview{} }
-
-// Destroy implements rest.Storage.
-func (s *PreviewStorage) Destroy() {}
-
-// NamespaceScoped implements rest.Scoper.
-func (s *PreviewStorage) NamespaceScoped() bool { return true }
-
-// Kind implements rest.KindProvider.
-func (s *PreviewStorage) Kind() string { return "Preview" }
-
-// GetSingularName implements rest.SingularNameProvider.
-func (s *PreviewStorage) GetSingularName() string { return "preview" }
 
 // Create implements rest.Creater: it answers the review in the status.
 func (s *PreviewStorage) Create(ctx context.Context, obj runtime.Object, validate rest.ValidateObjectFunc, _ *metav1.CreateOptions) (runtime.Object, error) {

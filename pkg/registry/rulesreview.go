@@ -34,6 +34,7 @@ type RulesLister interface {
 // checked as kube-apiserver's impersonation does (a SubjectAccessReview of
 // the host): only who could act as them may read their rules.
 type RulesReviewStorage struct {
+	review
 	src   RulesLister
 	authz authorizer.UnconditionalAuthorizer
 	// notSynced reports whether an error of src means the views are not
@@ -52,23 +53,8 @@ var (
 // NewRulesReviewStorage returns the storage of rulesreviews; notSynced
 // tells the errors of src that mean the views are not read yet.
 func NewRulesReviewStorage(src RulesLister, authz authorizer.UnconditionalAuthorizer, notSynced func(error) bool) *RulesReviewStorage {
-	return &RulesReviewStorage{src: src, authz: authz, notSynced: notSynced}
+	return &RulesReviewStorage{review: review{newObject: func() runtime.Object { return &v1alpha1.RulesReview{} }, kind: "RulesReview", singular: "rulesreview"}, src: src, authz: authz, notSynced: notSynced}
 }
-
-// New implements rest.Storage.
-func (s *RulesReviewStorage) New() runtime.Object { return &v1alpha1.RulesReview{} }
-
-// Destroy implements rest.Storage.
-func (s *RulesReviewStorage) Destroy() {}
-
-// NamespaceScoped implements rest.Scoper.
-func (s *RulesReviewStorage) NamespaceScoped() bool { return true }
-
-// Kind implements rest.KindProvider.
-func (s *RulesReviewStorage) Kind() string { return "RulesReview" }
-
-// GetSingularName implements rest.SingularNameProvider.
-func (s *RulesReviewStorage) GetSingularName() string { return "rulesreview" }
 
 // Create implements rest.Creater: it answers the review in the status.
 func (s *RulesReviewStorage) Create(ctx context.Context, obj runtime.Object, validate rest.ValidateObjectFunc, _ *metav1.CreateOptions) (runtime.Object, error) {
