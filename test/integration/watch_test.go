@@ -396,8 +396,10 @@ func TestInformerConverges(t *testing.T) {
 }
 
 // TestWatchAfterRestart restarts implicit-apiserver under a running informer
-// and an open watch: the earlier run's resourceVersion must answer 410 Gone,
-// and the informer must relist and converge.
+// and an open watch: a version names an upstream state, not a run (issue
+// 31), so a watch from the earlier run's resourceVersion is served by the
+// new run, from that state on, with every change after it; and the
+// informer converges.
 func TestWatchAfterRestart(t *testing.T) {
 	kube, dyn := admin(t)
 	ensureNamespace(t, kube, globalNS)
@@ -459,42 +461,53 @@ drain:
 		}
 	}
 
-	t.Logf("a watch from the earlier run's resourceVersion %s answers 410 Gone", oldRV)
-	var accepted string
-	eventually(t, "410 for the earlier run's resourceVersion", func(ctx context.Context) error {
-		w, err := dyn.Resource(viewRoleBindings).Namespace("wt-rs").Watch(ctx, metav1.ListOptions{ResourceVersion: oldRV})
+	t.Logf("a watch from the earlier run's resourceVersion %s is served by the new run", oldRV)
+	var resumed watch.Interface
+	eventually(t, "a watch from the earlier run's resourceVersion", func(ctx context.Context) error {
+		w, err := dyn.Resource(viewRoleBindings).Namespace("wt-rs").Watch(t.Context(), metav1.ListOptions{ResourceVersion: oldRV})
 		switch {
 		case err == nil:
-			defer w.Stop()
-			// A server may also report it as the stream's first event.
-			select {
-			case e, ok := <-w.ResultChan():
-				if ok && e.Type == watch.Error {
-					if err := apierrors.FromObject(e.Object); apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-						t.Logf("410 as the first event: %v", err)
-						return nil
-					}
-				}
-				accepted = "watch accepted, first event: " + describeEvent(e)
-			case <-time.After(5 * time.Second):
-				accepted = "watch accepted, no event within 5s"
-			}
+			resumed = w
 			return nil
 		case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
-			t.Logf("410: %v", err)
-			return nil
-		default:
-			return err // e.g. 503 while the aggregator catches up: try again
+			t.Fatalf("the earlier run's resourceVersion %s answered 410: %v", oldRV, err)
 		}
+		return err // e.g. 503 while the aggregator catches up: try again
 	})
-	if accepted != "" {
-		t.Errorf("the earlier run's resourceVersion %s was taken as this run's: %s", oldRV, accepted)
-	}
+	defer resumed.Stop()
 
-	t.Log("an edit after the restart: the informer must relist and see it")
+	t.Log("an edit after the restart: the resumed watch and the informer both see it")
 	createRoleBinding(t, kube, "wt-rs", "wt-rs-2", "edit", "rs:editors")
 	if err := patchRoleBinding(t.Context(), kube, "wt-rs", "wt-rs-1", map[string]any{"metadata": map[string]any{"labels": map[string]string{"after": "restart"}}}); err != nil {
 		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	deadline := time.NewTimer(converge)
+	defer deadline.Stop()
+	for !seen["ADDED wt-rs-2"] || !seen["MODIFIED wt-rs-1"] {
+		select {
+		case e, ok := <-resumed.ResultChan():
+			if !ok {
+				t.Fatalf("the resumed watch ended; seen %v", seen)
+			}
+			if e.Type == watch.Error {
+				t.Fatalf("the resumed watch: %s", describeEvent(e))
+			}
+			if e.Type == watch.Bookmark {
+				continue
+			}
+			m, err := meta.Accessor(e.Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("resumed watch: %s", describeEvent(e))
+			seen[string(e.Type)+" "+m.GetName()] = true
+			if e.Type == watch.Deleted || (e.Type == watch.Added && m.GetName() == "wt-rs-1") {
+				t.Errorf("the resumed watch sent %s: nothing of the kind happened after its version", describeEvent(e))
+			}
+		case <-deadline.C:
+			t.Fatalf("the resumed watch saw %v within %s, want ADDED wt-rs-2 and MODIFIED wt-rs-1", seen, converge)
+		}
 	}
 	final := waitConverged(t, dyn, store, "wt-rs", keep, "after the restart")
 	if _, ok := final["wt-rs/wt-rs-2"]; !ok {

@@ -138,8 +138,10 @@ type ExplanationStatus struct {
 
 // ItemReference names a source object.
 type ItemReference struct {
+	// Namespace is the source's namespace.
 	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
+	// Name is the source's name.
+	Name string `json:"name"`
 	// Scope is the source's scope from the viewing namespace.
 	Scope string `json:"scope,omitempty"`
 	// Locked: annotated implicit.dev/locked: "true".
@@ -255,12 +257,14 @@ type PreviewStatus struct {
 
 // NamespaceChange is how one namespace's view item would change.
 type NamespaceChange struct {
+	// Namespace is the viewing namespace.
 	Namespace string `json:"namespace"`
 	// Type: Added, Modified or Deleted.
 	Type string `json:"type"`
 	// Before and After summarize the view item (nil: not in the view).
 	Before *ItemSummary `json:"before,omitempty"`
-	After  *ItemSummary `json:"after,omitempty"`
+	// After is the view item after the edit.
+	After *ItemSummary `json:"after,omitempty"`
 }
 
 // ItemSummary is where a view item comes from.
@@ -281,6 +285,7 @@ type ItemSummary struct {
 
 // NamespaceUnchanged is a namespace the edit reaches whose view stays as it is.
 type NamespaceUnchanged struct {
+	// Namespace is the viewing namespace.
 	Namespace string `json:"namespace"`
 	// Reason: Locked, Shadowed or Excluded.
 	Reason string `json:"reason"`
@@ -353,7 +358,10 @@ type InheritedRule struct {
 // RoleReference names a resolved role: a ClusterRole (no namespace) or a
 // Role in the binding's own source namespace.
 type RoleReference struct {
-	Kind      string `json:"kind"`
+	// Kind is ClusterRole or Role.
+	Kind string `json:"kind"`
+	// Namespace is the Role's namespace; empty for a ClusterRole.
 	Namespace string `json:"namespace,omitempty"`
-	Name      string `json:"name"`
+	// Name is the role's name.
+	Name string `json:"name"`
 }

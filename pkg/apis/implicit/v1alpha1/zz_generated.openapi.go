@@ -1104,16 +1104,18 @@ func schema_pkg_apis_implicit_v1alpha1_ItemReference(ref common.ReferenceCallbac
 				Properties: map[string]spec.Schema{
 					"namespace": {
 						SchemaProps: spec.SchemaProps{
-							Default: "",
-							Type:    []string{"string"},
-							Format:  "",
+							Description: "Namespace is the source's namespace.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
 						},
 					},
 					"name": {
 						SchemaProps: spec.SchemaProps{
-							Default: "",
-							Type:    []string{"string"},
-							Format:  "",
+							Description: "Name is the source's name.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
 						},
 					},
 					"scope": {
@@ -1201,9 +1203,10 @@ func schema_pkg_apis_implicit_v1alpha1_NamespaceChange(ref common.ReferenceCallb
 				Properties: map[string]spec.Schema{
 					"namespace": {
 						SchemaProps: spec.SchemaProps{
-							Default: "",
-							Type:    []string{"string"},
-							Format:  "",
+							Description: "Namespace is the viewing namespace.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
 						},
 					},
 					"type": {
@@ -1222,7 +1225,8 @@ func schema_pkg_apis_implicit_v1alpha1_NamespaceChange(ref common.ReferenceCallb
 					},
 					"after": {
 						SchemaProps: spec.SchemaProps{
-							Ref: ref(ItemSummary{}.OpenAPIModelName()),
+							Description: "After is the view item after the edit.",
+							Ref:         ref(ItemSummary{}.OpenAPIModelName()),
 						},
 					},
 				},
@@ -1243,9 +1247,10 @@ func schema_pkg_apis_implicit_v1alpha1_NamespaceUnchanged(ref common.ReferenceCa
 				Properties: map[string]spec.Schema{
 					"namespace": {
 						SchemaProps: spec.SchemaProps{
-							Default: "",
-							Type:    []string{"string"},
-							Format:  "",
+							Description: "Namespace is the viewing namespace.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
 						},
 					},
 					"reason": {
@@ -1726,22 +1731,25 @@ func schema_pkg_apis_implicit_v1alpha1_RoleReference(ref common.ReferenceCallbac
 				Properties: map[string]spec.Schema{
 					"kind": {
 						SchemaProps: spec.SchemaProps{
-							Default: "",
-							Type:    []string{"string"},
-							Format:  "",
+							Description: "Kind is ClusterRole or Role.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
 						},
 					},
 					"namespace": {
 						SchemaProps: spec.SchemaProps{
-							Type:   []string{"string"},
-							Format: "",
+							Description: "Namespace is the Role's namespace; empty for a ClusterRole.",
+							Type:        []string{"string"},
+							Format:      "",
 						},
 					},
 					"name": {
 						SchemaProps: spec.SchemaProps{
-							Default: "",
-							Type:    []string{"string"},
-							Format:  "",
+							Description: "Name is the role's name.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
 						},
 					},
 				},
