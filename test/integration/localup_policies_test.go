@@ -2,8 +2,6 @@ package integration
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,24 +14,8 @@ import (
 // admin of team-a through org-platform) reads the inherited parameter and
 // is warned, not refused, over it.
 func TestLocalUpAdmissionPolicy(t *testing.T) {
-	root, err := filepath.Abs(repoRoot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	binary, err := filepath.Abs(os.Getenv(binaryEnv))
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := buildPlugin(t)
-	localUp := filepath.Join(t.TempDir(), "local-up")
-	build := exec.CommandContext(t.Context(), "go", "build", "-o", localUp, "./hack/local-up")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building local-up: %v\n%s", err, out)
-	}
-	work := t.TempDir()
-	stop := startLocalUp(t, root, localUp, "--bin-dir="+os.Getenv(toolsBinEnv), "--implicit-binary="+binary, "--work-dir="+work,
-		"--config="+filepath.Join(root, "artifacts/config/admission-policies/config.yaml"))
+	work, stop := runLocalUp(t, "artifacts/config/admission-policies/config.yaml")
 	defer stop()
 
 	u := pluginUser{t: t, name: "pat", path: path, kubeconfig: filepath.Join(work, "admin.kubeconfig"), home: t.TempDir()}

@@ -28,24 +28,8 @@ const localUpStart = 4 * time.Minute
 // (artifacts/base/clusterrole-implicit-*.yaml), which local-up applies: if
 // it stops applying them, this test fails with Forbidden.
 func TestLocalUpTenant(t *testing.T) {
-	root, err := filepath.Abs(repoRoot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	binary, err := filepath.Abs(os.Getenv(binaryEnv))
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := buildPlugin(t)
-	localUp := filepath.Join(t.TempDir(), "local-up")
-	build := exec.CommandContext(t.Context(), "go", "build", "-o", localUp, "./hack/local-up")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building local-up: %v\n%s", err, out)
-	}
-
-	work := t.TempDir()
-	stopLocalUp := startLocalUp(t, root, localUp, "--bin-dir="+os.Getenv(toolsBinEnv), "--implicit-binary="+binary, "--work-dir="+work)
+	work, stopLocalUp := runLocalUp(t, "")
 	defer stopLocalUp()
 
 	kubeconfig := filepath.Join(work, "admin.kubeconfig")
@@ -142,6 +126,33 @@ func TestLocalUpTenant(t *testing.T) {
 // startLocalUp runs local-up in dir with args until it prints that
 // everything runs, and returns the function that stops it with SIGINT, as
 // Ctrl-C does, and waits for it.
+// runLocalUp builds hack/local-up and starts it as `make run` does, with
+// config (a path in the repository; "" for none) passed as --config. It
+// returns its work directory (admin.kubeconfig is there) and how to stop it.
+func runLocalUp(t *testing.T, config string) (work string, stop func()) {
+	t.Helper()
+	root, err := filepath.Abs(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary, err := filepath.Abs(os.Getenv(binaryEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	localUp := filepath.Join(t.TempDir(), "local-up")
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", localUp, "./hack/local-up")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building local-up: %v\n%s", err, out)
+	}
+	work = t.TempDir()
+	args := []string{"--bin-dir=" + os.Getenv(toolsBinEnv), "--implicit-binary=" + binary, "--work-dir=" + work}
+	if config != "" {
+		args = append(args, "--config="+filepath.Join(root, config))
+	}
+	return work, startLocalUp(t, root, localUp, args...)
+}
+
 func startLocalUp(t *testing.T, dir, binary string, args ...string) (stop func()) {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
