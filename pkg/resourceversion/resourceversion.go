@@ -32,7 +32,6 @@ package resourceversion
 
 import (
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,23 +71,43 @@ func (v Version) Before() []uint64 {
 
 // String prints v.
 func (v Version) String() string {
-	var b strings.Builder
-	b.WriteString("f")
-	b.WriteString(strconv.FormatUint(v.Fingerprint, 16))
-	b.WriteString(".v")
-	for i, c := range v.Vector {
+	return string(AppendTail(AppendHead(make([]byte, 0, 32+8*len(v.Vector)), v.Fingerprint, v.Vector), v.Mid, v.Seq))
+}
+
+// AppendHead appends the part of a version's text that names the state,
+// fingerprint and vector, to b: what the versions of one change's events
+// share (String is AppendHead, then AppendTail).
+func AppendHead(b []byte, fingerprint uint64, vector []uint64) []byte {
+	b = append(b, 'f')
+	b = strconv.AppendUint(b, fingerprint, 16)
+	b = append(b, ".v"...)
+	for i, c := range vector {
 		if i > 0 {
-			b.WriteByte('-')
+			b = append(b, '-')
 		}
-		b.WriteString(strconv.FormatUint(c, 10))
+		b = strconv.AppendUint(b, c, 10)
 	}
-	if m := v.Mid; m != nil {
-		fmt.Fprintf(&b, ".p%d-%d-%d-%s", m.K, m.Prev, m.Index, m.Namespace)
+	return b
+}
+
+// AppendTail appends the rest of a version's text, the position inside a
+// change and the issuer's sequence, to b.
+func AppendTail(b []byte, m *Mid, seq uint64) []byte {
+	if m != nil {
+		b = append(b, ".p"...)
+		b = strconv.AppendInt(b, int64(m.K), 10)
+		b = append(b, '-')
+		b = strconv.AppendUint(b, m.Prev, 10)
+		b = append(b, '-')
+		b = strconv.AppendInt(b, int64(m.Index), 10)
+		b = append(b, '-')
+		b = append(b, m.Namespace...)
 	}
-	if v.Seq != 0 {
-		fmt.Fprintf(&b, ".s%x", v.Seq)
+	if seq != 0 {
+		b = append(b, ".s"...)
+		b = strconv.AppendUint(b, seq, 16)
 	}
-	return b.String()
+	return b
 }
 
 var errMalformed = errors.New("not a resourceVersion of this server")

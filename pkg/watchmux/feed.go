@@ -220,7 +220,7 @@ func (m *Mux) MarkSynced() {
 	m.hist = newHistory(m.opts.HistorySize, m.opts.HistoryBytes, m.v.current())
 	m.fanMu.Lock()
 	m.dispatched = m.v.current()
-	m.dispatchedVer = &changeVersion{fp: m.st.fingerprint(m.pos), vector: m.pos.vector(), k: -1, whole: true}
+	m.dispatchedVer = newChangeVersion(m.st.fingerprint(m.pos), m.pos.vector(), -1, 0, true)
 	m.fanMu.Unlock()
 }
 

@@ -193,6 +193,13 @@ type changeVersion struct {
 	// whole: the change made one event (or changed the configuration):
 	// its events' versions name the state after it.
 	whole bool
+	// head is the text every event version of the change starts with
+	// (rv.AppendHead of fp and vector), printed once for all of them.
+	head []byte
+}
+
+func newChangeVersion(fp uint64, vector []uint64, k int, prev uint64, whole bool) *changeVersion {
+	return &changeVersion{fp: fp, vector: vector, k: k, prev: prev, whole: whole, head: rv.AppendHead(nil, fp, vector)}
 }
 
 // after is the version of the state after the whole change.
@@ -208,11 +215,12 @@ func (c *changeVersion) after() *changeVersion {
 // text prints the version of an event of the change in namespace, the
 // index-th of namespace's events of its resource, with seq the hint.
 func (c *changeVersion) text(namespace string, index int, seq uint64) string {
-	v := rv.Version{Fingerprint: c.fp, Vector: c.vector, Seq: seq}
+	var mid *rv.Mid
 	if !c.whole && c.k >= 0 && namespace != "" {
-		v.Mid = &rv.Mid{K: c.k, Prev: c.prev, Index: index, Namespace: namespace}
+		mid = &rv.Mid{K: c.k, Prev: c.prev, Index: index, Namespace: namespace}
 	}
-	return v.String()
+	b := make([]byte, 0, len(c.head)+48+len(namespace))
+	return string(rv.AppendTail(append(b, c.head...), mid, seq))
 }
 
 // currentTextLocked is the version of the current state: the lists' and

@@ -120,10 +120,7 @@ func (m *Mux) versionEventsLocked(events []*Event, k int, prev uint64) *changeVe
 			counts[kk]++
 		}
 	}
-	return &changeVersion{
-		fp: m.st.fingerprint(m.pos), vector: m.pos.vector(), k: k, prev: prev,
-		whole: k < 0 || len(events) == 1 && events[0].batch == nil,
-	}
+	return newChangeVersion(m.st.fingerprint(m.pos), m.pos.vector(), k, prev, k < 0 || len(events) == 1 && events[0].batch == nil)
 }
 
 // fanOutInTurn waits for ticket's turn, fans events out, and passes the turn
