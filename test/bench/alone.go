@@ -53,6 +53,33 @@ type aloneResult struct {
 	Open     map[string]samples  `json:"open"`
 	PerRun   map[string][]string `json:"perRun,omitempty"` // "median (open)" of each repetition, in order
 	User     string              `json:"user"`             // who the watchers are
+	// CPU per fleet is the CPU time per timed edit of kube-apiserver and
+	// of the server behind it (implicit-apiserver, sample-apiserver; none
+	// for native), one entry per repetition: less sensitive than wall
+	// time to what else runs on the machine.
+	CPU map[string][]editCPU `json:"cpu,omitempty"`
+}
+
+// editCPU is the CPU time of one repetition's timed edits, per edit.
+type editCPU struct {
+	Kube    time.Duration `json:"kube"`
+	Backend time.Duration `json:"backend"`
+}
+
+func (c editCPU) String() string {
+	if c.Backend == 0 {
+		return fmt.Sprintf("kube-apiserver %s", dur(c.Kube))
+	}
+	return fmt.Sprintf("kube-apiserver %s + server %s = %s", dur(c.Kube), dur(c.Backend), dur(c.Kube+c.Backend))
+}
+
+// medianCPU is the repetitions' median of the total CPU per edit.
+func medianCPU(cs []editCPU) time.Duration {
+	var s samples
+	for _, c := range cs {
+		s = append(s, c.Kube+c.Backend)
+	}
+	return s.median()
 }
 
 // watcher makes -watch-user a user allowed to read what the three fleets
@@ -178,7 +205,7 @@ func referenceFleet(n int) fleetSpec {
 // fleet has exactly N watchers (no -A view watcher).
 func (b *bench) measureAlone(ctx context.Context, res *nResult) error {
 	ar := &aloneResult{G: b.globals, Watchers: b.n, Repeats: b.o.aloneRepeats,
-		Rounds: map[string]samples{}, Open: map[string]samples{}, PerRun: map[string][]string{}}
+		Rounds: map[string]samples{}, Open: map[string]samples{}, PerRun: map[string][]string{}, CPU: map[string][]editCPU{}}
 	res.Alone = ar
 	var kinds []string
 	for _, k := range b.o.aloneFleets {
@@ -200,10 +227,11 @@ func (b *bench) measureAlone(ctx context.Context, res *nResult) error {
 	for rep := range b.o.aloneRepeats {
 		for _, kind := range kinds {
 			b.prog.show("alone N=%d %s, repetition %d", b.n, kind, rep+1)
-			rounds, open, err := b.aloneFleet(ctx, kind, rep)
+			rounds, open, cpu, err := b.aloneFleet(ctx, kind, rep)
 			if err != nil {
 				return fmt.Errorf("%s alone: %w", kind, err)
 			}
+			ar.CPU[kind] = append(ar.CPU[kind], cpu)
 			ar.Rounds[kind] = append(ar.Rounds[kind], rounds...)
 			ar.Open[kind] = append(ar.Open[kind], open)
 			ar.PerRun[kind] = append(ar.PerRun[kind], fmt.Sprintf("%s (open %s)", dur(rounds.median()), dur(open)))
@@ -211,7 +239,7 @@ func (b *bench) measureAlone(ctx context.Context, res *nResult) error {
 		}
 	}
 	for _, kind := range kinds {
-		fmt.Printf("  %-9s alone: %s; fleet opened in %s; per repetition %v\n", kind, ar.Rounds[kind], ar.Open[kind], ar.PerRun[kind])
+		fmt.Printf("  %-9s alone: %s; fleet opened in %s; per repetition %v; CPU per edit, median %s\n", kind, ar.Rounds[kind], ar.Open[kind], ar.PerRun[kind], dur(medianCPU(ar.CPU[kind])))
 	}
 	fmt.Printf("  views / native alone: median %s, p99 %s; opening %s\n", ratio(ar.Rounds[fleetViews].median(), ar.Rounds[fleetNative].median()),
 		ratio(ar.Rounds[fleetViews].p99(), ar.Rounds[fleetNative].p99()), ratio(ar.Open[fleetViews].median(), ar.Open[fleetNative].median()))
@@ -224,9 +252,9 @@ func (b *bench) measureAlone(ctx context.Context, res *nResult) error {
 }
 
 // aloneFleet opens one fleet of kind, makes one unrecorded edit, then
-// -alone-runs timed edits, and closes it. It returns the rounds and the
-// time the fleet took to open.
-func (b *bench) aloneFleet(ctx context.Context, kind string, rep int) (samples, time.Duration, error) {
+// -alone-runs timed edits, and closes it. It returns the rounds, the time
+// the fleet took to open and the servers' CPU time per timed edit.
+func (b *bench) aloneFleet(ctx context.Context, kind string, rep int) (samples, time.Duration, editCPU, error) {
 	var spec fleetSpec
 	var edit func(ctx context.Context, value string) error
 	name := globalName(0)
@@ -270,7 +298,7 @@ func (b *bench) aloneFleet(ctx context.Context, kind string, rep int) (samples, 
 		wait()
 	}
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, editCPU{}, err
 	}
 	defer func() {
 		f.stop()
@@ -289,20 +317,37 @@ func (b *bench) aloneFleet(ctx context.Context, kind string, rep int) (samples, 
 			defer b.sampleSrv.cpuProfile(ctx, b.o.outDir, tag, b.o.roundsProfile)()
 		}
 	}
+	backend := map[string]*server{fleetViews: b.implicitSrv, fleetReference: b.sampleSrv}[kind]
+	var kubeCPU, backendCPU time.Duration
 	for i := -1; i < b.o.aloneRuns; i++ {
+		if i == 0 {
+			// After the unrecorded edit: the timed edits' CPU only.
+			kubeCPU = b.kubeSrv.cpu()
+			if backend != nil {
+				backendCPU = backend.cpu()
+			}
+		}
 		value := fmt.Sprintf("alone-%s-%d-%d", kind, rep, i+1)
 		r := newRound(name, value, f.open, 0, false)
 		last, _, err := f.measure(ctx, r, roundTimeout, func(ctx context.Context) error { return edit(ctx, value) })
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, editCPU{}, err
 		}
 		if i >= 0 {
 			out = append(out, last)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	fmt.Printf("  %s alone, repetition %d: %s; opened in %s (per watcher: list %s, watch %s); reconnects %d\n", kind, rep+1, out, dur(open), f.lists, f.watches, f.reconnects.Load())
-	return out, open, nil
+	var cpu editCPU
+	if runs := time.Duration(b.o.aloneRuns); runs > 0 {
+		cpu.Kube = (b.kubeSrv.cpu() - kubeCPU) / runs
+		if backend != nil {
+			cpu.Backend = (backend.cpu() - backendCPU) / runs
+		}
+	}
+	fmt.Printf("  %s alone, repetition %d: %s; opened in %s (per watcher: list %s, watch %s); reconnects %d; CPU per edit: %s\n",
+		kind, rep+1, out, dur(open), f.lists, f.watches, f.reconnects.Load(), cpu)
+	return out, open, cpu, nil
 }
 
 // aloneMarkdown writes the table of the fleets alone, beside the concurrent
@@ -339,6 +384,14 @@ func (r *results) aloneMarkdown(p func(string, ...any), mp func(samples) string)
 		a := n.Alone
 		v, nat, ref := a.Open[fleetViews], a.Open[fleetNative], a.Open[fleetReference]
 		p("| %d | %s | %s | %s | %s | %s |", n.N, mp(v), mp(nat), mp(ref), ratio(v.median(), nat.median()), ratio(v.median(), ref.median()))
+	}
+	p("")
+	p("| N | CPU per edit, median of the repetitions: views (kube-apiserver + implicit-apiserver) | native (kube-apiserver) | reference (kube-apiserver + sample-apiserver) | views / native | views / reference |")
+	p("|---:|---:|---:|---:|---:|---:|")
+	for _, n := range ns {
+		c := n.Alone.CPU
+		v, nat, ref := medianCPU(c[fleetViews]), medianCPU(c[fleetNative]), medianCPU(c[fleetReference])
+		p("| %d | %s | %s | %s | %s | %s |", n.N, dur(v), dur(nat), dur(ref), ratio(v, nat), ratio(v, ref))
 	}
 	p("")
 	p("Each fleet is N watchers as %s, opened informer-style (each watcher lists its path, then watches from that list's resourceVersion; %d watchers opening at a time, %s) and decoding the same minimal fields, alone on the cluster: views (one watch per tenant on rolebindings.implicit.dev through the aggregator, no -A watcher), native (N watches of the source RoleBinding, fieldSelector metadata.name, kube-apiserver's watch cache) and the reference (N watches of one Flunder of k8s.io/sample-apiserver, etcd-backed, with the apiserver watch cache, behind the same aggregator). Each is opened, given one unrecorded edit, timed over -alone-runs edits and closed before the next; the three are repeated -alone-repeats times interleaved (views, native, reference, views, ...), and the rounds of all repetitions pooled. Per repetition, in order:", ns[0].Alone.User, workers, "-watchers-per-client watchers per client connection")
