@@ -171,7 +171,6 @@ func (m *Mux) bookmark() {
 // closeAll ends every watcher.
 func (m *Mux) closeAll() {
 	m.wmu.Lock()
-	m.closed = true
 	ws := make([]*watcher, 0, len(m.watchers))
 	for w := range m.watchers {
 		ws = append(ws, w)

@@ -133,8 +133,8 @@ type Mux struct {
 	dispatchedVer *changeVersion
 
 	// wmu guards watchers and their indexes by namespace ("" watchers are
-	// in allNamespaces), and closed: set once Run ended every watcher, after
-	// which no watcher is added (the server is shutting down).
+	// in allNamespaces), and closed: set when Run ends, after which no
+	// watcher is added (the server is shutting down).
 	wmu           sync.Mutex
 	closed        bool
 	watchers      map[*watcher]struct{}
@@ -209,6 +209,10 @@ func (m *Mux) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			// Refused from now on, then ended: none is left open.
+			m.wmu.Lock()
+			m.closed = true
+			m.wmu.Unlock()
 			m.closeAll()
 			return
 		case <-t.C():
