@@ -59,7 +59,7 @@ const (
 // that both replicas served, and that every client ends up holding the
 // last write.
 func TestTwoReplicas(t *testing.T) {
-	rc := setUp(t)
+	rc := setUp(t, len(hosts))
 	ctx, cp, kube, dyn := rc.ctx, rc.cp, rc.kube, rc.dyn
 	var err error
 	t.Logf("clients watch for %s (%s), writer edits %s/%s every %s", runDuration, durationEnv, globalNS, globalBinding, writeEvery)
@@ -142,8 +142,8 @@ func TestTwoReplicas(t *testing.T) {
 	}
 }
 
-// replicaCluster is a control plane with two replicas behind aggregator
-// routing, seeded with the global binding both serve.
+// replicaCluster is a control plane with replicas behind aggregator
+// routing, seeded with the global binding they serve.
 type replicaCluster struct {
 	ctx     context.Context
 	cp      *controlplane.ControlPlane
@@ -153,9 +153,11 @@ type replicaCluster struct {
 	admin   *rest.Config
 }
 
-// setUp starts the control plane and both replicas, registers them behind
-// the APIService and seeds the namespaces and the global binding.
-func setUp(t *testing.T) *replicaCluster {
+// setUp starts the control plane and the first n replicas of hosts,
+// registers them behind the APIService and seeds the namespaces and the
+// global binding.
+func setUp(t *testing.T, n int) *replicaCluster {
+	replicas := hosts[:n]
 	setUpHosts(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -173,9 +175,12 @@ func setUp(t *testing.T) *replicaCluster {
 	})
 
 	hostIPs := make([]net.IP, len(hosts))
-	replicaIPs := make([]net.IP, len(hosts))
 	for i, h := range hosts {
-		hostIPs[i], replicaIPs[i] = h.hostIP, h.nsIP
+		hostIPs[i] = h.hostIP
+	}
+	replicaIPs := make([]net.IP, len(replicas))
+	for i, h := range replicas {
+		replicaIPs[i] = h.nsIP
 	}
 	cp, err := controlplane.Start(ctx, controlplane.Options{
 		BinDir:  binDir,
@@ -199,7 +204,7 @@ func setUp(t *testing.T) *replicaCluster {
 		}
 		cp.Stop()
 	})
-	servers := startReplicas(ctx, t, cp)
+	servers := startReplicas(ctx, t, cp, replicas)
 	if err := cp.RegisterAPIServiceEndpoints(ctx, replicaPort, replicaIPs...); err != nil {
 		t.Fatalf("registering the APIService: %v", err)
 	}
@@ -208,7 +213,7 @@ func setUp(t *testing.T) *replicaCluster {
 	kube := kubernetes.NewForConfigOrDie(admin)
 	dyn := dynamic.NewForConfigOrDie(admin)
 	seed(ctx, t, kube)
-	for i, h := range hosts {
+	for i, h := range replicas {
 		waitForBinding(ctx, t, replicaClient(t, admin, h.nsIP), "team-1")
 		t.Logf("replica %d serves %s in team-1's view", i+1, globalBinding)
 	}
@@ -216,8 +221,8 @@ func setUp(t *testing.T) *replicaCluster {
 }
 
 // startReplicas starts one implicit-apiserver in each host's network
-// namespace and waits until both are ready.
-func startReplicas(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane) []*controlplane.AggregatedServer {
+// namespace and waits until all are ready.
+func startReplicas(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, hosts []host) []*controlplane.AggregatedServer {
 	t.Helper()
 	apiServer, err := url.Parse(cp.APIServerURL())
 	if err != nil {
@@ -359,6 +364,8 @@ func informerTotals(ins []*informer) informerStats {
 		total.lists += s.lists
 		total.renewals += s.renewals
 		total.relists += s.relists
+		total.retries += s.retries
+		total.retryErrors = append(total.retryErrors, s.retryErrors...)
 		total.other = append(total.other, s.other...)
 		for k := range s.instances {
 			total.instances[k] = true
