@@ -139,6 +139,31 @@ func TestSecurityContext(t *testing.T) {
 	}
 }
 
+// TestRolloutOverlaps: a rollout starts the new pod and waits until it is
+// ready before it stops an old one, so that even one replica is never down
+// during a rollout: with no replica up, kube-apiserver's aggregator answers
+// 503 and client-go's informers relist (docs/operations.md, "What a
+// rollout costs").
+func TestRolloutOverlaps(t *testing.T) {
+	t.Parallel()
+	for _, replicas := range []string{"1", "2"} {
+		var d appsv1.Deployment
+		convert(t, mustTemplate(t, "replicas="+replicas).get("Deployment", "implicit-apiserver"), &d)
+		s := d.Spec.Strategy
+		if s.Type != appsv1.RollingUpdateDeploymentStrategyType || s.RollingUpdate == nil ||
+			s.RollingUpdate.MaxUnavailable == nil || s.RollingUpdate.MaxSurge == nil {
+			t.Errorf("replicas=%s: strategy %+v, want RollingUpdate with maxSurge and maxUnavailable set", replicas, s)
+			continue
+		}
+		if u := s.RollingUpdate.MaxUnavailable; u.String() != "0" {
+			t.Errorf("replicas=%s: maxUnavailable %s, want 0: a rollout would stop a replica before its successor is ready", replicas, u.String())
+		}
+		if v := s.RollingUpdate.MaxSurge; v.IntValue() < 1 {
+			t.Errorf("replicas=%s: maxSurge %s, want at least 1: with maxUnavailable 0 the rollout could not start", replicas, v.String())
+		}
+	}
+}
+
 // TestService: the Service is artifacts/base's (ports, session affinity),
 // selecting the release's pods.
 func TestService(t *testing.T) {
