@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -160,6 +161,21 @@ func TestRolloutOverlaps(t *testing.T) {
 		}
 		if v := s.RollingUpdate.MaxSurge; v.IntValue() < 1 {
 			t.Errorf("replicas=%s: maxSurge %s, want at least 1: with maxUnavailable 0 the rollout could not start", replicas, v.String())
+		}
+		// The stopping pod serves until kube-apiserver stops routing to
+		// it, and exits within its grace period.
+		var delay time.Duration
+		for _, arg := range d.Spec.Template.Spec.Containers[0].Args {
+			if v, ok := strings.CutPrefix(arg, "--shutdown-delay-duration="); ok {
+				delay, _ = time.ParseDuration(v)
+			}
+		}
+		grace := 30 * time.Second // the pod's default
+		if g := d.Spec.Template.Spec.TerminationGracePeriodSeconds; g != nil {
+			grace = time.Duration(*g) * time.Second
+		}
+		if delay <= 0 || delay > grace/2 {
+			t.Errorf("replicas=%s: --shutdown-delay-duration %s, want positive and at most half the grace period %s", replicas, delay, grace)
 		}
 	}
 }
