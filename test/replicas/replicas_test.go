@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -153,10 +154,10 @@ type replicaCluster struct {
 	admin   *rest.Config
 }
 
-// setUp starts the control plane and the first n replicas of hosts,
-// registers them behind the APIService and seeds the namespaces and the
-// global binding.
-func setUp(t *testing.T, n int) *replicaCluster {
+// setUp starts the control plane and the first n replicas of hosts (with
+// extra flags), registers them behind the APIService and seeds the
+// namespaces and the global binding.
+func setUp(t *testing.T, n int, extra ...string) *replicaCluster {
 	replicas := hosts[:n]
 	setUpHosts(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -204,7 +205,7 @@ func setUp(t *testing.T, n int) *replicaCluster {
 		}
 		cp.Stop()
 	})
-	servers := startReplicas(ctx, t, cp, replicas)
+	servers := startReplicas(ctx, t, cp, replicas, extra...)
 	if err := cp.RegisterAPIServiceEndpoints(ctx, replicaPort, replicaIPs...); err != nil {
 		t.Fatalf("registering the APIService: %v", err)
 	}
@@ -220,17 +221,19 @@ func setUp(t *testing.T, n int) *replicaCluster {
 	return &replicaCluster{ctx: ctx, cp: cp, servers: servers, kube: kube, dyn: dyn, admin: admin}
 }
 
-// startReplicas starts one implicit-apiserver in each host's network
-// namespace and waits until all are ready.
-func startReplicas(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, hosts []host) []*controlplane.AggregatedServer {
+// startReplicas starts one implicit-apiserver in each of hs's network
+// namespaces, with extra flags, and waits until all are ready. Replica N
+// runs on hosts[N-1].
+func startReplicas(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, hs []host, extra ...string) []*controlplane.AggregatedServer {
 	t.Helper()
 	apiServer, err := url.Parse(cp.APIServerURL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	servers := make([]*controlplane.AggregatedServer, len(hosts))
-	for i, h := range hosts {
-		kubeconfig := filepath.Join(cp.WorkDir(), fmt.Sprintf("replica-%d.kubeconfig", i+1))
+	servers := make([]*controlplane.AggregatedServer, len(hs))
+	for i, h := range hs {
+		n := slices.IndexFunc(hosts, func(o host) bool { return o.netns == h.netns }) + 1
+		kubeconfig := filepath.Join(cp.WorkDir(), fmt.Sprintf("replica-%d.kubeconfig", n))
 		server := "https://" + net.JoinHostPort(h.hostIP.String(), apiServer.Port())
 		if err := rewriteServer(cp.KubeconfigPath(), kubeconfig, server); err != nil {
 			t.Fatal(err)
@@ -242,27 +245,27 @@ func startReplicas(ctx context.Context, t *testing.T, cp *controlplane.ControlPl
 		// Views only: no guards webhook to keep current, and kube-apiserver
 		// asks no authorization webhook here.
 		servers[i], err = cp.StartAggregated(ctx, controlplane.AggregatedServerOptions{
-			Binary: wrapper, Name: fmt.Sprintf("implicit-apiserver-%d", i+1), Port: replicaPort, ReadyPath: "-",
-			Args: []string{
+			Binary: wrapper, Name: fmt.Sprintf("implicit-apiserver-%d", n), Port: replicaPort, ReadyPath: "-",
+			Args: append([]string{
 				"-v=1",
 				"--bind-address=" + h.nsIP.String(),
 				"--kubeconfig=" + kubeconfig,
 				"--authentication-kubeconfig=" + kubeconfig,
 				"--authorization-kubeconfig=" + kubeconfig,
 				"--webhook-configuration=",
-			},
+			}, extra...),
 		})
 		if err != nil {
-			t.Fatalf("starting replica %d: %v", i+1, err)
+			t.Fatalf("starting replica %d: %v", n, err)
 		}
 	}
 	client := &http.Client{Transport: insecureTransport(), Timeout: 5 * time.Second}
-	for i, h := range hosts {
+	for i, h := range hs {
 		u := "https://" + net.JoinHostPort(h.nsIP.String(), strconv.Itoa(replicaPort)) + "/readyz"
 		if err := readyz(ctx, client, u, controlplane.DefaultAPIServiceTimeout); err != nil {
-			t.Fatalf("replica %d: %v\n%s", i+1, err, servers[i].LogTail(40))
+			t.Fatalf("replica at %s: %v\n%s", h.nsIP, err, servers[i].LogTail(40))
 		}
-		t.Logf("replica %d ready at %s (log %s)", i+1, u, servers[i].LogPath())
+		t.Logf("replica ready at %s (log %s)", u, servers[i].LogPath())
 	}
 	return servers
 }
