@@ -204,6 +204,20 @@ func (a *AggregatedServer) Stop() error {
 	return p.Stop()
 }
 
+// Kill kills the server (SIGKILL to its process group, no grace), as a
+// node failure or the kernel's OOM killer would, and waits until it has
+// exited. It is idempotent; the server can be started again with Restart.
+func (a *AggregatedServer) Kill() error {
+	a.mu.Lock()
+	p := a.process
+	a.process = nil
+	a.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	return p.Kill()
+}
+
 // Restart stops the server if it runs and starts it again on the same port
 // with the same flags, appending to the same log, and waits until it is
 // ready. ctx bounds the new run's lifetime, as for StartAggregated.

@@ -134,6 +134,21 @@ func (p *Process) Stop() error {
 	return nil
 }
 
+// Kill sends SIGKILL to the process group and waits for the process to
+// exit. It is safe to call after the process exited.
+func (p *Process) Kill() error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	if err := signalGroup(p.Pid(), sigKill); err != nil {
+		return fmt.Errorf("killing %s: %w", p.name, err)
+	}
+	<-p.done
+	return nil
+}
+
 // exitedError describes a process that exited when it should be running.
 func (p *Process) exitedError() error {
 	return fmt.Errorf("%s exited: %v; log %s ends with:\n%s", p.name, p.waitErr, p.logPath, p.LogTail(40))

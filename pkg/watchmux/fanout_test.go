@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -265,5 +266,46 @@ func TestRun(t *testing.T) {
 	}
 	for _, f := range fs {
 		f.waitClosed(t)
+	}
+}
+
+// TestWatchAfterRunEnded asks for a watch once Run has ended every watcher,
+// as a request accepted just before the server's shutdown does when it gets
+// there after its resume, authorization or a wait for CPU: it is answered
+// 429, to be retried elsewhere from the same version. A watcher registered
+// then would never be ended, and the HTTP server's graceful shutdown would
+// wait for it up to the request timeout (a replica took over 15 s to exit).
+func TestWatchAfterRunEnded(t *testing.T) {
+	t.Parallel()
+	m := newMux(watchmux.Options{})
+	for _, s := range with(putRB(global, "g1")) {
+		s(m)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.Run(ctx)
+	}()
+	waitUntil(t, "Run marks the mux synced", m.HasSynced)
+	synced := rvText(currentRV(t, m))
+	cancel()
+	<-done
+	for _, opts := range []watchmux.WatchOptions{
+		{Resource: rolebindings},
+		{Resource: rolebindings, Namespace: "solo", ResourceVersion: synced},
+	} {
+		w, err := m.Watch(context.Background(), opts)
+		if err == nil {
+			w.Stop()
+			t.Errorf("watch %+v after Run ended: opened, and nothing would ever end it; want 429", opts)
+			continue
+		}
+		if !apierrors.IsTooManyRequests(err) {
+			t.Errorf("watch %+v after Run ended: %v; want 429", opts, err)
+		}
+		if d, ok := apierrors.SuggestsClientDelay(err); !ok || d != 1 {
+			t.Errorf("watch %+v after Run ended: Retry-After %d (%v), want 1", opts, d, ok)
+		}
 	}
 }

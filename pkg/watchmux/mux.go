@@ -133,8 +133,10 @@ type Mux struct {
 	dispatchedVer *changeVersion
 
 	// wmu guards watchers and their indexes by namespace ("" watchers are
-	// in allNamespaces).
+	// in allNamespaces), and closed: set when Run ends, after which no
+	// watcher is added (the server is shutting down).
 	wmu           sync.Mutex
+	closed        bool
 	watchers      map[*watcher]struct{}
 	allNamespaces map[*watcher]struct{}
 	byNamespace   map[string]map[*watcher]struct{}
@@ -186,7 +188,8 @@ func (m *Mux) HasSynced() bool {
 }
 
 // Run marks the mux synced once every informer handler has seen its initial
-// objects, sends bookmarks, and, when ctx is cancelled, closes every watcher.
+// objects, sends bookmarks, and, when ctx is cancelled, closes every watcher;
+// a watch after that is answered 429 (the server is shutting down).
 func (m *Mux) Run(ctx context.Context) {
 	m.mu.RLock()
 	syncs := make([]cache.InformerSynced, 0, len(m.regs))
@@ -206,6 +209,10 @@ func (m *Mux) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			// Refused from now on, then ended: none is left open.
+			m.wmu.Lock()
+			m.closed = true
+			m.wmu.Unlock()
 			m.closeAll()
 			return
 		case <-t.C():

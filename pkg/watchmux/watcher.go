@@ -168,6 +168,17 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 	}
 	w.ch = make(chan *Event, size)
 	m.wmu.Lock()
+	if m.closed {
+		// Run has ended every watcher: the server is shutting down. A
+		// watch that reaches this point later (its request was accepted
+		// before, then waited for a resume, an authorization, a CPU)
+		// would hold the HTTP server's graceful shutdown until its
+		// timeout; it is told to watch again, from its version, as
+		// k8s.io/apiserver tells a watch that arrives during shutdown.
+		m.wmu.Unlock()
+		m.mu.RUnlock()
+		return nil, errShuttingDown
+	}
 	m.addWatcherLocked(w)
 	m.wmu.Unlock()
 	m.mu.RUnlock()
@@ -176,6 +187,12 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 	go w.run()
 	return w, nil
 }
+
+// errShuttingDown answers a watch that comes after Run ended: a 429 with
+// Retry-After, which client-go's reflector retries from the same version
+// (isWatchErrorRetriable) and kube-apiserver's aggregator passes on; the
+// retry reaches another replica, or this one's successor.
+var errShuttingDown = apierrors.NewTooManyRequests("the server is shutting down: watch again", 1)
 
 func gone(version, why string) error {
 	return apierrors.NewResourceExpired("resourceVersion " + version + " " + why)

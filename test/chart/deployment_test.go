@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -136,6 +137,46 @@ func TestSecurityContext(t *testing.T) {
 	}
 	if mustTemplate(t, "replicas=1").get("PodDisruptionBudget", "implicit-apiserver") != nil {
 		t.Error("a PDB with minAvailable 1 is rendered for a single replica: it would block every drain")
+	}
+}
+
+// TestRolloutOverlaps: a rollout starts the new pod and waits until it is
+// ready before it stops an old one, so that even one replica is never down
+// during a rollout: with no replica up, kube-apiserver's aggregator answers
+// 503 and client-go's informers relist (docs/operations.md, "What a
+// rollout costs").
+func TestRolloutOverlaps(t *testing.T) {
+	t.Parallel()
+	for _, replicas := range []string{"1", "2"} {
+		var d appsv1.Deployment
+		convert(t, mustTemplate(t, "replicas="+replicas).get("Deployment", "implicit-apiserver"), &d)
+		s := d.Spec.Strategy
+		if s.Type != appsv1.RollingUpdateDeploymentStrategyType || s.RollingUpdate == nil ||
+			s.RollingUpdate.MaxUnavailable == nil || s.RollingUpdate.MaxSurge == nil {
+			t.Errorf("replicas=%s: strategy %+v, want RollingUpdate with maxSurge and maxUnavailable set", replicas, s)
+			continue
+		}
+		if u := s.RollingUpdate.MaxUnavailable; u.String() != "0" {
+			t.Errorf("replicas=%s: maxUnavailable %s, want 0: a rollout would stop a replica before its successor is ready", replicas, u.String())
+		}
+		if v := s.RollingUpdate.MaxSurge; v.IntValue() < 1 {
+			t.Errorf("replicas=%s: maxSurge %s, want at least 1: with maxUnavailable 0 the rollout could not start", replicas, v.String())
+		}
+		// The stopping pod serves until kube-apiserver stops routing to
+		// it, and exits within its grace period.
+		var delay time.Duration
+		for _, arg := range d.Spec.Template.Spec.Containers[0].Args {
+			if v, ok := strings.CutPrefix(arg, "--shutdown-delay-duration="); ok {
+				delay, _ = time.ParseDuration(v)
+			}
+		}
+		grace := 30 * time.Second // the pod's default
+		if g := d.Spec.Template.Spec.TerminationGracePeriodSeconds; g != nil {
+			grace = time.Duration(*g) * time.Second
+		}
+		if delay <= 0 || delay > grace/2 {
+			t.Errorf("replicas=%s: --shutdown-delay-duration %s, want positive and at most half the grace period %s", replicas, delay, grace)
+		}
 	}
 }
 

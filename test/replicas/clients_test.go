@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 
@@ -54,7 +55,12 @@ type informerStats struct {
 	lists    int // the first list and every relist
 	renewals int // watches from a list's or an event's resourceVersion
 	relists  int // of those, the ones that answered 410 Expired
-	other    []string
+	// retries are watches sent again from the same version after the
+	// server could not be reached (retryUnavailable); retryErrors are the
+	// first few of their causes.
+	retries     int
+	retryErrors []string
+	other       []string
 	// instances are the replicas (the hint's sequence number >>
 	// counterBits) that issued a version a client received.
 	instances map[uint64]bool
@@ -65,12 +71,28 @@ type informerStats struct {
 // with bookmarks and a short timeoutSeconds, renew each ended watch from the
 // last event's version, relist on 410. It keeps the source resourceVersion
 // of every item it holds, so that a test can tell when it has caught up.
+//
+// With retryUnavailable set, a watch that fails because no server could be
+// reached (a 503 from kube-apiserver's aggregator, which answers it while
+// the APIService has no replica up; a connection refused or reset; the
+// stream cut off) is sent again from the same version, with a growing
+// pause, for up to retryUnavailable before the client relists. client-go's
+// reflector does this only for a connection refused and a 429
+// (isWatchErrorRetriable): on a 503 it relists, from its last version
+// (kubernetes/kubernetes#119646). A test counts on such a client to measure
+// what the server does after an outage, not what the reflector does.
 type informer struct {
 	client     dynamic.ResourceInterface
 	minTimeout time.Duration
-	mu         sync.Mutex
-	stats      informerStats
-	items      map[string]string // namespace/name -> source resourceVersion
+	// retryUnavailable bounds how long a watch is retried from its version
+	// while no server can be reached; 0 relists at once.
+	retryUnavailable time.Duration
+
+	mu    sync.Mutex
+	stats informerStats
+	items map[string]string // namespace/name -> source resourceVersion
+	// opened is when the client's last watch was answered.
+	opened time.Time
 }
 
 func newInformer(client dynamic.ResourceInterface, minTimeout time.Duration) *informer {
@@ -80,6 +102,10 @@ func newInformer(client dynamic.ResourceInterface, minTimeout time.Duration) *in
 // run lists and watches until ctx ends.
 func (in *informer) run(ctx context.Context) {
 	rv := ""
+	// unreachableSince is when the current run of watches that reached no
+	// server began; zero while the last one did.
+	var unreachableSince time.Time
+	pause := pauseAfterExpired
 	for ctx.Err() == nil {
 		if rv == "" {
 			var err error
@@ -89,9 +115,28 @@ func (in *informer) run(ctx context.Context) {
 			}
 		}
 		next, err := in.watch(ctx, rv)
+		if err == nil || !unreachable(err) {
+			unreachableSince, pause = time.Time{}, pauseAfterExpired
+		}
 		switch {
 		case ctx.Err() != nil:
 			return
+		case err != nil && unreachable(err) && in.retryUnavailable > 0 &&
+			(unreachableSince.IsZero() || time.Since(unreachableSince) < in.retryUnavailable):
+			if unreachableSince.IsZero() {
+				unreachableSince = time.Now()
+			}
+			in.count(func(s *informerStats) {
+				s.retries++
+				if len(s.retryErrors) < 3 {
+					s.retryErrors = append(s.retryErrors, err.Error())
+				}
+			})
+			if next != "" {
+				rv = next
+			}
+			sleep(ctx, pause+rand.N(pause/2))
+			pause = min(2*pause, maxRetryPause)
 		case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
 			in.count(func(s *informerStats) { s.relists++ })
 			rv = ""
@@ -103,6 +148,31 @@ func (in *informer) run(ctx context.Context) {
 			rv = next
 		}
 	}
+}
+
+// maxRetryPause caps the pause between two watches retried from one
+// version.
+const maxRetryPause = 4 * time.Second
+
+// unreachable reports whether err says that the watch reached no server:
+// kube-apiserver's aggregator answered 503 (no replica up, or none
+// reachable), the connection was refused or reset, or the stream was cut
+// off in the middle (client-go reports that as an ERROR event with a 500
+// it made itself, a "ClientWatchDecoding" cause).
+func unreachable(err error) bool {
+	if apierrors.IsServiceUnavailable(err) || utilnet.IsConnectionRefused(err) ||
+		utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) {
+		return true
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && status.Status().Details != nil {
+		for _, c := range status.Status().Details.Causes {
+			if c.Type == "ClientWatchDecoding" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // list replaces the items and returns the list's resourceVersion.
@@ -125,7 +195,8 @@ func (in *informer) list(ctx context.Context) (string, error) {
 
 // watch watches from rv until the server ends the watch, and returns the
 // version to renew from. A 410, whether the answer to the request or an
-// ERROR event in the stream, is returned as an Expired error.
+// ERROR event in the stream, is returned as an Expired error. An ERROR
+// event is returned with the version of the last event before it.
 func (in *informer) watch(ctx context.Context, rv string) (string, error) {
 	timeout := watchTimeout(in.minTimeout)
 	in.count(func(s *informerStats) { s.renewals++ })
@@ -134,6 +205,9 @@ func (in *informer) watch(ctx context.Context, rv string) (string, error) {
 		return "", err
 	}
 	defer w.Stop()
+	in.mu.Lock()
+	in.opened = time.Now()
+	in.mu.Unlock()
 	for {
 		select {
 		case <-ctx.Done():
@@ -143,7 +217,7 @@ func (in *informer) watch(ctx context.Context, rv string) (string, error) {
 				return rv, nil
 			}
 			if ev.Type == watch.Error {
-				return "", apierrors.FromObject(ev.Object)
+				return rv, apierrors.FromObject(ev.Object)
 			}
 			obj, ok := ev.Object.(*unstructured.Unstructured)
 			if !ok {
@@ -191,6 +265,13 @@ func (in *informer) sourceRV(key string) string {
 	return in.items[key]
 }
 
+// openedSince reports whether a watch of the client was answered after t.
+func (in *informer) openedSince(t time.Time) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.opened.After(t)
+}
+
 // held is a copy of what the client holds: namespace/name -> source
 // resourceVersion.
 func (in *informer) held() map[string]string {
@@ -204,6 +285,7 @@ func (in *informer) snapshot() informerStats {
 	defer in.mu.Unlock()
 	s := in.stats
 	s.other = append([]string(nil), s.other...)
+	s.retryErrors = append([]string(nil), s.retryErrors...)
 	s.instances = map[uint64]bool{}
 	for k, v := range in.stats.instances {
 		s.instances[k] = v

@@ -1,8 +1,10 @@
 // Package replicas runs two implicit-apiservers behind one APIService, as
 // the shipped Deployment's two replicas are, and measures what clients see
 // when kube-apiserver sends a list to one and the watch from its
-// resourceVersion to the other: informer-style clients relist, `kubectl get
-// -w` fails.
+// resourceVersion to the other: whether informer-style clients relist and
+// `kubectl get -w` fails. TestRollingRestart restarts both one at a time;
+// TestSingleReplicaKill kills a single replica and starts it again;
+// TestSingleReplicaRollout rolls a single replica out to a new one.
 //
 // Each replica runs on a test host of its own, a network namespace joined
 // to the root namespace by a veth pair with addresses from 198.51.100.0/24

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -59,7 +60,7 @@ const (
 // that both replicas served, and that every client ends up holding the
 // last write.
 func TestTwoReplicas(t *testing.T) {
-	rc := setUp(t)
+	rc := setUp(t, len(hosts))
 	ctx, cp, kube, dyn := rc.ctx, rc.cp, rc.kube, rc.dyn
 	var err error
 	t.Logf("clients watch for %s (%s), writer edits %s/%s every %s", runDuration, durationEnv, globalNS, globalBinding, writeEvery)
@@ -142,8 +143,8 @@ func TestTwoReplicas(t *testing.T) {
 	}
 }
 
-// replicaCluster is a control plane with two replicas behind aggregator
-// routing, seeded with the global binding both serve.
+// replicaCluster is a control plane with replicas behind aggregator
+// routing, seeded with the global binding they serve.
 type replicaCluster struct {
 	ctx     context.Context
 	cp      *controlplane.ControlPlane
@@ -153,9 +154,11 @@ type replicaCluster struct {
 	admin   *rest.Config
 }
 
-// setUp starts the control plane and both replicas, registers them behind
-// the APIService and seeds the namespaces and the global binding.
-func setUp(t *testing.T) *replicaCluster {
+// setUp starts the control plane and the first n replicas of hosts (with
+// extra flags), registers them behind the APIService and seeds the
+// namespaces and the global binding.
+func setUp(t *testing.T, n int, extra ...string) *replicaCluster {
+	replicas := hosts[:n]
 	setUpHosts(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -173,9 +176,12 @@ func setUp(t *testing.T) *replicaCluster {
 	})
 
 	hostIPs := make([]net.IP, len(hosts))
-	replicaIPs := make([]net.IP, len(hosts))
 	for i, h := range hosts {
-		hostIPs[i], replicaIPs[i] = h.hostIP, h.nsIP
+		hostIPs[i] = h.hostIP
+	}
+	replicaIPs := make([]net.IP, len(replicas))
+	for i, h := range replicas {
+		replicaIPs[i] = h.nsIP
 	}
 	cp, err := controlplane.Start(ctx, controlplane.Options{
 		BinDir:  binDir,
@@ -199,7 +205,7 @@ func setUp(t *testing.T) *replicaCluster {
 		}
 		cp.Stop()
 	})
-	servers := startReplicas(ctx, t, cp)
+	servers := startReplicas(ctx, t, cp, replicas, extra...)
 	if err := cp.RegisterAPIServiceEndpoints(ctx, replicaPort, replicaIPs...); err != nil {
 		t.Fatalf("registering the APIService: %v", err)
 	}
@@ -208,24 +214,26 @@ func setUp(t *testing.T) *replicaCluster {
 	kube := kubernetes.NewForConfigOrDie(admin)
 	dyn := dynamic.NewForConfigOrDie(admin)
 	seed(ctx, t, kube)
-	for i, h := range hosts {
+	for i, h := range replicas {
 		waitForBinding(ctx, t, replicaClient(t, admin, h.nsIP), "team-1")
 		t.Logf("replica %d serves %s in team-1's view", i+1, globalBinding)
 	}
 	return &replicaCluster{ctx: ctx, cp: cp, servers: servers, kube: kube, dyn: dyn, admin: admin}
 }
 
-// startReplicas starts one implicit-apiserver in each host's network
-// namespace and waits until both are ready.
-func startReplicas(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane) []*controlplane.AggregatedServer {
+// startReplicas starts one implicit-apiserver in each of hs's network
+// namespaces, with extra flags, and waits until all are ready. Replica N
+// runs on hosts[N-1].
+func startReplicas(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, hs []host, extra ...string) []*controlplane.AggregatedServer {
 	t.Helper()
 	apiServer, err := url.Parse(cp.APIServerURL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	servers := make([]*controlplane.AggregatedServer, len(hosts))
-	for i, h := range hosts {
-		kubeconfig := filepath.Join(cp.WorkDir(), fmt.Sprintf("replica-%d.kubeconfig", i+1))
+	servers := make([]*controlplane.AggregatedServer, len(hs))
+	for i, h := range hs {
+		n := slices.IndexFunc(hosts, func(o host) bool { return o.netns == h.netns }) + 1
+		kubeconfig := filepath.Join(cp.WorkDir(), fmt.Sprintf("replica-%d.kubeconfig", n))
 		server := "https://" + net.JoinHostPort(h.hostIP.String(), apiServer.Port())
 		if err := rewriteServer(cp.KubeconfigPath(), kubeconfig, server); err != nil {
 			t.Fatal(err)
@@ -237,27 +245,27 @@ func startReplicas(ctx context.Context, t *testing.T, cp *controlplane.ControlPl
 		// Views only: no guards webhook to keep current, and kube-apiserver
 		// asks no authorization webhook here.
 		servers[i], err = cp.StartAggregated(ctx, controlplane.AggregatedServerOptions{
-			Binary: wrapper, Name: fmt.Sprintf("implicit-apiserver-%d", i+1), Port: replicaPort, ReadyPath: "-",
-			Args: []string{
+			Binary: wrapper, Name: fmt.Sprintf("implicit-apiserver-%d", n), Port: replicaPort, ReadyPath: "-",
+			Args: append([]string{
 				"-v=1",
 				"--bind-address=" + h.nsIP.String(),
 				"--kubeconfig=" + kubeconfig,
 				"--authentication-kubeconfig=" + kubeconfig,
 				"--authorization-kubeconfig=" + kubeconfig,
 				"--webhook-configuration=",
-			},
+			}, extra...),
 		})
 		if err != nil {
-			t.Fatalf("starting replica %d: %v", i+1, err)
+			t.Fatalf("starting replica %d: %v", n, err)
 		}
 	}
 	client := &http.Client{Transport: insecureTransport(), Timeout: 5 * time.Second}
-	for i, h := range hosts {
+	for i, h := range hs {
 		u := "https://" + net.JoinHostPort(h.nsIP.String(), strconv.Itoa(replicaPort)) + "/readyz"
 		if err := readyz(ctx, client, u, controlplane.DefaultAPIServiceTimeout); err != nil {
-			t.Fatalf("replica %d: %v\n%s", i+1, err, servers[i].LogTail(40))
+			t.Fatalf("replica at %s: %v\n%s", h.nsIP, err, servers[i].LogTail(40))
 		}
-		t.Logf("replica %d ready at %s (log %s)", i+1, u, servers[i].LogPath())
+		t.Logf("replica ready at %s (log %s)", u, servers[i].LogPath())
 	}
 	return servers
 }
@@ -359,6 +367,8 @@ func informerTotals(ins []*informer) informerStats {
 		total.lists += s.lists
 		total.renewals += s.renewals
 		total.relists += s.relists
+		total.retries += s.retries
+		total.retryErrors = append(total.retryErrors, s.retryErrors...)
 		total.other = append(total.other, s.other...)
 		for k := range s.instances {
 			total.instances[k] = true

@@ -3,7 +3,6 @@ package replicas
 import (
 	"context"
 	"fmt"
-	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -53,7 +52,7 @@ func TestRollingRestart(t *testing.T) {
 			t.Fatalf("%s=%q: want a number of at least 2", rolloutWatchersEnv, s)
 		}
 	}
-	rc := setUp(t)
+	rc := setUp(t, len(hosts))
 	ctx, kube, dyn := rc.ctx, rc.kube, rc.dyn
 	// team-1's own binding: team-3 inherits it while team-1 is its parent.
 	lead := &rbacv1.RoleBinding{
@@ -148,48 +147,12 @@ func TestRollingRestart(t *testing.T) {
 	t.Logf("writer: %d writes", writes)
 
 	// Every client ends with what a fresh list of its scope returns.
-	var last []string
-	err := wait.PollUntilContextTimeout(ctx, time.Second, catchUpTimeout, true, func(ctx context.Context) (bool, error) {
-		last = nil
-		fresh := map[dynamic.ResourceInterface]map[string]string{}
-		for i, in := range informers {
-			want, ok := fresh[scopes[i]]
-			if !ok {
-				list, err := scopes[i].List(ctx, metav1.ListOptions{})
-				if err != nil {
-					return false, nil
-				}
-				want = map[string]string{}
-				for _, item := range list.Items {
-					want[item.GetNamespace()+"/"+item.GetName()] = item.GetAnnotations()[sourceRVAnnotation]
-				}
-				fresh[scopes[i]] = want
-			}
-			if got := in.held(); !maps.Equal(got, want) {
-				var diff []string
-				for k, v := range got {
-					if want[k] != v {
-						diff = append(diff, fmt.Sprintf("holds %s@%s (list: %q)", k, v, want[k]))
-					}
-				}
-				for k, v := range want {
-					if _, ok := got[k]; !ok {
-						diff = append(diff, fmt.Sprintf("lacks %s@%s", k, v))
-					}
-				}
-				last = append(last, fmt.Sprintf("client %d: %v", i, diff))
-			}
-		}
-		return len(last) == 0, nil
-	})
-	if err != nil {
-		for i, l := range last {
-			if i == 5 {
-				t.Errorf("... and %d more", len(last)-i)
-				break
-			}
-			t.Error(l)
-		}
+	held := make([]func() map[string]string, len(informers))
+	for i, in := range informers {
+		held[i] = in.held
+	}
+	for _, d := range waitSameAsFresh(ctx, scopes, held) {
+		t.Error(d)
 	}
 	stopClients()
 	wg.Wait()

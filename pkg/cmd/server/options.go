@@ -94,6 +94,9 @@ type Options struct {
 	MaterializeBurst          int
 	MaterializeLeaseName      string
 	MaterializeLeaseNamespace string
+	// ShutdownDelay is how long the server goes on serving after SIGTERM
+	// (its /readyz failing) before it ends its watches and stops listening.
+	ShutdownDelay time.Duration
 
 	// config is set by Complete from ConfigFile or the defaults.
 	config Configuration
@@ -180,6 +183,10 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 			"kube-apiserver can't present one: restrict who reaches the port (NetworkPolicy). /authorize still requires one.")
 	fs.Int64Var(&o.HistoryBytes, "history-bytes", o.HistoryBytes,
 		"Bound on the estimated bytes of the objects the watch history keeps for resuming watches (besides its 100,000 events).")
+	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay-duration", o.ShutdownDelay,
+		"How long to go on serving after SIGTERM, /readyz failing, before ending the watches and no longer accepting requests, "+
+			"as kube-apiserver's flag of the same name: time for kube-apiserver to see the pod leave the Service's endpoints, so "+
+			"that the watches it ends resume on another replica instead of meeting a closed port (a 503, and client-go relists).")
 
 	o.Recommended.SecureServing.AddFlags(fss.FlagSet("secure serving"))
 	o.Recommended.Authentication.AddFlags(fss.FlagSet("authentication"))
@@ -263,6 +270,9 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--exclude-namespaces lists the global namespace %q", ns))
 		}
 	}
+	if o.ShutdownDelay < 0 {
+		errs = append(errs, fmt.Errorf("--shutdown-delay-duration %s: must not be negative", o.ShutdownDelay))
+	}
 	switch {
 	case o.GlobalKubeconfig != "" && o.GlobalClusterName == "":
 		errs = append(errs, fmt.Errorf("--global-cluster-name is required with --global-kubeconfig"))
@@ -342,6 +352,7 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 	if err := o.Recommended.ApplyTo(gc); err != nil {
 		return nil, err
 	}
+	gc.ShutdownDelayDuration = o.ShutdownDelay
 	if gc.Authorization.Authorizer != nil {
 		// One review per user for reads across namespaces (clusterwide.go).
 		gc.Authorization.Authorizer = newClusterWideReads(gc.Authorization.Authorizer, o.Recommended.Authorization.AllowCacheTTL, o.Recommended.Authorization.DenyCacheTTL)

@@ -68,6 +68,11 @@ func TestOptionsValidate(t *testing.T) {
 			wantErrs: []string{`--exclude-namespaces lists the global namespace "implicit-global"`},
 		},
 		{
+			name:     "negative shutdown delay",
+			modify:   func(o *server.Options) { o.ShutdownDelay = -time.Second },
+			wantErrs: []string{"--shutdown-delay-duration -1s: must not be negative"},
+		},
+		{
 			name:     "zero host schema timeout",
 			modify:   func(o *server.Options) { o.HostSchemaTimeout = 0 },
 			wantErrs: []string{"--host-schema-timeout must be positive"},
@@ -274,6 +279,29 @@ func TestOptionsComplete(t *testing.T) {
 // TestHTTP2StreamsPerConnection: the aggregator's watches are spread over
 // connections of DefaultHTTP2MaxStreamsPerConnection streams unless the flag
 // says otherwise (see NewOptions for why not k8s.io/apiserver's 100).
+// TestShutdownDelayFlag: --shutdown-delay-duration sets ShutdownDelay
+// (which Config passes to the generic server); none by default.
+func TestShutdownDelayFlag(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{want: 0},
+		{args: []string{"--shutdown-delay-duration=5s"}, want: 5 * time.Second},
+	} {
+		o := server.NewOptions()
+		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatalf("Parse(%v): %v", tc.args, err)
+		}
+		if o.ShutdownDelay != tc.want {
+			t.Errorf("%v: ShutdownDelay %s, want %s", tc.args, o.ShutdownDelay, tc.want)
+		}
+	}
+}
+
 func TestHTTP2StreamsPerConnection(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
