@@ -124,7 +124,7 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 		}
 		c := m.pastConfigLocked()
 		m.mu.RUnlock()
-		p, err := m.pastStateOf(ctx, c, *want)
+		p, err := m.pastFor(ctx, c, *want, opts.Resource, opts.Namespace)
 		if err != nil {
 			resumeFailures.Inc()
 			return nil, gone(opts.ResourceVersion, fmt.Sprintf("can't be served (%v): list again", err))
