@@ -66,5 +66,8 @@ func asInformerObject(u *unstructured.Unstructured, typed bool) (runtime.Object,
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
 		return nil, err
 	}
+	// As an informer's typed objects: no kind. A view item copies its
+	// source, and one of the source's group would be listed as such.
+	obj.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
 	return obj, nil
 }
