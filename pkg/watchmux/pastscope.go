@@ -131,6 +131,18 @@ func (m *Mux) pastStateIn(ctx context.Context, c pastConfig, want rv.Version, re
 	if g, ok := c.globals[resource]; ok {
 		global = g
 	}
+	// The resource's sources in the local cluster and, with a hub, the hub.
+	localKey, hubKey := sourceKey(resource, ""), ""
+	if c.hub != "" {
+		hubKey = sourceKey(resource, c.hub)
+	}
+	// A source with objects seen and no lister can't be listed, whatever
+	// the lineage turns out to read.
+	for _, key := range []string{namespacesKey, localKey, hubKey} {
+		if k := index(key); k >= 0 && (want.Vector[k] != 0 || want.Before()[k] != 0) && c.lists[key] == nil {
+			return nil, errNoLister
+		}
+	}
 	// The namespaces the view reads, and those its lineage walk finds, at
 	// the vector after and, for a change of the namespaces, before.
 	after, err := namespacesAt(want.Vector[nsK])
@@ -152,10 +164,6 @@ func (m *Mux) pastStateIn(ctx context.Context, c pastConfig, want rv.Version, re
 
 	// The resource's sources in those namespaces: the local cluster's
 	// (but its global namespace's, with a hub), and the hub's.
-	localKey, hubKey := sourceKey(resource, ""), ""
-	if c.hub != "" {
-		hubKey = sourceKey(resource, c.hub)
-	}
 	listSources := func(vector []uint64) (map[string][]runtime.Object, error) {
 		lists := map[string][]runtime.Object{}
 		if k := index(localKey); k >= 0 {
