@@ -265,22 +265,6 @@ func (p *pastState) namespaces() []string {
 	return sets.List(set)
 }
 
-// resumeEventsLocked returns the events that take a client of opts' scope
-// at want to the current views. Called with mu held.
-func (m *Mux) resumeEventsLocked(p *pastState, want rv.Version, opts WatchOptions) []*Event {
-	namespaces := []string{opts.Namespace}
-	if opts.Namespace == "" {
-		set := sets.New(p.namespaces()...)
-		set.Insert(m.st.namespaceNames()...)
-		namespaces = sets.List(set)
-	}
-	var out []*Event
-	for _, ns := range namespaces {
-		out = append(out, diffWith(opts.Resource, ns, p.view(want, opts.Resource, ns, opts.Name), m.st.results(opts.Resource, ns, opts.Name), sameContent)...)
-	}
-	return out
-}
-
 // sameContent is sameResult for results of different mirrors: the source
 // objects are told by their uid and resourceVersion, not by pointer.
 func sameContent(a, b merge.Result) bool {

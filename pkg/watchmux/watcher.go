@@ -87,7 +87,7 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 	if opts.SendInitialEvents != nil {
 		sendInitial = *opts.SendInitialEvents
 	}
-	var past *pastState
+	var past *resume
 	var history []*Event
 	for {
 		m.mu.RLock()
@@ -129,7 +129,9 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 			resumeFailures.Inc()
 			return nil, gone(opts.ResourceVersion, fmt.Sprintf("can't be served (%v): list again", err))
 		}
-		past = p
+		// The view as the client holds it, merged before taking mu again:
+		// under it, only the current views are merged and compared.
+		past = m.resumeEvents(p, *want, opts)
 	}
 	// mu is held for reading.
 	w := &watcher{m: m, ctx: ctx, opts: opts, result: make(chan watch.Event), done: make(chan struct{})}
@@ -151,7 +153,7 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 		// it to the current view. They carry its version (a client cut
 		// off among them resumes from it again), but the last, which
 		// carries the current one, and a bookmark follows when asked for.
-		events := m.resumeEventsLocked(past, *want, opts)
+		events := past.eventsLocked(m)
 		for i, e := range events {
 			e.RV, e.text = w.startRV, opts.ResourceVersion
 			if i == len(events)-1 {
