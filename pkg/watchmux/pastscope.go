@@ -2,12 +2,15 @@ package watchmux
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strconv"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 
@@ -33,6 +36,23 @@ const (
 	scopedObjectsKept  = 200_000
 )
 
+// fullListAfter: once that many namespaces' sources were listed at one
+// revision of a source (the clients of many namespaces resuming from one
+// bookmark), the source is listed once in full at that revision and the
+// next namespaces read it, unless it holds more than scopedObjectsKept
+// objects. Requests to kube-apiserver stay bounded either way.
+const fullListAfter = 64
+
+// keyRev names a source at a revision.
+type keyRev struct {
+	key string
+	rev uint64
+}
+
+// errTooLarge: a full list too large to keep; namespaces are listed one
+// by one.
+var errTooLarge = errors.New("too many objects to keep")
+
 // listKey names an exact list: a source, a revision and a namespace.
 type listKey struct {
 	key       string
@@ -44,13 +64,52 @@ type listKey struct {
 type scopedLists struct {
 	namespaces *onceCache[uint64, map[string]*merge.Namespace]
 	sources    *onceCache[listKey, []runtime.Object]
+	// full holds full lists, by namespace, of sources many namespaces
+	// were listed from at one revision.
+	full *onceCache[keyRev, map[string][]runtime.Object]
+
+	mu sync.Mutex
+	// listed counts the namespaces listed at each source revision;
+	// tooLarge marks those whose full list is too large to keep.
+	listed   map[keyRev]int
+	tooLarge map[keyRev]bool
 }
 
 func newScopedLists() *scopedLists {
 	return &scopedLists{
 		namespaces: newOnceCache[uint64](namespaceListsKept, 1<<62, func(m map[string]*merge.Namespace) int { return len(m) }),
 		sources:    newOnceCache[listKey](scopedListsKept, scopedObjectsKept, func(objs []runtime.Object) int { return len(objs) }),
+		full: newOnceCache[keyRev](namespaceListsKept, scopedObjectsKept, func(m map[string][]runtime.Object) int {
+			n := 0
+			for _, objs := range m {
+				n += len(objs)
+			}
+			return n
+		}),
+		listed:   map[keyRev]int{},
+		tooLarge: map[keyRev]bool{},
 	}
+}
+
+// count records add more namespaces listed at kr and reports whether
+// kr's full list should be read instead from now on.
+func (l *scopedLists) count(kr keyRev, add int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.listed) > scopedListsKept {
+		clear(l.listed) // the counts only steer; forgetting them is safe
+	}
+	if len(l.tooLarge) > scopedListsKept {
+		clear(l.tooLarge)
+	}
+	l.listed[kr] += add
+	return l.listed[kr] >= fullListAfter && !l.tooLarge[kr]
+}
+
+func (l *scopedLists) markTooLarge(kr keyRev) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.tooLarge[kr] = true
 }
 
 // pastFor is the past state a watch or list of resource in namespace
@@ -114,7 +173,31 @@ func (m *Mux) pastStateIn(ctx context.Context, c pastConfig, want rv.Version, re
 		if err != nil {
 			return nil, err
 		}
+		kr := keyRev{key, rev}
+		if ns != "" && m.scoped.count(kr, 0) {
+			byNS, err := m.scoped.full.get(kr, func() (map[string][]runtime.Object, error) {
+				objs, err := f(ctx, strconv.FormatUint(rev, 10), "")
+				if err != nil {
+					return nil, fmt.Errorf("listing %s at revision %d: %w", key, rev, err)
+				}
+				if len(objs) > scopedObjectsKept {
+					m.scoped.markTooLarge(kr)
+					return nil, errTooLarge
+				}
+				out := map[string][]runtime.Object{}
+				for _, o := range objs {
+					if acc, err := meta.Accessor(o); err == nil {
+						out[acc.GetNamespace()] = append(out[acc.GetNamespace()], o)
+					}
+				}
+				return out, nil
+			})
+			if !errors.Is(err, errTooLarge) {
+				return byNS[ns], err
+			}
+		}
 		return m.scoped.sources.get(listKey{key, rev, ns}, func() ([]runtime.Object, error) {
+			m.scoped.count(kr, 1)
 			objs, err := f(ctx, strconv.FormatUint(rev, 10), ns)
 			if err != nil {
 				return nil, fmt.Errorf("listing %s in %q at revision %d: %w", key, ns, rev, err)

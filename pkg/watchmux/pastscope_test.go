@@ -116,3 +116,75 @@ func TestOneNamespaceResumeListsItsLineage(t *testing.T) {
 		t.Errorf("team-07's resume from the same version listed %+v, want only its own rolebindings (the namespaces and the global namespace are cached)", calls)
 	}
 }
+
+// TestManyNamespaceResumesListOnce: the clients of 100 namespaces resume
+// from one version (a bookmark all of them hold): the replica lists the
+// namespaces and the global namespace once, then the first namespaces one
+// by one, then the source once in full for the rest; every client ends
+// with its view.
+func TestManyNamespaceResumesListOnce(t *testing.T) {
+	t.Parallel()
+	c := &fakeCluster{}
+	c.write("namespaces", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: global, UID: "uid-global"}}, false)
+	rb := func(ns, name, user string) fakeChange {
+		return c.write(rolebindings, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + ns + "-" + name)},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "view"},
+			Subjects:   []rbacv1.Subject{{Kind: "User", Name: user}},
+		}, false)
+	}
+	var teams []string
+	for i := range 100 {
+		name := fmt.Sprintf("team-%03d", i)
+		teams = append(teams, name)
+		c.write("namespaces", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)}}, false)
+		rb(name, "local", "u")
+	}
+	rb(global, "g", "u")
+	rng := rand.New(rand.NewPCG(9, 31))
+	a := c.startReplica(rng)
+	version, err := a.Read(func(watchmux.Reader) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[string]viewState{}
+	for _, ns := range teams {
+		held[ns] = currentView(t, a, ns)
+	}
+	feedChange(a, rb(global, "g", "edited"))
+	feedChange(a, rb("team-050", "local", "edited"))
+	restarted := c.startReplica(rng)
+	c.mu.Lock()
+	c.lists = nil
+	c.mu.Unlock()
+	for _, ns := range teams {
+		w, err := restarted.Watch(t.Context(), watchmux.WatchOptions{Resource: rolebindings, Namespace: ns, ResourceVersion: version, AllowBookmarks: true})
+		if err != nil {
+			t.Fatalf("resuming %s: %v", ns, err)
+		}
+		s := held[ns].clone()
+		for _, ev := range readUntilBookmark(t, w) {
+			s.apply(t, ev, "resume of "+ns)
+		}
+		w.Stop()
+		if d := s.diff(currentView(t, a, ns)); len(d) > 0 {
+			t.Errorf("resume of %s: the client does not end with the view: %v", ns, d)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	namespaceLists, full, perNamespace := 0, 0, 0
+	for _, l := range c.lists {
+		switch {
+		case l.key == "namespaces":
+			namespaceLists++
+		case l.namespace == "":
+			full++
+		default:
+			perNamespace++
+		}
+	}
+	if namespaceLists != 1 || full != 1 || perNamespace >= len(teams) {
+		t.Errorf("100 namespaces' resumes from one version listed the namespaces %d times, the source in full %d times and in one namespace %d times; want once, once, and fewer than 100", namespaceLists, full, perNamespace)
+	}
+}
