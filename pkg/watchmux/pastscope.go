@@ -320,5 +320,5 @@ func (c pastConfig) reads(namespaces map[string]*merge.Namespace, resource, name
 
 // namespaceOf is the merge namespace of a Namespace object.
 func namespaceOf(ns *corev1.Namespace) *merge.Namespace {
-	return &merge.Namespace{Name: ns.Name, UID: ns.UID, Created: ns.CreationTimestamp.Time, Labels: ns.Labels, Annotations: ns.Annotations}
+	return merge.NamespaceOf(ns)
 }

@@ -10,14 +10,15 @@ import (
 // A resume from a past state sends, for each namespace of its scope, the
 // difference between the view as the client holds it and the current one.
 // The past side needs no lock: it is merged before Watch takes mu's read
-// lock, which only the current side, and the comparison, hold. For all
-// namespaces, most tenants hold the same view but for the namespace: a
+// lock. For one namespace, the current view is merged and compared under
+// it. For all namespaces, Watch copies under it what the current views are
+// merged from (the namespaces and the resource's sources: no merge), and
+// merges and compares after releasing it. And most tenants hold the same view but for the namespace: a
 // tenant whose lineage (itself and its ancestors) holds no source of the
 // resource and excludes nothing merges the global namespace's items alone,
 // as every such tenant does (the invariant a global edit's batch rests on).
 // Their view is merged once per state, their difference computed once and
-// given to each of them, so the lock is held for a lookup per namespace,
-// not a merge.
+// given to each of them.
 
 // resume is a resume's past side, prepared without mu.
 type resume struct {
@@ -78,14 +79,14 @@ func (m *Mux) resumeEvents(p *pastState, want rv.Version, opts WatchOptions) *re
 	return r
 }
 
-// eventsLocked returns the events, comparing the past side with the
-// current views. Called with mu held.
-func (r *resume) eventsLocked(m *Mux) []*Event {
+// eventsIn returns the events, comparing the past side with the views of
+// st: the mux's state (mu held) or a copy of it.
+func (r *resume) eventsIn(st *state) []*Event {
 	namespaces := r.namespaces
 	var current *plainViews
 	if len(r.shared) > 0 {
-		current = newPlainViews(m.st, r.resource, r.name)
-		namespaces = sets.List(sets.New(r.namespaces...).Insert(m.st.namespaceNames()...))
+		current = newPlainViews(st, r.resource, r.name)
+		namespaces = sets.List(sets.New(r.namespaces...).Insert(st.namespaceNames()...))
 	}
 	var out []*Event
 	for _, ns := range namespaces {
@@ -105,7 +106,7 @@ func (r *resume) eventsLocked(m *Mux) []*Event {
 				continue
 			}
 		}
-		out = append(out, diffWith(r.resource, ns, past.results, m.st.results(r.resource, ns, r.name), sameContent)...)
+		out = append(out, diffWith(r.resource, ns, past.results, st.results(r.resource, ns, r.name), sameContent)...)
 	}
 	return out
 }
@@ -168,4 +169,45 @@ func (s *state) plainLevel(resource string, ns *merge.Namespace) bool {
 	}
 	_, excludes := ns.Annotations[merge.AnnotationExclude]
 	return !excludes
+}
+
+// currentCopy is what the current views of one resource are merged from,
+// copied under mu: the namespaces and the resource's sources (the objects
+// themselves are never changed, only replaced, and are shared).
+type currentCopy struct {
+	cfg        pastConfig
+	resource   string
+	namespaces []*merge.Namespace
+	items      []keyedItem
+}
+
+// keyedItem is a source item and its place in the mirror.
+type keyedItem struct {
+	namespace, name string
+	item            merge.Item
+}
+
+// currentCopyLocked copies the current views' inputs of resource, in time
+// linear in the namespaces and the resource's sources. Called with mu held.
+func (m *Mux) currentCopyLocked(resource string) *currentCopy {
+	c := &currentCopy{cfg: m.pastConfigLocked(), resource: resource, namespaces: make([]*merge.Namespace, 0, len(m.st.namespaces))}
+	for _, ns := range m.st.namespaces {
+		c.namespaces = append(c.namespaces, ns)
+	}
+	for ns, byName := range m.st.sources[resource] {
+		for name, it := range byName {
+			c.items = append(c.items, keyedItem{ns, name, it})
+		}
+	}
+	return c
+}
+
+// build makes a state of the copy, as the mux's was when it was taken.
+func (c *currentCopy) build() *state {
+	s := c.cfg.buildWith(c.namespaces, nil)
+	for i := range c.items {
+		k := &c.items[i]
+		s.setItemLocked(c.resource, k.namespace, k.name, &k.item)
+	}
+	return s
 }

@@ -103,8 +103,9 @@ func (c *randomCluster) lists() map[string][]runtime.Object {
 }
 
 // TestResumeSharedPlainViews checks that a resume's events, with the
-// plain tenants' views merged once per state, are those of merging every
-// namespace's view, before and inside a change, for all namespaces and one.
+// plain tenants' views merged once per state, from the mux's state or from
+// a copy of it, are those of merging every namespace's view, before and
+// inside a change, for all namespaces and one.
 func TestResumeSharedPlainViews(t *testing.T) {
 	t.Parallel()
 	for seed := range uint64(40) {
@@ -139,9 +140,11 @@ func TestResumeSharedPlainViews(t *testing.T) {
 			opts := WatchOptions{Resource: "rolebindings", Namespace: scope}
 			r := m.resumeEvents(p, want, opts)
 			m.mu.RLock()
-			got := r.eventsLocked(m)
+			got := r.eventsIn(m.st)
 			ref := naiveResumeEvents(m, p, want, opts)
+			current := m.currentCopyLocked(opts.Resource)
 			m.mu.RUnlock()
+			fromCopy := m.resumeEvents(p, want, opts).eventsIn(current.build())
 			describe := func(evs []*Event) []string {
 				var out []string
 				for _, e := range evs {
@@ -153,6 +156,9 @@ func TestResumeSharedPlainViews(t *testing.T) {
 			g, w := describe(got), describe(ref)
 			if fmt.Sprint(g) != fmt.Sprint(w) {
 				t.Errorf("seed %d, scope %q, mid %v: the resume's events\n %v\nwant those of merging every namespace\n %v", seed, scope, want.Mid, g, w)
+			}
+			if c := describe(fromCopy); fmt.Sprint(c) != fmt.Sprint(w) {
+				t.Errorf("seed %d, scope %q, mid %v: the resume's events from a copy of the current state\n %v\nwant those of merging every namespace\n %v", seed, scope, want.Mid, c, w)
 			}
 		}
 	}

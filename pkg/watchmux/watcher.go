@@ -88,6 +88,7 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 		sendInitial = *opts.SendInitialEvents
 	}
 	var past *resume
+	var current *currentCopy
 	var history []*Event
 	for {
 		m.mu.RLock()
@@ -148,21 +149,13 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 		w.initial = m.snapshotLocked(opts, w.startRV, w.startText)
 	case history != nil:
 		w.initial = history
+	case past != nil && opts.Namespace == "":
+		// Every namespace: what the current views are merged from is
+		// copied here, at startRV, and they are merged and compared once
+		// mu is released (the watcher, registered, buffers what follows).
+		current = m.currentCopyLocked(opts.Resource)
 	case past != nil:
-		// The client's version was another replica's: the events take
-		// it to the current view. They carry its version (a client cut
-		// off among them resumes from it again), but the last, which
-		// carries the current one, and a bookmark follows when asked for.
-		events := past.eventsLocked(m)
-		for i, e := range events {
-			e.RV, e.text = w.startRV, opts.ResourceVersion
-			if i == len(events)-1 {
-				e.text = w.startText
-			}
-		}
-		w.initial = events
-		w.resumeBookmark = opts.AllowBookmarks
-		resumedFromVector.Inc()
+		w.resumed(past.eventsIn(m.st))
 	}
 	size := m.opts.BufferSize
 	if opts.Namespace == "" {
@@ -173,10 +166,29 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 	m.addWatcherLocked(w)
 	m.wmu.Unlock()
 	m.mu.RUnlock()
+	if current != nil {
+		w.resumed(past.eventsIn(current.build()))
+	}
 
 	openWatchers.Inc()
 	go w.run()
 	return w, nil
+}
+
+// resumed makes events, which take the client from its version (another
+// replica's) to the view at startRV, the initial events. They carry its
+// version (a client cut off among them resumes from it again), but the
+// last, which carries startRV's, and a bookmark follows when asked for.
+func (w *watcher) resumed(events []*Event) {
+	for i, e := range events {
+		e.RV, e.text = w.startRV, w.opts.ResourceVersion
+		if i == len(events)-1 {
+			e.text = w.startText
+		}
+	}
+	w.initial = events
+	w.resumeBookmark = w.opts.AllowBookmarks
+	resumedFromVector.Inc()
 }
 
 func gone(version, why string) error {
