@@ -12,12 +12,13 @@ import (
 
 // namespacesAt lists the namespaces as of an etcd revision
 // (resourceVersionMatch=Exact), page by page: the mux serves a version
-// another replica issued from the sources at its revisions.
+// another replica issued from the sources at its revisions. Namespaces are
+// cluster-scoped: the namespace argument is ignored.
 func namespacesAt(client kubernetes.Interface) watchmux.ListFunc {
 	if client == nil {
 		return nil
 	}
-	return func(ctx context.Context, rv string) ([]runtime.Object, error) {
+	return func(ctx context.Context, rv, _ string) ([]runtime.Object, error) {
 		var out []runtime.Object
 		opts := metav1.ListOptions{ResourceVersion: rv, ResourceVersionMatch: metav1.ResourceVersionMatchExact, Limit: 1000}
 		for {

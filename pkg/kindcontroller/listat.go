@@ -18,17 +18,23 @@ const exactListPage = 1000
 
 // exactList lists gvr's objects (in namespace, "" for all) as of an etcd
 // revision (resourceVersionMatch=Exact), page by page, for the mux to
-// serve a version another replica issued. A built-in kind's objects come
-// back as its Go type, as its informer's do; nil without a client.
+// serve a version another replica issued; a call that names a namespace
+// lists that namespace's only (a one-namespace resume reads its lineage's).
+// A built-in kind's objects come back as its Go type, as its informer's
+// do; nil without a client.
 func exactList(client dynamic.Interface, gvr schema.GroupVersionResource, namespace string, typed bool) watchmux.ListFunc {
 	if client == nil {
 		return nil
 	}
-	return func(ctx context.Context, rv string) ([]runtime.Object, error) {
+	return func(ctx context.Context, rv, in string) ([]runtime.Object, error) {
+		ns := namespace
+		if in != "" {
+			ns = in
+		}
 		var out []runtime.Object
 		opts := metav1.ListOptions{ResourceVersion: rv, ResourceVersionMatch: metav1.ResourceVersionMatchExact, Limit: exactListPage}
 		for {
-			list, err := client.Resource(gvr).Namespace(namespace).List(ctx, opts)
+			list, err := client.Resource(gvr).Namespace(ns).List(ctx, opts)
 			if err != nil {
 				return nil, err
 			}
@@ -60,5 +66,8 @@ func asInformerObject(u *unstructured.Unstructured, typed bool) (runtime.Object,
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
 		return nil, err
 	}
+	// As an informer's typed objects: no kind. A view item copies its
+	// source, and one of the source's group would be listed as such.
+	obj.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
 	return obj, nil
 }

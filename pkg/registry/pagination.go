@@ -25,15 +25,18 @@ import (
 // continue token, and remainingItemCount when no selector filters the list;
 // resourceVersion "0" ignores limit, as the watch cache does.
 //
-// A view is computed on read, so it has no past states to read a page from.
-// A paginated list keeps the items it computed, a snapshot, for
-// snapshotTTL: every continuation of it reads the same snapshot, at the
-// first page's resourceVersion, as from etcd. A continuation whose snapshot
-// is gone (expired, evicted, too large to keep, another replica, a restart)
-// is served from the current view when the view has not changed since
-// (the same resourceVersion); otherwise it answers 410 Expired with a fresh
+// A view is computed on read. A paginated list keeps the items it
+// computed, a snapshot, for snapshotTTL: every continuation of it reads the
+// same snapshot, at the first page's resourceVersion, as from etcd. A
+// continuation whose snapshot is gone (expired, evicted, too large to
+// keep, another replica, a restart) is served from the current view when
+// the view has not changed since (the same resourceVersion), otherwise
+// from the view at the token's version when the viewer lists past states
+// (PastLister: the sources listed at its revisions); when that fails as
+// compacted, or without a PastLister, it answers 410 Expired with a fresh
 // token in its ListMeta, which continues from the current view: the answer
-// kube-apiserver gives for a compacted snapshot.
+// kube-apiserver gives for a compacted snapshot. An exact list
+// (resourceVersionMatch=Exact) of an older version reads that state too.
 const (
 	// snapshotTTL bounds how long a snapshot is kept: etcd's default
 	// compaction interval, within which kube-apiserver serves continuations.
@@ -113,6 +116,10 @@ type page struct {
 // listFunc lists the current view, filtered, with its version.
 type listFunc func() ([]runtime.Object, string, error)
 
+// pastFunc lists the view, filtered, as of a past version; nil for a
+// viewer without past states (then those answer 410 Expired).
+type pastFunc func(version string) ([]runtime.Object, error)
+
 // listScope is what a list request reads: key names its namespace and
 // selectors, so a continuation reads only a snapshot of the same request;
 // filtered says a selector drops items (then, as in kube-apiserver, the
@@ -122,10 +129,11 @@ type listScope struct {
 	filtered bool
 }
 
-// paginate answers a list request from the current view (list) or a kept
+// paginate answers a list request from the current view (list), the view
+// at a past version (past: an exact list of an older version), or a kept
 // snapshot, by opts' resourceVersion, resourceVersionMatch, limit and
 // continue.
-func (s *Storage) paginate(opts *metainternalversion.ListOptions, sc listScope, list listFunc) (page, error) {
+func (s *Storage) paginate(opts *metainternalversion.ListOptions, sc listScope, list listFunc, past pastFunc) (page, error) {
 	var o metainternalversion.ListOptions
 	if opts != nil {
 		o = *opts
@@ -135,7 +143,7 @@ func (s *Storage) paginate(opts *metainternalversion.ListOptions, sc listScope, 
 		if err != nil {
 			return page{}, err
 		}
-		return s.continueList(tok, o.Limit, sc, list)
+		return s.continueList(tok, o.Limit, sc, list, past)
 	}
 	items, rv, err := list()
 	if err != nil {
@@ -147,6 +155,16 @@ func (s *Storage) paginate(opts *metainternalversion.ListOptions, sc listScope, 
 	for deadline := time.Now().Add(listAheadWait); ; {
 		err := checkVersion(o.ResourceVersion, o.ResourceVersionMatch, rv)
 		if err == nil {
+			break
+		}
+		if past != nil && o.ResourceVersionMatch == metav1.ResourceVersionMatchExact &&
+			resourceversion.CompareStrings(o.ResourceVersion, rv) == resourceversion.Older {
+			// That state, as kube-apiserver answers an exact list of an
+			// older revision from etcd; 410 only once compacted.
+			if items, err = past(o.ResourceVersion); err != nil {
+				return page{}, err
+			}
+			rv = o.ResourceVersion
 			break
 		}
 		if !apierrors.IsTimeout(err) || time.Now().After(deadline) {
@@ -170,7 +188,7 @@ func (s *Storage) paginate(opts *metainternalversion.ListOptions, sc listScope, 
 }
 
 // continueList serves the page after tok's start key.
-func (s *Storage) continueList(tok continueToken, limit int64, sc listScope, list listFunc) (page, error) {
+func (s *Storage) continueList(tok continueToken, limit int64, sc listScope, list listFunc, past pastFunc) (page, error) {
 	if tok.RV != "" {
 		if snap, ok := s.snapshots.get(snapshotKey{rv: tok.RV, scope: sc.key}); ok {
 			return pageOf(snap.items, snap.keys, snap.after(tok.Start), limit, tok.RV, sc.filtered), nil
@@ -181,7 +199,18 @@ func (s *Storage) continueList(tok continueToken, limit int64, sc listScope, lis
 		return page{}, err
 	}
 	// Any replica continues a token of another at the same state: its
-	// views, and their order, are the same.
+	// views, and their order, are the same; one of an older state, from
+	// the view at that state, as kube-apiserver continues at the first
+	// page's revision until it is compacted.
+	if tok.RV != "" && past != nil && resourceversion.CompareStrings(tok.RV, rv) == resourceversion.Older {
+		pastItems, err := past(tok.RV)
+		switch {
+		case err == nil:
+			items, rv = pastItems, tok.RV
+		case !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err):
+			return page{}, err
+		}
+	}
 	if tok.RV != "" && resourceversion.CompareStrings(tok.RV, rv) != resourceversion.Same {
 		expired := apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. " +
 			"You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. " +
@@ -203,7 +232,8 @@ func (s *Storage) continueList(tok continueToken, limit int64, sc listScope, lis
 // pkg/resourceversion), whichever replica issued them: for NotOlderThan (or
 // no match), any state at or past want's in every component serves it; for
 // Exact, only want's state. A version older than the current one cannot be
-// served exactly: 410 Expired, as a compacted one from kube-apiserver. A
+// served from the current view: 410 Expired, unless the viewer lists past
+// states (PastLister: paginate serves it from that state then). A
 // version ahead of this replica in some component: 504 "Too large resource
 // version", as from kube-apiserver's watch cache. A version of another
 // fingerprint (another binary's semantics or configuration, or a decimal

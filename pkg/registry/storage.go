@@ -42,6 +42,15 @@ type NamedLister interface {
 	ListNamed(ctx context.Context, namespace, name string) ([]runtime.Object, string, error)
 }
 
+// PastLister is a Viewer that lists its views as of a past version, which
+// any replica issued: an exact list (resourceVersionMatch=Exact) of a
+// version older than the current one, and the continuations of a list
+// whose snapshot is gone. A version it cannot serve (compacted sources,
+// another fingerprint) is a 410 Expired.
+type PastLister interface {
+	ListAt(ctx context.Context, namespace, name, version string) ([]runtime.Object, error)
+}
+
 // WatchRequest is what a watch asks for beside its namespace.
 type WatchRequest struct {
 	// ResourceVersion to resume after; "" or "0" starts with the current items.
@@ -145,7 +154,11 @@ func (s *Storage) List(ctx context.Context, opts *metainternalversion.ListOption
 		key:      ns + "\x00" + sel.label.String() + "\x00" + sel.field.String(),
 		filtered: !sel.label.Empty() || !sel.field.Empty(),
 	}
-	p, err := s.paginate(opts, sc, func() ([]runtime.Object, string, error) { return s.listView(ctx, ns, sel) })
+	var past pastFunc
+	if pl, ok := s.viewer.(PastLister); ok {
+		past = func(version string) ([]runtime.Object, error) { return listViewAt(ctx, pl, ns, sel, version) }
+	}
+	p, err := s.paginate(opts, sc, func() ([]runtime.Object, string, error) { return s.listView(ctx, ns, sel) }, past)
 	if err != nil {
 		return nil, err
 	}
@@ -186,6 +199,23 @@ func (s *Storage) listView(ctx context.Context, ns string, sel selectors) ([]run
 		}
 	}
 	return kept, rv, nil
+}
+
+// listViewAt returns the items of ns's view (every namespace's for "")
+// as of version that pass the selectors.
+func listViewAt(ctx context.Context, pl PastLister, ns string, sel selectors, version string) ([]runtime.Object, error) {
+	name, _ := sel.field.RequiresExactMatch("metadata.name")
+	items, err := pl.ListAt(ctx, ns, name, version)
+	if err != nil {
+		return nil, err
+	}
+	kept := make([]runtime.Object, 0, len(items))
+	for _, it := range items {
+		if sel.matches(it) {
+			kept = append(kept, it)
+		}
+	}
+	return kept, nil
 }
 
 // Watch implements rest.Watcher: changes of one namespace's view or of every

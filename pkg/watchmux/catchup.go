@@ -80,7 +80,7 @@ func (m *Mux) catchUp(ctx context.Context, vector []uint64) {
 	}
 	m.mu.RUnlock()
 	for _, b := range todo {
-		objs, err := b.list(ctx, strconv.FormatUint(b.rev, 10))
+		objs, err := b.list(ctx, strconv.FormatUint(b.rev, 10), "")
 		if err != nil {
 			continue
 		}

@@ -115,7 +115,9 @@ type Mux struct {
 	// pos are the sources' revisions: the upstream state the views are at.
 	pos *positions
 	// past caches states of the sources at other replicas' versions.
-	past   *pastCache
+	past *pastCache
+	// scoped caches the lists one-namespace past states are built from.
+	scoped *scopedLists
 	synced bool
 	hist   *history
 
@@ -167,6 +169,7 @@ func New(policy merge.Policy, resources []string, objects Objects, opts Options)
 		v:             newVersions(),
 		pos:           newPositions(),
 		past:          newPastCache(),
+		scoped:        newScopedLists(),
 		watchers:      map[*watcher]struct{}{},
 		allNamespaces: map[*watcher]struct{}{},
 		byNamespace:   map[string]map[*watcher]struct{}{},

@@ -136,7 +136,7 @@ func (m *Mux) pastStateOf(ctx context.Context, c pastConfig, want rv.Version) (*
 			if f == nil {
 				return nil, errNoLister
 			}
-			objs, err := f(ctx, strconv.FormatUint(rev, 10))
+			objs, err := f(ctx, strconv.FormatUint(rev, 10), "")
 			if err != nil {
 				return nil, fmt.Errorf("listing %s at revision %d: %w", key, rev, err)
 			}
@@ -173,6 +173,18 @@ func midKey(m *rv.Mid) *rv.Mid {
 // build makes a state of the listed objects, by source key, as the feed
 // would have from those objects.
 func (c pastConfig) build(lists map[string][]runtime.Object) *state {
+	var namespaces []*merge.Namespace
+	for _, o := range lists[namespacesKey] {
+		if ns, ok := o.(*corev1.Namespace); ok {
+			namespaces = append(namespaces, namespaceOf(ns))
+		}
+	}
+	return c.buildWith(namespaces, lists)
+}
+
+// buildWith is build with the namespaces given (shared, read only), and
+// the sources of lists.
+func (c pastConfig) buildWith(namespaces []*merge.Namespace, lists map[string][]runtime.Object) *state {
 	s := newState(c.policy, slices.Clone(c.resources))
 	for k, o := range c.options {
 		s.options[k] = o
@@ -181,10 +193,8 @@ func (c pastConfig) build(lists map[string][]runtime.Object) *state {
 		s.globals[k] = g
 	}
 	s.pending = c.pending.Clone()
-	for _, o := range lists[namespacesKey] {
-		if ns, ok := o.(*corev1.Namespace); ok {
-			s.setNamespaceLocked(ns.Name, &merge.Namespace{Name: ns.Name, UID: ns.UID, Created: ns.CreationTimestamp.Time, Labels: ns.Labels, Annotations: ns.Annotations})
-		}
+	for _, ns := range namespaces {
+		s.setNamespaceLocked(ns.Name, ns)
 	}
 	for _, resource := range c.resources {
 		for _, cluster := range []string{"", c.hub} {
@@ -253,22 +263,6 @@ func (p *pastState) namespaces() []string {
 		set.Insert(p.before.namespaceNames()...)
 	}
 	return sets.List(set)
-}
-
-// resumeEventsLocked returns the events that take a client of opts' scope
-// at want to the current views. Called with mu held.
-func (m *Mux) resumeEventsLocked(p *pastState, want rv.Version, opts WatchOptions) []*Event {
-	namespaces := []string{opts.Namespace}
-	if opts.Namespace == "" {
-		set := sets.New(p.namespaces()...)
-		set.Insert(m.st.namespaceNames()...)
-		namespaces = sets.List(set)
-	}
-	var out []*Event
-	for _, ns := range namespaces {
-		out = append(out, diffWith(opts.Resource, ns, p.view(want, opts.Resource, ns, opts.Name), m.st.results(opts.Resource, ns, opts.Name), sameContent)...)
-	}
-	return out
 }
 
 // sameContent is sameResult for results of different mirrors: the source

@@ -42,9 +42,11 @@ func sourceKey(resource, cluster string) string {
 }
 
 // ListFunc lists a source's objects as of etcd revision rv
-// (resourceVersionMatch=Exact): kube-apiserver serves it within etcd's
-// compaction window and answers 410 Gone outside it.
-type ListFunc func(ctx context.Context, rv string) ([]runtime.Object, error)
+// (resourceVersionMatch=Exact), those of namespace only when it is set
+// ("": every object the source's informer holds): kube-apiserver serves
+// it within etcd's compaction window and answers 410 Gone outside it. The
+// namespaces' lister ignores namespace.
+type ListFunc func(ctx context.Context, rv, namespace string) ([]runtime.Object, error)
 
 // positions are the sources' revisions.
 type positions struct {

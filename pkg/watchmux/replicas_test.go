@@ -32,6 +32,17 @@ type fakeCluster struct {
 	rev       uint64
 	compacted uint64
 	log       []fakeChange
+	// lists records the exact lists asked for.
+	lists []listCall
+}
+
+// listCall is one exact list: of key, at revision rev, in namespace ("":
+// all), and how many objects it returned.
+type listCall struct {
+	key       string
+	rev       uint64
+	namespace string
+	objects   int
 }
 
 // fakeChange is one write, as the kind's watch delivers it.
@@ -78,7 +89,7 @@ func (c *fakeCluster) objects(key string, r uint64) map[string]runtime.Object {
 }
 
 func (c *fakeCluster) lister(key string) watchmux.ListFunc {
-	return func(_ context.Context, rv string) ([]runtime.Object, error) {
+	return func(_ context.Context, rv, namespace string) ([]runtime.Object, error) {
 		r, err := strconv.ParseUint(rv, 10, 64)
 		if err != nil {
 			return nil, apierrors.NewBadRequest(err.Error())
@@ -95,8 +106,13 @@ func (c *fakeCluster) lister(key string) watchmux.ListFunc {
 		// Copies, as a real list decodes new objects.
 		var out []runtime.Object
 		for _, o := range c.objects(key, r) {
-			out = append(out, o.DeepCopyObject())
+			if acc, _ := meta.Accessor(o); namespace == "" || key == "namespaces" || acc.GetNamespace() == namespace {
+				out = append(out, o.DeepCopyObject())
+			}
 		}
+		c.mu.Lock()
+		c.lists = append(c.lists, listCall{key: key, rev: r, namespace: namespace, objects: len(out)})
+		c.mu.Unlock()
 		return out, nil
 	}
 }

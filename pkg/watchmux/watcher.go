@@ -87,7 +87,8 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 	if opts.SendInitialEvents != nil {
 		sendInitial = *opts.SendInitialEvents
 	}
-	var past *pastState
+	var past *resume
+	var current *currentCopy
 	var history []*Event
 	for {
 		m.mu.RLock()
@@ -124,12 +125,14 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 		}
 		c := m.pastConfigLocked()
 		m.mu.RUnlock()
-		p, err := m.pastStateOf(ctx, c, *want)
+		p, err := m.pastFor(ctx, c, *want, opts.Resource, opts.Namespace)
 		if err != nil {
 			resumeFailures.Inc()
 			return nil, gone(opts.ResourceVersion, fmt.Sprintf("can't be served (%v): list again", err))
 		}
-		past = p
+		// The view as the client holds it, merged before taking mu again:
+		// under it, only the current views are merged and compared.
+		past = m.resumeEvents(p, *want, opts)
 	}
 	// mu is held for reading.
 	w := &watcher{m: m, ctx: ctx, opts: opts, result: make(chan watch.Event), done: make(chan struct{})}
@@ -146,21 +149,13 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 		w.initial = m.snapshotLocked(opts, w.startRV, w.startText)
 	case history != nil:
 		w.initial = history
+	case past != nil && opts.Namespace == "":
+		// Every namespace: what the current views are merged from is
+		// copied here, at startRV, and they are merged and compared once
+		// mu is released (the watcher, registered, buffers what follows).
+		current = m.currentCopyLocked(opts.Resource)
 	case past != nil:
-		// The client's version was another replica's: the events take
-		// it to the current view. They carry its version (a client cut
-		// off among them resumes from it again), but the last, which
-		// carries the current one, and a bookmark follows when asked for.
-		events := m.resumeEventsLocked(past, *want, opts)
-		for i, e := range events {
-			e.RV, e.text = w.startRV, opts.ResourceVersion
-			if i == len(events)-1 {
-				e.text = w.startText
-			}
-		}
-		w.initial = events
-		w.resumeBookmark = opts.AllowBookmarks
-		resumedFromVector.Inc()
+		w.resumed(past.eventsIn(m.st))
 	}
 	size := m.opts.BufferSize
 	if opts.Namespace == "" {
@@ -182,6 +177,9 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 	m.addWatcherLocked(w)
 	m.wmu.Unlock()
 	m.mu.RUnlock()
+	if current != nil {
+		w.resumed(past.eventsIn(current.build()))
+	}
 
 	openWatchers.Inc()
 	go w.run()
@@ -193,6 +191,22 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 // (isWatchErrorRetriable) and kube-apiserver's aggregator passes on; the
 // retry reaches another replica, or this one's successor.
 var errShuttingDown = apierrors.NewTooManyRequests("the server is shutting down: watch again", 1)
+
+// resumed makes events, which take the client from its version (another
+// replica's) to the view at startRV, the initial events. They carry its
+// version (a client cut off among them resumes from it again), but the
+// last, which carries startRV's, and a bookmark follows when asked for.
+func (w *watcher) resumed(events []*Event) {
+	for i, e := range events {
+		e.RV, e.text = w.startRV, w.opts.ResourceVersion
+		if i == len(events)-1 {
+			e.text = w.startText
+		}
+	}
+	w.initial = events
+	w.resumeBookmark = w.opts.AllowBookmarks
+	resumedFromVector.Inc()
+}
 
 func gone(version, why string) error {
 	return apierrors.NewResourceExpired("resourceVersion " + version + " " + why)

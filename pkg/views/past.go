@@ -1,0 +1,45 @@
+package views
+
+import (
+	"context"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
+	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
+)
+
+// pastMux is a Mux that merges its views as of a past version: a
+// *watchmux.Mux.
+type pastMux interface {
+	ResultsAt(ctx context.Context, version, resource, namespace, name string) ([]watchmux.NamespaceResults, error)
+}
+
+var _ registry.PastLister = &View{}
+
+// ListAt returns the view items of namespace (every namespace's for ""),
+// of name only when set, as of version, stamped with it: an exact list of a
+// past version (see watchmux.Mux.ResultsAt). It implements
+// registry.PastLister.
+func (v *View) ListAt(ctx context.Context, namespace, name, version string) ([]runtime.Object, error) {
+	pm, ok := v.mux.(pastMux)
+	if !ok {
+		return nil, apierrors.NewResourceExpired("too old resource version: " + version)
+	}
+	all, err := pm.ResultsAt(ctx, version, v.resource.Resource, namespace, name)
+	if err != nil {
+		return nil, v.readError(err)
+	}
+	var out []runtime.Object
+	for _, nr := range all {
+		for _, r := range nr.Results {
+			obj, err := item(nr.Namespace, r, version, v.stale, v.kind)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, obj)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,190 @@
+package watchmux_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
+)
+
+// lineageCluster is a fake cluster of 20 teams under the global namespace,
+// team-03 a child of org, with global, org and local RoleBindings.
+func lineageCluster() (*fakeCluster, func(ns, name, user string) fakeChange) {
+	c := &fakeCluster{}
+	c.write("namespaces", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: global, UID: "uid-global"}}, false)
+	c.write("namespaces", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "org", UID: "uid-org"}}, false)
+	for i := range 20 {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("team-%02d", i), UID: types.UID(fmt.Sprintf("uid-team-%02d", i))}}
+		if i == 3 {
+			ns.Labels = map[string]string{merge.LabelParent: "org"}
+		}
+		c.write("namespaces", ns, false)
+	}
+	rb := func(ns, name, user string) fakeChange {
+		return c.write(rolebindings, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + ns + "-" + name)},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "view"},
+			Subjects:   []rbacv1.Subject{{Kind: "User", Name: user}},
+		}, false)
+	}
+	for i := range 5 {
+		rb(global, fmt.Sprintf("g-%d", i), "u")
+	}
+	rb("org", "o-0", "u")
+	for i := range 20 {
+		rb(fmt.Sprintf("team-%02d", i), "local", "u")
+	}
+	return c, rb
+}
+
+// TestOneNamespaceResumeListsItsLineage: a replica without history for a
+// version serves a one-namespace watch from it by listing the namespaces
+// once, then that resource's sources only in the namespaces the view
+// merges (the namespace, its ancestors, the global namespace), each with
+// its own exact list; another namespace's resume from the same version
+// lists the namespaces and the global namespace no more.
+func TestOneNamespaceResumeListsItsLineage(t *testing.T) {
+	t.Parallel()
+	c, rb := lineageCluster()
+	rng := rand.New(rand.NewPCG(7, 31))
+	a := c.startReplica(rng)
+	version, err := a.Read(func(watchmux.Reader) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[string]viewState{"team-03": currentView(t, a, "team-03"), "team-07": currentView(t, a, "team-07")}
+	for _, ch := range []fakeChange{rb(global, "g-1", "edited"), rb("org", "o-0", "edited"), rb("team-03", "local", "edited"), rb("team-07", "new", "u")} {
+		feedChange(a, ch)
+	}
+	restarted := c.startReplica(rng)
+
+	resume := func(namespace string) []listCall {
+		t.Helper()
+		c.mu.Lock()
+		c.lists = nil
+		c.mu.Unlock()
+		w, err := restarted.Watch(t.Context(), watchmux.WatchOptions{Resource: rolebindings, Namespace: namespace, ResourceVersion: version, AllowBookmarks: true})
+		if err != nil {
+			t.Fatalf("resuming %s: %v", namespace, err)
+		}
+		s := held[namespace].clone()
+		for _, ev := range readUntilBookmark(t, w) {
+			s.apply(t, ev, "resume of "+namespace)
+		}
+		w.Stop()
+		if d := s.diff(currentView(t, a, namespace)); len(d) > 0 {
+			t.Errorf("resume of %s: the client does not end with the view: %v", namespace, d)
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.lists
+	}
+
+	calls := resume("team-03")
+	lineage := map[string]bool{"team-03": true, "org": true, global: true}
+	namespaceLists, listed := 0, map[string]bool{}
+	for _, l := range calls {
+		switch {
+		case l.key == "namespaces":
+			namespaceLists++
+		case l.namespace == "":
+			t.Errorf("team-03's resume listed every %s (%d objects)", l.key, l.objects)
+		case !lineage[l.namespace]:
+			t.Errorf("team-03's resume listed %s in %s, outside its lineage", l.key, l.namespace)
+		default:
+			listed[l.namespace] = true
+		}
+	}
+	if namespaceLists != 1 {
+		t.Errorf("team-03's resume listed the namespaces %d times, want once", namespaceLists)
+	}
+	for ns := range lineage {
+		if !listed[ns] {
+			t.Errorf("team-03's resume did not list the sources in %s: %+v", ns, calls)
+		}
+	}
+
+	calls = resume("team-07")
+	if len(calls) != 1 || calls[0].key != rolebindings || calls[0].namespace != "team-07" {
+		t.Errorf("team-07's resume from the same version listed %+v, want only its own rolebindings (the namespaces and the global namespace are cached)", calls)
+	}
+}
+
+// TestManyNamespaceResumesListOnce: the clients of 100 namespaces resume
+// from one version (a bookmark all of them hold): the replica lists the
+// namespaces and the global namespace once, then the first namespaces one
+// by one, then the source once in full for the rest; every client ends
+// with its view.
+func TestManyNamespaceResumesListOnce(t *testing.T) {
+	t.Parallel()
+	c := &fakeCluster{}
+	c.write("namespaces", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: global, UID: "uid-global"}}, false)
+	rb := func(ns, name, user string) fakeChange {
+		return c.write(rolebindings, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + ns + "-" + name)},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "view"},
+			Subjects:   []rbacv1.Subject{{Kind: "User", Name: user}},
+		}, false)
+	}
+	var teams []string
+	for i := range 100 {
+		name := fmt.Sprintf("team-%03d", i)
+		teams = append(teams, name)
+		c.write("namespaces", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)}}, false)
+		rb(name, "local", "u")
+	}
+	rb(global, "g", "u")
+	rng := rand.New(rand.NewPCG(9, 31))
+	a := c.startReplica(rng)
+	version, err := a.Read(func(watchmux.Reader) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[string]viewState{}
+	for _, ns := range teams {
+		held[ns] = currentView(t, a, ns)
+	}
+	feedChange(a, rb(global, "g", "edited"))
+	feedChange(a, rb("team-050", "local", "edited"))
+	restarted := c.startReplica(rng)
+	c.mu.Lock()
+	c.lists = nil
+	c.mu.Unlock()
+	for _, ns := range teams {
+		w, err := restarted.Watch(t.Context(), watchmux.WatchOptions{Resource: rolebindings, Namespace: ns, ResourceVersion: version, AllowBookmarks: true})
+		if err != nil {
+			t.Fatalf("resuming %s: %v", ns, err)
+		}
+		s := held[ns].clone()
+		for _, ev := range readUntilBookmark(t, w) {
+			s.apply(t, ev, "resume of "+ns)
+		}
+		w.Stop()
+		if d := s.diff(currentView(t, a, ns)); len(d) > 0 {
+			t.Errorf("resume of %s: the client does not end with the view: %v", ns, d)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	namespaceLists, full, perNamespace := 0, 0, 0
+	for _, l := range c.lists {
+		switch {
+		case l.key == "namespaces":
+			namespaceLists++
+		case l.namespace == "":
+			full++
+		default:
+			perNamespace++
+		}
+	}
+	if namespaceLists != 1 || full != 1 || perNamespace >= len(teams) {
+		t.Errorf("100 namespaces' resumes from one version listed the namespaces %d times, the source in full %d times and in one namespace %d times; want once, once, and fewer than 100", namespaceLists, full, perNamespace)
+	}
+}
