@@ -52,6 +52,10 @@ const (
 	// switchWatchSeconds is the resume's and the pre-restart watches'
 	// timeoutSeconds: longer than any phase.
 	switchWatchSeconds = 1800
+	// retryFor bounds the retries of a watch answered other than 200 (503
+	// while the aggregator marks the APIService unavailable: it probes
+	// implicit-apiserver, which may be too busy to answer in time).
+	retryFor = 5 * time.Minute
 )
 
 // switchResult is one run of the replica switch.
@@ -180,10 +184,11 @@ type switchClient struct {
 
 	// The resume's expected writes: key -> the label value it must carry
 	// ("" for a delete); the client has caught up when none is left.
-	pending                    map[string]string
+	pending map[string]string
+	// opened is called once the watch's response is 200 (nil: nothing).
+	opened                     func()
 	events, bookmarks, retries int64
 	took                       time.Duration
-	err                        error
 }
 
 // countingBody counts the bytes read from a response body.
@@ -266,6 +271,13 @@ type statusEvent struct {
 // A response other than 200 is sent again after a pause (counted) until
 // retryUntil.
 func (c *switchClient) watch(ctx context.Context, stopWhenDone bool, retryUntil time.Time) error {
+	defer func() {
+		// Opened or failed: either way no longer opening.
+		if c.opened != nil {
+			c.opened()
+			c.opened = nil
+		}
+	}()
 	q := url.Values{"watch": {"true"}, "allowWatchBookmarks": {"true"}, "timeoutSeconds": {strconv.Itoa(switchWatchSeconds)}}
 	var resp *http.Response
 	for {
@@ -287,6 +299,10 @@ func (c *switchClient) watch(ctx context.Context, stopWhenDone bool, retryUntil 
 		time.Sleep(100 * time.Millisecond)
 	}
 	defer resp.Body.Close()
+	if c.opened != nil {
+		c.opened()
+		c.opened = nil
+	}
 	dec := json.NewDecoder(resp.Body)
 	for {
 		if stopWhenDone && len(c.pending) == 0 {
@@ -514,10 +530,22 @@ func (b *bench) switchScope(ctx context.Context, scope string, w switchWrites) (
 	defer cancelWatches()
 	var wg sync.WaitGroup
 	watchErrs := make([]error, len(clients))
+	var open sync.WaitGroup
+	open.Add(len(clients))
+	start = time.Now()
 	for i, c := range clients {
-		wg.Go(func() { watchErrs[i] = c.watch(watchCtx, false, time.Now().Add(time.Minute)) })
+		c.opened = open.Done
+		wg.Go(func() { watchErrs[i] = c.watch(watchCtx, false, time.Now().Add(retryFor)) })
 	}
-	// The watches open, and a moment of following.
+	// Every watch open, and a moment of following.
+	opened := make(chan struct{})
+	go func() { open.Wait(); close(opened) }()
+	select {
+	case <-opened:
+	case <-ctx.Done():
+		return sr, ctx.Err()
+	}
+	fmt.Printf("  %d watches open in %s\n", len(clients), dur(time.Since(start)))
 	time.Sleep(3 * time.Second)
 
 	// The old process's history and memory, then its stop.
@@ -598,7 +626,7 @@ func (b *bench) switchScope(ctx context.Context, scope string, w switchWrites) (
 	var rwg sync.WaitGroup
 	for i, c := range clients {
 		rwg.Go(func() {
-			errs[i] = c.watch(resumeCtx, true, time.Now().Add(time.Minute))
+			errs[i] = c.watch(resumeCtx, true, time.Now().Add(retryFor))
 			c.took = time.Since(start)
 			if errs[i] == nil && len(c.pending) > 0 {
 				errs[i] = fmt.Errorf("%s: the watch ended with %d writes not received", c.path, len(c.pending))
