@@ -113,6 +113,7 @@ type options struct {
 	replicaSwitch bool
 	switchFleet   int
 	switchScopes  []string
+	switchProfile int
 }
 
 func main() {
@@ -163,6 +164,7 @@ func main() {
 		"and the clients resume from their last versions; against the same scope relisted: time, bytes, events, the servers' CPU and memory, and the watch history's size")
 	flag.IntVar(&o.switchFleet, "switch-fleet", 0, "-replica-switch: one-namespace clients, one per tenant from the first (0: every tenant)")
 	flag.StringVar(&switchScopes, "switch-scopes", "one,all", "-replica-switch: the scopes measured, each on its own restart, in this order: one (the -switch-fleet one-namespace clients), all (one -A client)")
+	flag.IntVar(&o.switchProfile, "switch-profile", 0, "-replica-switch: seconds of CPU profiles of implicit-apiserver and kube-apiserver from the start of each resume and relist, and implicit-apiserver's heap profile after each (0: none)")
 	flag.Parse()
 	if o.short {
 		set := map[string]bool{}

@@ -86,6 +86,7 @@ type scopeResult struct {
 	// Stop: SIGTERM to exit. Start: the new process's start until ready,
 	// and its CPU to get there.
 	Stop, Start      time.Duration
+	Serving          time.Duration // from the start until a view is listed
 	StartCPU         time.Duration
 	DistinctRVs      int `json:"distinctVersions"` // versions the clients resumed from
 	Resume           costs
@@ -603,12 +604,25 @@ func (b *bench) switchScope(ctx context.Context, scope string, w switchWrites) (
 		return sr, fmt.Errorf("restarting implicit-apiserver: %w", err)
 	}
 	sr.Start = time.Since(start)
+	// Ready (/readyz) is not yet serving views: wait until a view is
+	// listed, straight from its port.
+	last := b.tenants[len(b.tenants)-1]
+	for {
+		if _, err := b.implicitSrv.get(ctx, base+"/namespaces/"+last+"/"+viewRoleBindings.Resource); err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return sr, ctx.Err()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	sr.Serving = time.Since(start)
 	sr.StartCPU = b.implicitSrv.cpu()
 	if err := b.cp.WaitAPIServiceAvailable(ctx); err != nil {
 		return sr, err
 	}
 	sr.MemReady = b.implicitSrv.memory(ctx)
-	fmt.Printf("  new process ready in %s (%s CPU); %s\n", dur(sr.Start), sr.StartCPU.Round(time.Millisecond), sr.MemReady)
+	fmt.Printf("  new process ready in %s, serving views in %s (%s CPU); %s\n", dur(sr.Start), dur(sr.Serving), sr.StartCPU.Round(time.Millisecond), sr.MemReady)
 	b.prog.step("%s: new implicit-apiserver ready", sr.Scope)
 
 	// Resume.
@@ -619,6 +633,7 @@ func (b *bench) switchScope(ctx context.Context, scope string, w switchWrites) (
 	}
 	wire := counter.read.Load()
 	peak := b.peakRSS()
+	profiled := b.switchProfile(ctx, scope, "resume")
 	cpuI, cpuK := b.implicitSrv.cpu(), b.kubeSrv.cpu()
 	start = time.Now()
 	resumeCtx, cancelResume := context.WithTimeout(ctx, 10*time.Minute)
@@ -658,6 +673,7 @@ func (b *bench) switchScope(ctx context.Context, scope string, w switchWrites) (
 	sr.ResumedFromSrc = after["implicit_watch_resumed_from_sources_total"] - before["implicit_watch_resumed_from_sources_total"]
 	sr.ResumeFailures = after["implicit_watch_resume_failures_total"] - before["implicit_watch_resume_failures_total"]
 	sr.NewHistoryEvents, sr.NewHistoryBytes = after["implicit_watch_history_events"], after["implicit_watch_history_bytes"]
+	profiled()
 	sr.MemAfter = b.implicitSrv.memory(ctx)
 	fmt.Printf("  resume: %s; %d events (%d bookmarks), %s on the wire, %s decoded; %d retried requests; %.0f resumed from the sources, %.0f failed\n",
 		r.summary(), r.Events, r.Bookmarks, mib(float64(r.Wire)), mib(float64(r.Body)), r.Retries, sr.ResumedFromSrc, sr.ResumeFailures)
@@ -680,6 +696,7 @@ func (b *bench) switchScope(ctx context.Context, scope string, w switchWrites) (
 		bodies += c.body.Load()
 	}
 	peak = b.peakRSS()
+	profiled = b.switchProfile(ctx, scope, "relist")
 	cpuI, cpuK = b.implicitSrv.cpu(), b.kubeSrv.cpu()
 	start = time.Now()
 	fresh := make([]map[string]string, len(clients))
@@ -708,6 +725,7 @@ func (b *bench) switchScope(ctx context.Context, scope string, w switchWrites) (
 		}
 	}
 	l.Body -= bodies
+	profiled()
 	sr.MemAfterList = b.implicitSrv.memory(ctx)
 	fmt.Printf("  relist: %s (last byte: %s); %d items, %s on the wire, %s decoded\n", l.summary(), l.Received.String(), l.Events, mib(float64(l.Wire)), mib(float64(l.Body)))
 	fmt.Printf("    CPU implicit-apiserver %s, kube-apiserver %s; peak RSS implicit-apiserver %s, kube-apiserver %s; after: %s\n",
@@ -836,7 +854,7 @@ func (r *results) switchMarkdown(p func(string, ...any)) {
 		}
 	}
 	p("")
-	p("| N × G | scope | old process: watch history (events, estimated bytes) | its live heap, RSS | stop | new process ready (its CPU) | distinct versions resumed from | resumed from the sources | 410s | live heap: ready, after the resume, after the relist | correct |")
+	p("| N × G | scope | old process: watch history (events, estimated bytes) | its live heap, RSS | stop | new process ready, serving views (its CPU) | distinct versions resumed from | resumed from the sources | 410s | live heap: ready, after the resume, after the relist | correct |")
 	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 	for _, s := range r.Switch {
 		for _, sc := range s.Scopes {
@@ -844,13 +862,31 @@ func (r *results) switchMarkdown(p func(string, ...any)) {
 			if sc.Mismatched > 0 {
 				correct = fmt.Sprintf("**FAILED: %d of %d differ**", sc.Mismatched, sc.Clients)
 			}
-			p("| %d × %d | %s | %.0f, %s | %s, %s | %s | %s (%s) | %d | %.0f | %.0f | %s, %s, %s | %s |", s.N, s.G, sc.Scope,
-				sc.HistoryEvents, mib(sc.HistoryBytes), mib(sc.OldMem.HeapLive), mib(sc.OldMem.RSS), dur(sc.Stop), dur(sc.Start), sc.StartCPU.Round(time.Millisecond),
+			p("| %d × %d | %s | %.0f, %s | %s, %s | %s | %s, %s (%s) | %d | %.0f | %.0f | %s, %s, %s | %s |", s.N, s.G, sc.Scope,
+				sc.HistoryEvents, mib(sc.HistoryBytes), mib(sc.OldMem.HeapLive), mib(sc.OldMem.RSS), dur(sc.Stop), dur(sc.Start), dur(sc.Serving), sc.StartCPU.Round(time.Millisecond),
 				sc.DistinctRVs, sc.ResumedFromSrc, sc.ResumeFailures, mib(sc.MemReady.HeapLive), mib(sc.MemAfter.HeapLive), mib(sc.MemAfterList.HeapLive), correct)
 		}
 	}
 	p("")
 	for _, s := range r.Switch {
 		p("N=%d: setup %s, whole run %s; load average %s before, %s after.", s.N, s.SetupTime.Round(time.Second), s.Total.Round(time.Second), s.LoadBefore, s.LoadAfter)
+	}
+}
+
+// switchProfile starts CPU profiles of implicit-apiserver and kube-apiserver
+// for -switch-profile seconds; the returned function waits for them and
+// saves implicit-apiserver's heap profile (after a GC). Nothing without
+// -switch-profile.
+func (b *bench) switchProfile(ctx context.Context, scope, what string) func() {
+	if b.o.switchProfile <= 0 {
+		return func() {}
+	}
+	tag := fmt.Sprintf("switch-N%d-%s-%s", b.n, scope, what)
+	wi := b.implicitSrv.cpuProfile(ctx, b.o.outDir, tag, b.o.switchProfile)
+	wk := b.kubeSrv.cpuProfile(ctx, b.o.outDir, tag, b.o.switchProfile)
+	return func() {
+		wi()
+		wk()
+		b.implicitSrv.profile(ctx, b.o.outDir, tag)
 	}
 }
