@@ -698,6 +698,9 @@ func (b *bench) switchScope(ctx context.Context, scope string, w switchWrites) (
 		bodies += c.body.Load()
 	}
 	peak = b.peakRSS()
+	for _, c := range clients {
+		c.retries = 0
+	}
 	profiled = b.switchProfile(ctx, scope, "relist")
 	cpuI, cpuK = b.implicitSrv.cpu(), b.kubeSrv.cpu()
 	start = time.Now()
@@ -708,13 +711,30 @@ func (b *bench) switchScope(ctx context.Context, scope string, w switchWrites) (
 	var lwg sync.WaitGroup
 	for i, c := range clients {
 		lwg.Go(func() {
-			var err error
+			// A failed request is sent again (counted), as for the
+			// resume: the aggregator answers 503 while it marks a busy
+			// implicit-apiserver unavailable.
+			retry := func(f func() error) error {
+				until := time.Now().Add(retryFor)
+				for {
+					err := f()
+					if err == nil || ctx.Err() != nil || time.Now().After(until) {
+						return err
+					}
+					c.retries++
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
 			var listRV string
-			fresh[i], listRV, received[i], decoded[i], err = c.list(ctx)
+			err := retry(func() (err error) {
+				fresh[i], listRV, received[i], decoded[i], err = c.list(ctx)
+				received[i], decoded[i] = time.Since(start)-decoded[i]+received[i], time.Since(start)
+				return err
+			})
 			if err == nil {
 				// An informer watches again from its list's version:
 				// until the watch's response headers.
-				err = c.openWatch(ctx, listRV)
+				err = retry(func() error { return c.openWatch(ctx, listRV) })
 				watched[i] = time.Since(start)
 			}
 			errs[i] = err
@@ -728,6 +748,7 @@ func (b *bench) switchScope(ctx context.Context, scope string, w switchWrites) (
 	for i, c := range clients {
 		l.Body += c.body.Load()
 		l.Events += int64(len(fresh[i]))
+		l.Retries += c.retries
 		l.Times = append(l.Times, watched[i])
 		l.Listed = append(l.Listed, decoded[i])
 		l.Received = append(l.Received, received[i])
@@ -738,7 +759,7 @@ func (b *bench) switchScope(ctx context.Context, scope string, w switchWrites) (
 	l.Body -= bodies
 	profiled()
 	sr.MemAfterList = b.implicitSrv.memory(ctx)
-	fmt.Printf("  relist, then a watch from the list's version: %s (the list decoded: %s; its last byte: %s); %d items, %s on the wire, %s decoded\n", l.summary(), l.Listed.String(), l.Received.String(), l.Events, mib(float64(l.Wire)), mib(float64(l.Body)))
+	fmt.Printf("  relist, then a watch from the list's version: %s (the list decoded: %s; its last byte: %s); %d items, %s on the wire, %s decoded; %d retried requests\n", l.summary(), l.Listed.String(), l.Received.String(), l.Events, mib(float64(l.Wire)), mib(float64(l.Body)), l.Retries)
 	fmt.Printf("    CPU implicit-apiserver %s, kube-apiserver %s; peak RSS implicit-apiserver %s, kube-apiserver %s; after: %s\n",
 		l.CPUImplicit.Round(time.Millisecond), l.CPUKube.Round(time.Millisecond), mib(l.PeakRSSImplicit), mib(l.PeakRSSKube), sr.MemAfterList)
 	if len(l.Errors) > 0 {
@@ -850,17 +871,17 @@ func (r *results) switchMarkdown(p func(string, ...any)) {
 	p("")
 	p("### Replica switch: resume from the last version on a new process, against a relist")
 	p("")
-	p("| N × G | scope | clients | way | to the last client | per client, median | p99 | events / items | bytes on the wire | decoded | implicit-apiserver CPU | kube-apiserver CPU | peak RSS implicit-apiserver | peak RSS kube-apiserver |")
-	p("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	p("| N × G | scope | clients | way | to the last client | per client, median | p99 | events / items | bytes on the wire | decoded | implicit-apiserver CPU | kube-apiserver CPU | peak RSS implicit-apiserver | peak RSS kube-apiserver | requests retried (503) |")
+	p("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, s := range r.Switch {
 		for _, sc := range s.Scopes {
 			for _, w := range []struct {
 				name string
 				c    costs
 			}{{"resume", sc.Resume}, {fmt.Sprintf("relist, then watch (the list alone: median %s, slowest %s)", dur(sc.Relist.Listed.median()), dur(sc.Relist.Listed.percentile(1))), sc.Relist}} {
-				p("| %d × %d | %s | %d | %s | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s |", s.N, s.G, sc.Scope, sc.Clients, w.name, dur(w.c.Last),
+				p("| %d × %d | %s | %d | %s | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %d |", s.N, s.G, sc.Scope, sc.Clients, w.name, dur(w.c.Last),
 					dur(w.c.Times.median()), dur(w.c.Times.p99()), w.c.Events, mib(float64(w.c.Wire)), mib(float64(w.c.Body)),
-					w.c.CPUImplicit.Round(time.Millisecond), w.c.CPUKube.Round(time.Millisecond), mib(w.c.PeakRSSImplicit), mib(w.c.PeakRSSKube))
+					w.c.CPUImplicit.Round(time.Millisecond), w.c.CPUKube.Round(time.Millisecond), mib(w.c.PeakRSSImplicit), mib(w.c.PeakRSSKube), w.c.Retries)
 			}
 		}
 	}
