@@ -54,7 +54,9 @@ func newHistory(size int, maxBytes int64, floor uint64) *history {
 	if maxBytes <= 0 {
 		maxBytes = DefaultHistoryBytes
 	}
-	return &history{events: make([]*Event, size), floor: floor, maxBytes: maxBytes, objects: map[any]int{}}
+	h := &history{events: make([]*Event, size), floor: floor, maxBytes: maxBytes, objects: map[any]int{}}
+	h.reportLocked()
+	return h
 }
 
 func (h *history) addLocked(e *Event) {
@@ -69,6 +71,7 @@ func (h *history) addLocked(e *Event) {
 	for h.bytes > h.maxBytes && h.n > 0 {
 		h.dropOldestLocked()
 	}
+	h.reportLocked()
 }
 
 // dropOldestLocked forgets the oldest event; the floor becomes its version.

@@ -49,6 +49,7 @@
 //	make bench BENCH_ARGS='-namespaces 2000,10000 -globals 100 -qps50-runs 0'   # only the fan-out sizes of issue 15
 //	make bench BENCH_ARGS='-namespaces 2000,10000 -fanout-only'   # only the fan-out, concurrent and alone (issue 32)
 //	go run ./test/bench -guard-flood  # one tenant floods the guards (issue 24, item 7): the others' latency, the Lease
+//	make bench BENCH_ARGS=-replica-switch   # a replica switch at 10,000 x 100 (issue 31): resume against relist (replicaswitch.go)
 //
 // Everything runs on loopback, under one deadline (-timeout); the processes
 // are stopped on the way out.
@@ -107,11 +108,17 @@ type options struct {
 	floodSamples     int
 	floodMax         int
 	floodCaseTimeout time.Duration
+
+	// The replica switch (replicaswitch.go) instead of the sweep.
+	replicaSwitch bool
+	switchFleet   int
+	switchScopes  []string
+	switchProfile int
 }
 
 func main() {
 	var o options
-	var namespaces, globals, implicitArgs, replot, aloneFleets string
+	var namespaces, globals, implicitArgs, replot, aloneFleets, switchScopes string
 	flag.StringVar(&o.binDir, "bin-dir", os.Getenv("IMPLICIT_TOOLS_BIN"), "directory of etcd, kube-apiserver, kube-controller-manager (what hack/build-tools.sh prints)")
 	flag.StringVar(&o.binary, "implicit-binary", os.Getenv("IMPLICIT_BINARY"), "implicit-apiserver binary")
 	flag.StringVar(&namespaces, "namespaces", "1000,5000,10000", "tenant namespaces N, comma-separated: one control plane each (plus N/100 orgs)")
@@ -152,6 +159,12 @@ func main() {
 	flag.IntVar(&o.floodSamples, "flood-samples", 100, "-guard-flood: the other tenant's parent changes per case, one after the other")
 	flag.IntVar(&o.floodMax, "flood-max", 20000, "-guard-flood: most requests of the flood per case")
 	flag.DurationVar(&o.floodCaseTimeout, "flood-case-timeout", 3*time.Minute, "-guard-flood: most time of one case's parent changes")
+	flag.BoolVar(&o.replicaSwitch, "replica-switch", false, "instead of the sweep (issue 31): at each -namespaces (default 10000) and the last -globals (default 100), "+
+		"clients of each -switch-scopes list and watch, implicit-apiserver is restarted (a new process, no history) with writes while it is down, "+
+		"and the clients resume from their last versions; against the same scope relisted: time, bytes, events, the servers' CPU and memory, and the watch history's size")
+	flag.IntVar(&o.switchFleet, "switch-fleet", 0, "-replica-switch: one-namespace clients, one per tenant from the first (0: every tenant)")
+	flag.StringVar(&switchScopes, "switch-scopes", "one,all", "-replica-switch: the scopes measured, each on its own restart, in this order: one (the -switch-fleet one-namespace clients), all (one -A client)")
+	flag.IntVar(&o.switchProfile, "switch-profile", 0, "-replica-switch: seconds of CPU profiles of implicit-apiserver and kube-apiserver from the start of each resume and relist, and implicit-apiserver's heap profile after each (0: none)")
 	flag.Parse()
 	if o.short {
 		set := map[string]bool{}
@@ -196,6 +209,24 @@ func main() {
 		}
 		return
 	}
+	if o.replicaSwitch {
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["namespaces"] {
+			namespaces = "10000"
+		}
+		if !set["globals"] {
+			globals = "100"
+		}
+		// A plain server: no materialized kind, no served ConfigMaps.
+		o.materializeRuns, o.policyRuns = 0, 0
+		for f := range strings.SplitSeq(switchScopes, ",") {
+			if f = strings.TrimSpace(f); f != scopeOne && f != scopeAll {
+				fail(2, "-switch-scopes: %q is neither one nor all", f)
+			}
+			o.switchScopes = append(o.switchScopes, strings.TrimSpace(f))
+		}
+	}
 	var err error
 	if o.namespaces, err = ints(namespaces); err != nil {
 		fail(2, "-namespaces: %v", err)
@@ -231,7 +262,11 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	err = sweep(ctx, o)
+	if o.replicaSwitch {
+		err = replicaSwitch(ctx, o)
+	} else {
+		err = sweep(ctx, o)
+	}
 	cancel()
 	stop()
 	if err != nil {

@@ -21,6 +21,8 @@ type results struct {
 	Started time.Time     `json:"started"`
 	Wall    time.Duration `json:"wall"`
 	Ns      []*nResult    `json:"n"`
+	// Switch is the replica switch (-replica-switch), instead of Ns.
+	Switch []*switchResult `json:"replicaSwitch,omitempty"`
 }
 
 type nResult struct {
@@ -135,6 +137,11 @@ func (r *results) markdown(w io.Writer) {
 			return "– | –"
 		}
 		return dur(s.median()) + " | " + dur(s.p99())
+	}
+	if len(r.Switch) > 0 {
+		p("Machine: %s. Wall time %s. Command: `%s`.", r.Machine, r.Wall.Round(time.Second), r.Command)
+		r.switchMarkdown(p)
+		return
 	}
 	p("Machine: %s. Sweep wall time %s. Command: `%s`.", r.Machine, r.Wall.Round(time.Second), r.Command)
 	p("Medians and p99 (nearest rank; with fewer than 100 runs p99 is the slowest run). Run counts in results.json.")

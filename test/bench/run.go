@@ -129,54 +129,21 @@ func runN(ctx context.Context, o options, n int, prog *progress) (*nResult, erro
 	prog.show("starting the control plane N=%d", n)
 
 	start := time.Now()
-	webhook, err := controlplane.PrepareAuthorizationWebhook(work, "implicit-apiserver", authz.Path,
-		authz.MatchCondition(globalNS, []string{"kube-system", "kube-public", "kube-node-lease"}))
+	b, err := startBench(ctx, o, n, prog, work)
 	if err != nil {
+		fmt.Printf("logs kept in %s\n", filepath.Join(work, "logs"))
 		return nil, err
-	}
-	cp, err := controlplane.Start(ctx, controlplane.Options{BinDir: o.binDir, WorkDir: work, KubeAPIServerArgs: webhook.KubeAPIServerArgs})
-	if err != nil {
-		return nil, fmt.Errorf("starting the control plane: %w", err)
 	}
 	ok := false
 	defer func() {
-		cp.Stop()
+		b.cp.Stop()
 		if ok && !o.keepWorkDir {
 			os.RemoveAll(work)
 		} else {
 			fmt.Printf("logs kept in %s\n", filepath.Join(work, "logs"))
 		}
 	}()
-	matArgs, err := materializeArgs(o, work)
-	if err != nil {
-		return nil, err
-	}
-	args := slices.Concat([]string{"-v=1"}, cp.WebhookServerArgs(), matArgs, o.implicitArgs)
-	implicit, err := cp.StartAggregated(ctx, controlplane.AggregatedServerOptions{Binary: o.binary, Name: "implicit-apiserver", Port: webhook.Port, Args: args})
-	if err != nil {
-		return nil, fmt.Errorf("starting implicit-apiserver: %w\n%s", err, cp.LogTails(40))
-	}
-	if err := cp.RegisterAPIService(ctx, implicit.Port()); err != nil {
-		return nil, fmt.Errorf("registering the APIService: %w\n%s", err, implicit.LogTail(40))
-	}
-	fmt.Printf("control plane and implicit-apiserver ready in %s\n", time.Since(start).Round(time.Millisecond))
-
-	b := &bench{o: o, n: n, prog: prog, cp: cp, implicit: implicit}
-	b.cfg = cp.AdminConfig()
-	b.cfg.QPS, b.cfg.Burst = 1000, 2000
-	if b.kube, err = kubernetes.NewForConfig(b.cfg); err != nil {
-		return nil, err
-	}
-	if b.dyn, err = dynamic.NewForConfig(b.cfg); err != nil {
-		return nil, err
-	}
-	if b.implicitSrv, err = b.newServer("implicit-apiserver", implicit.URL(), implicit.Process); err != nil {
-		return nil, err
-	}
-	if b.kubeSrv, err = b.newServer("kube-apiserver", cp.APIServerURL(), cp.KubeAPIServer); err != nil {
-		return nil, err
-	}
-	b.etcdSrv = &server{name: "etcd", process: cp.Etcd}
+	implicit := b.implicit
 
 	if err := b.setup(ctx); err != nil {
 		return res, fmt.Errorf("setup: %w", err)
@@ -221,6 +188,59 @@ func runN(ctx context.Context, o options, n int, prog *progress) (*nResult, erro
 	prog.step("N=%d done in %s", n, res.Total.Round(time.Second))
 	ok = true
 	return res, nil
+}
+
+// startBench starts a control plane in work (etcd, kube-apiserver with
+// implicit-apiserver's authorization webhook) and implicit-apiserver behind
+// the aggregator, and returns the bench with its clients and scrapers. On
+// success the caller stops b.cp.
+func startBench(ctx context.Context, o options, n int, prog *progress, work string) (_ *bench, err error) {
+	start := time.Now()
+	webhook, err := controlplane.PrepareAuthorizationWebhook(work, "implicit-apiserver", authz.Path,
+		authz.MatchCondition(globalNS, []string{"kube-system", "kube-public", "kube-node-lease"}))
+	if err != nil {
+		return nil, err
+	}
+	cp, err := controlplane.Start(ctx, controlplane.Options{BinDir: o.binDir, WorkDir: work, KubeAPIServerArgs: webhook.KubeAPIServerArgs})
+	if err != nil {
+		return nil, fmt.Errorf("starting the control plane: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			cp.Stop()
+		}
+	}()
+	matArgs, err := materializeArgs(o, work)
+	if err != nil {
+		return nil, err
+	}
+	args := slices.Concat([]string{"-v=1"}, cp.WebhookServerArgs(), matArgs, o.implicitArgs)
+	implicit, err := cp.StartAggregated(ctx, controlplane.AggregatedServerOptions{Binary: o.binary, Name: "implicit-apiserver", Port: webhook.Port, Args: args})
+	if err != nil {
+		return nil, fmt.Errorf("starting implicit-apiserver: %w\n%s", err, cp.LogTails(40))
+	}
+	if err := cp.RegisterAPIService(ctx, implicit.Port()); err != nil {
+		return nil, fmt.Errorf("registering the APIService: %w\n%s", err, implicit.LogTail(40))
+	}
+	fmt.Printf("control plane and implicit-apiserver ready in %s\n", time.Since(start).Round(time.Millisecond))
+
+	b := &bench{o: o, n: n, prog: prog, cp: cp, implicit: implicit}
+	b.cfg = cp.AdminConfig()
+	b.cfg.QPS, b.cfg.Burst = 1000, 2000
+	if b.kube, err = kubernetes.NewForConfig(b.cfg); err != nil {
+		return nil, err
+	}
+	if b.dyn, err = dynamic.NewForConfig(b.cfg); err != nil {
+		return nil, err
+	}
+	if b.implicitSrv, err = b.newServer("implicit-apiserver", implicit.URL(), implicit.Process); err != nil {
+		return nil, err
+	}
+	if b.kubeSrv, err = b.newServer("kube-apiserver", cp.APIServerURL(), cp.KubeAPIServer); err != nil {
+		return nil, err
+	}
+	b.etcdSrv = &server{name: "etcd", process: cp.Etcd}
+	return b, nil
 }
 
 func orgCount(n int) int { return max(1, n/100) }
