@@ -1,13 +1,17 @@
 package watchmux_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
@@ -186,5 +190,59 @@ func TestManyNamespaceResumesListOnce(t *testing.T) {
 	}
 	if namespaceLists != 1 || full != 1 || perNamespace >= len(teams) {
 		t.Errorf("100 namespaces' resumes from one version listed the namespaces %d times, the source in full %d times and in one namespace %d times; want once, once, and fewer than 100", namespaceLists, full, perNamespace)
+	}
+}
+
+// TestResumeRetriesAPassingListFailure: a resume whose exact lists fail
+// for a passing reason (kube-apiserver's timeout or 429, as under the load
+// of every client of a restarted replica resuming at once) is answered 429
+// with Retry-After, which client-go's reflector retries from the same
+// version, not 410, which makes it relist though the version is within the
+// compaction window; once the lists succeed, the same version is served.
+func TestResumeRetriesAPassingListFailure(t *testing.T) {
+	t.Parallel()
+	c, rb := lineageCluster()
+	rng := rand.New(rand.NewPCG(11, 31))
+	a := c.startReplica(rng)
+	version, err := a.Read(func(watchmux.Reader) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	feedChange(a, rb(global, "g-1", "edited"))
+	restarted := c.startReplica(rng)
+	var mu sync.Mutex
+	failing := true
+	for _, key := range []string{"namespaces", rolebindings} {
+		list := c.lister(key)
+		f := func(ctx context.Context, rv, namespace string) ([]runtime.Object, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if failing {
+				return nil, apierrors.NewTimeoutError("the server was unable to return a response in the time allotted", 1)
+			}
+			return list(ctx, rv, namespace)
+		}
+		if key == "namespaces" {
+			restarted.SetNamespaceList(f)
+		} else {
+			restarted.SetSourceList(key, "", f)
+		}
+	}
+	for _, scope := range []string{"", "team-03"} {
+		_, err := restarted.Watch(t.Context(), watchmux.WatchOptions{Resource: rolebindings, Namespace: scope, ResourceVersion: version})
+		if !apierrors.IsTooManyRequests(err) {
+			t.Errorf("a resume of scope %q whose lists time out: %v, want 429 (retry the watch), not a relist", scope, err)
+		}
+	}
+	mu.Lock()
+	failing = false
+	mu.Unlock()
+	for _, scope := range []string{"", "team-03"} {
+		w, err := restarted.Watch(t.Context(), watchmux.WatchOptions{Resource: rolebindings, Namespace: scope, ResourceVersion: version, AllowBookmarks: true})
+		if err != nil {
+			t.Fatalf("the resume of scope %q once the lists succeed: %v", scope, err)
+		}
+		readUntilBookmark(t, w)
+		w.Stop()
 	}
 }
