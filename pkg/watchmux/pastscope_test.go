@@ -246,3 +246,76 @@ func TestResumeRetriesAPassingListFailure(t *testing.T) {
 		w.Stop()
 	}
 }
+
+// TestFullListsDroppedAreNotListedAgain: the clients of many namespaces
+// resume from five versions (five revisions of the source: more full lists
+// than are kept) in turn. Each revision is listed in full at most once;
+// once its full list is dropped, its next namespaces are listed one by one,
+// not each with a full list of the source (an LRU of four read in turn by
+// five keeps none).
+func TestFullListsDroppedAreNotListedAgain(t *testing.T) {
+	t.Parallel()
+	c := &fakeCluster{}
+	c.write("namespaces", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: global, UID: "uid-global"}}, false)
+	rb := func(ns, name, user string) fakeChange {
+		return c.write(rolebindings, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + ns + "-" + name)},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "view"},
+			Subjects:   []rbacv1.Subject{{Kind: "User", Name: user}},
+		}, false)
+	}
+	var teams []string
+	for i := range 70 {
+		name := fmt.Sprintf("team-%03d", i)
+		teams = append(teams, name)
+		c.write("namespaces", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)}}, false)
+		rb(name, "local", "u")
+	}
+	rng := rand.New(rand.NewPCG(13, 31))
+	a := c.startReplica(rng)
+	var versions []string
+	for i := range 5 {
+		feedChange(a, rb(global, "g", fmt.Sprintf("user-%d", i)))
+		v, err := a.Read(func(watchmux.Reader) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		versions = append(versions, v)
+	}
+	restarted := c.startReplica(rng)
+	resume := func(ns, version string) {
+		t.Helper()
+		w, err := restarted.Watch(t.Context(), watchmux.WatchOptions{Resource: rolebindings, Namespace: ns, ResourceVersion: version, AllowBookmarks: true})
+		if err != nil {
+			t.Fatalf("resuming %s from %s: %v", ns, version, err)
+		}
+		readUntilBookmark(t, w)
+		w.Stop()
+	}
+	// 64 namespaces from each version: each revision's next namespaces
+	// read its full list.
+	for _, v := range versions {
+		for _, ns := range teams[:64] {
+			resume(ns, v)
+		}
+	}
+	// The next namespaces, from the five versions in turn.
+	for _, ns := range teams[64:] {
+		for _, v := range versions {
+			resume(ns, v)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	full := map[uint64]int{}
+	for _, l := range c.lists {
+		if l.key == rolebindings && l.namespace == "" {
+			full[l.rev]++
+		}
+	}
+	for rev, n := range full {
+		if n > 1 {
+			t.Errorf("the source at revision %d was listed in full %d times, want at most once", rev, n)
+		}
+	}
+}
