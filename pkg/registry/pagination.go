@@ -198,6 +198,22 @@ func (s *Storage) continueList(tok continueToken, limit int64, sc listScope, lis
 	if err != nil {
 		return page{}, err
 	}
+	// A token of a replica ahead of this one (its informers were faster):
+	// wait briefly for this one's, as for a list from such a version, then
+	// 504; the token is not too old, and a 410 would have the pager list
+	// in full.
+	for deadline := time.Now().Add(listAheadWait); tok.RV != ""; {
+		if o := resourceversion.CompareStrings(tok.RV, rv); o != resourceversion.Newer && o != resourceversion.Concurrent {
+			break
+		}
+		if time.Now().After(deadline) {
+			return page{}, tooLargeVersion(tok.RV, rv)
+		}
+		time.Sleep(listAheadPoll)
+		if items, rv, err = list(); err != nil {
+			return page{}, err
+		}
+	}
 	// Any replica continues a token of another at the same state: its
 	// views, and their order, are the same; one of an older state, from
 	// the view at that state, as kube-apiserver continues at the first

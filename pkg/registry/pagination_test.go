@@ -340,3 +340,33 @@ func TestListWaitsForAVersionAhead(t *testing.T) {
 		t.Fatalf("List = %v, %v; want the view at f7.v4712", l, err)
 	}
 }
+
+// TestListContinueWaitsForAVersionAhead checks that a continuation whose
+// token another replica issued at a state this one has not reached yet
+// (its informers are behind) waits for it, as a list from such a version
+// does, and reads that state once the view reaches it, instead of
+// answering 410 (client-go's pager would then list in full).
+func TestListContinueWaitsForAVersionAhead(t *testing.T) {
+	t.Parallel()
+	viewerA := newFakeViewer("rolebindings", pagedItems()...)
+	viewerA.change("f7.v4712.s1c0000000000001", pagedItems()...)
+	a := registry.NewStorage(group, kinds.RoleBindings(), viewerA)
+	first, err := listPage(t, a, &metainternalversion.ListOptions{Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	viewerB := newFakeViewer("rolebindings", pagedItems()...)
+	viewerB.change("f7.v4711.s2d0000000000005", pagedItems()...)
+	b := registry.NewStorage(group, kinds.RoleBindings(), viewerB)
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		viewerB.change("f7.v4712.s2d0000000000006", pagedItems()...)
+	}()
+	second, err := listPage(t, b, &metainternalversion.ListOptions{Limit: 2, Continue: first.Continue})
+	if err != nil {
+		t.Fatalf("continue on a replica behind the token: %v, want the next page once it catches up", err)
+	}
+	if got, want := names(second), []string{"a-b/r", "a/x"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("second page on the replica that caught up = %v, want %v", got, want)
+	}
+}

@@ -40,7 +40,9 @@ const (
 // revision of a source (the clients of many namespaces resuming from one
 // bookmark), the source is listed once in full at that revision and the
 // next namespaces read it, unless it holds more than scopedObjectsKept
-// objects. Requests to kube-apiserver stay bounded either way.
+// objects; it is listed once: dropped from the cache, the next namespaces
+// are listed one by one again. Requests to kube-apiserver stay bounded
+// either way.
 const fullListAfter = 64
 
 // keyRev names a source at a revision.
@@ -49,8 +51,8 @@ type keyRev struct {
 	rev uint64
 }
 
-// errTooLarge: a full list too large to keep; namespaces are listed one
-// by one.
+// errTooLarge: a full list too large to keep, or listed once and dropped
+// since (the cache keeps a few); namespaces are listed one by one.
 var errTooLarge = errors.New("too many objects to keep")
 
 // listKey names an exact list: a source, a revision and a namespace.
@@ -70,9 +72,13 @@ type scopedLists struct {
 
 	mu sync.Mutex
 	// listed counts the namespaces listed at each source revision;
-	// tooLarge marks those whose full list is too large to keep.
+	// tooLarge marks those whose full list is too large to keep, or was
+	// listed and dropped: listed again for each namespace that comes
+	// after, full lists would cost more than the namespaces' own.
 	listed   map[keyRev]int
 	tooLarge map[keyRev]bool
+	// fullListed marks the source revisions listed in full.
+	fullListed map[keyRev]bool
 }
 
 func newScopedLists() *scopedLists {
@@ -86,8 +92,9 @@ func newScopedLists() *scopedLists {
 			}
 			return n
 		}),
-		listed:   map[keyRev]int{},
-		tooLarge: map[keyRev]bool{},
+		listed:     map[keyRev]int{},
+		tooLarge:   map[keyRev]bool{},
+		fullListed: map[keyRev]bool{},
 	}
 }
 
@@ -104,6 +111,19 @@ func (l *scopedLists) count(kr keyRev, add int) bool {
 	}
 	l.listed[kr] += add
 	return l.listed[kr] >= fullListAfter && !l.tooLarge[kr]
+}
+
+// firstFull reports whether kr was never listed in full before, and
+// records that it is.
+func (l *scopedLists) firstFull(kr keyRev) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.fullListed) > scopedListsKept {
+		clear(l.fullListed)
+	}
+	first := !l.fullListed[kr]
+	l.fullListed[kr] = true
+	return first
 }
 
 func (l *scopedLists) markTooLarge(kr keyRev) {
@@ -176,6 +196,12 @@ func (m *Mux) pastStateIn(ctx context.Context, c pastConfig, want rv.Version, re
 		kr := keyRev{key, rev}
 		if ns != "" && m.scoped.count(kr, 0) {
 			byNS, err := m.scoped.full.get(kr, func() (map[string][]runtime.Object, error) {
+				if !m.scoped.firstFull(kr) {
+					// Listed in full before and dropped since: not once
+					// more for each namespace that comes after.
+					m.scoped.markTooLarge(kr)
+					return nil, errTooLarge
+				}
 				objs, err := f(ctx, strconv.FormatUint(rev, 10), "")
 				if err != nil {
 					return nil, fmt.Errorf("listing %s at revision %d: %w", key, rev, err)

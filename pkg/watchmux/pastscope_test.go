@@ -1,13 +1,17 @@
 package watchmux_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
@@ -186,5 +190,132 @@ func TestManyNamespaceResumesListOnce(t *testing.T) {
 	}
 	if namespaceLists != 1 || full != 1 || perNamespace >= len(teams) {
 		t.Errorf("100 namespaces' resumes from one version listed the namespaces %d times, the source in full %d times and in one namespace %d times; want once, once, and fewer than 100", namespaceLists, full, perNamespace)
+	}
+}
+
+// TestResumeRetriesAPassingListFailure: a resume whose exact lists fail
+// for a passing reason (kube-apiserver's timeout or 429, as under the load
+// of every client of a restarted replica resuming at once) is answered 429
+// with Retry-After, which client-go's reflector retries from the same
+// version, not 410, which makes it relist though the version is within the
+// compaction window; once the lists succeed, the same version is served.
+func TestResumeRetriesAPassingListFailure(t *testing.T) {
+	t.Parallel()
+	c, rb := lineageCluster()
+	rng := rand.New(rand.NewPCG(11, 31))
+	a := c.startReplica(rng)
+	version, err := a.Read(func(watchmux.Reader) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	feedChange(a, rb(global, "g-1", "edited"))
+	restarted := c.startReplica(rng)
+	var mu sync.Mutex
+	failing := true
+	for _, key := range []string{"namespaces", rolebindings} {
+		list := c.lister(key)
+		f := func(ctx context.Context, rv, namespace string) ([]runtime.Object, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if failing {
+				return nil, apierrors.NewTimeoutError("the server was unable to return a response in the time allotted", 1)
+			}
+			return list(ctx, rv, namespace)
+		}
+		if key == "namespaces" {
+			restarted.SetNamespaceList(f)
+		} else {
+			restarted.SetSourceList(key, "", f)
+		}
+	}
+	for _, scope := range []string{"", "team-03"} {
+		_, err := restarted.Watch(t.Context(), watchmux.WatchOptions{Resource: rolebindings, Namespace: scope, ResourceVersion: version})
+		if !apierrors.IsTooManyRequests(err) {
+			t.Errorf("a resume of scope %q whose lists time out: %v, want 429 (retry the watch), not a relist", scope, err)
+		}
+	}
+	mu.Lock()
+	failing = false
+	mu.Unlock()
+	for _, scope := range []string{"", "team-03"} {
+		w, err := restarted.Watch(t.Context(), watchmux.WatchOptions{Resource: rolebindings, Namespace: scope, ResourceVersion: version, AllowBookmarks: true})
+		if err != nil {
+			t.Fatalf("the resume of scope %q once the lists succeed: %v", scope, err)
+		}
+		readUntilBookmark(t, w)
+		w.Stop()
+	}
+}
+
+// TestFullListsDroppedAreNotListedAgain: the clients of many namespaces
+// resume from five versions (five revisions of the source: more full lists
+// than are kept) in turn. Each revision is listed in full at most once;
+// once its full list is dropped, its next namespaces are listed one by one,
+// not each with a full list of the source (an LRU of four read in turn by
+// five keeps none).
+func TestFullListsDroppedAreNotListedAgain(t *testing.T) {
+	t.Parallel()
+	c := &fakeCluster{}
+	c.write("namespaces", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: global, UID: "uid-global"}}, false)
+	rb := func(ns, name, user string) fakeChange {
+		return c.write(rolebindings, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + ns + "-" + name)},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "view"},
+			Subjects:   []rbacv1.Subject{{Kind: "User", Name: user}},
+		}, false)
+	}
+	var teams []string
+	for i := range 70 {
+		name := fmt.Sprintf("team-%03d", i)
+		teams = append(teams, name)
+		c.write("namespaces", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)}}, false)
+		rb(name, "local", "u")
+	}
+	rng := rand.New(rand.NewPCG(13, 31))
+	a := c.startReplica(rng)
+	var versions []string
+	for i := range 5 {
+		feedChange(a, rb(global, "g", fmt.Sprintf("user-%d", i)))
+		v, err := a.Read(func(watchmux.Reader) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		versions = append(versions, v)
+	}
+	restarted := c.startReplica(rng)
+	resume := func(ns, version string) {
+		t.Helper()
+		w, err := restarted.Watch(t.Context(), watchmux.WatchOptions{Resource: rolebindings, Namespace: ns, ResourceVersion: version, AllowBookmarks: true})
+		if err != nil {
+			t.Fatalf("resuming %s from %s: %v", ns, version, err)
+		}
+		readUntilBookmark(t, w)
+		w.Stop()
+	}
+	// 64 namespaces from each version: each revision's next namespaces
+	// read its full list.
+	for _, v := range versions {
+		for _, ns := range teams[:64] {
+			resume(ns, v)
+		}
+	}
+	// The next namespaces, from the five versions in turn.
+	for _, ns := range teams[64:] {
+		for _, v := range versions {
+			resume(ns, v)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	full := map[uint64]int{}
+	for _, l := range c.lists {
+		if l.key == rolebindings && l.namespace == "" {
+			full[l.rev]++
+		}
+	}
+	for rev, n := range full {
+		if n > 1 {
+			t.Errorf("the source at revision %d was listed in full %d times, want at most once", rev, n)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package watchmux
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -9,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/klog/v2"
 
@@ -73,7 +75,8 @@ var _ watch.Interface = &watcher{}
 // (the sources listed at its revisions) and the current one. A version
 // ahead of this replica waits until it has caught up, as long as ctx
 // allows, up to aheadWait. Another fingerprint, a version that is not one, or one whose
-// revisions kube-apiserver has compacted, answer 410 Gone.
+// revisions kube-apiserver has compacted, answer 410 Gone; lists of the
+// sources that fail for a passing reason, 429 (watch again).
 func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, error) {
 	var want *rv.Version
 	if opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
@@ -128,6 +131,12 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 		p, err := m.pastFor(ctx, c, *want, opts.Resource, opts.Namespace)
 		if err != nil {
 			resumeFailures.Inc()
+			if passing(err) {
+				// The version is within the window: the client retries
+				// the watch from it (client-go's reflector retries a 429)
+				// instead of relisting.
+				return nil, apierrors.NewTooManyRequests(fmt.Sprintf("resourceVersion %s can't be served now (%v): watch again", opts.ResourceVersion, err), 1)
+			}
 			return nil, gone(opts.ResourceVersion, fmt.Sprintf("can't be served (%v): list again", err))
 		}
 		// The view as the client holds it, merged before taking mu again:
@@ -206,6 +215,16 @@ func (w *watcher) resumed(events []*Event) {
 	w.initial = events
 	w.resumeBookmark = w.opts.AllowBookmarks
 	resumedFromVector.Inc()
+}
+
+// passing reports whether err, from listing the sources at a version, is
+// a passing failure of kube-apiserver or of the network (a timeout, a 429,
+// a 500 or 503, a refused or cut connection), not an answer about the
+// version (compacted: 410).
+func passing(err error) bool {
+	return apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || errors.Is(err, context.DeadlineExceeded) ||
+		utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
 }
 
 func gone(version, why string) error {
