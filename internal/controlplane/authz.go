@@ -6,8 +6,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"time"
 
-	certutil "k8s.io/client-go/util/cert"
+	"github.com/implicit-dev/implicit-apiserver/internal/selfsign"
 )
 
 // AuthorizationWebhook is an aggregated server's authorization webhook,
@@ -42,7 +43,10 @@ func PrepareAuthorizationWebhook(workDir, name, path, matchCondition string) (*A
 	if err := os.MkdirAll(certDir, 0o700); err != nil {
 		return nil, err
 	}
-	crt, key, err := certutil.GenerateSelfSignedCertKey("localhost", []net.IP{net.ParseIP("127.0.0.1")}, []string{"localhost"})
+	// ECDSA, as the server would make it itself (pkg/cmd/server): the
+	// handshakes of kube-apiserver's proxy connections cost what they cost
+	// in a real deployment, not RSA signatures.
+	crt, key, err := selfsign.ECDSA("localhost", []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")}, time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("generating %s's serving certificate: %w", name, err)
 	}

@@ -90,6 +90,11 @@ All values are base64 PEM, as in a Secret's data.
   issuer of the serving certificate if another, and during a rotation the
   next CA (prepare) or the previous one (promote). It always holds the CA of
   the serving certificate before and after the upgrade that renders it.
+
+Every key generated here is ECDSA P-256 (README.md, "Certificates"): the
+server signs one handshake per new connection of kube-apiserver's proxy, and
+after a restart those come all at once. Keys already in the Secrets are kept
+whatever their type (an RSA CA signs new ECDSA serving certificates).
 */}}
 {{- define "implicit-apiserver.generateCerts" -}}
 {{- if not (hasKey .Values "_generatedCerts") -}}
@@ -104,7 +109,7 @@ All values are base64 PEM, as in a Secret's data.
 {{- $nextKey := index $caData "next.key" | default "" -}}
 {{- $prevCrt := index $caData "previous.crt" | default "" -}}
 {{- if not (and $caCrt $caKey) -}}
-{{- $ca := genCA (printf "%s-ca" $name) (int .Values.certificates.caValidityDays) -}}
+{{- $ca := genCAWithKey (printf "%s-ca" $name) (int .Values.certificates.caValidityDays) (genPrivateKey "ecdsa") -}}
 {{- $caCrt = $ca.Cert | b64enc -}}
 {{- $caKey = $ca.Key | b64enc -}}
 {{- end -}}
@@ -115,7 +120,7 @@ All values are base64 PEM, as in a Secret's data.
 {{- $issuer := index $servingData "issuer.crt" | default (index $servingData "ca.crt") | default "" -}}
 {{- if eq $rotation "prepare" -}}
 {{- if not (and $nextCrt $nextKey) -}}
-{{- $next := genCA (printf "%s-ca" $name) (int .Values.certificates.caValidityDays) -}}
+{{- $next := genCAWithKey (printf "%s-ca" $name) (int .Values.certificates.caValidityDays) (genPrivateKey "ecdsa") -}}
 {{- $nextCrt = $next.Cert | b64enc -}}
 {{- $nextKey = $next.Key | b64enc -}}
 {{- end -}}
@@ -147,7 +152,7 @@ All values are base64 PEM, as in a Secret's data.
 {{- if or (not $issuer) (and (eq $rotation "promote") (ne $issuer $caCrt)) -}}
 {{- $signer := buildCustomCert $caCrt $caKey -}}
 {{- $dns := list (printf "%s.%s.svc" $name $ns) (printf "%s.%s.svc.cluster.local" $name $ns) -}}
-{{- $cert := genSignedCert (printf "%s.%s.svc" $name $ns) nil $dns (int .Values.certificates.validityDays) $signer -}}
+{{- $cert := genSignedCertWithKey (printf "%s.%s.svc" $name $ns) nil $dns (int .Values.certificates.validityDays) $signer (genPrivateKey "ecdsa") -}}
 {{- $crt = $cert.Cert | b64enc -}}
 {{- $key = $cert.Key | b64enc -}}
 {{- $issuer = $caCrt -}}

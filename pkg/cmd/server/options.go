@@ -330,7 +330,7 @@ func (o *Options) Validate() error {
 // Config builds the server configuration. It reads the source kinds'
 // schemas from the host cluster, waiting up to HostSchemaTimeout for it.
 func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
-	if err := o.Recommended.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
+	if err := maybeSelfSign(o.Recommended.SecureServing.SecureServingOptions, "localhost", []net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
 		return nil, fmt.Errorf("creating self-signed certificates: %w", err)
 	}
 	scheme := servedgroup.NewScheme(kinds.Typed(o.config.Kinds))
