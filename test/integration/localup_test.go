@@ -106,7 +106,12 @@ func TestLocalUpTenant(t *testing.T) {
 		}
 		return nil
 	}
-	u.expectKubectl(0, warns, "create", "rolebinding", "alice-admin", "-n", "implicit-global", "--clusterrole=admin", "--user=alice")
+	// A dry run first, repeated until the server has seen every example
+	// tenant (the warning counts them); the create itself then runs once
+	// (a repeated create would meet its own object).
+	create := []string{"create", "rolebinding", "alice-admin", "-n", "implicit-global", "--clusterrole=admin", "--user=alice"}
+	u.expectKubectl(0, warns, append(create, "--dry-run=server")...)
+	u.expectKubectl(0, warns, create...)
 	u.expectKubectl(1, func(r pluginRun) error {
 		if !strings.Contains(r.stderr, `admission webhook "locks.implicit.dev" denied the request`) || strings.Contains(r.stderr, "this change reaches") {
 			return fmt.Errorf("stderr %q: want the lock guard's denial and no fan-out warning", r.stderr)
