@@ -36,9 +36,9 @@ func (m *Mux) ResultsAt(ctx context.Context, version, resource, namespace, name 
 		m.mu.RUnlock()
 		return nil, errNotSynced
 	}
-	if want.Fingerprint != m.st.fingerprint(m.pos) || len(want.Vector) != len(m.pos.sortedKeys()) {
+	if err := m.sameConfigurationLocked(version, want); err != nil {
 		m.mu.RUnlock()
-		return nil, gone(version, "was issued under other merge semantics or configuration (a rollout changed them): list again")
+		return nil, err
 	}
 	if !rv.AtLeast(m.pos.vector(), want.Vector) {
 		current := m.currentTextLocked()

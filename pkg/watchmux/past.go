@@ -176,7 +176,7 @@ func (c pastConfig) build(lists map[string][]runtime.Object) *state {
 	var namespaces []*merge.Namespace
 	for _, o := range lists[namespacesKey] {
 		if ns, ok := o.(*corev1.Namespace); ok {
-			namespaces = append(namespaces, namespaceOf(ns))
+			namespaces = append(namespaces, merge.NamespaceOf(ns))
 		}
 	}
 	return c.buildWith(namespaces, lists)

@@ -179,7 +179,7 @@ func (m *Mux) pastStateIn(ctx context.Context, c pastConfig, want rv.Version, re
 			out := make(map[string]*merge.Namespace, len(objs))
 			for _, o := range objs {
 				if ns, ok := o.(*corev1.Namespace); ok {
-					out[ns.Name] = namespaceOf(ns)
+					out[ns.Name] = merge.NamespaceOf(ns)
 				}
 			}
 			return out, nil
@@ -342,9 +342,4 @@ func (c pastConfig) reads(namespaces map[string]*merge.Namespace, resource, name
 		return nil
 	})
 	return walk, read
-}
-
-// namespaceOf is the merge namespace of a Namespace object.
-func namespaceOf(ns *corev1.Namespace) *merge.Namespace {
-	return merge.NamespaceOf(ns)
 }

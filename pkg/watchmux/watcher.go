@@ -102,9 +102,9 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 		if want == nil {
 			break
 		}
-		if want.Fingerprint != m.st.fingerprint(m.pos) || len(want.Vector) != len(m.pos.sortedKeys()) {
+		if err := m.sameConfigurationLocked(opts.ResourceVersion, *want); err != nil {
 			m.mu.RUnlock()
-			return nil, gone(opts.ResourceVersion, "was issued under other merge semantics or configuration (a rollout changed them): list again")
+			return nil, err
 		}
 		if !rv.AtLeast(m.pos.vector(), want.Vector) {
 			// Ahead of this replica: wait until its informers catch up.
@@ -225,6 +225,17 @@ func passing(err error) bool {
 	return apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) ||
 		apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || errors.Is(err, context.DeadlineExceeded) ||
 		utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
+}
+
+// sameConfigurationLocked answers 410 Gone for a version issued under
+// other merge semantics or another configuration than this replica's (a
+// rollout changed them): no difference computed under these rules serves
+// it. Called with mu held.
+func (m *Mux) sameConfigurationLocked(version string, want rv.Version) error {
+	if want.Fingerprint != m.st.fingerprint(m.pos) || len(want.Vector) != len(m.pos.sortedKeys()) {
+		return gone(version, "was issued under other merge semantics or configuration (a rollout changed them): list again")
+	}
+	return nil
 }
 
 func gone(version, why string) error {
