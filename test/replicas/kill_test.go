@@ -82,12 +82,6 @@ func TestSingleReplicaKill(t *testing.T) {
 	if _, err := kube.RbacV1().RoleBindings(tenant(0)).Create(ctx, lead, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	scope := func(i int) string {
-		if i%2 == 0 {
-			return ""
-		}
-		return tenant(i / 2 % tenants)
-	}
 
 	clientCtx, stopClients := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -95,7 +89,7 @@ func TestSingleReplicaKill(t *testing.T) {
 	informers := make([]*informer, killWatchers)
 	scopes := make([]dynamic.ResourceInterface, killWatchers)
 	for i := range informers {
-		scopes[i] = dyn.Resource(viewGVR).Namespace(scope(i))
+		scopes[i] = dyn.Resource(viewGVR).Namespace(clientScope(i))
 		informers[i] = newInformer(scopes[i], rolloutWatch)
 		informers[i].retryUnavailable = killRetryFor
 		wg.Add(1)
@@ -103,7 +97,7 @@ func TestSingleReplicaKill(t *testing.T) {
 	}
 	goInformers := make([]*clientGoInformer, killInformers)
 	for i := range goInformers {
-		goInformers[i] = newClientGoInformer(rc.admin, scope(i))
+		goInformers[i] = newClientGoInformer(rc.admin, clientScope(i))
 		wg.Add(1)
 		go func() { defer wg.Done(); goInformers[i].informer.RunWithContext(clientCtx) }()
 	}
@@ -189,7 +183,7 @@ func TestSingleReplicaKill(t *testing.T) {
 		held, clientScopes = append(held, in.held), append(clientScopes, scopes[i])
 	}
 	for i, r := range goInformers {
-		held, clientScopes = append(held, r.held), append(clientScopes, dyn.Resource(viewGVR).Namespace(scope(i)))
+		held, clientScopes = append(held, r.held), append(clientScopes, dyn.Resource(viewGVR).Namespace(clientScope(i)))
 	}
 	for _, d := range waitSameAsFresh(ctx, clientScopes, held) {
 		t.Error(d)

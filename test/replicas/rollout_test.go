@@ -35,6 +35,15 @@ const (
 	settle = 3 * time.Second
 )
 
+// clientScope is the namespace of the i-th client of a fleet: every
+// namespace ("") for even i, one tenant for odd i.
+func clientScope(i int) string {
+	if i%2 == 0 {
+		return ""
+	}
+	return tenant(i / 2 % tenants)
+}
+
 // TestRollingRestart restarts both replicas one at a time, as a rollout of
 // the Deployment does (the replica leaves the endpoints, stops, starts
 // again with the same binary and configuration, returns to the endpoints),
@@ -70,10 +79,7 @@ func TestRollingRestart(t *testing.T) {
 	informers := make([]*informer, n)
 	scopes := make([]dynamic.ResourceInterface, n)
 	for i := range informers {
-		scopes[i] = dyn.Resource(viewGVR)
-		if i%2 == 1 {
-			scopes[i] = dyn.Resource(viewGVR).Namespace(tenant(i / 2 % tenants))
-		}
+		scopes[i] = dyn.Resource(viewGVR).Namespace(clientScope(i))
 		informers[i] = newInformer(scopes[i], rolloutWatch)
 		wg.Add(1)
 		go func() { defer wg.Done(); informers[i].run(clientCtx) }()

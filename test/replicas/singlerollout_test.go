@@ -35,12 +35,6 @@ func TestSingleReplicaRollout(t *testing.T) {
 	delay := "--shutdown-delay-duration=" + rolloutShutdownDelay.String()
 	rc := setUp(t, 1, delay)
 	ctx, kube, dyn := rc.ctx, rc.kube, rc.dyn
-	scope := func(i int) string {
-		if i%2 == 0 {
-			return ""
-		}
-		return tenant(i / 2 % tenants)
-	}
 
 	clientCtx, stopClients := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -49,15 +43,15 @@ func TestSingleReplicaRollout(t *testing.T) {
 	scopes := make([]dynamic.ResourceInterface, 0, singleRolloutWatchers+singleRolloutInformers)
 	held := make([]func() map[string]string, 0, singleRolloutWatchers+singleRolloutInformers)
 	for i := range informers {
-		informers[i] = newInformer(dyn.Resource(viewGVR).Namespace(scope(i)), rolloutWatch)
-		scopes, held = append(scopes, dyn.Resource(viewGVR).Namespace(scope(i))), append(held, informers[i].held)
+		informers[i] = newInformer(dyn.Resource(viewGVR).Namespace(clientScope(i)), rolloutWatch)
+		scopes, held = append(scopes, dyn.Resource(viewGVR).Namespace(clientScope(i))), append(held, informers[i].held)
 		wg.Add(1)
 		go func() { defer wg.Done(); informers[i].run(clientCtx) }()
 	}
 	goInformers := make([]*clientGoInformer, singleRolloutInformers)
 	for i := range goInformers {
-		goInformers[i] = newClientGoInformer(rc.admin, scope(i))
-		scopes, held = append(scopes, dyn.Resource(viewGVR).Namespace(scope(i))), append(held, goInformers[i].held)
+		goInformers[i] = newClientGoInformer(rc.admin, clientScope(i))
+		scopes, held = append(scopes, dyn.Resource(viewGVR).Namespace(clientScope(i))), append(held, goInformers[i].held)
 		wg.Add(1)
 		go func() { defer wg.Done(); goInformers[i].informer.RunWithContext(clientCtx) }()
 	}
