@@ -319,12 +319,13 @@ func (b *bench) aloneFleet(ctx context.Context, kind string, rep int) (samples, 
 	}
 	backend := map[string]*server{fleetViews: b.implicitSrv, fleetReference: b.sampleSrv}[kind]
 	var kubeCPU, backendCPU time.Duration
+	var kubeIO, backendIO ioCounts
 	for i := -1; i < b.o.aloneRuns; i++ {
 		if i == 0 {
 			// After the unrecorded edit: the timed edits' CPU only.
-			kubeCPU = b.kubeSrv.cpu()
+			kubeCPU, kubeIO = b.kubeSrv.cpu(), b.kubeSrv.io()
 			if backend != nil {
-				backendCPU = backend.cpu()
+				backendCPU, backendIO = backend.cpu(), backend.io()
 			}
 		}
 		value := fmt.Sprintf("alone-%s-%d-%d", kind, rep, i+1)
@@ -347,6 +348,13 @@ func (b *bench) aloneFleet(ctx context.Context, kind string, rep int) (samples, 
 	}
 	fmt.Printf("  %s alone, repetition %d: %s; opened in %s (per watcher: list %s, watch %s); reconnects %d; CPU per edit: %s\n",
 		kind, rep+1, out, dur(open), f.lists, f.watches, f.reconnects.Load(), cpu)
+	if runs := int64(b.o.aloneRuns); runs > 0 {
+		fmt.Printf("    per edit, kube-apiserver: %s", b.kubeSrv.io().per(kubeIO, runs))
+		if backend != nil {
+			fmt.Printf("; server: %s", backend.io().per(backendIO, runs))
+		}
+		fmt.Println()
+	}
 	return out, open, cpu, nil
 }
 

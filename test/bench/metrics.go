@@ -195,3 +195,38 @@ func procCPU(pid int) time.Duration {
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(utime+stime) * time.Second / clockTicks
 }
+
+// ioCounts are a process's read and write system calls and bytes
+// (/proc/<pid>/io): how a fleet's events reach the wire.
+type ioCounts struct{ syscr, syscw, rchar, wchar int64 }
+
+func (s *server) io() ioCounts {
+	p := s.process()
+	if p == nil {
+		return ioCounts{}
+	}
+	body, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", p.Pid()))
+	if err != nil {
+		return ioCounts{}
+	}
+	var c ioCounts
+	for line := range strings.Lines(string(body)) {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ": ")
+		n, _ := strconv.ParseInt(v, 10, 64)
+		switch k {
+		case "syscr":
+			c.syscr = n
+		case "syscw":
+			c.syscw = n
+		case "rchar":
+			c.rchar = n
+		case "wchar":
+			c.wchar = n
+		}
+	}
+	return c
+}
+
+func (c ioCounts) per(from ioCounts, runs int64) string {
+	return fmt.Sprintf("reads %d (%d B), writes %d (%d B)", (c.syscr-from.syscr)/runs, (c.rchar-from.rchar)/runs, (c.syscw-from.syscw)/runs, (c.wchar-from.wchar)/runs)
+}
