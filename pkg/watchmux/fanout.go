@@ -47,6 +47,7 @@ func (m *Mux) fanOutLocked(events []*Event) {
 		}
 	}
 	m.wmu.Unlock()
+	byConnection(ws)
 
 	type pending struct {
 		w      *watcher

@@ -142,6 +142,10 @@ type Mux struct {
 	watchers      map[*watcher]struct{}
 	allNamespaces map[*watcher]struct{}
 	byNamespace   map[string]map[*watcher]struct{}
+	// connections number the client connections of open watchers
+	// (connection.go).
+	connections    map[string]*connectionGroup
+	lastConnection uint64
 
 	// regs are the registrations of the informer handlers Run waits for:
 	// the namespaces' and those of the resources New was given; mu.
@@ -173,6 +177,7 @@ func New(policy merge.Policy, resources []string, objects Objects, opts Options)
 		watchers:      map[*watcher]struct{}{},
 		allNamespaces: map[*watcher]struct{}{},
 		byNamespace:   map[string]map[*watcher]struct{}{},
+		connections:   map[string]*connectionGroup{},
 		changed:       make(chan struct{}, 1),
 	}
 	m.fanTurn = sync.NewCond(&m.fanMu)

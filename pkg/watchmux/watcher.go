@@ -63,6 +63,11 @@ type watcher struct {
 	result     chan watch.Event
 	done       chan struct{}
 	stopOnce   sync.Once
+	// connection is the client connection the watch came on, and group
+	// its number while open: the fan-out sends to the watchers of one
+	// connection together (connection.go).
+	connection string
+	group      uint64
 }
 
 var _ watch.Interface = &watcher{}
@@ -144,7 +149,7 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 		past = m.resumeEvents(p, *want, opts)
 	}
 	// mu is held for reading.
-	w := &watcher{m: m, ctx: ctx, opts: opts, result: make(chan watch.Event), done: make(chan struct{})}
+	w := &watcher{m: m, ctx: ctx, opts: opts, result: make(chan watch.Event), done: make(chan struct{}), connection: connectionOf(ctx)}
 	// Only a watch-list request (sendInitialEvents=true and
 	// allowWatchBookmarks=true) gets the initial-events-end bookmark, as
 	// from kube-apiserver's cacher: the watch handler has no completion
@@ -387,6 +392,7 @@ func (m *Mux) object(e *Event, r merge.Result) (runtime.Object, error) {
 // addWatcherLocked indexes w by its namespace. Called with wmu held.
 func (m *Mux) addWatcherLocked(w *watcher) {
 	m.watchers[w] = struct{}{}
+	m.joinConnectionLocked(w)
 	if w.opts.Namespace == "" {
 		m.allNamespaces[w] = struct{}{}
 		return
@@ -399,6 +405,9 @@ func (m *Mux) addWatcherLocked(w *watcher) {
 
 // removeWatcherLocked drops w from the indexes. Called with wmu held.
 func (m *Mux) removeWatcherLocked(w *watcher) {
+	if _, ok := m.watchers[w]; ok {
+		m.leaveConnectionLocked(w)
+	}
 	delete(m.watchers, w)
 	delete(m.allNamespaces, w)
 	if set := m.byNamespace[w.opts.Namespace]; set != nil {
