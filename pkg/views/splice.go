@@ -128,11 +128,13 @@ type splicedObject struct {
 	t         *itemTemplate
 	namespace string
 	rv        string
-	// build makes the whole item, once.
-	build func() (runtime.Object, error)
-	once  sync.Once
-	obj   runtime.Object
-	err   error
+	// o, resource and r build the whole item, once (object).
+	o        *Objects
+	resource string
+	r        merge.Result
+	once     sync.Once
+	obj      runtime.Object
+	err      error
 }
 
 var _ runtime.CacheableObject = &splicedObject{}
@@ -143,9 +145,7 @@ func (o *Objects) BatchItem(resource, namespace string, r merge.Result, rv strin
 	if err != nil {
 		return nil, err
 	}
-	return &splicedObject{t: t, namespace: namespace, rv: rv, build: func() (runtime.Object, error) {
-		return item(namespace, r, rv, o.stale, o.kindOf(resource))
-	}}, nil
+	return &splicedObject{t: t, namespace: namespace, rv: rv, o: o, resource: resource, r: r}, nil
 }
 
 var _ watchmux.BatchObjects = &Objects{}
@@ -281,7 +281,11 @@ func (c *cut) splice(values placeholders) []byte {
 	for _, f := range c.fields {
 		n += len(values[f])
 	}
-	out := make([]byte, 0, n)
+	return c.appendSplice(make([]byte, 0, n), values)
+}
+
+// appendSplice appends the cut's parts joined with values to out.
+func (c *cut) appendSplice(out []byte, values placeholders) []byte {
 	for i, p := range c.parts {
 		out = append(out, p...)
 		if i < len(c.fields) {
@@ -290,6 +294,14 @@ func (c *cut) splice(values placeholders) []byte {
 	}
 	return out
 }
+
+// spliceBuffers are the buffers spliced events are written from: a
+// fan-out writes thousands of them at once, each to a writer that copies
+// it, and allocating each was a tenth of its garbage. Buffers grown past
+// maxPooledSplice (a large item) are left to the collector.
+var spliceBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+
+const maxPooledSplice = 64 << 10
 
 // CacheEncode implements runtime.CacheableObject: the template's encoding
 // with this item's values spliced in, or, for an encoding that doesn't
@@ -304,8 +316,14 @@ func (s *splicedObject) CacheEncode(id runtime.Identifier, encode func(runtime.O
 		_, err := w.Write(own.Bytes())
 		return err
 	case c.ok && valuesSpliceable(values):
-		// One write: a framer may make a frame of each.
-		_, err := w.Write(c.splice(values))
+		// One write: a framer may make a frame of each. The buffer is
+		// reused: a writer keeps nothing of what it is given (io.Writer).
+		buf := spliceBuffers.Get().(*[]byte)
+		*buf = c.appendSplice((*buf)[:0], values)
+		_, err := w.Write(*buf)
+		if cap(*buf) <= maxPooledSplice {
+			spliceBuffers.Put(buf)
+		}
 		return err
 	}
 	obj, err := s.object()
@@ -328,7 +346,7 @@ func valuesSpliceable(v placeholders) bool {
 
 // object returns the whole item, built once; shared: read only.
 func (s *splicedObject) object() (runtime.Object, error) {
-	s.once.Do(func() { s.obj, s.err = s.build() })
+	s.once.Do(func() { s.obj, s.err = item(s.namespace, s.r, s.rv, s.o.stale, s.o.kindOf(s.resource)) })
 	return s.obj, s.err
 }
 

@@ -2,6 +2,7 @@ package views
 
 import (
 	"context"
+	"crypto/sha1"
 	"fmt"
 	"sync"
 	"time"
@@ -229,9 +230,20 @@ func (o *Objects) kindOf(resource string) schema.GroupVersionKind {
 // uidSpace is the UUID namespace of view item uids.
 var uidSpace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://implicit.dev/views"))
 
-// UID is the stable uid of the view, in namespace, of the source object with uid source.
+// UID is the stable uid of the view, in namespace, of the source object
+// with uid source: the name-based (SHA-1, version 5) UUID of
+// "<source>/<namespace>" in uidSpace, made without the garbage of
+// uuid.NewSHA1 (a fan-out makes one per event).
 func UID(source types.UID, namespace string) types.UID {
-	return types.UID(uuid.NewSHA1(uidSpace, []byte(string(source)+"/"+namespace)).String())
+	var buf [128]byte
+	b := append(buf[:0], uidSpace[:]...)
+	b = append(append(append(b, source...), '/'), namespace...)
+	sum := sha1.Sum(b)
+	var u uuid.UUID
+	copy(u[:], sum[:])
+	u[6] = u[6]&0x0f | 0x50 // version 5
+	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
+	return types.UID(u.String())
 }
 
 // item returns a copy of r's source object, or of its merged object when
