@@ -221,8 +221,15 @@ func (c *changeVersion) text(namespace string, index int, seq uint64) string {
 	if !c.whole && c.k >= 0 && namespace != "" {
 		mid = &rv.Mid{K: c.k, Prev: c.prev, Index: index, Namespace: namespace}
 	}
-	b := make([]byte, 0, len(c.head)+48+len(namespace))
-	return string(rv.AppendTail(append(b, c.head...), mid, seq))
+	// One allocation per event: the tail is printed on the stack, then
+	// joined to the head in the string's own bytes.
+	var buf [96]byte
+	tail := rv.AppendTail(buf[:0], mid, seq)
+	var out strings.Builder
+	out.Grow(len(c.head) + len(tail))
+	out.Write(c.head)
+	out.Write(tail)
+	return out.String()
 }
 
 // currentTextLocked is the version of the current state: the lists' and
