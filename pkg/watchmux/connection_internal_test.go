@@ -12,7 +12,7 @@ import (
 // together, and that a connection is forgotten with its last watcher.
 func TestConnectionGroups(t *testing.T) {
 	m := &Mux{watchers: map[*watcher]struct{}{}, allNamespaces: map[*watcher]struct{}{},
-		byNamespace: map[string]map[*watcher]struct{}{}, connections: map[string]*connectionGroup{}}
+		byNamespace: map[string][]*watcher{}, connections: map[string]*connectionGroup{}}
 	var ws []*watcher
 	for i, conn := range []string{"10.0.0.1:1001", "10.0.0.1:1002", "", "10.0.0.1:1001", "10.0.0.1:1002", "10.0.0.1:1001"} {
 		w := &watcher{opts: WatchOptions{Namespace: []string{"a", "b", "c"}[i%3]}, connection: connectionOf(WithConnection(context.Background(), conn))}

@@ -42,9 +42,7 @@ func (m *Mux) fanOutLocked(events []*Event) {
 		ws = append(ws, w)
 	}
 	for ns := range byNamespace {
-		for w := range m.byNamespace[ns] {
-			ws = append(ws, w)
-		}
+		ws = append(ws, m.byNamespace[ns]...)
 	}
 	m.wmu.Unlock()
 	byConnection(ws)

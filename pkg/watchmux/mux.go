@@ -141,7 +141,7 @@ type Mux struct {
 	closed        bool
 	watchers      map[*watcher]struct{}
 	allNamespaces map[*watcher]struct{}
-	byNamespace   map[string]map[*watcher]struct{}
+	byNamespace   map[string][]*watcher
 	// connections number the client connections of open watchers
 	// (connection.go).
 	connections    map[string]*connectionGroup
@@ -176,7 +176,7 @@ func New(policy merge.Policy, resources []string, objects Objects, opts Options)
 		scoped:        newScopedLists(),
 		watchers:      map[*watcher]struct{}{},
 		allNamespaces: map[*watcher]struct{}{},
-		byNamespace:   map[string]map[*watcher]struct{}{},
+		byNamespace:   map[string][]*watcher{},
 		connections:   map[string]*connectionGroup{},
 		changed:       make(chan struct{}, 1),
 	}

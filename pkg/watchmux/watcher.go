@@ -68,6 +68,8 @@ type watcher struct {
 	// connection together (connection.go).
 	connection string
 	group      uint64
+	// slot is the watcher's index among its namespace's (byNamespace); wmu.
+	slot int
 }
 
 var _ watch.Interface = &watcher{}
@@ -397,23 +399,30 @@ func (m *Mux) addWatcherLocked(w *watcher) {
 		m.allNamespaces[w] = struct{}{}
 		return
 	}
-	if m.byNamespace[w.opts.Namespace] == nil {
-		m.byNamespace[w.opts.Namespace] = map[*watcher]struct{}{}
-	}
-	m.byNamespace[w.opts.Namespace][w] = struct{}{}
+	ws := m.byNamespace[w.opts.Namespace]
+	w.slot = len(ws)
+	m.byNamespace[w.opts.Namespace] = append(ws, w)
 }
 
 // removeWatcherLocked drops w from the indexes. Called with wmu held.
 func (m *Mux) removeWatcherLocked(w *watcher) {
-	if _, ok := m.watchers[w]; ok {
-		m.leaveConnectionLocked(w)
+	if _, ok := m.watchers[w]; !ok {
+		return
 	}
+	m.leaveConnectionLocked(w)
 	delete(m.watchers, w)
-	delete(m.allNamespaces, w)
-	if set := m.byNamespace[w.opts.Namespace]; set != nil {
-		delete(set, w)
-		if len(set) == 0 {
-			delete(m.byNamespace, w.opts.Namespace)
-		}
+	if w.opts.Namespace == "" {
+		delete(m.allNamespaces, w)
+		return
+	}
+	// The namespace's last watcher takes w's slot.
+	ws := m.byNamespace[w.opts.Namespace]
+	last := ws[len(ws)-1]
+	ws[w.slot], last.slot = last, w.slot
+	ws[len(ws)-1] = nil
+	if ws = ws[:len(ws)-1]; len(ws) == 0 {
+		delete(m.byNamespace, w.opts.Namespace)
+	} else {
+		m.byNamespace[w.opts.Namespace] = ws
 	}
 }
