@@ -163,3 +163,51 @@ func TestResumeSharedPlainViews(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchListSnapshotFromCopy checks that the initial events of a
+// watch-list of every namespace, merged from a copy of the state's inputs
+// after the lock is released, are those merged from the state itself.
+func TestWatchListSnapshotFromCopy(t *testing.T) {
+	t.Parallel()
+	checked := 0
+	for seed := range uint64(40) {
+		rng := rand.New(rand.NewPCG(seed, 47))
+		m := New(merge.Policy{GlobalNamespace: "g"}, []string{"rolebindings"}, itemObjects{}, Options{})
+		c := &randomCluster{rng: rng, nss: map[string]*corev1.Namespace{}, rbs: map[string]*rbacv1.RoleBinding{}}
+		c.namespace(m, "g")
+		for i := range 10 {
+			c.namespace(m, fmt.Sprintf("t%d", i))
+		}
+		for i := range 4 {
+			c.binding(m, "g", fmt.Sprintf("g-%d", i))
+		}
+		for range 5 + rng.IntN(20) {
+			c.step(m)
+		}
+		for _, name := range []string{"", "g-1"} {
+			opts := WatchOptions{Resource: "rolebindings", Name: name}
+			m.mu.RLock()
+			want := snapshotOf(m.st, opts, 7, "v7")
+			current := m.currentCopyLocked(opts.Resource)
+			m.mu.RUnlock()
+			got := snapshotOf(current.build(), opts, 7, "v7")
+			describe := func(evs []*Event) []string {
+				var out []string
+				for _, e := range evs {
+					out = append(out, fmt.Sprintf("%s %s/%s@%d %s from %s@%s %s %v", e.Type, e.Namespace, e.Name, e.RV, e.text, e.Result.Item.Namespace,
+						e.Result.Item.Object.(*rbacv1.RoleBinding).ResourceVersion, e.Result.Scope, e.Result.Conflicts))
+				}
+				return out
+			}
+			if g, w := describe(got), describe(want); fmt.Sprint(g) != fmt.Sprint(w) {
+				t.Errorf("seed %d, name %q: the snapshot from a copy\n %v\nwant the state's\n %v", seed, name, g, w)
+			}
+			if len(want) > 0 {
+				checked++
+			}
+		}
+	}
+	if checked < 60 {
+		t.Errorf("only %d of 80 snapshots held an item: too few checked", checked)
+	}
+}

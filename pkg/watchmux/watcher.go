@@ -161,6 +161,12 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 	w.startRV = m.v.current()
 	w.startText = m.currentTextLocked()
 	switch {
+	case sendInitial && opts.Namespace == "":
+		// Every namespace (an informer's watch-list): merging each of them
+		// under mu held every change, and every request queued behind one,
+		// for a second at 10,000 namespaces. Their inputs are copied here,
+		// at startRV, and the items merged once mu is released.
+		current = m.currentCopyLocked(opts.Resource)
 	case sendInitial:
 		w.initial = m.snapshotLocked(opts, w.startRV, w.startText)
 	case history != nil:
@@ -193,7 +199,10 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 	m.addWatcherLocked(w)
 	m.wmu.Unlock()
 	m.mu.RUnlock()
-	if current != nil {
+	switch {
+	case current != nil && sendInitial:
+		w.initial = snapshotOf(current.build(), opts, w.startRV, w.startText)
+	case current != nil:
 		w.resumed(past.eventsIn(current.build()))
 	}
 
@@ -251,13 +260,18 @@ func gone(version, why string) error {
 
 // snapshotLocked returns the current items as ADDED events at rv.
 func (m *Mux) snapshotLocked(opts WatchOptions, rv uint64, text string) []*Event {
+	return snapshotOf(m.st, opts, rv, text)
+}
+
+// snapshotOf returns st's items as ADDED events at rv.
+func snapshotOf(st *state, opts WatchOptions, rv uint64, text string) []*Event {
 	namespaces := []string{opts.Namespace}
 	if opts.Namespace == "" {
-		namespaces = m.st.namespaceNames()
+		namespaces = st.namespaceNames()
 	}
 	var out []*Event
 	for _, ns := range namespaces {
-		for _, r := range m.st.results(opts.Resource, ns, opts.Name) {
+		for _, r := range st.results(opts.Resource, ns, opts.Name) {
 			out = append(out, &Event{RV: rv, text: text, Type: watch.Added, Resource: opts.Resource, Namespace: ns, Name: r.Item.Name, Result: r})
 		}
 	}
