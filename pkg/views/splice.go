@@ -321,7 +321,9 @@ func (s *splicedObject) CacheEncode(id runtime.Identifier, encode func(runtime.O
 		buf := spliceBuffers.Get().(*[]byte)
 		*buf = c.appendSplice((*buf)[:0], values)
 		_, err := w.Write(*buf)
-		if cap(*buf) <= maxPooledSplice {
+		if err == nil && cap(*buf) <= maxPooledSplice {
+			// Not after a failed write: HTTP/2 may still hold a large
+			// frame's bytes when it reports its stream closed.
 			spliceBuffers.Put(buf)
 		}
 		return err
