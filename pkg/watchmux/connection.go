@@ -3,9 +3,11 @@ package watchmux
 import (
 	"cmp"
 	"context"
+	"math/rand/v2"
 	"net/http"
 	"slices"
-	"strings"
+
+	"k8s.io/apiserver/pkg/endpoints/request"
 )
 
 // One change gives an event to thousands of watchers, and kube-apiserver's
@@ -33,11 +35,12 @@ func connectionOf(ctx context.Context) string {
 	return c
 }
 
-// ConnectionFilter names the connection of every watch request (a watch
-// query parameter or a /watch/ path) in its context, for WithConnection.
+// ConnectionFilter names the connection of every watch request in its
+// context, for WithConnection. It goes inside k8s.io/apiserver's filters,
+// which tell a watch (the request's info).
 func ConnectionFilter(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.RemoteAddr != "" && (strings.Contains(r.URL.RawQuery, "watch=") || strings.Contains(r.URL.Path, "/watch/")) {
+		if info, ok := request.RequestInfoFrom(r.Context()); ok && info.Verb == "watch" && r.RemoteAddr != "" {
 			r = r.WithContext(WithConnection(r.Context(), r.RemoteAddr))
 		}
 		h.ServeHTTP(w, r)
@@ -78,7 +81,15 @@ func (m *Mux) leaveConnectionLocked(w *watcher) {
 }
 
 // byConnection orders ws so that the watchers of one connection are next
-// to each other (those without one, group 0, first).
+// to each other, starting at a random one: the order also decides which
+// slow watchers wait for the fan-out's time budget first (fanOutLocked),
+// and no connection should always come last.
 func byConnection(ws []*watcher) {
 	slices.SortFunc(ws, func(a, b *watcher) int { return cmp.Compare(a.group, b.group) })
+	if len(ws) > 1 {
+		i := rand.IntN(len(ws))
+		slices.Reverse(ws[:i])
+		slices.Reverse(ws[i:])
+		slices.Reverse(ws)
+	}
 }

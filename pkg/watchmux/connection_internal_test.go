@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"k8s.io/apiserver/pkg/endpoints/request"
 )
 
 // TestConnectionGroups checks that the watchers of one connection share a
@@ -25,14 +27,26 @@ func TestConnectionGroups(t *testing.T) {
 	if ws[2].group != 0 {
 		t.Errorf("a watcher without a connection has group %d, want 0", ws[2].group)
 	}
-	order := append([]*watcher(nil), ws...)
-	byConnection(order)
-	seen := map[uint64]bool{}
-	for i, w := range order {
-		if i > 0 && order[i-1].group != w.group && seen[w.group] {
-			t.Fatalf("group %d is split in the fan-out's order", w.group)
+	// The order starts at a random watcher: each connection's watchers are
+	// next to each other, the last and the first being next to each other.
+	starts := map[uint64]bool{}
+	for range 50 {
+		order := append([]*watcher(nil), ws...)
+		byConnection(order)
+		groups, boundaries := map[uint64]bool{}, 0
+		for i, w := range order {
+			groups[w.group] = true
+			if w.group != order[(i+1)%len(order)].group {
+				boundaries++
+			}
 		}
-		seen[w.group] = true
+		if boundaries != len(groups) {
+			t.Fatalf("order %v: %d groups in %d runs, want one run each", groupsOf(order), len(groups), boundaries)
+		}
+		starts[order[0].group] = true
+	}
+	if len(starts) < 2 {
+		t.Errorf("in 50 fan-outs the order always started with group %v", starts)
 	}
 	for _, w := range []*watcher{ws[0], ws[3]} {
 		m.removeWatcherLocked(w)
@@ -55,17 +69,27 @@ func TestConnectionGroups(t *testing.T) {
 func TestConnectionFilter(t *testing.T) {
 	var got string
 	h := ConnectionFilter(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got = connectionOf(r.Context()) }))
-	for _, tc := range []struct{ target, want string }{
-		{"/apis/implicit.dev/v1alpha1/namespaces/a/rolebindings?watch=true&resourceVersion=1", "192.0.2.1:1234"},
-		{"/apis/implicit.dev/v1alpha1/watch/namespaces/a/rolebindings", "192.0.2.1:1234"},
-		{"/apis/implicit.dev/v1alpha1/namespaces/a/rolebindings?limit=500", ""},
-	} {
+	for _, tc := range []struct {
+		verb string // "": no request info
+		want string
+	}{{"watch", "192.0.2.1:1234"}, {"list", ""}, {"get", ""}, {"", ""}} {
 		got = "unset"
-		r := httptest.NewRequest(http.MethodGet, tc.target, nil)
+		r := httptest.NewRequest(http.MethodGet, "/apis/implicit.dev/v1alpha1/namespaces/a/rolebindings?watch", nil)
+		if tc.verb != "" {
+			r = r.WithContext(request.WithRequestInfo(r.Context(), &request.RequestInfo{IsResourceRequest: true, Verb: tc.verb}))
+		}
 		r.RemoteAddr = "192.0.2.1:1234"
 		h.ServeHTTP(httptest.NewRecorder(), r)
 		if got != tc.want {
-			t.Errorf("%s: connection %q, want %q", tc.target, got, tc.want)
+			t.Errorf("verb %q: connection %q, want %q", tc.verb, got, tc.want)
 		}
 	}
+}
+
+func groupsOf(ws []*watcher) []uint64 {
+	var out []uint64
+	for _, w := range ws {
+		out = append(out, w.group)
+	}
+	return out
 }

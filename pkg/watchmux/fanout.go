@@ -41,11 +41,14 @@ func (m *Mux) fanOutLocked(events []*Event) {
 	for w := range m.allNamespaces {
 		ws = append(ws, w)
 	}
+	everyNamespace := len(ws)
 	for ns := range byNamespace {
 		ws = append(ws, m.byNamespace[ns]...)
 	}
 	m.wmu.Unlock()
-	byConnection(ws)
+	// The watchers of every namespace first, as before; then the others
+	// connection by connection (connection.go).
+	byConnection(ws[everyNamespace:])
 
 	type pending struct {
 		w      *watcher
