@@ -40,6 +40,18 @@ type randomCluster struct {
 	rbs map[string]*rbacv1.RoleBinding
 }
 
+// newRandomCluster is a mux of the global namespace "g" and ten tenants
+// t0..t9, and the random cluster that feeds it, seeded with seed and stream.
+func newRandomCluster(seed, stream uint64) (*Mux, *randomCluster) {
+	m := New(merge.Policy{GlobalNamespace: "g"}, []string{"rolebindings"}, itemObjects{}, Options{})
+	c := &randomCluster{rng: rand.New(rand.NewPCG(seed, stream)), nss: map[string]*corev1.Namespace{}, rbs: map[string]*rbacv1.RoleBinding{}}
+	c.namespace(m, "g")
+	for i := range 10 {
+		c.namespace(m, fmt.Sprintf("t%d", i))
+	}
+	return m, c
+}
+
 func (c *randomCluster) next() string { c.rev++; return strconv.Itoa(c.rev) }
 
 func (c *randomCluster) namespace(m *Mux, name string) {
@@ -109,13 +121,8 @@ func (c *randomCluster) lists() map[string][]runtime.Object {
 func TestResumeSharedPlainViews(t *testing.T) {
 	t.Parallel()
 	for seed := range uint64(40) {
-		rng := rand.New(rand.NewPCG(seed, 31))
-		m := New(merge.Policy{GlobalNamespace: "g"}, []string{"rolebindings"}, itemObjects{}, Options{})
-		c := &randomCluster{rng: rng, nss: map[string]*corev1.Namespace{}, rbs: map[string]*rbacv1.RoleBinding{}}
-		c.namespace(m, "g")
-		for i := range 10 {
-			c.namespace(m, fmt.Sprintf("t%d", i))
-		}
+		m, c := newRandomCluster(seed, 31)
+		rng := c.rng
 		for range 8 {
 			c.step(m)
 		}
@@ -171,13 +178,8 @@ func TestWatchListSnapshotFromCopy(t *testing.T) {
 	t.Parallel()
 	checked := 0
 	for seed := range uint64(40) {
-		rng := rand.New(rand.NewPCG(seed, 47))
-		m := New(merge.Policy{GlobalNamespace: "g"}, []string{"rolebindings"}, itemObjects{}, Options{})
-		c := &randomCluster{rng: rng, nss: map[string]*corev1.Namespace{}, rbs: map[string]*rbacv1.RoleBinding{}}
-		c.namespace(m, "g")
-		for i := range 10 {
-			c.namespace(m, fmt.Sprintf("t%d", i))
-		}
+		m, c := newRandomCluster(seed, 47)
+		rng := c.rng
 		for i := range 4 {
 			c.binding(m, "g", fmt.Sprintf("g-%d", i))
 		}
