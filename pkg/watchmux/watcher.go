@@ -197,6 +197,9 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 		return nil, errShuttingDown
 	}
 	m.addWatcherLocked(w)
+	// Counted when registered: Stop, which may come before run starts (a
+	// slow-close during the initial merge below), counts it out.
+	openWatchers.Inc()
 	m.wmu.Unlock()
 	m.mu.RUnlock()
 	switch {
@@ -206,7 +209,6 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 		w.resumed(past.eventsIn(current.build()))
 	}
 
-	openWatchers.Inc()
 	go w.run()
 	return w, nil
 }
