@@ -31,13 +31,7 @@ func lineageCluster() (*fakeCluster, func(ns, name, user string) fakeChange) {
 		}
 		c.write("namespaces", ns, false)
 	}
-	rb := func(ns, name, user string) fakeChange {
-		return c.write(rolebindings, &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + ns + "-" + name)},
-			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "view"},
-			Subjects:   []rbacv1.Subject{{Kind: "User", Name: user}},
-		}, false)
-	}
+	rb := bindingWriter(c)
 	for i := range 5 {
 		rb(global, fmt.Sprintf("g-%d", i), "u")
 	}
@@ -46,6 +40,34 @@ func lineageCluster() (*fakeCluster, func(ns, name, user string) fakeChange) {
 		rb(fmt.Sprintf("team-%02d", i), "local", "u")
 	}
 	return c, rb
+}
+
+// bindingWriter returns a function that writes the RoleBinding
+// namespace/name, binding user to the view ClusterRole, to c.
+func bindingWriter(c *fakeCluster) func(ns, name, user string) fakeChange {
+	return func(ns, name, user string) fakeChange {
+		return c.write(rolebindings, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + ns + "-" + name)},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "view"},
+			Subjects:   []rbacv1.Subject{{Kind: "User", Name: user}},
+		}, false)
+	}
+}
+
+// teamsCluster is a fake cluster of the global namespace and n teams,
+// team-000 on, each with a local RoleBinding; it returns the teams' names.
+func teamsCluster(n int) (*fakeCluster, []string) {
+	c := &fakeCluster{}
+	c.write("namespaces", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: global, UID: "uid-global"}}, false)
+	rb := bindingWriter(c)
+	var teams []string
+	for i := range n {
+		name := fmt.Sprintf("team-%03d", i)
+		teams = append(teams, name)
+		c.write("namespaces", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)}}, false)
+		rb(name, "local", "u")
+	}
+	return c, teams
 }
 
 // TestOneNamespaceResumeListsItsLineage: a replica without history for a
@@ -128,22 +150,8 @@ func TestOneNamespaceResumeListsItsLineage(t *testing.T) {
 // with its view.
 func TestManyNamespaceResumesListOnce(t *testing.T) {
 	t.Parallel()
-	c := &fakeCluster{}
-	c.write("namespaces", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: global, UID: "uid-global"}}, false)
-	rb := func(ns, name, user string) fakeChange {
-		return c.write(rolebindings, &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + ns + "-" + name)},
-			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "view"},
-			Subjects:   []rbacv1.Subject{{Kind: "User", Name: user}},
-		}, false)
-	}
-	var teams []string
-	for i := range 100 {
-		name := fmt.Sprintf("team-%03d", i)
-		teams = append(teams, name)
-		c.write("namespaces", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)}}, false)
-		rb(name, "local", "u")
-	}
+	c, teams := teamsCluster(100)
+	rb := bindingWriter(c)
 	rb(global, "g", "u")
 	rng := rand.New(rand.NewPCG(9, 31))
 	a := c.startReplica(rng)
@@ -255,22 +263,8 @@ func TestResumeRetriesAPassingListFailure(t *testing.T) {
 // five keeps none).
 func TestFullListsDroppedAreNotListedAgain(t *testing.T) {
 	t.Parallel()
-	c := &fakeCluster{}
-	c.write("namespaces", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: global, UID: "uid-global"}}, false)
-	rb := func(ns, name, user string) fakeChange {
-		return c.write(rolebindings, &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + ns + "-" + name)},
-			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "view"},
-			Subjects:   []rbacv1.Subject{{Kind: "User", Name: user}},
-		}, false)
-	}
-	var teams []string
-	for i := range 70 {
-		name := fmt.Sprintf("team-%03d", i)
-		teams = append(teams, name)
-		c.write("namespaces", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)}}, false)
-		rb(name, "local", "u")
-	}
+	c, teams := teamsCluster(70)
+	rb := bindingWriter(c)
 	rng := rand.New(rand.NewPCG(13, 31))
 	a := c.startReplica(rng)
 	var versions []string
