@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -73,15 +72,7 @@ const (
 func TestSingleReplicaKill(t *testing.T) {
 	rc := setUp(t, 1)
 	ctx, kube, dyn, server := rc.ctx, rc.kube, rc.dyn, rc.servers[0]
-	// team-1's own binding: team-3 inherits it while team-1 is its parent.
-	lead := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: tenant(0), Name: "team-lead"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "lead"}},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
-	}
-	if _, err := kube.RbacV1().RoleBindings(tenant(0)).Create(ctx, lead, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createTeamLead(ctx, t, kube)
 
 	clientCtx, stopClients := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -121,13 +112,7 @@ func TestSingleReplicaKill(t *testing.T) {
 	t.Logf("%d informer-style clients, %d client-go informers (half of every namespace) and %d kubectl loops watch one replica",
 		killWatchers, killInformers, len(kubectls))
 
-	var writeErr error
-	writes := 0
-	writerDone := make(chan struct{})
-	go func() {
-		defer close(writerDone)
-		writes, writeErr = rolloutWriter(runCtx, ctx, kube)
-	}()
+	endWrites := startWriter(ctx, runCtx, endRun, t, kube)
 	time.Sleep(beforeKill)
 
 	killed := time.Now()
@@ -169,12 +154,7 @@ func TestSingleReplicaKill(t *testing.T) {
 		t.Logf("every informer-style client watches again %s after the kill", time.Since(killed).Round(time.Millisecond))
 	}
 	time.Sleep(afterReady)
-	endRun()
-	<-writerDone
-	if writeErr != nil {
-		t.Fatalf("writer: %v", writeErr)
-	}
-	t.Logf("writer: %d writes", writes)
+	endWrites()
 
 	// Every client ends with what a fresh list of its scope returns.
 	held := make([]func() map[string]string, 0, len(informers)+len(goInformers))

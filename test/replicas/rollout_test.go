@@ -63,15 +63,7 @@ func TestRollingRestart(t *testing.T) {
 	}
 	rc := setUp(t, len(hosts))
 	ctx, kube, dyn := rc.ctx, rc.kube, rc.dyn
-	// team-1's own binding: team-3 inherits it while team-1 is its parent.
-	lead := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: tenant(0), Name: "team-lead"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "lead"}},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
-	}
-	if _, err := kube.RbacV1().RoleBindings(tenant(0)).Create(ctx, lead, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createTeamLead(ctx, t, kube)
 
 	clientCtx, stopClients := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -98,13 +90,7 @@ func TestRollingRestart(t *testing.T) {
 	}
 	t.Logf("%d informer-style clients (%d of every namespace) and %d kubectl loops watch", n, (n+1)/2, len(kubectls))
 
-	var writeErr error
-	writes := 0
-	writerDone := make(chan struct{})
-	go func() {
-		defer close(writerDone)
-		writes, writeErr = rolloutWriter(runCtx, ctx, kube)
-	}()
+	endWrites := startWriter(ctx, runCtx, endRun, t, kube)
 
 	all := make([]net.IP, len(hosts))
 	for i, h := range hosts {
@@ -145,12 +131,7 @@ func TestRollingRestart(t *testing.T) {
 	// Past the clients' longest watch, so that every one renewed at least
 	// once after the restarts, on either replica.
 	time.Sleep(2 * rolloutWatch)
-	endRun()
-	<-writerDone
-	if writeErr != nil {
-		t.Fatalf("writer: %v", writeErr)
-	}
-	t.Logf("writer: %d writes", writes)
+	endWrites()
 
 	// Every client ends with what a fresh list of its scope returns.
 	held := make([]func() map[string]string, len(informers))
@@ -178,6 +159,41 @@ func TestRollingRestart(t *testing.T) {
 	}
 	for _, f := range kc.failed {
 		t.Errorf("kubectl get -w failed: %s", f)
+	}
+}
+
+// createTeamLead creates team-1's own binding: team-3 inherits it while
+// team-1 is its parent (rolloutWriter re-parents team-3).
+func createTeamLead(ctx context.Context, t *testing.T, kube kubernetes.Interface) {
+	t.Helper()
+	lead := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tenant(0), Name: "team-lead"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "lead"}},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+	}
+	if _, err := kube.RbacV1().RoleBindings(tenant(0)).Create(ctx, lead, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startWriter runs rolloutWriter until run ends. The returned function
+// ends the run (endRun), waits for the writer and fails t on its error.
+func startWriter(ctx, run context.Context, endRun func(), t *testing.T, kube kubernetes.Interface) func() {
+	var writeErr error
+	writes := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		writes, writeErr = rolloutWriter(run, ctx, kube)
+	}()
+	return func() {
+		t.Helper()
+		endRun()
+		<-done
+		if writeErr != nil {
+			t.Fatalf("writer: %v", writeErr)
+		}
+		t.Logf("writer: %d writes", writes)
 	}
 }
 

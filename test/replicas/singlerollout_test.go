@@ -66,13 +66,7 @@ func TestSingleReplicaRollout(t *testing.T) {
 		t.Fatalf("the clients did not all list: %d of %d informer-style clients", informerTotals(informers).lists, len(informers))
 	}
 	runCtx, endRun := context.WithCancel(clientCtx)
-	var writeErr error
-	writes := 0
-	writerDone := make(chan struct{})
-	go func() {
-		defer close(writerDone)
-		writes, writeErr = rolloutWriter(runCtx, ctx, kube)
-	}()
+	endWrites := startWriter(ctx, runCtx, endRun, t, kube)
 	time.Sleep(beforeKill)
 
 	t.Log("the new replica starts and joins the endpoints")
@@ -108,12 +102,7 @@ func TestSingleReplicaRollout(t *testing.T) {
 		t.Logf("every informer-style client watches again %s after SIGTERM", time.Since(stopped).Round(time.Millisecond))
 	}
 	time.Sleep(afterReady)
-	endRun()
-	<-writerDone
-	if writeErr != nil {
-		t.Fatalf("writer: %v", writeErr)
-	}
-	t.Logf("writer: %d writes", writes)
+	endWrites()
 
 	for _, d := range waitSameAsFresh(ctx, scopes, held) {
 		t.Error(d)
