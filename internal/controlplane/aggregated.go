@@ -194,28 +194,29 @@ func (a *AggregatedServer) Process() *Process {
 // Stop stops the server (SIGTERM, then SIGKILL after the stop timeout). It
 // is idempotent; the server can be started again with Restart.
 func (a *AggregatedServer) Stop() error {
-	a.mu.Lock()
-	p := a.process
-	a.process = nil
-	a.mu.Unlock()
-	if p == nil {
-		return nil
+	if p := a.takeProcess(); p != nil {
+		return p.Stop()
 	}
-	return p.Stop()
+	return nil
 }
 
 // Kill kills the server (SIGKILL to its process group, no grace), as a
 // node failure or the kernel's OOM killer would, and waits until it has
 // exited. It is idempotent; the server can be started again with Restart.
 func (a *AggregatedServer) Kill() error {
+	if p := a.takeProcess(); p != nil {
+		return p.Kill()
+	}
+	return nil
+}
+
+// takeProcess returns the current run, if any, and forgets it.
+func (a *AggregatedServer) takeProcess() *Process {
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	p := a.process
 	a.process = nil
-	a.mu.Unlock()
-	if p == nil {
-		return nil
-	}
-	return p.Kill()
+	return p
 }
 
 // Restart stops the server if it runs and starts it again on the same port
