@@ -4,10 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -42,50 +40,8 @@ func resultsAt(t *testing.T, m *watchmux.Mux, version, namespace string) (viewSt
 func TestResultsAtPastVersion(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(5, 31))
-	c := &fakeCluster{}
-	wr := newWriter(c, rng)
-	wr.namespace(global)
-	for _, n := range replicaTeams {
-		wr.namespace(n)
-	}
-	for range 8 {
-		wr.step()
-	}
-	a := c.startReplica(rng)
-	b := c.startReplica(rng)
-	yes := true
-	w, err := a.Watch(t.Context(), watchmux.WatchOptions{Resource: rolebindings, SendInitialEvents: &yes, AllowBookmarks: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	state := viewState{}
-	for _, ev := range readUntilBookmark(t, w) {
-		state.apply(t, ev, "A's initial events")
-	}
-	var writes []fakeChange
-	for range 40 {
-		writes = append(writes, wr.step())
-	}
-	for _, ch := range writes {
-		feedChange(a, ch)
-	}
-	for _, ch := range interleave(rng, writes) {
-		feedChange(b, ch)
-	}
-	want := currentView(t, a, "")
-	var events []clientEvent
-	deadline := time.After(30 * time.Second)
-	for len(state.diff(want)) > 0 || len(events) == 0 {
-		select {
-		case ev := <-w.ResultChan():
-			state.apply(t, ev, "following A")
-			acc, _ := meta.Accessor(ev.Object)
-			events = append(events, clientEvent{version: acc.GetResourceVersion(), ns: acc.GetNamespace(), state: state.clone()})
-		case <-deadline:
-			t.Fatalf("the client of A never reached its view: %v", state.diff(want))
-		}
-	}
+	f := followClient(t, rng, 40)
+	c, a, b, events := f.c, f.a, f.b, f.events
 	cr := c.startReplica(rng)
 	for i, e := range events {
 		if i%3 != 0 && i != len(events)-1 {

@@ -389,59 +389,10 @@ func TestResumeOnAnyReplica(t *testing.T) {
 		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
 			t.Parallel()
 			rng := rand.New(rand.NewPCG(seed, 31))
-			c := &fakeCluster{}
-			wr := newWriter(c, rng)
-			var initial []fakeChange
-			initial = append(initial, wr.namespace(global))
-			for _, n := range replicaTeams {
-				initial = append(initial, wr.namespace(n))
-			}
-			for range 8 {
-				initial = append(initial, wr.step())
-			}
-			a := c.startReplica(rng)
-			b := c.startReplica(rng)
-
-			// A watch-list: the versions of the initial events name the
-			// state after all of them (a reflector holds none of them until
-			// the bookmark that ends them).
-			yes := true
-			w, err := a.Watch(t.Context(), watchmux.WatchOptions{Resource: rolebindings, SendInitialEvents: &yes, AllowBookmarks: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer w.Stop()
-			state := viewState{}
-			for _, ev := range readUntilBookmark(t, w) {
-				state.apply(t, ev, "A's initial events")
-			}
-			var writes []fakeChange
-			for range 60 {
-				writes = append(writes, wr.step())
-			}
-			for _, ch := range writes {
-				feedChange(a, ch)
-			}
-			for _, ch := range interleave(rng, writes) {
-				feedChange(b, ch)
-			}
-			want := currentView(t, a, "")
+			f := followClient(t, rng, 60)
+			c, b, want, events := f.c, f.b, f.want, f.events
 			if d := currentView(t, b, "").diff(want); len(d) > 0 {
 				t.Fatalf("replicas A and B at the same writes serve different views: %v", d)
-			}
-
-			// The client of every namespace, following A to the end.
-			var events []clientEvent
-			deadline := time.After(30 * time.Second)
-			for len(state.diff(want)) > 0 || len(events) == 0 {
-				select {
-				case ev := <-w.ResultChan():
-					state.apply(t, ev, "following A")
-					acc, _ := meta.Accessor(ev.Object)
-					events = append(events, clientEvent{version: acc.GetResourceVersion(), ns: acc.GetNamespace(), state: state.clone()})
-				case <-deadline:
-					t.Fatalf("the client of A never reached its view: %v", state.diff(want))
-				}
 			}
 			cr := c.startReplica(rng) // started after every write
 
@@ -480,10 +431,75 @@ func TestResumeOnAnyReplica(t *testing.T) {
 			c.mu.Lock()
 			c.compacted = c.rev
 			c.mu.Unlock()
-			_, err = cr.Watch(t.Context(), watchmux.WatchOptions{Resource: rolebindings, ResourceVersion: events[0].version})
+			_, err := cr.Watch(t.Context(), watchmux.WatchOptions{Resource: rolebindings, ResourceVersion: events[0].version})
 			if !apierrors.IsResourceExpired(err) {
 				t.Errorf("a watch from a compacted version: err = %v, want 410 Gone", err)
 			}
 		})
 	}
+}
+
+// followed is a client of every namespace of replica A that followed it
+// through random writes (followClient).
+type followed struct {
+	c    *fakeCluster
+	a, b *watchmux.Mux
+	// want is A's view after the writes; events are the client's states
+	// after each event it received.
+	want   viewState
+	events []clientEvent
+}
+
+// followClient writes the namespaces of replicaTeams and 8 random changes
+// to a fake cluster, starts replicas A and B of it and a client of every
+// namespace of A, which lists with a watch-list (the versions of its
+// initial events name the state after all of them: a reflector holds none
+// of them until the bookmark that ends them); then steps more random
+// changes reach A, and B in another order, and the client follows A until
+// it holds A's view.
+func followClient(t *testing.T, rng *rand.Rand, steps int) followed {
+	t.Helper()
+	c := &fakeCluster{}
+	wr := newWriter(c, rng)
+	wr.namespace(global)
+	for _, n := range replicaTeams {
+		wr.namespace(n)
+	}
+	for range 8 {
+		wr.step()
+	}
+	f := followed{c: c, a: c.startReplica(rng), b: c.startReplica(rng)}
+	yes := true
+	w, err := f.a.Watch(t.Context(), watchmux.WatchOptions{Resource: rolebindings, SendInitialEvents: &yes, AllowBookmarks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	state := viewState{}
+	for _, ev := range readUntilBookmark(t, w) {
+		state.apply(t, ev, "A's initial events")
+	}
+	var writes []fakeChange
+	for range steps {
+		writes = append(writes, wr.step())
+	}
+	for _, ch := range writes {
+		feedChange(f.a, ch)
+	}
+	for _, ch := range interleave(rng, writes) {
+		feedChange(f.b, ch)
+	}
+	f.want = currentView(t, f.a, "")
+	deadline := time.After(30 * time.Second)
+	for len(state.diff(f.want)) > 0 || len(f.events) == 0 {
+		select {
+		case ev := <-w.ResultChan():
+			state.apply(t, ev, "following A")
+			acc, _ := meta.Accessor(ev.Object)
+			f.events = append(f.events, clientEvent{version: acc.GetResourceVersion(), ns: acc.GetNamespace(), state: state.clone()})
+		case <-deadline:
+			t.Fatalf("the client of A never reached its view: %v", state.diff(f.want))
+		}
+	}
+	return f
 }
