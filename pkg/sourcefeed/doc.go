@@ -1,0 +1,15 @@
+// Package sourcefeed tells the consumer of a shared informer at which etcd
+// revision the state its handler has been given is complete.
+//
+// A client-go informer hands its handlers objects, never the revision of a
+// list or a bookmark, and after a relist it delivers the list's changes in
+// key order, with inferred deletions carrying old revisions: the highest
+// revision delivered so far is not a state etcd ever held. A Tracker wraps the
+// informer's ListerWatcher, sees every list, watch event and bookmark in the
+// reflector's order, models the informer's store to know how many handler
+// deliveries each one makes, and regroups the deliveries for its Sink: one
+// watch event at its own revision, a whole relist as one change at the
+// list's revision, a bookmark as progress. It builds on client-go's
+// RealFIFO delivery order (InOrderInformers, AtomicFIFO) and replaces
+// nothing of the informer: every other handler and lister of it is unchanged.
+package sourcefeed
