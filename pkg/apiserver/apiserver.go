@@ -144,7 +144,19 @@ func (c CompletedConfig) New() (*Server, error) {
 		hub = newHubHealth(x.Hub.Name, x.Hub.Client, x.Clock)
 		objects.WithStaleness(hub.stale)
 	}
-	if err := mux.AddNamespaceInformer(x.Informers.Core().V1().Namespaces().Informer()); err != nil {
+	// Before anything asks the factories for these informers: they list
+	// and watch through Trackers, so versions name complete states.
+	local := trackInformers(x.Informers, x.Client, "")
+	var hubTracked tracked
+	if x.Hub != nil {
+		hubTracked = trackInformers(x.Hub.Informers, x.Hub.Client, x.Policy.GlobalNamespace)
+	}
+	nsInformer := x.Informers.Core().V1().Namespaces().Informer()
+	if local.namespaces != nil && local.namespaces.Informer == nsInformer {
+		if err := mux.AddNamespaceStream(nsInformer, local.namespaces.Tracker); err != nil {
+			return nil, err
+		}
+	} else if err := mux.AddNamespaceInformer(nsInformer); err != nil {
 		return nil, err
 	}
 	mux.SetNamespaceList(namespacesAt(x.Client))
@@ -193,11 +205,11 @@ func (c CompletedConfig) New() (*Server, error) {
 	}
 
 	// Every served kind, built in or found on the host later.
-	ctl, err := c.newKindController(mux, objects, group, hub, guards.Serve)
+	ctl, err := c.newKindController(mux, objects, group, hub, guards.Serve, local, hubTracked)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.addHooks(gs, mux, ctl, group, hub); err != nil {
+	if err := c.addHooks(gs, mux, ctl, group, hub, append(local.trackers(), hubTracked.trackers()...)); err != nil {
 		return nil, err
 	}
 	return &Server{GenericAPIServer: gs}, nil
@@ -229,16 +241,17 @@ func resources(typed []kinds.Kind) []string {
 
 // newKindController serves every configured kind through mux and group;
 // onServe is told of each kind served at run time (the guards).
-func (c CompletedConfig) newKindController(mux *watchmux.Mux, objects *views.Objects, group *servedgroup.Group, hub *hubHealth, onServe func(schema.GroupResource)) (*kindcontroller.Controller, error) {
+func (c CompletedConfig) newKindController(mux *watchmux.Mux, objects *views.Objects, group *servedgroup.Group, hub *hubHealth, onServe func(schema.GroupResource), local, hubTracked tracked) (*kindcontroller.Controller, error) {
 	x := c.ExtraConfig
 	return kindcontroller.New(kindcontroller.Config{
 		Kinds:       x.Kinds,
 		HostSchemas: x.HostSchemas,
 		Overlayer:   x.Overlayer,
 		Informers:   x.Informers,
+		Streams:     local.kinds,
 		Discovery:   discoveryOf(x.Client),
 		Dynamic:     x.Dynamic,
-		Hub:         c.kindsHub(hub),
+		Hub:         c.kindsHub(hub, hubTracked),
 		Mux:         mux,
 		Objects:     objects,
 		Group:       group,
@@ -250,7 +263,7 @@ func (c CompletedConfig) newKindController(mux *watchmux.Mux, objects *views.Obj
 
 // kindsHub is the hub of the global sources as the kind controller reads
 // it; nil without one.
-func (c CompletedConfig) kindsHub(hub *hubHealth) *kindcontroller.Hub {
+func (c CompletedConfig) kindsHub(hub *hubHealth, hubTracked tracked) *kindcontroller.Hub {
 	x := c.ExtraConfig
 	if x.Hub == nil {
 		return nil
@@ -261,5 +274,6 @@ func (c CompletedConfig) kindsHub(hub *hubHealth) *kindcontroller.Hub {
 		Dynamic:         x.Hub.Dynamic,
 		GlobalNamespace: x.Policy.GlobalNamespace,
 		Staleness:       hub.stale,
+		Streams:         hubTracked.kinds,
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/hierarchy"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kindcontroller"
 	"github.com/implicit-dev/implicit-apiserver/pkg/servedgroup"
+	"github.com/implicit-dev/implicit-apiserver/pkg/sourcefeed"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
@@ -20,8 +21,14 @@ import (
 // controller, the hub's informers and probes, the mux, the hierarchy
 // reporter) and ties readiness to the kinds being looked up and every
 // source being read.
-func (c CompletedConfig) addHooks(gs *genericapiserver.GenericAPIServer, mux *watchmux.Mux, ctl *kindcontroller.Controller, group *servedgroup.Group, hub *hubHealth) error {
+func (c CompletedConfig) addHooks(gs *genericapiserver.GenericAPIServer, mux *watchmux.Mux, ctl *kindcontroller.Controller, group *servedgroup.Group, hub *hubHealth, trackers []*sourcefeed.Tracker) error {
 	x := c.ExtraConfig
+	if err := gs.AddPostStartHook("implicit-source-progress", func(ctx genericapiserver.PostStartHookContext) error {
+		go runProgress(ctx, trackers)
+		return nil
+	}); err != nil {
+		return err
+	}
 	if err := gs.AddPostStartHook("implicit-served-kinds", func(ctx genericapiserver.PostStartHookContext) error {
 		go ctl.Run(ctx)
 		return nil

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 	"k8s.io/utils/clock"
@@ -19,6 +20,7 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 	"github.com/implicit-dev/implicit-apiserver/pkg/servedgroup"
+	"github.com/implicit-dev/implicit-apiserver/pkg/sourcefeed"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -48,6 +50,15 @@ type Hub struct {
 	GlobalNamespace string
 	// Staleness says since when the hub's sources are stale.
 	Staleness views.Staleness
+	// Streams are the Trackers of Informers' built-in kinds.
+	Streams map[schema.GroupVersionResource]Stream
+}
+
+// Stream is a built-in kind's informer that lists and watches through a
+// Tracker (pkg/sourcefeed): the mux takes complete states from it.
+type Stream struct {
+	Tracker  *sourcefeed.Tracker
+	Informer cache.SharedIndexInformer
 }
 
 // Config is what a Controller serves and what it reads.
@@ -63,6 +74,8 @@ type Config struct {
 	Informers informers.SharedInformerFactory
 	Discovery discovery.DiscoveryInterface
 	Dynamic   dynamic.Interface
+	// Streams are the Trackers of Informers' built-in kinds.
+	Streams map[schema.GroupVersionResource]Stream
 	// Hub, when set, feeds the global sources of every kind.
 	Hub *Hub
 	// Mux merges the sources; Objects make its view items.
@@ -95,6 +108,7 @@ type Controller struct {
 	dc           discovery.DiscoveryInterface
 	dyn          dynamic.Interface
 	informers    informers.SharedInformerFactory
+	streams      map[schema.GroupVersionResource]Stream
 	factory      dynamicinformer.DynamicSharedInformerFactory
 	// hub, when set, feeds the global sources of every kind; hubFactory,
 	// when set, those of the kinds not built in.
@@ -146,6 +160,7 @@ func New(c Config) (*Controller, error) {
 		dc:        c.Discovery,
 		dyn:       c.Dynamic,
 		informers: c.Informers,
+		streams:   c.Streams,
 		mux:       c.Mux,
 		objects:   c.Objects,
 		group:     c.Group,

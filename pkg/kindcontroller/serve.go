@@ -9,6 +9,7 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
+	"github.com/implicit-dev/implicit-apiserver/pkg/sourcefeed"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -44,12 +45,18 @@ func (c *Controller) start(k kinds.Kind, o *merge.Options) ([]cache.InformerSync
 			return nil, fmt.Errorf("no informer for %s: %w", k.Source, err)
 		}
 		src.local = gi.Informer()
+		if st, ok := c.streams[k.Source]; ok && st.Informer == src.local {
+			src.localStream = st.Tracker
+		}
 		if c.hub != nil {
 			hi, err := c.hub.Informers.ForResource(k.Source)
 			if err != nil {
 				return nil, fmt.Errorf("no informer for %s on the hub: %w", k.Source, err)
 			}
 			src.hub = hi.Informer()
+			if st, ok := c.hub.Streams[k.Source]; ok && st.Informer == src.hub {
+				src.hubStream = st.Tracker
+			}
 		}
 	}
 	var hubName string
@@ -84,6 +91,9 @@ type sources struct {
 	local, hub cache.SharedIndexInformer
 	// localList and hubList list them as of an etcd revision.
 	localList, hubList watchmux.ListFunc
+	// localStream and hubStream, when set, are the Trackers they list and
+	// watch through.
+	localStream, hubStream *sourcefeed.Tracker
 }
 
 // feed hands a kind's informers to the mux; it is the only caller of the
@@ -99,11 +109,11 @@ func feed(mux *watchmux.Mux, resource, hub string, src sources, pending bool) ([
 		}
 		return err
 	}
-	if err := add(watchmux.Source{Informer: src.local, List: src.localList}); err != nil {
+	if err := add(watchmux.Source{Informer: src.local, List: src.localList, Stream: src.localStream}); err != nil {
 		return nil, err
 	}
 	if src.hub != nil {
-		if err := add(watchmux.Source{Informer: src.hub, Cluster: hub, List: src.hubList}); err != nil {
+		if err := add(watchmux.Source{Informer: src.hub, Cluster: hub, List: src.hubList, Stream: src.hubStream}); err != nil {
 			return nil, err
 		}
 	}

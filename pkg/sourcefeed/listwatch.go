@@ -31,10 +31,7 @@ func (l *trackedLW) Watch(options metav1.ListOptions) (watch.Interface, error) {
 
 // IsWatchListSemanticsUnSupported passes on the wrapped ListerWatcher's
 // answer: the reflector uses watch-list when the client supports it.
-func (l *trackedLW) IsWatchListSemanticsUnSupported() bool {
-	u, ok := l.t.inner.(interface{ IsWatchListSemanticsUnSupported() bool })
-	return ok && u.IsWatchListSemanticsUnSupported()
-}
+func (l *trackedLW) IsWatchListSemanticsUnSupported() bool { return l.t.noWatchList }
 
 // ListWithContext implements cache.ListerWithContext: a page adds to the
 // list under way; the last page (no continue) completes it at the list's

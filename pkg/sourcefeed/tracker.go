@@ -48,6 +48,9 @@ type Change struct {
 type Tracker struct {
 	name  string
 	inner cache.ListerWatcherWithContext
+	// noWatchList: the wrapped ListerWatcher says its client does not
+	// support watch-list (client-go's IsWatchListSemanticsUnSupported).
+	noWatchList bool
 
 	mu   sync.Mutex
 	sink Sink
@@ -78,7 +81,11 @@ type mark struct {
 
 // New returns a Tracker of the informer that lists and watches through lw.
 func New(name string, lw cache.ListerWatcher) *Tracker {
-	return &Tracker{name: name, inner: cache.ToListerWatcherWithContext(lw), shadow: map[string]string{}}
+	u, ok := lw.(interface{ IsWatchListSemanticsUnSupported() bool })
+	return &Tracker{
+		name: name, inner: cache.ToListerWatcherWithContext(lw), shadow: map[string]string{},
+		noWatchList: ok && u.IsWatchListSemanticsUnSupported(),
+	}
 }
 
 // SetSink sets the Sink; call it before the informer runs.

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
-	rv "github.com/implicit-dev/implicit-apiserver/pkg/resourceversion"
 )
 
 // A source's revision is that of the last change its informer delivered.
@@ -46,7 +45,7 @@ func (m *Mux) waitFor(ctx context.Context, vector []uint64) error {
 		case <-t.C():
 		}
 		m.mu.RLock()
-		ok := rv.AtLeast(m.pos.vector(), vector)
+		ok := m.pos.reachesLocked(vector)
 		m.mu.RUnlock()
 		if ok {
 			return nil
@@ -86,7 +85,12 @@ func (m *Mux) catchUp(ctx context.Context, vector []uint64) {
 		}
 		m.mu.Lock()
 		if m.pos.revs[b.key] < b.rev && m.mirrorsLocked(b.key, objs) {
-			m.pos.revs[b.key] = b.rev
+			// The state at b.rev is the mirror's, but the revision does
+			// not move there: events the informer has not delivered yet
+			// may lie before it (a creation and a deletion it lags
+			// behind), and would then be stamped after it (issue 38,
+			// case 4). The next change of the source forgets it.
+			m.pos.equal[b.key] = b.rev
 		}
 		m.mu.Unlock()
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/sourcefeed"
 )
 
 // The feed: the informers' handlers, and the calls that configure what is
@@ -54,6 +55,11 @@ type Source struct {
 	// (resourceVersionMatch=Exact), for serving versions issued by another
 	// replica or an earlier run; nil: those answer 410 Gone.
 	List ListFunc
+	// Stream, when set, is the Tracker Informer lists and watches through:
+	// the mux then takes complete states from it (stream.go). Without it,
+	// a source's revision is that of the last object delivered, which is
+	// right only for an informer that never relists.
+	Stream *sourcefeed.Tracker
 }
 
 // SetNamespaceList sets the lister of the namespaces as of an etcd
@@ -96,10 +102,31 @@ func (m *Mux) AddSource(resource string, s Source) (cache.ResourceEventHandlerRe
 		return nil, fmt.Errorf("watchmux: resource %q is not served", resource)
 	}
 	cluster := s.Cluster
+	var reg cache.ResourceEventHandlerRegistration
+	var err error
+	if s.Stream != nil {
+		s.Stream.SetSink(&sourceSink{m: m, resource: resource, cluster: cluster})
+		reg, err = s.Informer.AddEventHandler(s.Stream.Handler())
+	} else {
+		reg, err = m.addSourceHandler(s.Informer, resource, cluster)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !pending {
+		m.mu.Lock()
+		m.regs = append(m.regs, reg)
+		m.mu.Unlock()
+	}
+	return reg, nil
+}
+
+// addSourceHandler feeds the mux from informer's objects as delivered.
+func (m *Mux) addSourceHandler(informer cache.SharedIndexInformer, resource, cluster string) (cache.ResourceEventHandlerRegistration, error) {
 	// Materialized copies are never sources: an object that gains the
 	// label leaves the mirror as a deletion, one that loses it enters it as
 	// an addition.
-	reg, err := s.Informer.AddEventHandler(cache.FilteringResourceEventHandler{
+	return informer.AddEventHandler(cache.FilteringResourceEventHandler{
 		FilterFunc: func(obj any) bool {
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
@@ -117,15 +144,6 @@ func (m *Mux) AddSource(resource string, s Source) (cache.ResourceEventHandlerRe
 			DeleteFunc: func(obj any) { m.onSource(resource, cluster, obj, true) },
 		},
 	})
-	if err != nil {
-		return nil, err
-	}
-	if !pending {
-		m.mu.Lock()
-		m.regs = append(m.regs, reg)
-		m.mu.Unlock()
-	}
-	return reg, nil
 }
 
 // sourceItem is the merge item of the source object o, namespace/name.
@@ -264,6 +282,12 @@ func (m *Mux) SetMergeOptions(resource string, o merge.Options) {
 // OnNamespace applies a namespace event: obj is a *corev1.Namespace or a
 // cache.DeletedFinalStateUnknown holding one. The informer handler calls it.
 func (m *Mux) OnNamespace(obj any, deleted bool) {
+	m.applyNamespace(obj, deleted, 0)
+}
+
+// applyNamespace applies a namespace event after which the namespaces'
+// state is complete at revision rev; 0: at the object's resourceVersion.
+func (m *Mux) applyNamespace(obj any, deleted bool, rev uint64) {
 	start := m.opts.Clock.Now()
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj, deleted = d.Obj, true
@@ -278,7 +302,7 @@ func (m *Mux) OnNamespace(obj any, deleted bool) {
 		next = merge.NamespaceOf(ns)
 	}
 	m.mu.Lock()
-	k, prev := m.pos.advanceLocked(namespacesKey, ns)
+	k, prev := m.pos.applyLocked(namespacesKey, revisionOr(rev, ns))
 	if deleted || ns.DeletionTimestamp == nil {
 		m.st.terminating.Delete(ns.Name)
 	} else {
@@ -384,6 +408,12 @@ func (m *Mux) OnSource(resource string, obj any, deleted bool) {
 
 // onSource applies a source event from cluster ("" for the local one).
 func (m *Mux) onSource(resource, cluster string, obj any, deleted bool) {
+	m.applySource(resource, cluster, obj, deleted, 0)
+}
+
+// applySource applies a source event after which the source's state is
+// complete at revision rev; 0: at the object's resourceVersion.
+func (m *Mux) applySource(resource, cluster string, obj any, deleted bool, rev uint64) {
 	start := m.opts.Clock.Now()
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj, deleted = d.Obj, true
@@ -409,7 +439,7 @@ func (m *Mux) onSource(resource, cluster string, obj any, deleted bool) {
 		klog.ErrorS(nil, "Event of a resource that is not served", "resource", resource)
 		return
 	}
-	k, prev := m.pos.advanceLocked(sourceKey(resource, cluster), o)
+	k, prev := m.pos.applyLocked(sourceKey(resource, cluster), revisionOr(rev, o))
 	if m.hub != "" && cluster == "" && namespace == m.st.policy.GlobalNamespace {
 		m.mu.Unlock()
 		return // the hub's global namespace is the global scope, not this one's

@@ -40,10 +40,25 @@ func (m *Mux) ResultsAt(ctx context.Context, version, resource, namespace, name 
 		m.mu.RUnlock()
 		return nil, err
 	}
-	if !rv.AtLeast(m.pos.vector(), want.Vector) {
-		current := m.currentTextLocked()
+	if !m.pos.reachesLocked(want.Vector) {
+		// Ahead of this replica: wait for its informers as a watch does,
+		// then answer as kube-apiserver does for a list ahead of its cache.
 		m.mu.RUnlock()
-		return nil, apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %s, current: %s", version, current), 1)
+		waitCtx, cancel := context.WithTimeout(ctx, aheadWait)
+		err := m.waitFor(waitCtx, want.Vector)
+		cancel()
+		m.mu.RLock()
+		if err != nil || !m.pos.reachesLocked(want.Vector) {
+			current := m.currentTextLocked()
+			m.mu.RUnlock()
+			return nil, apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %s, current: %s", version, current), 1)
+		}
+	}
+	if want.Mid == nil && m.pos.sameStateLocked(want.Vector) {
+		// The version names the current state: no list needed.
+		out := m.currentResultsLocked(resource, namespace, name)
+		m.mu.RUnlock()
+		return out, nil
 	}
 	c := m.pastConfigLocked()
 	m.mu.RUnlock()
@@ -66,4 +81,20 @@ func (m *Mux) ResultsAt(ctx context.Context, version, resource, namespace, name 
 		}
 	}
 	return out, nil
+}
+
+// currentResultsLocked is the current views of resource in namespace (""
+// for every namespace), of item name only when set. Called with mu held.
+func (m *Mux) currentResultsLocked(resource, namespace, name string) []NamespaceResults {
+	namespaces := []string{namespace}
+	if namespace == "" {
+		namespaces = m.st.namespaceNames()
+	}
+	var out []NamespaceResults
+	for _, ns := range namespaces {
+		if res := m.st.results(resource, ns, name); len(res) > 0 {
+			out = append(out, NamespaceResults{Namespace: ns, Results: res})
+		}
+	}
+	return out
 }

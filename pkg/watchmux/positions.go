@@ -50,8 +50,15 @@ type ListFunc func(ctx context.Context, rv, namespace string) ([]runtime.Object,
 
 // positions are the sources' revisions.
 type positions struct {
-	// revs maps a source key to the revision of the last change applied.
+	// revs maps a source key to the revision at which its state, as the
+	// mirror holds it, is known complete (stream.go).
 	revs map[string]uint64
+	// changed maps a source key to the revision of its last change applied:
+	// its state is the same at every revision from changed to revs.
+	changed map[string]uint64
+	// equal maps a source key to a revision past revs whose list was found
+	// to hold the mirror's state (catchUp), until the source's next change.
+	equal map[string]uint64
 	// lists are the sources' exact listers; a missing one makes versions
 	// this replica has no history for unservable (410).
 	lists map[string]ListFunc
@@ -65,7 +72,7 @@ type positions struct {
 }
 
 func newPositions() *positions {
-	return &positions{revs: map[string]uint64{namespacesKey: 0}, lists: map[string]ListFunc{}}
+	return &positions{revs: map[string]uint64{namespacesKey: 0}, changed: map[string]uint64{}, equal: map[string]uint64{}, lists: map[string]ListFunc{}}
 }
 
 // addLocked adds a source; a new source changes the vector's layout and the
@@ -118,23 +125,77 @@ func (p *positions) vector() []uint64 {
 	return out
 }
 
-// advanceLocked records that the source key delivered obj (or its
-// deletion): its revision is the object's resourceVersion, which a watch
-// event's object carries (a deletion's too). The revision never goes back:
-// an informer's relist delivers objects in no order, and a deletion it
-// infers carries the object's last known revision. It returns the
-// component and the revision before, for the change's version.
-func (p *positions) advanceLocked(key string, obj any) (k int, prev uint64) {
+// applyLocked records that source key changed, and that its state is then
+// complete at revision rev. The revision never goes back (a source fed
+// without a Tracker may deliver a relist's objects in no order). It returns
+// the component and the revision before, for the change's version.
+func (p *positions) applyLocked(key string, rev uint64) (k int, prev uint64) {
 	k = p.index(key)
 	prev = p.revs[key]
+	if rev > prev {
+		p.revs[key] = rev
+	}
+	p.changed[key] = p.revs[key]
+	delete(p.equal, key)
+	return k, prev
+}
+
+// progressLocked records that source key's state, unchanged, is complete
+// at revision rev.
+func (p *positions) progressLocked(key string, rev uint64) {
+	if rev > p.revs[key] {
+		p.revs[key] = rev
+	}
+}
+
+// revisionOr is rev, or obj's resourceVersion when rev is 0.
+func revisionOr(rev uint64, obj any) uint64 {
+	if rev != 0 {
+		return rev
+	}
 	acc, err := meta.Accessor(obj)
 	if err != nil {
-		return k, prev
+		return 0
 	}
-	if n, err := strconv.ParseUint(acc.GetResourceVersion(), 10, 64); err == nil && n > prev {
-		p.revs[key] = n
+	n, _ := strconv.ParseUint(acc.GetResourceVersion(), 10, 64)
+	return n
+}
+
+// reachesLocked reports whether this replica's state is at or past
+// vector: each source's revision is at or past vector's, or the state at
+// vector's revision was found equal to its own (catchUp).
+func (p *positions) reachesLocked(vector []uint64) bool {
+	keys := p.sortedKeys()
+	if len(keys) != len(vector) {
+		return false
 	}
-	return k, prev
+	for i, k := range keys {
+		if vector[i] > p.revs[k] && p.equal[k] != vector[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// sameStateLocked reports whether vector names the state this replica
+// holds: for each source, no change between vector's revision and its own
+// (both complete), or vector's revision found equal to it. A client at
+// vector holds exactly the current views: nothing to list or send.
+func (p *positions) sameStateLocked(vector []uint64) bool {
+	keys := p.sortedKeys()
+	if len(keys) != len(vector) {
+		return false
+	}
+	for i, k := range keys {
+		v := vector[i]
+		if p.equal[k] == v && v != 0 {
+			continue
+		}
+		if v < p.changed[k] || v > p.revs[k] {
+			return false
+		}
+	}
+	return true
 }
 
 // fingerprint hashes the semantics and the configuration the views depend

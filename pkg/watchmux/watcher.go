@@ -100,6 +100,7 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 	var past *resume
 	var current *currentCopy
 	var history []*Event
+	same := false
 	for {
 		m.mu.RLock()
 		if !m.synced {
@@ -113,7 +114,7 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 			m.mu.RUnlock()
 			return nil, err
 		}
-		if !rv.AtLeast(m.pos.vector(), want.Vector) {
+		if !m.pos.reachesLocked(want.Vector) {
 			// Ahead of this replica: wait until its informers catch up.
 			m.mu.RUnlock()
 			waitCtx, cancel := context.WithTimeout(ctx, aheadWait)
@@ -132,6 +133,12 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 				history = events
 				break
 			}
+		}
+		if want.Mid == nil && m.pos.sameStateLocked(want.Vector) {
+			// The client holds the current views: nothing to list or
+			// send, whoever issued the version and however long ago.
+			same = true
+			break
 		}
 		c := m.pastConfigLocked()
 		m.mu.RUnlock()
@@ -169,6 +176,8 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 		current = m.currentCopyLocked(opts.Resource)
 	case sendInitial:
 		w.initial = m.snapshotLocked(opts, w.startRV, w.startText)
+	case same:
+		w.resumed(nil)
 	case history != nil:
 		w.initial = history
 	case past != nil && opts.Namespace == "":

@@ -1,0 +1,166 @@
+package apiserver
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/kindcontroller"
+	"github.com/implicit-dev/implicit-apiserver/pkg/sourcefeed"
+)
+
+// progressInterval is how often each tracked source is read consistently
+// (one item), so that the bookmarks kube-apiserver sends its informer (about
+// once a minute) carry etcd's current revision even while the source is
+// quiet. Without it a quiet source's revision moves only with etcd's
+// progress notifications (10 minutes by default), and a version could name
+// a revision compacted since (5 minutes by default) while its state is
+// current.
+const progressInterval = 30 * time.Second
+
+// trackedKinds are the built-in kinds whose informers list and watch
+// through a Tracker, with their list and watch through the typed client.
+var trackedKinds = []struct {
+	gvr     schema.GroupVersionResource
+	example runtime.Object
+	list    func(c kubernetes.Interface, ns string) func(context.Context, metav1.ListOptions) (runtime.Object, error)
+	watch   func(c kubernetes.Interface, ns string) func(context.Context, metav1.ListOptions) (watch.Interface, error)
+}{
+	{
+		gvr: rbacv1.SchemeGroupVersion.WithResource("rolebindings"), example: &rbacv1.RoleBinding{},
+		list: func(c kubernetes.Interface, ns string) func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+			return func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return c.RbacV1().RoleBindings(ns).List(ctx, o)
+			}
+		},
+		watch: func(c kubernetes.Interface, ns string) func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+			return func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return c.RbacV1().RoleBindings(ns).Watch(ctx, o)
+			}
+		},
+	},
+	{
+		gvr: rbacv1.SchemeGroupVersion.WithResource("roles"), example: &rbacv1.Role{},
+		list: func(c kubernetes.Interface, ns string) func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+			return func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return c.RbacV1().Roles(ns).List(ctx, o)
+			}
+		},
+		watch: func(c kubernetes.Interface, ns string) func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+			return func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return c.RbacV1().Roles(ns).Watch(ctx, o)
+			}
+		},
+	},
+	{
+		gvr: networkingv1.SchemeGroupVersion.WithResource("networkpolicies"), example: &networkingv1.NetworkPolicy{},
+		list: func(c kubernetes.Interface, ns string) func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+			return func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return c.NetworkingV1().NetworkPolicies(ns).List(ctx, o)
+			}
+		},
+		watch: func(c kubernetes.Interface, ns string) func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+			return func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return c.NetworkingV1().NetworkPolicies(ns).Watch(ctx, o)
+			}
+		},
+	},
+}
+
+// tracked are the Trackers registered in one informer factory.
+type tracked struct {
+	// namespaces is the namespaces' stream; nil for a factory of one
+	// namespace (the hub's).
+	namespaces *kindcontroller.Stream
+	// kinds are the built-in kinds' streams.
+	kinds map[schema.GroupVersionResource]kindcontroller.Stream
+}
+
+// trackers lists every Tracker.
+func (t tracked) trackers() []*sourcefeed.Tracker {
+	var out []*sourcefeed.Tracker
+	if t.namespaces != nil {
+		out = append(out, t.namespaces.Tracker)
+	}
+	for _, s := range t.kinds {
+		out = append(out, s.Tracker)
+	}
+	return out
+}
+
+// trackInformers registers in factory, for the namespaces (when namespace
+// is "") and the built-in kinds, informers that list and watch through a
+// Tracker, before anything asks the factory for them: the factory then
+// shares them with every other reader, so there is still one upstream watch
+// per kind. A reader that asked before gets the factory's own informer,
+// which feed tells by comparing the informers, and feeds as before.
+func trackInformers(factory informers.SharedInformerFactory, client kubernetes.Interface, namespace string) tracked {
+	out := tracked{kinds: map[schema.GroupVersionResource]kindcontroller.Stream{}}
+	if client == nil || factory == nil {
+		return out
+	}
+	register := func(name string, example runtime.Object, lw *cache.ListWatch) kindcontroller.Stream {
+		tr := sourcefeed.New(name, cache.ToListWatcherWithWatchListSemantics(lw, client))
+		var built cache.SharedIndexInformer
+		got := factory.InformerFor(example, func(_ kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+			built = cache.NewSharedIndexInformer(tr.ListerWatcher(), example, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+			return built
+		})
+		if got != built {
+			klog.InfoS("An informer was made before its source could be tracked: its versions name the last revision delivered", "resource", name)
+			return kindcontroller.Stream{}
+		}
+		return kindcontroller.Stream{Tracker: tr, Informer: got}
+	}
+	if namespace == "" {
+		s := register("namespaces", &corev1.Namespace{}, &cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return client.CoreV1().Namespaces().List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return client.CoreV1().Namespaces().Watch(ctx, o)
+			},
+		})
+		if s.Tracker != nil {
+			out.namespaces = &s
+		}
+	}
+	for _, k := range trackedKinds {
+		s := register(k.gvr.Resource, k.example, &cache.ListWatch{
+			ListWithContextFunc:  k.list(client, namespace),
+			WatchFuncWithContext: k.watch(client, namespace),
+		})
+		if s.Tracker != nil {
+			out.kinds[k.gvr] = s
+		}
+	}
+	return out
+}
+
+// runProgress nudges every tracker each progressInterval until ctx ends.
+func runProgress(ctx context.Context, trackers []*sourcefeed.Tracker) {
+	if len(trackers) == 0 {
+		return
+	}
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		for _, t := range trackers {
+			nctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			if err := t.Nudge(nctx); err != nil && ctx.Err() == nil {
+				klog.V(2).InfoS("Reading a source for progress failed", "err", err)
+			}
+			cancel()
+		}
+	}, progressInterval)
+}
