@@ -51,9 +51,11 @@ type watcher struct {
 	ctx     context.Context
 	opts    WatchOptions
 	startRV uint64
-	// startText is the version of the state at startRV.
-	startText string
-	initial   []*Event
+	// startText is the version of the state at startRV, and startVector
+	// its vector: a periodic bookmark never names an earlier state.
+	startText   string
+	startVector []uint64
+	initial     []*Event
 	// resumeBookmark asks for a bookmark at startText after the initial
 	// events of a resume from another replica's version.
 	resumeBookmark bool
@@ -160,6 +162,7 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 	w.initialEnd = opts.SendInitialEvents != nil && sendInitial && opts.AllowBookmarks
 	w.startRV = m.v.current()
 	w.startText = m.currentTextLocked()
+	w.startVector = m.pos.vector()
 	switch {
 	case sendInitial && opts.Namespace == "":
 		// Every namespace (an informer's watch-list): merging each of them
