@@ -3,6 +3,7 @@ package watchmux_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,20 +52,26 @@ func TestCutOffResume(t *testing.T) {
 				if i%4 != 0 {
 					continue
 				}
-				for _, scope := range []string{"", "team-c"} {
+				// Every namespace and one; of every name and of one (its
+				// events are numbered among the whole view's).
+				for _, sc := range []struct{ namespace, name string }{{"", ""}, {"team-c", ""}, {"", "rb-1"}, {"team-c", "rb-1"}} {
+					scope := sc.namespace
 					s, want := e.state.clone(), f.want
 					if scope != "" {
 						s, want = s.in(scope), want.in(scope)
+					}
+					if sc.name != "" {
+						s, want = s.named(sc.name), want.named(sc.name)
 					}
 					version := e.version
 					lastAdded := false
 					for hop := 0; ; hop++ {
 						r := replicas[hop%len(replicas)]
-						what := fmt.Sprintf("from event %d, scope %q, resume %d on %s from %s", i, scope, hop, r.name, version)
+						what := fmt.Sprintf("from event %d, scope %q, name %q, resume %d on %s from %s", i, scope, sc.name, hop, r.name, version)
 						if hop > 2*len(f.events)+10 {
 							t.Fatalf("%s: still not current after %d resumes", what, hop)
 						}
-						ev := firstEvent(t, r.m, watchmux.WatchOptions{Resource: rolebindings, Namespace: scope, ResourceVersion: version, AllowBookmarks: true}, what)
+						ev := firstEvent(t, r.m, watchmux.WatchOptions{Resource: rolebindings, Namespace: scope, Name: sc.name, ResourceVersion: version, AllowBookmarks: true}, what)
 						if ev.Type == watch.Bookmark {
 							break
 						}
@@ -83,7 +90,7 @@ func TestCutOffResume(t *testing.T) {
 						version = acc.GetResourceVersion()
 					}
 					if d := s.diff(want); len(d) > 0 {
-						t.Errorf("from event %d, scope %q: the client does not end with a fresh list's items: %v", i, scope, d)
+						t.Errorf("from event %d, scope %q, name %q: the client does not end with a fresh list's items: %v", i, scope, sc.name, d)
 					}
 				}
 			}
@@ -92,6 +99,17 @@ func TestCutOffResume(t *testing.T) {
 			}
 		})
 	}
+}
+
+// named is the part of s of items called name.
+func (s viewState) named(name string) viewState {
+	out := viewState{}
+	for k, v := range s {
+		if strings.HasSuffix(k, "/"+name) {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // firstEvent watches m with opts and returns the first event, then stops
