@@ -180,7 +180,7 @@ func (m *Mux) bookmark() {
 	m.wmu.Lock()
 	defer m.wmu.Unlock()
 	for w := range m.watchers {
-		if !w.opts.AllowBookmarks || e.RV < w.startRV || !rv.AtLeast(vector, w.startVector) {
+		if !w.opts.AllowBookmarks || !bookmarkAfterStart(e.RV, vector, w) {
 			continue
 		}
 		select {
@@ -188,6 +188,16 @@ func (m *Mux) bookmark() {
 		default:
 		}
 	}
+}
+
+// bookmarkAfterStart reports whether a bookmark of the state at seq and
+// vector is at or after w's start. Across a change of the sources (the
+// vector's layout), only a later sequence number orders them.
+func bookmarkAfterStart(seq uint64, vector []uint64, w *watcher) bool {
+	if len(vector) != len(w.startVector) {
+		return seq > w.startRV
+	}
+	return seq >= w.startRV && rv.AtLeast(vector, w.startVector)
 }
 
 // closeAll ends every watcher.
