@@ -13,7 +13,7 @@
 // The text, never digits only (two vectors can be incomparable, and a
 // client that compares decimal versions would misorder them):
 //
-//		f<fingerprint>.v<c1>-<c2>-...-<cn>[.p<k>-<prev>-<index>-<namespace>][.s<seq>]
+//		f<fingerprint>.v<c1>-<c2>-...-<cn>[.p<k>-<prev>-<index>-<namespace>[.a<k>-<prev>...]][.s<seq>]
 //
 //	  - f: the fingerprint, hexadecimal.
 //	  - v: the vector, decimal revisions (0: the source has no objects seen).
@@ -23,6 +23,10 @@
 //	    namespace after it the view at the vector with component k at prev,
 //	    and namespace itself the first index+1 events of that change (by
 //	    name). Absent: the state at v itself.
+//	  - a: further sources the change moved, each from its own prev (source
+//	    index ascending, none of them p's k): a resume's difference between
+//	    two versions moves every source the client's version is behind in,
+//	    at once. The state before the change has each of them at its prev.
 //	  - s: a hint for the replica that issued it (the sequence number of its
 //	    own history, hexadecimal, its instance in the high bits), which
 //	    resumes from its history without recomputing; others ignore it.
@@ -50,23 +54,48 @@ type Version struct {
 }
 
 // Mid is a position inside the view events of one upstream change: of
-// source K, from revision Prev to Vector[K].
+// source K, from revision Prev to Vector[K] (and of the sources in Also,
+// each from its own Prev).
 type Mid struct {
 	K         int
 	Prev      uint64
 	Index     int
 	Namespace string
+	// Also are the further sources the change moved, K ascending, all
+	// after K: the difference a resume sends moves several at once.
+	Also []Part
+}
+
+// Part is a source, by its index in the vector, at a revision.
+type Part struct {
+	K    int
+	Prev uint64
 }
 
 // Before returns the vector before the change a Mid version is inside:
-// Vector with component K at Prev. For a version without Mid, Vector.
+// Vector with component K at Prev, and each of Also at its Prev. For a
+// version without Mid, Vector.
 func (v Version) Before() []uint64 {
 	if v.Mid == nil {
 		return v.Vector
 	}
 	out := slices.Clone(v.Vector)
 	out[v.Mid.K] = v.Mid.Prev
+	for _, a := range v.Mid.Also {
+		out[a.K] = a.Prev
+	}
 	return out
+}
+
+// Moved returns the sources the change a Mid is inside moved, K and Also's.
+func (m *Mid) Moved() []Part {
+	return append([]Part{{K: m.K, Prev: m.Prev}}, m.Also...)
+}
+
+// sameChange reports whether two Mids are inside the same change: the same
+// sources moved from the same revisions.
+func (m *Mid) sameChange(o *Mid) bool {
+	return m.K == o.K && m.Prev == o.Prev && slices.Equal(m.Also, o.Also)
 }
 
 // String prints v.
@@ -102,6 +131,16 @@ func AppendTail(b []byte, m *Mid, seq uint64) []byte {
 		b = strconv.AppendInt(b, int64(m.Index), 10)
 		b = append(b, '-')
 		b = append(b, m.Namespace...)
+		for i, a := range m.Also {
+			if i == 0 {
+				b = append(b, ".a"...)
+			} else {
+				b = append(b, '-')
+			}
+			b = strconv.AppendInt(b, int64(a.K), 10)
+			b = append(b, '-')
+			b = strconv.AppendUint(b, a.Prev, 10)
+		}
 	}
 	if seq != 0 {
 		b = append(b, ".s"...)
@@ -147,6 +186,21 @@ func Parse(s string) (Version, error) {
 				return v, errMalformed
 			}
 			v.Mid = &Mid{K: k, Prev: prev, Index: idx, Namespace: f[3]}
+		case strings.HasPrefix(p, "a") && v.Mid != nil && v.Mid.Also == nil && v.Seq == 0:
+			f := strings.Split(p[1:], "-")
+			if len(f)%2 != 0 {
+				return v, errMalformed
+			}
+			last := v.Mid.K
+			for i := 0; i < len(f); i += 2 {
+				k, err1 := strconv.Atoi(f[i])
+				prev, err2 := strconv.ParseUint(f[i+1], 10, 64)
+				if err1 != nil || err2 != nil || k <= last || k >= len(v.Vector) || prev > v.Vector[k] {
+					return v, errMalformed
+				}
+				v.Mid.Also = append(v.Mid.Also, Part{K: k, Prev: prev})
+				last = k
+			}
 		case strings.HasPrefix(p, "s") && v.Seq == 0:
 			seq, err := strconv.ParseUint(p[1:], 16, 64)
 			if err != nil || seq == 0 {
@@ -219,10 +273,10 @@ func Compare(a, b Version) Order {
 		return Older
 	case a.Mid == nil && b.Mid != nil:
 		return Newer
-	case *a.Mid == *b.Mid:
-		return Same
-	case a.Mid.K != b.Mid.K || a.Mid.Prev != b.Mid.Prev:
+	case !a.Mid.sameChange(b.Mid):
 		return Concurrent
+	case a.Mid.Namespace == b.Mid.Namespace && a.Mid.Index == b.Mid.Index:
+		return Same
 	case a.Mid.Namespace < b.Mid.Namespace || a.Mid.Namespace == b.Mid.Namespace && a.Mid.Index < b.Mid.Index:
 		return Older
 	}

@@ -12,6 +12,7 @@ func TestRoundTrip(t *testing.T) {
 		{Fingerprint: 0xabc, Vector: []uint64{5, 9}},
 		{Fingerprint: 1, Vector: []uint64{5, 9, 0}, Seq: 0x1c0000000000042},
 		{Fingerprint: 1, Vector: []uint64{6, 9}, Mid: &rv.Mid{K: 0, Prev: 5, Index: 2, Namespace: "team-a"}, Seq: 7},
+		{Fingerprint: 1, Vector: []uint64{6, 9, 4}, Mid: &rv.Mid{K: 0, Prev: 5, Index: 0, Namespace: "team-a-1", Also: []rv.Part{{K: 1, Prev: 3}, {K: 2, Prev: 0}}}},
 		{Fingerprint: 1, Vector: nil},
 	} {
 		s := v.String()
@@ -38,6 +39,13 @@ func TestParseRejects(t *testing.T) {
 		"f1.v3.p0-4-0-ns", // prev after the vector's revision
 		"f1.v3.p0-1-0-",   // no namespace
 		"f1.v3.s0", "f1.v3.q1", "f1.v3.s1.s2",
+		"f1.v3-4.a1-2",                  // further sources without a change
+		"f1.v3-4.p0-1-0-ns.a0-2",        // a further source that is p's
+		"f1.v3-4-5.p1-1-0-ns.a0-2",      // further sources before p's
+		"f1.v3-4-5.p0-1-0-ns.a2-6",      // prev after the vector's revision
+		"f1.v3-4-5.p0-1-0-ns.a2",        // no prev
+		"f1.v3-4-5.p0-1-0-ns.a1-1.a2-1", // twice
+		"f1.v3-4-5.p0-1-0-ns.s1.a1-1",   // after the hint
 	} {
 		if _, err := rv.Parse(s); err == nil {
 			t.Errorf("Parse(%q) succeeded", s)
@@ -72,6 +80,10 @@ func TestCompare(t *testing.T) {
 		{"f1.v6-9.p0-5-0-b", "f1.v6-9.p0-5-1-b", rv.Older},
 		{"f1.v6-9.p0-5-3-b", "f1.v6-9.p0-5-0-c", rv.Older},
 		{"f1.v6-9.p0-5-0-b", "f1.v6-9.p0-4-0-b", rv.Concurrent},
+		{"f1.v6-9.p0-5-0-b.a1-2", "f1.v6-9.p0-5-0-b.a1-2", rv.Same},
+		{"f1.v6-9.p0-5-0-b.a1-2", "f1.v6-9.p0-5-2-b.a1-2", rv.Older},
+		{"f1.v6-9.p0-5-0-b.a1-2", "f1.v6-9.p0-5-0-b", rv.Concurrent},
+		{"f1.v6-9.p0-5-0-b.a1-2", "f1.v6-9", rv.Older},
 	}
 	for _, tt := range tests {
 		if got := rv.Compare(v(tt.a), v(tt.b)); got != tt.want {

@@ -3,6 +3,8 @@ package watchmux
 import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/klog/v2"
+
+	rv "github.com/implicit-dev/implicit-apiserver/pkg/resourceversion"
 )
 
 // fanOutLocked delivers events to every watcher that wants them. Called with
@@ -148,19 +150,37 @@ func (m *Mux) closeSlow(w *watcher) {
 	w.Stop()
 }
 
-// bookmark sends a BOOKMARK at the last dispatched version to every watcher
-// that asked for them and has room; a full buffer skips it.
+// bookmark sends a BOOKMARK to every watcher that asked for them and has
+// room (a full buffer skips it), even one whose view has been quiet since
+// it started: kube-apiserver's cacher sends them that way, and they are how
+// clients keep their version fresh. It carries the current version when
+// every change stamped so far has been fanned out (the state each watcher
+// holds once it has read its buffer), else the last fanned-out change's: a
+// bookmark never names a state whose events are still to come. A watcher
+// that started at a later state than the bookmark's gets none.
 func (m *Mux) bookmark() {
-	m.fanMu.Lock()
-	defer m.fanMu.Unlock()
-	if m.dispatched == 0 {
+	m.mu.RLock()
+	if !m.synced {
+		m.mu.RUnlock()
 		return
 	}
-	e := &Event{RV: m.dispatched, Type: watch.Bookmark, ver: m.dispatchedVer}
+	e := &Event{RV: m.v.current(), Type: watch.Bookmark, text: m.currentTextLocked()}
+	vector := m.pos.vector()
+	ticket := m.nextTicket
+	m.mu.RUnlock()
+
+	m.fanMu.Lock()
+	defer m.fanMu.Unlock()
+	if m.serving != ticket {
+		// Changes stamped before the snapshot are still to be fanned out,
+		// or one stamped after it was: the last fanned out is the state.
+		e = &Event{RV: m.dispatched, Type: watch.Bookmark, ver: m.dispatchedVer}
+		vector = m.dispatchedVer.vector
+	}
 	m.wmu.Lock()
 	defer m.wmu.Unlock()
 	for w := range m.watchers {
-		if !w.opts.AllowBookmarks || e.RV <= w.startRV {
+		if !w.opts.AllowBookmarks || !bookmarkAfterStart(e.RV, vector, w) {
 			continue
 		}
 		select {
@@ -168,6 +188,16 @@ func (m *Mux) bookmark() {
 		default:
 		}
 	}
+}
+
+// bookmarkAfterStart reports whether a bookmark of the state at seq and
+// vector is at or after w's start. Across a change of the sources (the
+// vector's layout), only a later sequence number orders them.
+func bookmarkAfterStart(seq uint64, vector []uint64, w *watcher) bool {
+	if len(vector) != len(w.startVector) {
+		return seq > w.startRV
+	}
+	return seq >= w.startRV && rv.AtLeast(vector, w.startVector)
 }
 
 // closeAll ends every watcher.

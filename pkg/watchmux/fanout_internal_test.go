@@ -158,3 +158,34 @@ func TestHealthyWatcherSurvivesStuckOne(t *testing.T) {
 		t.Errorf("event %q after Stop", name)
 	}
 }
+
+// TestBookmarkAfterStart checks which periodic bookmarks a watcher may
+// get: none of a state before its start, by sequence and by vector (the
+// vector moves without events), and across a change of the sources'
+// layout only one of a later sequence.
+func TestBookmarkAfterStart(t *testing.T) {
+	t.Parallel()
+	w := &watcher{startRV: 10, startVector: []uint64{5, 7}}
+	tests := []struct {
+		name   string
+		seq    uint64
+		vector []uint64
+		want   bool
+	}{
+		{name: "the start itself", seq: 10, vector: []uint64{5, 7}, want: true},
+		{name: "later, quiet views", seq: 10, vector: []uint64{6, 7}, want: true},
+		{name: "later events", seq: 12, vector: []uint64{6, 9}, want: true},
+		{name: "an earlier event", seq: 9, vector: []uint64{5, 7}, want: false},
+		{name: "an earlier vector, no event since", seq: 10, vector: []uint64{5, 6}, want: false},
+		{name: "another layout, no event since", seq: 10, vector: []uint64{5, 7, 1}, want: false},
+		{name: "another layout, an event since", seq: 11, vector: []uint64{5, 7, 1}, want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := bookmarkAfterStart(tt.seq, tt.vector, w); got != tt.want {
+				t.Errorf("bookmarkAfterStart(%d, %v) from (%d, %v) = %v, want %v", tt.seq, tt.vector, w.startRV, w.startVector, got, tt.want)
+			}
+		})
+	}
+}

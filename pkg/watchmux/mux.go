@@ -73,7 +73,8 @@ func (o *Options) defaults() {
 //     cache readers fill.
 //   - fanMu guards the fan-out: serving, dispatched and the fanTurn
 //     condition. A fan-out holds it, without mu, while it delivers one
-//     change's events; bookmarks hold it to read dispatched. Only two paths
+//     change's events; bookmarks hold it to read dispatched and serving
+//     (after reading the current version under mu, released first). Only two paths
 //     take it under mu: MarkSynced, and a change that runs out of versions
 //     (publish.go), which waits for the fan-outs already numbered and
 //     closes every watcher.

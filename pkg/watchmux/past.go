@@ -151,11 +151,13 @@ func (m *Mux) pastStateOf(ctx context.Context, c pastConfig, want rv.Version) (*
 		}
 		out := &pastState{after: c.build(lists)}
 		if want.Mid != nil {
-			objs, err := listAt(want.Mid.K, want.Mid.Prev)
-			if err != nil {
-				return nil, err
+			for _, part := range want.Mid.Moved() {
+				objs, err := listAt(part.K, part.Prev)
+				if err != nil {
+					return nil, err
+				}
+				lists[c.keys[part.K]] = objs
 			}
-			lists[c.keys[want.Mid.K]] = objs
 			out.before = c.build(lists)
 		}
 		return out, nil
@@ -167,7 +169,7 @@ func midKey(m *rv.Mid) *rv.Mid {
 	if m == nil {
 		return nil
 	}
-	return &rv.Mid{K: m.K, Prev: m.Prev, Namespace: "-"}
+	return &rv.Mid{K: m.K, Prev: m.Prev, Namespace: "-", Also: m.Also}
 }
 
 // build makes a state of the listed objects, by source key, as the feed

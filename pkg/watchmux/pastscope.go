@@ -254,19 +254,32 @@ func (m *Mux) pastStateIn(ctx context.Context, c pastConfig, want rv.Version, re
 	}
 	// The namespaces the view reads, and those its lineage walk finds, at
 	// the vector after and, for a change of the namespaces, before.
+	// Which of the sources this view reads the change a Mid is inside
+	// moved: the namespaces, the resource's own (here or in the hub).
+	movedNamespaces, movedSources := false, false
+	if want.Mid != nil {
+		for _, part := range want.Mid.Moved() {
+			switch key := c.keys[part.K]; {
+			case part.K == nsK:
+				movedNamespaces = true
+			case key == localKey || key == hubKey:
+				movedSources = true
+			}
+		}
+	}
 	after, err := namespacesAt(want.Vector[nsK])
 	if err != nil {
 		return nil, err
 	}
 	before := after
-	if want.Mid != nil && want.Mid.K == nsK {
-		if before, err = namespacesAt(want.Mid.Prev); err != nil {
+	if movedNamespaces {
+		if before, err = namespacesAt(want.Before()[nsK]); err != nil {
 			return nil, err
 		}
 	}
 	walkAfter, readAfter := c.reads(after, resource, namespace, global)
 	walkBefore, readBefore := walkAfter, readAfter
-	if want.Mid != nil && want.Mid.K == nsK {
+	if movedNamespaces {
 		walkBefore, readBefore = c.reads(before, resource, namespace, global)
 	}
 	read := sets.List(readAfter.Union(readBefore))
@@ -304,20 +317,19 @@ func (m *Mux) pastStateIn(ctx context.Context, c pastConfig, want rv.Version, re
 	if want.Mid == nil {
 		return out, nil
 	}
-	switch key := c.keys[want.Mid.K]; {
-	case want.Mid.K == nsK:
-		out.before = c.buildWith(walkBefore, listsAfter)
-	case key == localKey || key == hubKey:
-		listsBefore, err := listSources(want.Before())
-		if err != nil {
-			return nil, err
-		}
-		out.before = c.buildWith(walkAfter, listsBefore)
-	default:
+	if !movedNamespaces && !movedSources {
 		// Another resource's change: this one's views are the same on
 		// both sides of it.
 		out.before = out.after
+		return out, nil
 	}
+	listsBefore := listsAfter
+	if movedSources {
+		if listsBefore, err = listSources(want.Before()); err != nil {
+			return nil, err
+		}
+	}
+	out.before = c.buildWith(walkBefore, listsBefore)
 	return out, nil
 }
 

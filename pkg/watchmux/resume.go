@@ -1,6 +1,8 @@
 package watchmux
 
 import (
+	"slices"
+
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
@@ -8,7 +10,8 @@ import (
 )
 
 // A resume from a past state sends, for each namespace of its scope, the
-// difference between the view as the client holds it and the current one.
+// events from the view as the client holds it to the current one (in two
+// parts, below).
 // The past side needs no lock: it is merged before Watch takes mu's read
 // lock. For one namespace, the current view is merged and compared under
 // it. For all namespaces, Watch copies under it what the current views are
@@ -20,17 +23,38 @@ import (
 // Their view is merged once per state, their difference computed once and
 // given to each of them.
 
+// The events go in two parts, each in (namespace, name) order, and each
+// carries the version of the state the client holds after it (a client cut
+// off among them resumes from the last it received, on any replica, and
+// gets exactly the rest): for a version inside a change, first the rest of
+// that change, at the client's own version's vector and position; then the
+// difference from the view at its vector to the current one, as one change
+// that moved every source the view reads (the namespaces, the resource's
+// own) that the client's vector is behind in (rv.Mid with Also). The last
+// event carries the current version, with this instance's hint.
+
 // resume is a resume's past side, prepared without mu.
 type resume struct {
 	resource, name string
+	want           rv.Version
+	p              *pastState
 	// namespaces are the past side's namespaces, sorted.
 	namespaces []string
-	past       map[string]pastView
+	// client is each namespace's view as the client holds it; at, for a
+	// version inside a change, the view after that change (at want's
+	// vector), for the namespaces where they differ (want's and after).
+	client, at map[string]pastView
 	// shared are the past states' plain-tenant views (the state after,
 	// and before for a version inside a change).
 	shared []*plainViews
-	// diffs caches the difference of a past plain view to the current one.
-	diffs map[*plainViews][]*Event
+	// diffs caches the difference between two plain views.
+	diffs map[[2]*plainViews][]*Event
+	// reads are the vector's components the views of the resource are
+	// merged from (the namespaces, the resource here and in the hub),
+	// ascending; Watch sets them.
+	reads []int
+	// finishing counts the events that end the client's change.
+	finishing int
 }
 
 // pastView is one namespace's view as the client holds it; plain, when
@@ -43,10 +67,16 @@ type pastView struct {
 // resumeEvents prepares the events that take a client of opts' scope at
 // want to the current views: the past side, merged without mu.
 func (m *Mux) resumeEvents(p *pastState, want rv.Version, opts WatchOptions) *resume {
-	r := &resume{resource: opts.Resource, name: opts.Name, past: map[string]pastView{}, diffs: map[*plainViews][]*Event{}}
+	r := &resume{resource: opts.Resource, name: opts.Name, want: want, p: p,
+		client: map[string]pastView{}, at: map[string]pastView{}, diffs: map[[2]*plainViews][]*Event{}}
+	inChange := func(ns string) bool { return want.Mid != nil && ns >= want.Mid.Namespace }
 	if opts.Namespace != "" {
-		r.namespaces = []string{opts.Namespace}
-		r.past[opts.Namespace] = pastView{results: p.view(want, opts.Resource, opts.Namespace, opts.Name)}
+		ns := opts.Namespace
+		r.namespaces = []string{ns}
+		r.client[ns] = pastView{results: p.view(want, opts.Resource, ns, opts.Name)}
+		if inChange(ns) {
+			r.at[ns] = pastView{results: p.after.results(opts.Resource, ns, opts.Name)}
+		}
 		return r
 	}
 	after := newPlainViews(p.after, opts.Resource, opts.Name)
@@ -55,6 +85,15 @@ func (m *Mux) resumeEvents(p *pastState, want rv.Version, opts WatchOptions) *re
 	if p.before != nil {
 		before = newPlainViews(p.before, opts.Resource, opts.Name)
 		r.shared = append(r.shared, before)
+	}
+	// A namespace's view merged from pv when it is a plain tenant there.
+	viewIn := func(pv *plainViews, ns string, merged func() []merge.Result) pastView {
+		if pv != nil {
+			if res, ok := pv.of(ns); ok {
+				return pastView{results: res, plain: pv}
+			}
+		}
+		return pastView{results: merged()}
 	}
 	r.namespaces = p.namespaces()
 	for _, ns := range r.namespaces {
@@ -68,19 +107,27 @@ func (m *Mux) resumeEvents(p *pastState, want rv.Version, opts WatchOptions) *re
 		case ns > want.Mid.Namespace:
 			pv = before
 		}
-		if pv != nil {
-			if res, ok := pv.of(ns); ok {
-				r.past[ns] = pastView{results: res, plain: pv}
-				continue
-			}
+		r.client[ns] = viewIn(pv, ns, func() []merge.Result { return p.view(want, opts.Resource, ns, opts.Name) })
+		if inChange(ns) {
+			r.at[ns] = viewIn(after, ns, func() []merge.Result { return p.after.results(opts.Resource, ns, opts.Name) })
 		}
-		r.past[ns] = pastView{results: p.view(want, opts.Resource, ns, opts.Name)}
 	}
 	return r
 }
 
+// atVector is namespace's view at want's vector.
+func (r *resume) atVector(namespace string) pastView {
+	if v, ok := r.at[namespace]; ok {
+		return v
+	}
+	return r.client[namespace]
+}
+
 // eventsIn returns the events, comparing the past side with the views of
-// st: the mux's state (mu held) or a copy of it.
+// st: the mux's state (mu held) or a copy of it. Each event's index is its
+// place among its namespace's events of its part (the client's change, or
+// the difference), by name, counted over the whole view even when the
+// watch is of one name; versions sets their resourceVersions.
 func (r *resume) eventsIn(st *state) []*Event {
 	namespaces := r.namespaces
 	var current *plainViews
@@ -89,25 +136,133 @@ func (r *resume) eventsIn(st *state) []*Event {
 		namespaces = sets.List(sets.New(r.namespaces...).Insert(st.namespaceNames()...))
 	}
 	var out []*Event
-	for _, ns := range namespaces {
-		past := r.past[ns]
-		if past.plain != nil && current != nil {
-			if now, ok := current.of(ns); ok {
-				shared, done := r.diffs[past.plain]
-				if !done {
-					shared = diffWith(r.resource, "", past.results, now, sameContent)
-					r.diffs[past.plain] = shared
-				}
-				for _, e := range shared {
-					c := *e
-					c.Namespace = ns
-					out = append(out, &c)
-				}
+	if r.want.Mid != nil {
+		// The rest of the client's change.
+		for _, ns := range r.namespaces {
+			at, ok := r.at[ns]
+			if !ok {
 				continue
 			}
+			offset := 0
+			if ns == r.want.Mid.Namespace {
+				offset = r.want.Mid.Index + 1
+			}
+			evs := r.diff(ns, r.client[ns], at)
+			r.number(evs, offset, func() ([]merge.Result, []merge.Result) {
+				return r.p.before.results(r.resource, ns, ""), r.p.after.results(r.resource, ns, "")
+			})
+			out = append(out, evs...)
 		}
-		out = append(out, diffWith(r.resource, ns, past.results, st.results(r.resource, ns, r.name), sameContent)...)
+		r.finishing = len(out)
 	}
+	// The difference from want's vector to st.
+	for _, ns := range namespaces {
+		var now pastView
+		if current != nil {
+			if res, ok := current.of(ns); ok {
+				now = pastView{results: res, plain: current}
+			}
+		}
+		if now.plain == nil {
+			now.results = st.results(r.resource, ns, r.name)
+		}
+		evs := r.diff(ns, r.atVector(ns), now)
+		r.number(evs, 0, func() ([]merge.Result, []merge.Result) {
+			return r.p.after.results(r.resource, ns, ""), st.results(r.resource, ns, "")
+		})
+		out = append(out, evs...)
+	}
+	return out
+}
+
+// diff returns the events between two views of namespace, computed once
+// for every plain tenant with the same two views.
+func (r *resume) diff(namespace string, from, to pastView) []*Event {
+	if from.plain == nil || to.plain == nil {
+		return diffWith(r.resource, namespace, from.results, to.results, sameContent)
+	}
+	key := [2]*plainViews{from.plain, to.plain}
+	shared, done := r.diffs[key]
+	if !done {
+		shared = diffWith(r.resource, "", from.results, to.results, sameContent)
+		r.diffs[key] = shared
+	}
+	out := make([]*Event, len(shared))
+	for i, e := range shared {
+		c := *e
+		c.Namespace = namespace
+		out[i] = &c
+	}
+	return out
+}
+
+// number sets the index of each of one namespace's events of a part:
+// offset plus its place, or, for a watch of one name, its place among the
+// events of the whole views full returns (merged only then).
+func (r *resume) number(events []*Event, offset int, full func() (from, to []merge.Result)) {
+	if r.name == "" {
+		for i, e := range events {
+			e.index = offset + i
+		}
+		return
+	}
+	if len(events) == 0 {
+		return
+	}
+	from, to := full()
+	whole := diffWith(r.resource, events[0].Namespace, from, to, sameContent)
+	for _, e := range events {
+		e.index = slices.IndexFunc(whole, func(x *Event) bool { return x.Name == e.Name })
+	}
+}
+
+// versions sets the events' resourceVersions (see above): now is the
+// current vector, last the current version, seq the current sequence.
+func (r *resume) versions(events []*Event, now []uint64, last string, seq uint64) {
+	var moved []rv.Part
+	for _, k := range r.reads {
+		if k < len(now) && k < len(r.want.Vector) && r.want.Vector[k] != now[k] {
+			moved = append(moved, rv.Part{K: k, Prev: r.want.Vector[k]})
+		}
+	}
+	for i, e := range events {
+		e.RV = seq
+		v := rv.Version{Fingerprint: r.want.Fingerprint}
+		switch {
+		case i < r.finishing:
+			mid := *r.want.Mid
+			mid.Index, mid.Namespace = e.index, e.Namespace
+			v.Vector, v.Mid = r.want.Vector, &mid
+		case len(moved) > 0:
+			mid := &rv.Mid{K: moved[0].K, Prev: moved[0].Prev, Index: e.index, Namespace: e.Namespace}
+			if len(moved) > 1 {
+				mid.Also = moved[1:]
+			}
+			v.Vector, v.Mid = now, mid
+		default:
+			// The views differ at the same revisions of what they read
+			// (a replica's revision after an informer's list is its
+			// newest object's, see "Limits" in docs/design.md): no
+			// version names the states between; the client's vector.
+			v.Vector = r.want.Vector
+		}
+		e.text = v.String()
+	}
+	if len(events) > 0 {
+		events[len(events)-1].text = last
+	}
+}
+
+// readsLocked returns the components of the vector the views of resource
+// are merged from, ascending. Called with mu held.
+func (m *Mux) readsLocked(resource string) []int {
+	var out []int
+	for _, key := range []string{namespacesKey, sourceKey(resource, ""), sourceKey(resource, m.hub)} {
+		if k := m.pos.index(key); k >= 0 && !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
 	return out
 }
 

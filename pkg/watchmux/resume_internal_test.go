@@ -18,15 +18,26 @@ import (
 )
 
 // naiveResumeEvents is what a resume sends, merged namespace by namespace:
-// the reference the shared plain-tenant views must match.
+// the reference the shared plain-tenant views must match. Inside a change,
+// the rest of the change first (the namespaces from want's on, to the view
+// at want's vector); then the difference from there to the current view.
 func naiveResumeEvents(m *Mux, p *pastState, want rv.Version, opts WatchOptions) []*Event {
-	namespaces := []string{opts.Namespace}
+	past := []string{opts.Namespace}
+	namespaces := past
 	if opts.Namespace == "" {
-		namespaces = sets.List(sets.New(p.namespaces()...).Insert(m.st.namespaceNames()...))
+		past = p.namespaces()
+		namespaces = sets.List(sets.New(past...).Insert(m.st.namespaceNames()...))
 	}
 	var out []*Event
+	if want.Mid != nil {
+		for _, ns := range past {
+			if ns >= want.Mid.Namespace {
+				out = append(out, diffWith(opts.Resource, ns, p.view(want, opts.Resource, ns, opts.Name), p.after.results(opts.Resource, ns, opts.Name), sameContent)...)
+			}
+		}
+	}
 	for _, ns := range namespaces {
-		out = append(out, diffWith(opts.Resource, ns, p.view(want, opts.Resource, ns, opts.Name), m.st.results(opts.Resource, ns, opts.Name), sameContent)...)
+		out = append(out, diffWith(opts.Resource, ns, p.after.results(opts.Resource, ns, opts.Name), m.st.results(opts.Resource, ns, opts.Name), sameContent)...)
 	}
 	return out
 }

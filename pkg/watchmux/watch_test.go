@@ -423,16 +423,123 @@ func TestBookmarks(t *testing.T) {
 		t.Errorf("without bookmarks: %q", g)
 	}
 
-	// A watch started after the last change gets no bookmark until the
-	// version moves past its start.
+	// A watch started after the last change gets a bookmark at its start
+	// while solo is quiet, then one past the next change.
 	fresh := watchAndFollow(t, m, watchmux.WatchOptions{Namespace: "team-b", AllowBookmarks: true, SendInitialEvents: ptr.To(false)})
 	clock.Step(interval)
+	got = fresh.waitFor(t, 1)
+	if got[0].Type != watch.Bookmark || rvOf(t, got[0]) != rv2+1 {
+		t.Errorf("fresh watcher, quiet: first event %s at %d, want a BOOKMARK at its start %d", got[0].Type, rvOf(t, got[0]), rv2+1)
+	}
 	putRB("solo", "s3")(m)
 	rv3 := currentRV(t, m)
 	clock.Step(interval)
-	got = fresh.waitFor(t, 1)
-	if got[0].Type != watch.Bookmark || rvOf(t, got[0]) != rv3 {
-		t.Errorf("fresh watcher: first event %s at %d, want a BOOKMARK at %d", got[0].Type, rvOf(t, got[0]), rv3)
+	got = fresh.waitFor(t, 2)
+	if got[1].Type != watch.Bookmark || rvOf(t, got[1]) != rv3 {
+		t.Errorf("fresh watcher: second event %s at %d, want a BOOKMARK at %d", got[1].Type, rvOf(t, got[1]), rv3)
+	}
+}
+
+// TestBookmarksWhileQuiet is issue 38's case 7: a watcher that asked for
+// bookmarks gets one every interval while the views are quiet, at the
+// current version, whether it watched from "", "0" or the current version;
+// one that did not ask gets none. Five minutes of a fake clock.
+func TestBookmarksWhileQuiet(t *testing.T) {
+	t.Parallel()
+	const interval = time.Minute
+	clock := clocktesting.NewFakeClock(time.Now())
+	m := newMux(watchmux.Options{Clock: clock, BookmarkInterval: interval})
+	for _, s := range with(putRB(global, "g1"), putRB("solo", "s0")) {
+		s(m)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	waitUntil(t, "the mux syncs and its bookmark ticker starts", func() bool { return m.HasSynced() && clock.HasWaiters() })
+	views, _ := readViews(t, m, rolebindings)
+	inSolo := 0
+	for k := range views {
+		if strings.HasPrefix(k, "solo/") {
+			inSolo++
+		}
+	}
+	if inSolo != 2 {
+		t.Fatalf("solo's view holds %d items, want g1 and s0", inSolo)
+	}
+	current, err := m.Read(func(watchmux.Reader) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	type quiet struct {
+		name string
+		opts watchmux.WatchOptions
+		f    *follower
+		// initial is how many events come before the bookmarks.
+		initial int
+	}
+	watchers := []*quiet{
+		{name: `from ""`, opts: watchmux.WatchOptions{Namespace: "solo", AllowBookmarks: true}},
+		{name: `from "0"`, opts: watchmux.WatchOptions{Namespace: "solo", ResourceVersion: "0", AllowBookmarks: true}},
+		{name: "from the current version", opts: watchmux.WatchOptions{Namespace: "solo", ResourceVersion: current, AllowBookmarks: true}},
+		{name: "of every namespace", opts: watchmux.WatchOptions{ResourceVersion: current, AllowBookmarks: true}},
+		{name: "watch-list", opts: watchmux.WatchOptions{Namespace: "solo", SendInitialEvents: ptr.To(true), AllowBookmarks: true}},
+	}
+	without := []*quiet{
+		{name: `from "" without bookmarks`, opts: watchmux.WatchOptions{Namespace: "solo"}},
+		{name: "from the current version without bookmarks", opts: watchmux.WatchOptions{Namespace: "solo", ResourceVersion: current}},
+	}
+	for _, q := range append(slices.Clone(watchers), without...) {
+		q.f = watchAndFollow(t, m, q.opts)
+		if q.opts.ResourceVersion != current {
+			// The initial items (and watch-list's end bookmark) come first.
+			q.initial = inSolo
+			if q.opts.SendInitialEvents != nil {
+				q.initial++
+			}
+			q.f.waitFor(t, q.initial)
+		}
+	}
+
+	const ticks = 5 // five minutes of the fake clock
+	for tick := 1; tick <= ticks; tick++ {
+		clock.Step(interval)
+		for _, q := range watchers {
+			got := q.f.waitFor(t, q.initial+tick)[q.initial+tick-1]
+			acc, err := meta.Accessor(got.Object)
+			if got.Type != watch.Bookmark || err != nil || acc.GetResourceVersion() != current {
+				t.Fatalf("%s, minute %d: %s %s, want a BOOKMARK at the current version %s", q.name, tick, got.Type, describe(got.Object), current)
+			}
+		}
+	}
+	// An event after the bookmarks: whatever reached a watcher's buffer
+	// before it has been received once it has.
+	putRB("solo", "after")(m)
+	for _, q := range append(slices.Clone(watchers), without...) {
+		n := q.initial + 1
+		if q.opts.AllowBookmarks {
+			n += ticks
+		}
+		got := q.f.waitFor(t, n)
+		if last := describeEvent(got[n-1]); last != "ADDED solo/after local@solo" {
+			t.Errorf("%s: event %d is %q, want ADDED solo/after", q.name, n, last)
+		}
+		bookmarks := 0
+		for _, ev := range got[q.initial:] {
+			if ev.Type == watch.Bookmark {
+				bookmarks++
+			}
+		}
+		if want := n - q.initial - 1; bookmarks != want {
+			t.Errorf("%s: %d bookmarks in %d minutes, want %d", q.name, bookmarks, ticks, want)
+		}
 	}
 }
 

@@ -51,9 +51,11 @@ type watcher struct {
 	ctx     context.Context
 	opts    WatchOptions
 	startRV uint64
-	// startText is the version of the state at startRV.
-	startText string
-	initial   []*Event
+	// startText is the version of the state at startRV, and startVector
+	// its vector: a periodic bookmark never names an earlier state.
+	startText   string
+	startVector []uint64
+	initial     []*Event
 	// resumeBookmark asks for a bookmark at startText after the initial
 	// events of a resume from another replica's version.
 	resumeBookmark bool
@@ -167,6 +169,10 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 	w.initialEnd = opts.SendInitialEvents != nil && sendInitial && opts.AllowBookmarks
 	w.startRV = m.v.current()
 	w.startText = m.currentTextLocked()
+	w.startVector = m.pos.vector()
+	if past != nil {
+		past.reads = m.readsLocked(opts.Resource)
+	}
 	switch {
 	case sendInitial && opts.Namespace == "":
 		// Every namespace (an informer's watch-list): merging each of them
@@ -186,7 +192,7 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 		// mu is released (the watcher, registered, buffers what follows).
 		current = m.currentCopyLocked(opts.Resource)
 	case past != nil:
-		w.resumed(past.eventsIn(m.st))
+		w.resumed(past, past.eventsIn(m.st))
 	}
 	size := m.opts.BufferSize
 	if opts.Namespace == "" {
@@ -215,7 +221,7 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 	case current != nil && sendInitial:
 		w.initial = snapshotOf(current.build(), opts, w.startRV, w.startText)
 	case current != nil:
-		w.resumed(past.eventsIn(current.build()))
+		w.resumed(past, past.eventsIn(current.build()))
 	}
 
 	go w.run()
@@ -229,16 +235,12 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 var errShuttingDown = apierrors.NewTooManyRequests("the server is shutting down: watch again", 1)
 
 // resumed makes events, which take the client from its version (another
-// replica's) to the view at startRV, the initial events. They carry its
-// version (a client cut off among them resumes from it again), but the
-// last, which carries startRV's, and a bookmark follows when asked for.
-func (w *watcher) resumed(events []*Event) {
-	for i, e := range events {
-		e.RV, e.text = w.startRV, w.opts.ResourceVersion
-		if i == len(events)-1 {
-			e.text = w.startText
-		}
-	}
+// replica's) to the view at startRV, the initial events. Each carries the
+// version of the state the client holds after it (a client cut off among
+// them resumes from the last it received and gets the rest only), the last
+// startRV's; a bookmark follows when asked for.
+func (w *watcher) resumed(r *resume, events []*Event) {
+	r.versions(events, w.startVector, w.startText, w.startRV)
 	w.initial = events
 	w.resumeBookmark = w.opts.AllowBookmarks
 	resumedFromVector.Inc()
