@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -12,11 +13,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/accessreview"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kindcontroller"
 	"github.com/implicit-dev/implicit-apiserver/pkg/sourcefeed"
 )
@@ -163,4 +167,31 @@ func runProgress(ctx context.Context, trackers []*sourcefeed.Tracker) {
 			cancel()
 		}
 	}, progressInterval)
+}
+
+// Past states: a watch or list from a version this replica has no history
+// for lists the sources at that version from kube-apiserver. Each
+// requester's such requests share pastStateQPS fairly with the others'
+// (accessreview's fair queue), so that a tenant making up versions can't
+// load kube-apiserver and etcd at will; one that waits longer than
+// pastStateWait is answered 429 and retries.
+const (
+	pastStateQPS        = 5
+	pastStateBurst      = 20
+	pastStateMaxWaiting = 20
+	pastStateWait       = 3 * time.Second
+)
+
+// pastStateTurns is watchmux.Options.PastStates: the requester's turn.
+func pastStateTurns(c clock.WithDelayedExecution) func(ctx context.Context) error {
+	q := accessreview.NewFairQueue(c, pastStateQPS, pastStateBurst, pastStateMaxWaiting)
+	return func(ctx context.Context) error {
+		u, ok := request.UserFrom(ctx)
+		if !ok {
+			return nil // the server's own reads
+		}
+		ctx, cancel := context.WithTimeout(ctx, pastStateWait)
+		defer cancel()
+		return q.Wait(ctx, authenticationv1.UserInfo{Username: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups()})
+	}
 }

@@ -62,6 +62,9 @@ func (m *Mux) ResultsAt(ctx context.Context, version, resource, namespace, name 
 	}
 	c := m.pastConfigLocked()
 	m.mu.RUnlock()
+	if err := m.admitPast(ctx, version); err != nil {
+		return nil, err
+	}
 	p, err := m.pastFor(ctx, c, want, resource, namespace)
 	if err != nil {
 		if errors.Is(err, errNoLister) || apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
@@ -69,6 +72,9 @@ func (m *Mux) ResultsAt(ctx context.Context, version, resource, namespace, name 
 			return nil, gone(version, fmt.Sprintf("can't be served (%v): list again", err))
 		}
 		return nil, apierrors.NewInternalError(fmt.Errorf("listing the sources at resourceVersion %s: %w", version, err))
+	}
+	if err := m.sameNamespace(p, version, namespace); err != nil {
+		return nil, err
 	}
 	namespaces := []string{namespace}
 	if namespace == "" {
@@ -97,4 +103,45 @@ func (m *Mux) currentResultsLocked(resource, namespace, name string) []Namespace
 		}
 	}
 	return out
+}
+
+// admitPast waits for the requester's turn to build a past state
+// (Options.PastStates): 429 when it does not come.
+func (m *Mux) admitPast(ctx context.Context, version string) error {
+	if m.opts.PastStates == nil {
+		pastStates.WithLabelValues("admitted").Inc()
+		return nil
+	}
+	if err := m.opts.PastStates(ctx); err != nil {
+		pastStates.WithLabelValues("refused").Inc()
+		return apierrors.NewTooManyRequests(fmt.Sprintf("resourceVersion %s needs the sources listed at a past version, and this requester's turn did not come (%v): try again", version, err), 1)
+	}
+	pastStates.WithLabelValues("admitted").Inc()
+	return nil
+}
+
+// sameNamespace answers 410 Gone when the past state p holds namespace
+// (not "") as another namespace than the one of that name now: deleted
+// and created again, by someone else perhaps. A past view is served only
+// for the namespace as it is now, as its readers are those of today. (One
+// deleted since has no readers but those of every namespace: its
+// difference, deletions, is served.)
+func (m *Mux) sameNamespace(p *pastState, version, namespace string) error {
+	if namespace == "" {
+		return nil
+	}
+	m.mu.RLock()
+	cur, ok := m.st.namespaces[namespace]
+	m.mu.RUnlock()
+	for _, st := range []*state{p.after, p.before} {
+		if st == nil {
+			continue
+		}
+		past, existed := st.namespaces[namespace]
+		if existed && ok && past.UID != cur.UID {
+			pastStates.WithLabelValues("other_namespace").Inc()
+			return gone(version, fmt.Sprintf("names namespace %s as it was before it was deleted: list again", namespace))
+		}
+	}
+	return nil
 }

@@ -23,6 +23,13 @@ var (
 		Help:           "Watches resumed from a version this instance has no history for (another replica's, an earlier run's), by the difference with the sources listed at its revisions.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	pastStates = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      "implicit",
+		Subsystem:      "watch",
+		Name:           "past_states_total",
+		Help:           "Watches and lists that needed the sources at a past version, by result: admitted, refused (the requester's turn in the fair queue did not come: 429), other_namespace (the version names a namespace since deleted and created again: 410).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
 	resumeFailures = metrics.NewCounter(&metrics.CounterOpts{
 		Namespace:      "implicit",
 		Subsystem:      "watch",
@@ -107,6 +114,6 @@ var (
 )
 
 func init() {
-	legacyregistry.MustRegister(resumedFromVector, resumeFailures, fanOutLatency.New, fanOutLatency.Old, openWatchers.New, openWatchers.Old,
+	legacyregistry.MustRegister(resumedFromVector, pastStates, resumeFailures, fanOutLatency.New, fanOutLatency.Old, openWatchers.New, openWatchers.Old,
 		slowWatchersClosed.New, slowWatchersClosed.Old, eventsDelivered, sourceObjects, candidates, candidateNamespaces)
 }

@@ -36,6 +36,12 @@ type Options struct {
 	BookmarkInterval time.Duration
 	// Clock is injected for tests (default the real clock).
 	Clock clock.WithTicker
+	// PastStates admits, in its requester's turn, a watch or list that
+	// needs the sources listed at a past version (a fair queue per
+	// requester: each version a client makes up costs kube-apiserver and
+	// etcd lists). An error answers 429, and the client retries; nil
+	// admits every one.
+	PastStates func(ctx context.Context) error
 }
 
 func (o *Options) defaults() {

@@ -143,6 +143,10 @@ func (c *fakeCluster) startReplica(rng *rand.Rand) *watchmux.Mux {
 		feedChange(m, ch)
 	}
 	m.MarkSynced()
+	// Its informers listed at r: through a Tracker, every source's state
+	// is complete there, whatever its newest object's revision.
+	m.Progress("namespaces", r)
+	m.Progress(rolebindings, r)
 	return m
 }
 

@@ -2,6 +2,7 @@ package watchmux_test
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sort"
 	"strconv"
@@ -233,4 +234,103 @@ func equalStrings(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// currentVersion is m's current version.
+func currentVersion(t *testing.T, m *watchmux.Mux) string {
+	t.Helper()
+	v, err := m.Read(func(watchmux.Reader) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestQuietVersionServedWithoutListing is issue 38's case 1: a version
+// names the current state by revisions etcd has since compacted (nothing
+// changed since). A replica started later serves it with no list, so the
+// compaction doesn't matter: a bookmark and no events, not 410.
+func TestQuietVersionServedWithoutListing(t *testing.T) {
+	t.Parallel()
+	c := &fakeCluster{}
+	c.write("namespaces", namespace(global), false)
+	c.write("namespaces", namespace("team-x"), false)
+	c.write(rolebindings, roleBinding(global, "a"), false)
+	rng := rand.New(rand.NewPCG(3, 8))
+	a := c.startReplica(rng)
+	v := currentVersion(t, a)
+	// Another kind moves etcd on, and everything before is compacted.
+	c.write("roles", role("team-x", "r"), false)
+	c.mu.Lock()
+	c.compacted = c.rev
+	c.mu.Unlock()
+	b := c.startReplica(rng)
+	for _, ns := range []string{"", "team-x"} {
+		ev := firstEvent(t, b, watchmux.WatchOptions{Resource: rolebindings, Namespace: ns, ResourceVersion: v, AllowBookmarks: true}, "resume on B from "+v)
+		if ev.Type != watch.Bookmark {
+			t.Errorf("namespace %q: first event %s, want a bookmark (the client holds the current views)", ns, describeEvent(ev))
+		}
+	}
+	if _, err := b.ResultsAt(context.Background(), v, rolebindings, "team-x", ""); err != nil {
+		t.Errorf("an exact list at %s on B: %v", v, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.lists) != 0 {
+		t.Errorf("B listed %v, want nothing", c.lists)
+	}
+}
+
+// TestPastViewOfAnotherNamespace is issue 38's case 8: a version that
+// names a namespace since deleted and created again (another uid) is not
+// served for it, and building past states waits for the requester's turn.
+func TestPastViewOfAnotherNamespace(t *testing.T) {
+	t.Parallel()
+	c := &fakeCluster{}
+	c.write("namespaces", namespace(global), false)
+	c.write("namespaces", namespace("org"), false)
+	c.write("namespaces", namespace("team-x", parent("org")), false)
+	c.write(rolebindings, roleBinding("org", "secret"), false)
+	rng := rand.New(rand.NewPCG(4, 9))
+	v := currentVersion(t, c.startReplica(rng))
+	c.write("namespaces", namespace("team-x", parent("org")), true)
+	again := namespace("team-x")
+	again.UID = "another-uid"
+	c.write("namespaces", again, false)
+	b := c.startReplica(rng)
+	_, err := b.Watch(t.Context(), watchmux.WatchOptions{Resource: rolebindings, Namespace: "team-x", ResourceVersion: v})
+	if !apierrors.IsResourceExpired(err) {
+		t.Errorf("a watch of the new team-x from %s: %v, want 410 Gone", v, err)
+	}
+	if _, err := b.ResultsAt(context.Background(), v, rolebindings, "team-x", ""); !apierrors.IsResourceExpired(err) {
+		t.Errorf("an exact list of the new team-x at %s: %v, want 410 Gone", v, err)
+	}
+
+	refusing := newMux(watchmux.Options{PastStates: func(context.Context) error { return errors.New("not your turn") }})
+	refusing.SetNamespaceList(c.lister("namespaces"))
+	refusing.SetSourceList(rolebindings, "", c.lister(rolebindings))
+	c.mu.Lock()
+	r := c.rev
+	c.mu.Unlock()
+	for _, key := range []string{"namespaces", rolebindings} {
+		for _, o := range c.objects(key, r) {
+			feedChange(refusing, fakeChange{key: key, obj: o})
+		}
+	}
+	refusing.MarkSynced()
+	refusing.Progress("namespaces", r)
+	refusing.Progress(rolebindings, r)
+	if _, err := refusing.Watch(t.Context(), watchmux.WatchOptions{Resource: rolebindings, Namespace: "org", ResourceVersion: v}); !apierrors.IsTooManyRequests(err) {
+		t.Errorf("a past view without the requester's turn: %v, want 429", err)
+	}
+}
+
+// firstEvent is firstEventOrErr for a watch that must start.
+func firstEvent(t *testing.T, m *watchmux.Mux, opts watchmux.WatchOptions, what string) watch.Event {
+	t.Helper()
+	ev, err := firstEventOrErr(t, m, opts, what)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return ev
 }

@@ -144,6 +144,9 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 		}
 		c := m.pastConfigLocked()
 		m.mu.RUnlock()
+		if err := m.admitPast(ctx, opts.ResourceVersion); err != nil {
+			return nil, err
+		}
 		p, err := m.pastFor(ctx, c, *want, opts.Resource, opts.Namespace)
 		if err != nil {
 			resumeFailures.Inc()
@@ -154,6 +157,9 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 				return nil, apierrors.NewTooManyRequests(fmt.Sprintf("resourceVersion %s can't be served now (%v): watch again", opts.ResourceVersion, err), 1)
 			}
 			return nil, gone(opts.ResourceVersion, fmt.Sprintf("can't be served (%v): list again", err))
+		}
+		if err := m.sameNamespace(p, opts.ResourceVersion, opts.Namespace); err != nil {
+			return nil, err
 		}
 		// The view as the client holds it, merged before taking mu again:
 		// under it, only the current views are merged and compared.
@@ -183,7 +189,9 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 	case sendInitial:
 		w.initial = m.snapshotLocked(opts, w.startRV, w.startText)
 	case same:
-		w.resumed(nil)
+		// Nothing to send; a bookmark says so when asked for.
+		w.resumeBookmark = w.opts.AllowBookmarks
+		resumedFromVector.Inc()
 	case history != nil:
 		w.initial = history
 	case past != nil && opts.Namespace == "":

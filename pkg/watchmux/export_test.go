@@ -1,0 +1,6 @@
+package watchmux
+
+// Progress records, for tests that feed the mux themselves, that source
+// key ("namespaces", or a resource) is complete at rev, unchanged: what a
+// Tracker's list or bookmark tells a mux fed through one.
+func (m *Mux) Progress(key string, rev uint64) { m.progress(key, rev) }
