@@ -53,20 +53,44 @@ func (g *Guards) trustedWithParentUID(username string) bool {
 // parentUIDOf returns the uid of namespace parent, and false when it does
 // not exist.
 func (g *Guards) parentUIDOf(ctx context.Context, parent string) (string, bool, error) {
+	ns, err := g.hostNamespace(ctx, parent)
+	if err != nil || ns == nil {
+		return "", false, err
+	}
+	return string(ns.UID), true, nil
+}
+
+// hostNamespace reads namespace name from kube-apiserver (nil when it does
+// not exist).
+func (g *Guards) hostNamespace(ctx context.Context, name string) (*corev1.Namespace, error) {
 	g.mu.RLock()
 	n := g.namespaces
 	g.mu.RUnlock()
 	if n == nil {
-		return "", false, fmt.Errorf("no client to read namespace %s from the host cluster", parent)
+		return nil, fmt.Errorf("no client to read namespace %s from the host cluster", name)
 	}
-	ns, err := n.Get(ctx, parent, metav1.GetOptions{})
+	ns, err := n.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return "", false, nil
+		return nil, nil
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("reading namespace %s: %w", parent, err)
+		return nil, fmt.Errorf("reading namespace %s: %w", name, err)
 	}
-	return string(ns.UID), true, nil
+	return ns, nil
+}
+
+// parentTerminating refuses parent as namespace name's parent when
+// kube-apiserver shows its deletion begun: the mirror may not show it yet
+// (parentStays asks the mirror, for the ancestors too).
+func (g *Guards) parentTerminating(ctx context.Context, name, parent string) decision {
+	ns, err := g.hostNamespace(ctx, parent)
+	if err != nil {
+		return unavailable(err)
+	}
+	if ns != nil && ns.DeletionTimestamp != nil {
+		return parentGoingAway(name, parent, parent)
+	}
+	return allow()
 }
 
 // ParentUID is the mutating guard: it records in implicit.dev/parent-uid
