@@ -378,19 +378,19 @@ var hostNamespaces = []string{"org", "org2", "team-a", "kube-system", global}
 
 // namespaceClient serves names as namespaces, with nsUID uids.
 func namespaceClient(names ...string) admission.NamespaceGetter {
-	return namespaceClientTerminating(names, nil)
+	return hostClient(names, nil, nil)
 }
 
-// namespaceClientTerminating is namespaceClient with the deletion of the
-// namespaces terminating begun.
-func namespaceClientTerminating(names, terminating []string) admission.NamespaceGetter {
+// hostClient is namespaceClient with the deletion of the namespaces
+// terminating begun, and the parent labels of parents.
+func hostClient(names, terminating []string, parents map[string]string) admission.NamespaceGetter {
 	objs := make([]runtime.Object, 0, len(names))
 	for _, n := range names {
 		var opts []nsOpt
 		if slices.Contains(terminating, n) {
 			opts = append(opts, deleting)
 		}
-		objs = append(objs, ns(n, "", opts...))
+		objs = append(objs, ns(n, parents[n], opts...))
 	}
 	return fake.NewClientset(objs...).CoreV1().Namespaces()
 }

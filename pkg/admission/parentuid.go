@@ -80,18 +80,32 @@ func (g *Guards) hostNamespace(ctx context.Context, name string) (*corev1.Namesp
 }
 
 // parentTerminating refuses parent as namespace name's parent when
-// kube-apiserver shows its deletion begun: the mirror may not show it yet
-// (parentStays asks the mirror, for the ancestors too).
+// kube-apiserver shows the deletion of parent, or of a namespace above it,
+// begun: the mirror may not show it yet (parentStays asks the mirror, with
+// the deletions admitted a moment ago). The parent labels are followed up
+// as kube-apiserver has them, at most maxLiveAncestors reads.
 func (g *Guards) parentTerminating(ctx context.Context, name, parent string) decision {
-	ns, err := g.hostNamespace(ctx, parent)
-	if err != nil {
-		return unavailable(err)
-	}
-	if ns != nil && ns.DeletionTimestamp != nil {
-		return parentGoingAway(name, parent, parent)
+	seen := map[string]bool{}
+	for cur := parent; cur != "" && !seen[cur] && len(seen) < maxLiveAncestors; {
+		seen[cur] = true
+		ns, err := g.hostNamespace(ctx, cur)
+		if err != nil {
+			return unavailable(err)
+		}
+		if ns == nil {
+			return allow()
+		}
+		if ns.DeletionTimestamp != nil {
+			return parentGoingAway(name, parent, cur)
+		}
+		cur = ns.Labels[merge.LabelParent]
 	}
 	return allow()
 }
+
+// maxLiveAncestors bounds the namespaces parentTerminating reads: the
+// merge's depth cap and one more.
+const maxLiveAncestors = 33
 
 // ParentUID is the mutating guard: it records in implicit.dev/parent-uid
 // the uid of the parent a namespace's implicit.dev/parent names when the

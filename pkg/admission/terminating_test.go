@@ -68,6 +68,16 @@ func TestParentTerminating(t *testing.T) {
 			wantSAR:     []authorizationv1.ResourceAttributes{updateNamespace("org2")},
 		},
 		{
+			name:            "a new parent below an ancestor kube-apiserver shows terminating is denied before the mirror shows it",
+			index:           idx(),
+			hostTerminating: []string{"org"},
+			hostParents:     map[string]string{"org2": "org"},
+			answers:         allowAll(updateNamespace("org2")),
+			req:             request(update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "org2", parentUID(nsUID("org2")))),
+			wantMessage:     []string{`namespace "org2" can't be the parent of namespace "team-a": its ancestor "org" is being terminated`},
+			wantSAR:         []authorizationv1.ResourceAttributes{updateNamespace("org2")},
+		},
+		{
 			// Whether a namespace is terminating is told only to who may
 			// update it, as whether it exists.
 			name:            "without update on the terminating parent, the denial says only that",
