@@ -160,13 +160,13 @@ bench-micro: ## Go benchmarks of views, fan-out and authorization decisions (not
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./pkg/authz/
 
 .PHONY: fuzz
-fuzz: ## Fuzz the merge rules, staged candidates, explanations, overlays, the watch splice and the guards' invariants for a while (FUZZTIME each, default 60s).
+fuzz: ## Fuzz the merge rules, staged candidates, explanations, overlays and the watch splice for a while (FUZZTIME each, default 60s), and the guards' invariants for FUZZSEQUENCES sequences (default 6000).
 	$(GO) test -run='^$$' -fuzz='^FuzzMerge$$' -fuzztime=$${FUZZTIME:-60s} ./pkg/merge
 	$(GO) test -run='^$$' -fuzz='^FuzzStagedMerge$$' -fuzztime=$${FUZZTIME:-60s} ./pkg/merge
 	$(GO) test -run='^$$' -fuzz='^FuzzExplain$$' -fuzztime=$${FUZZTIME:-60s} ./pkg/merge
 	$(GO) test -run='^$$' -fuzz='^FuzzOverlay$$' -fuzztime=$${FUZZTIME:-60s} ./pkg/merge
 	$(GO) test -run='^$$' -fuzz='^FuzzSplice$$' -fuzztime=$${FUZZTIME:-60s} ./pkg/views
-	IMPLICIT_INVARIANTS_DURATION=$${FUZZTIME:-60s} $(GO) test -count=1 -timeout=0 -run='^TestInvariants$$' -v ./internal/invariants
+	IMPLICIT_INVARIANTS_SEQUENCES=$${FUZZSEQUENCES:-6000} $(GO) test -count=1 -timeout=0 -run='^TestInvariants$$' -v ./internal/invariants
 
 ##@ Help
 

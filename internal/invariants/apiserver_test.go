@@ -124,6 +124,8 @@ type harness struct {
 	// admitted it only thanks to their memory.
 	current      op
 	memoryBroken bool
+	// finishing is the held deletion the current op finishes.
+	finishing *deletion
 	// sampleGrants checks a sample of the grants after each op (the
 	// exploration); replays check them all.
 	sampleGrants bool

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -35,7 +36,10 @@ type violation struct {
 
 func (v violation) String() string {
 	item := "no known item"
-	if v.item != "" {
+	switch {
+	case strings.HasPrefix(v.item, "39/"):
+		item = "issue 39 item 1, " + strings.TrimPrefix(v.item, "39/")
+	case v.item != "":
 		item = "issue 24 item " + v.item
 	}
 	return fmt.Sprintf("invariant %q broken (%s): %s", v.invariant, item, v.message)
@@ -155,8 +159,8 @@ func (h *harness) checkLocks(o op, before map[viewKey][]lockedLayer) {
 	}
 	sort.Slice(keys, func(i, j int) bool { return fmt.Sprint(keys[i]) < fmt.Sprint(keys[j]) })
 	for _, k := range keys {
-		if _, exists := h.w.namespaces[k.viewer]; !exists {
-			continue // a deleted namespace has no view to lose anything from
+		if ns, exists := h.w.namespaces[k.viewer]; !exists || ns.DeletionTimestamp != nil {
+			continue // a namespace going away has no view to lose anything from
 		}
 		for _, l := range before[k] {
 			if h.oracle.unlocks(o.actor, l.src) {
@@ -221,6 +225,19 @@ func (h *harness) lockItem(o op, viewer string, src key) string {
 		// the guards admitted it on an assumption left by a refused
 		// request (or closed a cycle that way)
 		return "1"
+	case o.kind == opNSFinish && h.finishing != nil && !h.finishing.subtree[viewer]:
+		// issue 39: the viewer came below a namespace whose deletion had
+		// begun, which then took what came through it, unjudged
+		return "39/terminating-parent"
+	case o.kind == opNSFinish && h.finishing != nil && !h.finishing.locked[viewedLayer{viewer, src}]:
+		// the item was locked (or came) after the deletion began, by
+		// someone who may unlock it: docs/security.md, "Held in
+		// Terminating"
+		return "39/locked-after-deletion-began"
+	case o.kind == opNSFinish:
+		// the end of a deletion judged at its first DELETE (or not sent to
+		// the guard: ConditionSync's interval), as a deletion at once
+		return "new/ns-delete-middle"
 	case o.kind == opNSDelete && src.namespace == o.name:
 		// "deleting a namespace that holds locked sources inherited
 		// elsewhere needs unlock on them"

@@ -24,11 +24,28 @@ func (h *harness) run(o op) bool {
 	h.current, h.memoryBroken = o, false
 	h.badBefore, h.badNow = h.badNow, map[string]bool{}
 	before := h.snapshot()
+	judged := o
+	if d, held := h.w.deletions[o.name]; held && o.kind == opNSFinish {
+		// What the end of a deletion takes, its beginning was judged
+		// on: its author's.
+		judged.actor = d.by
+		h.finishing = &d
+	}
 	stored := h.serve(o)
+	if d, held := h.w.deletions[o.name]; held && o.kind == opNSDelete && stored {
+		d.locked = map[viewedLayer]bool{}
+		for k, layers := range before {
+			for _, l := range layers {
+				d.locked[viewedLayer{k.viewer, l.src}] = true
+			}
+		}
+		h.w.deletions[o.name] = d
+	}
 	h.materialize()
 	if stored {
-		h.checkLocks(o, before)
+		h.checkLocks(judged, before)
 	}
+	h.finishing = nil
 	h.checkApproved()
 	h.checkMaterialized()
 	if h.sampleGrants {
@@ -42,6 +59,9 @@ func (h *harness) run(o op) bool {
 
 // serve authorizes, admits and stores o.
 func (h *harness) serve(o op) bool {
+	if o.kind == opNSFinish {
+		return h.finish(o)
+	}
 	a := h.actors[o.actor]
 	r, ok := h.build(a, o)
 	if !ok {
@@ -251,6 +271,12 @@ func (h *harness) persist(a *actor, o op, r request, obj runtime.Object) bool {
 		h.storeLag(a.name, cur.obj, obj, o.lag)
 	case admissionv1.Delete:
 		if r.gvr.Resource == "namespaces" {
+			if o.held {
+				h.w.deletions[r.name] = deletion{by: a.name, subtree: h.w.below(r.name)}
+				h.terminate(a, r.name, o.lag)
+				h.logf("  => namespace Terminating (emptied, held by a finalizer)")
+				return true
+			}
 			h.deleteNamespace(a, r.name, o.lag)
 			h.logf("  => namespace deleted (and emptied)")
 			return true
@@ -265,6 +291,14 @@ func (h *harness) persist(a *actor, o op, r request, obj runtime.Object) bool {
 // deleteNamespace plays a namespace's deletion: terminating, its objects
 // deleted by the namespace controller, then gone.
 func (h *harness) deleteNamespace(a *actor, name string, lag int) {
+	h.terminate(a, name, lag)
+	h.remove(a.name, name, lag)
+}
+
+// terminate begins a namespace's deletion: it is marked Terminating and the
+// namespace controller deletes its objects (a finalizer may then hold it,
+// until finish).
+func (h *harness) terminate(a *actor, name string, lag int) {
 	cur := h.w.namespaces[name]
 	term := cur.DeepCopy()
 	now := metav1.NewTime(h.clock.Now())
@@ -272,11 +306,33 @@ func (h *harness) deleteNamespace(a *actor, name string, lag int) {
 	h.storeLag(a.name, cur, term, lag)
 	for _, k := range h.w.keys("") {
 		if k.namespace == name {
-			h.storeLag("system:serviceaccount:kube-system:namespace-controller", h.w.objs[k].obj, nil, lag)
+			h.storeLag(namespaceController, h.w.objs[k].obj, nil, lag)
 		}
 	}
-	h.storeLag(a.name, h.w.namespaces[name], nil, lag)
+}
+
+// remove ends a namespace's deletion: it is gone.
+func (h *harness) remove(writer, name string, lag int) {
+	h.storeLag(writer, h.w.namespaces[name], nil, lag)
+	delete(h.w.deletions, name)
 	for _, x := range h.actors {
 		delete(x.admin, name)
 	}
+}
+
+// namespaceController is the user of kube-controller-manager's namespace
+// controller.
+const namespaceController = "system:serviceaccount:kube-system:namespace-controller"
+
+// finish removes the finalizer that holds a Terminating namespace: the
+// namespace controller's last requests, which no guard judges (a
+// Terminating namespace's deletion is let through), remove it.
+func (h *harness) finish(o op) bool {
+	if _, held := h.w.deletions[o.name]; !held {
+		h.logf("  namespace %s is not held in Terminating", o.name)
+		return false
+	}
+	h.remove(namespaceController, o.name, o.lag)
+	h.logf("  => namespace removed by the namespace controller")
+	return true
 }

@@ -26,6 +26,9 @@ type op struct {
 	repeat int
 	// lag is how many ops later the mirror sees the write.
 	lag int
+	// held: a namespace's deletion is held in Terminating by a finalizer
+	// until an opNSFinish of it.
+	held bool
 	// order seeds the order in which the validating webhooks answer.
 	order uint64
 }
@@ -42,6 +45,10 @@ const (
 	// opCopyWrite updates a materialized copy as `kubectl apply` would:
 	// its content, keeping its labels unless src.dropCopyLabel.
 	opCopyWrite
+	// opNSFinish removes the finalizer that holds a Terminating
+	// namespace: the namespace controller finishes its deletion, with no
+	// request any guard is asked about.
+	opNSFinish
 )
 
 // tri is keep, set or clear.
@@ -90,7 +97,7 @@ func (t tri) show(name, v string) string {
 
 func (o op) String() string {
 	var b strings.Builder
-	verb := map[opKind]string{opCreate: "CREATE", opUpdate: "UPDATE", opDelete: "DELETE", opNSCreate: "CREATE", opNSUpdate: "UPDATE", opNSDelete: "DELETE", opCopyWrite: "UPDATE(copy)"}[o.kind]
+	verb := map[opKind]string{opCreate: "CREATE", opUpdate: "UPDATE", opDelete: "DELETE", opNSCreate: "CREATE", opNSUpdate: "UPDATE", opNSDelete: "DELETE", opCopyWrite: "UPDATE(copy)", opNSFinish: "FINALIZE"}[o.kind]
 	fmt.Fprintf(&b, "%s %s ", o.actor, verb)
 	var parts []string
 	add := func(s string) {
@@ -99,8 +106,11 @@ func (o op) String() string {
 		}
 	}
 	switch o.kind {
-	case opNSCreate, opNSUpdate, opNSDelete:
+	case opNSCreate, opNSUpdate, opNSDelete, opNSFinish:
 		fmt.Fprintf(&b, "namespace %s", o.name)
+		if o.held {
+			add("held-by-finalizer")
+		}
 		add(o.ns.parent.show("parent", o.ns.parentN))
 		add(o.ns.inherit.show("inherit=false", ""))
 		add(o.ns.stage.show("stage", o.ns.stageV))
@@ -195,6 +205,19 @@ func (h *harness) gen(rng *rand.Rand) op {
 	case f < 0.39:
 		o.kind = opNSDelete
 		o.name = pick(namespacePool)
+		o.held = rng.Float64() < 0.5
+	case f < 0.41:
+		// The finalizer holding a Terminating namespace is removed.
+		var held []string
+		for _, n := range names {
+			if h.w.namespaces[n].DeletionTimestamp != nil {
+				held = append(held, n)
+			}
+		}
+		if len(held) == 0 {
+			return h.gen(rng)
+		}
+		o.kind, o.name = opNSFinish, pick(held)
 	case f < 0.45:
 		copies := h.copies()
 		if len(copies) == 0 {

@@ -64,10 +64,49 @@ type world struct {
 	namespaces map[string]*corev1.Namespace
 	creator    map[string]string
 	objs       map[key]*stored
+	// deletions are the namespaces held in Terminating, by name.
+	deletions map[string]deletion
+}
+
+// deletion is a namespace's deletion held in Terminating: who began it,
+// the namespaces below it then, and the locked layers of their views then
+// (its first DELETE was judged on them).
+type deletion struct {
+	by      string
+	subtree map[string]bool
+	locked  map[viewedLayer]bool
+}
+
+// viewedLayer is a locked source in a namespace's view.
+type viewedLayer struct {
+	viewer string
+	src    key
 }
 
 func newWorld() *world {
-	return &world{namespaces: map[string]*corev1.Namespace{}, creator: map[string]string{}, objs: map[key]*stored{}}
+	return &world{namespaces: map[string]*corev1.Namespace{}, creator: map[string]string{}, objs: map[key]*stored{},
+		deletions: map[string]deletion{}}
+}
+
+// below lists the namespaces whose parent labels lead up to name.
+func (w *world) below(name string) map[string]bool {
+	out := map[string]bool{}
+	for n := range w.namespaces {
+		seen := map[string]bool{n: true}
+		for cur := w.namespaces[n].Labels[merge.LabelParent]; cur != "" && !seen[cur]; {
+			if cur == name {
+				out[n] = true
+				break
+			}
+			seen[cur] = true
+			p, ok := w.namespaces[cur]
+			if !ok {
+				break
+			}
+			cur = p.Labels[merge.LabelParent]
+		}
+	}
+	return out
 }
 
 func (w *world) nextRV() string { w.rv++; return strconv.Itoa(w.rv) }

@@ -73,6 +73,10 @@ type Index interface {
 	SourceLocked(resource, namespace, name string) (bool, error)
 	// Terminating reports whether namespace is being deleted.
 	Terminating(namespace string) bool
+	// GoingAway is the first namespace from namespace up its parent labels
+	// (namespace included) whose deletion has begun: Terminating in the
+	// mirror, or assumed gone. "" when none is.
+	GoingAway(namespace string, assumed Assumed) string
 	// Candidates lists the candidates among namespace's sources of
 	// resource, sorted by name.
 	Candidates(resource, namespace string) ([]CandidateSource, error)

@@ -41,6 +41,10 @@ type guardCase struct {
 	// leaves the guards without a client to read them.
 	namespaces []string
 	noHost     bool
+	// hostTerminating are host namespaces whose deletion has begun;
+	// hostParents their parent labels, by name.
+	hostTerminating []string
+	hostParents     map[string]string
 	// trusted users may write parent-uid as they like.
 	trusted []string
 	// wantPatch is the JSON patch of an allowed answer, "" for none.
@@ -65,7 +69,7 @@ func runGuard(t *testing.T, path string, tc guardCase) {
 		if names == nil {
 			names = hostNamespaces
 		}
-		g.SetNamespaces(namespaceClient(names...))
+		g.SetNamespaces(hostClient(names, tc.hostTerminating, tc.hostParents))
 	}
 	g.TrustParentUIDFrom(tc.trusted...)
 	if tc.identity != "" {

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -69,8 +71,10 @@ type fakeIndex struct {
 	reachErr  error
 	// losers answers DeletionLosers by namespace.
 	losers map[string][]string
-	// terminating answers Terminating.
+	// terminating answers Terminating; goingAway GoingAway by namespace
+	// (a terminating namespace answers itself).
 	terminating map[string]bool
+	goingAway   map[string]string
 	// overlays answers Overlays by "resource name".
 	overlays map[string]bool
 	// candidates answers Candidates by "resource namespace"; objects
@@ -150,6 +154,14 @@ func (f *fakeIndex) Exists(namespace string) bool {
 
 // Terminating implements admission.Index.
 func (f *fakeIndex) Terminating(namespace string) bool { return f.terminating[namespace] }
+
+// GoingAway implements admission.Index.
+func (f *fakeIndex) GoingAway(namespace string, _ admission.Assumed) string {
+	if f.terminating[namespace] {
+		return namespace
+	}
+	return f.goingAway[namespace]
+}
 
 // IsTenant implements admission.Index.
 func (f *fakeIndex) IsTenant(namespace string) bool { return f.existing[namespace] }
@@ -366,11 +378,27 @@ var hostNamespaces = []string{"org", "org2", "team-a", "kube-system", global}
 
 // namespaceClient serves names as namespaces, with nsUID uids.
 func namespaceClient(names ...string) admission.NamespaceGetter {
+	return hostClient(names, nil, nil)
+}
+
+// hostClient is namespaceClient with the deletion of the namespaces
+// terminating begun, and the parent labels of parents.
+func hostClient(names, terminating []string, parents map[string]string) admission.NamespaceGetter {
 	objs := make([]runtime.Object, 0, len(names))
 	for _, n := range names {
-		objs = append(objs, ns(n, ""))
+		var opts []nsOpt
+		if slices.Contains(terminating, n) {
+			opts = append(opts, deleting)
+		}
+		objs = append(objs, ns(n, parents[n], opts...))
 	}
 	return fake.NewClientset(objs...).CoreV1().Namespaces()
+}
+
+// deleting marks a namespace Terminating: its deletion has begun.
+func deleting(n *corev1.Namespace) {
+	n.DeletionTimestamp = &metav1.Time{Time: time.Unix(1700000000, 0)}
+	n.Status.Phase = corev1.NamespaceTerminating
 }
 
 // request is an admission request for op on an object of gr; old and obj

@@ -137,6 +137,11 @@ func (g *Guards) parents(ctx context.Context, req *admissionv1.AdmissionRequest,
 	if d := g.parentUID(ctx, req, name, old == nil, newParent, before, after); !d.allowed {
 		return d
 	}
+	if joining(before, after, old == nil, newParent) {
+		if d := g.parentTerminating(ctx, name, after.parent); !d.allowed {
+			return d
+		}
+	}
 	next := NamespaceMeta{Labels: obj.GetLabels(), Annotations: obj.GetAnnotations()}
 	// The request's old object is what the namespace is now, whatever the
 	// mirror or an assumption says (it may not know a namespace re-created
@@ -183,6 +188,11 @@ func (g *Guards) judgeHierarchy(name string, next NamespaceMeta, now *NamespaceM
 // it is being created).
 func (g *Guards) judgeLocked(name string, next NamespaceMeta, now *NamespaceMeta, newParent bool, parent string, assumed Assumed) judgement {
 	exists := now != nil
+	var before hierarchyOf
+	if exists {
+		before = hierarchyOf{parent: now.Labels[merge.LabelParent], inherit: now.Labels[merge.LabelInherit]}
+	}
+	joins := joining(before, hierarchyOf{parent: parent, inherit: next.Labels[merge.LabelInherit]}, !exists, newParent)
 	if exists {
 		// Both ways, the namespace itself is as the request found it.
 		mirror := Assumed{name: *now}
@@ -194,18 +204,33 @@ func (g *Guards) judgeLocked(name string, next NamespaceMeta, now *NamespaceMeta
 			withAssumed = Assumed{}
 		}
 		withAssumed[name] = *now
-		return g.judgeBoth(name, next, true, newParent, parent, mirror, withAssumed)
+		return g.judgeBoth(name, next, true, newParent, joins, parent, mirror, withAssumed)
 	}
-	return g.judgeBoth(name, next, false, newParent, parent, nil, assumed)
+	return g.judgeBoth(name, next, false, newParent, joins, parent, nil, assumed)
+}
+
+// joining reports whether a namespace comes to inherit through parent
+// (after's) by the change from before: a new parent label, or opting back
+// in under the parent it names.
+func joining(before, after hierarchyOf, created, newParent bool) bool {
+	if after.parent == "" || after.inherit == "false" {
+		return false
+	}
+	return newParent || !created && before.inherit == "false"
 }
 
 // judgeBoth judges against the mirror (with first applied: nil or the
 // namespace itself) and with the assumptions (second). A namespace being
-// created loses nothing.
-func (g *Guards) judgeBoth(name string, next NamespaceMeta, exists, newParent bool, parent string, first, second Assumed) judgement {
+// created loses nothing. joins: the change makes it inherit through parent.
+func (g *Guards) judgeBoth(name string, next NamespaceMeta, exists, newParent, joins bool, parent string, first, second Assumed) judgement {
 	for _, a := range []Assumed{first, second} {
 		if newParent {
 			if d := g.parentPlace(name, parent, a); !d.allowed {
+				return judgement{d: d}
+			}
+		}
+		if joins {
+			if d := g.parentStays(name, parent, a); !d.allowed {
 				return judgement{d: d}
 			}
 		}

@@ -53,6 +53,31 @@ func (g *Guards) parentPlace(name, parent string, assumed Assumed) decision {
 	return allow()
 }
 
+// parentStays checks, with assumed applied, that no namespace on parent's
+// path to the root is being deleted: a namespace that is going away is no
+// place to move a child to, as kube-apiserver refuses new content in a
+// Terminating namespace. Its deletion was judged on the subtree it had when
+// it began (NamespaceDeletions), and the deletion ends with no judgement
+// (the namespace controller's requests are let through), so a child that
+// joined later would lose unjudged what comes through it.
+func (g *Guards) parentStays(name, parent string, assumed Assumed) decision {
+	if away := g.index.GoingAway(parent, assumed); away != "" {
+		return parentGoingAway(name, parent, away)
+	}
+	return allow()
+}
+
+// parentGoingAway is the denial of parent as namespace name's parent while
+// away, parent itself or an ancestor of it, is being deleted.
+func parentGoingAway(name, parent, away string) decision {
+	if away == parent {
+		return deny("namespace %q can't be the parent of namespace %q: it is being terminated (%s can't name a namespace that is going away: what it passes down goes with it)",
+			parent, name, merge.LabelParent)
+	}
+	return deny("namespace %q can't be the parent of namespace %q: its ancestor %q is being terminated, and what it passes down goes with it",
+		parent, name, away)
+}
+
 // parentUID checks the implicit.dev/parent-uid annotation: the uid of the
 // parent a new label names, unchanged otherwise, absent without a parent.
 func (g *Guards) parentUID(ctx context.Context, req *admissionv1.AdmissionRequest, name string, created, newParent bool, before, after hierarchyOf) decision {

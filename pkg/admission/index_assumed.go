@@ -48,6 +48,29 @@ func (x *MuxIndex) ParentCycleAssuming(namespace, parent string, assumed Assumed
 	return cycle
 }
 
+// GoingAway implements Index: the first namespace from namespace up its
+// parent labels, namespace included, that is being deleted (Terminating in
+// the mirror, or its deletion admitted a moment ago: assumed Gone), or "".
+func (x *MuxIndex) GoingAway(namespace string, assumed Assumed) (away string) {
+	_ = x.read(func(r watchmux.Reader) {
+		get := assuming(r, assumed)
+		seen := sets.New[string]()
+		for cur := namespace; cur != "" && !seen.Has(cur); {
+			seen.Insert(cur)
+			if a, ok := assumed[cur]; ok && a.Gone || r.Terminating(cur) {
+				away = cur
+				return
+			}
+			ns, ok := get(cur)
+			if !ok {
+				return
+			}
+			cur = ns.Labels[merge.LabelParent]
+		}
+	})
+	return away
+}
+
 // parentCycle walks parent labels up from parent, with the namespaces get
 // returns, and returns the cycle through namespace it closes, or nil.
 func parentCycle(get merge.NamespaceGetter, namespace, parent string) []string {

@@ -44,7 +44,10 @@ func (g *Guards) Locks(ctx context.Context, req *admissionv1.AdmissionRequest) d
 	}
 	// A locked object goes with its namespace: whoever may delete the
 	// namespace may delete what is in it, and the namespace controller,
-	// which empties it, must not be stopped by a lock.
+	// which empties it, must not be stopped by a lock. A deletion can't be
+	// undone, and the views below the namespace that lose the object were
+	// judged at its first DELETE (NamespaceDeletions); none can join them
+	// while it terminates (parentStays).
 	if req.Operation == admissionv1.Delete && g.index.Terminating(s.namespace) {
 		return allow()
 	}

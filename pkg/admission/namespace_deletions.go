@@ -19,7 +19,13 @@ func (g *Guards) NamespaceDeletions(ctx context.Context, req *admissionv1.Admiss
 		return allow()
 	}
 	// The deletion that counts was admitted: the namespace controller may
-	// finish it.
+	// finish it (refusing its DELETE would leave the namespace stuck
+	// Terminating once its content is gone). That judged the subtree the
+	// namespace had when its deletion began, and nothing may join it since
+	// (parentStays: no new parent, namespace created or opting in under a
+	// namespace going away, or below one), so the DELETEs that follow take
+	// no more than was judged. docs/security.md, "Held in Terminating",
+	// names what remains.
 	if g.index.Terminating(req.Name) {
 		return allow()
 	}

@@ -53,21 +53,59 @@ func (g *Guards) trustedWithParentUID(username string) bool {
 // parentUIDOf returns the uid of namespace parent, and false when it does
 // not exist.
 func (g *Guards) parentUIDOf(ctx context.Context, parent string) (string, bool, error) {
+	ns, err := g.hostNamespace(ctx, parent)
+	if err != nil || ns == nil {
+		return "", false, err
+	}
+	return string(ns.UID), true, nil
+}
+
+// hostNamespace reads namespace name from kube-apiserver (nil when it does
+// not exist).
+func (g *Guards) hostNamespace(ctx context.Context, name string) (*corev1.Namespace, error) {
 	g.mu.RLock()
 	n := g.namespaces
 	g.mu.RUnlock()
 	if n == nil {
-		return "", false, fmt.Errorf("no client to read namespace %s from the host cluster", parent)
+		return nil, fmt.Errorf("no client to read namespace %s from the host cluster", name)
 	}
-	ns, err := n.Get(ctx, parent, metav1.GetOptions{})
+	ns, err := n.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return "", false, nil
+		return nil, nil
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("reading namespace %s: %w", parent, err)
+		return nil, fmt.Errorf("reading namespace %s: %w", name, err)
 	}
-	return string(ns.UID), true, nil
+	return ns, nil
 }
+
+// parentTerminating refuses parent as namespace name's parent when
+// kube-apiserver shows the deletion of parent, or of a namespace above it,
+// begun: the mirror may not show it yet (parentStays asks the mirror, with
+// the deletions admitted a moment ago). The parent labels are followed up
+// as kube-apiserver has them, at most maxLiveAncestors reads.
+func (g *Guards) parentTerminating(ctx context.Context, name, parent string) decision {
+	seen := map[string]bool{}
+	for cur := parent; cur != "" && !seen[cur] && len(seen) < maxLiveAncestors; {
+		seen[cur] = true
+		ns, err := g.hostNamespace(ctx, cur)
+		if err != nil {
+			return unavailable(err)
+		}
+		if ns == nil {
+			return allow()
+		}
+		if ns.DeletionTimestamp != nil {
+			return parentGoingAway(name, parent, cur)
+		}
+		cur = ns.Labels[merge.LabelParent]
+	}
+	return allow()
+}
+
+// maxLiveAncestors bounds the namespaces parentTerminating reads: the
+// merge's depth cap and one more.
+const maxLiveAncestors = 33
 
 // ParentUID is the mutating guard: it records in implicit.dev/parent-uid
 // the uid of the parent a namespace's implicit.dev/parent names when the

@@ -356,6 +356,9 @@ func TestHierarchyChangedCondition(t *testing.T) {
 		{"update opting out", nsAt(u, ns("team-a", "org"), ns("team-a", "org", noInherit)), true},
 		{"update changing inherit", nsAt(u, ns("team-a", "", noInherit), ns("team-a", "", inherit("true"))), true},
 		{"update removing inherit", nsAt(u, ns("team-a", "", noInherit), ns("team-a", "")), true},
+		// Opting back in under a parent joins it: refused while it is
+		// being deleted (issue 39), so it must be sent.
+		{"update opting back in under a parent", nsAt(u, ns("team-a", "org", noInherit), ns("team-a", "org")), true},
 		{"update keeping inherit", nsAt(u, ns("team-a", "", noInherit), ns("team-a", "", noInherit, other)), false},
 		{"update changing the parent uid", nsAt(u, ns("team-a", "org", parentUID("a")), ns("team-a", "org", parentUID("b"))), true},
 		{"update adding a parent uid", nsAt(u, ns("team-a", "org"), ns("team-a", "org", parentUID("b"))), true},

@@ -232,20 +232,38 @@ func (au *audit) observe(attrs Attributes, given Decision, shadows []shadowDecis
 			Verb: attrs.Verb, Resource: resourceString(attrs), Name: attrs.Name, Direction: dir,
 			Given: given.Reason, Candidate: s.d.Reason,
 		}
-		if rec.differ(now, sample) && dir == WouldDeny && recorder != nil && s.target.candidate.Cluster == "" {
+		newKey, counts := rec.differ(now, sample)
+		if newKey && dir == WouldDeny && recorder != nil && s.target.candidate.Cluster == "" {
 			// A new key: the first difference of this namespace, subject,
 			// verb and resource (or the first since it was evicted). The
 			// recorder's correlator aggregates similar Events and rate
 			// limits them per object.
+			//
+			// Whoever reads Events in the candidate's namespace reads
+			// this (view does), so it carries only what any of them may
+			// know: counts, the verb and resource. Who asked, their groups
+			// and where stay behind the CandidateAudit's permission (list
+			// on RoleBindings in every namespace), as the review keeps
+			// them.
 			c := s.target.candidate
-			recorder.Eventf(&corev1.ObjectReference{
+			recorder.Event(&corev1.ObjectReference{
 				Kind: "RoleBinding", APIVersion: rbacv1.SchemeGroupVersion.String(),
 				Namespace: c.Namespace, Name: c.Name, UID: c.UID,
-			}, corev1.EventTypeWarning, ReasonCandidateWouldDeny,
-				"Audit: this candidate for RoleBinding %q would deny %s %s %s in namespace %q, allowed today (%s); see kubectl implicit rollout status rolebinding %s -n %s",
-				s.target.stable, subjectString(attrs), attrs.Verb, sample.Resource, attrs.Namespace, given.Reason, s.target.stable, c.Namespace)
+			}, corev1.EventTypeWarning, ReasonCandidateWouldDeny, wouldDenyMessage(s.target.stable, c.Namespace, attrs.Verb, sample.Resource, counts))
 		}
 	}
+}
+
+// auditCounts are a candidate's counts on this replica when a difference
+// was recorded.
+type auditCounts struct{ judged, wouldDeny int64 }
+
+// wouldDenyMessage is the message of a CandidateWouldDeny Event: what any
+// reader of Events in the candidate's namespace may know, and where the
+// rest is.
+func wouldDenyMessage(stable, namespace, verb, resource string, c auditCounts) string {
+	return fmt.Sprintf("Audit: this candidate for RoleBinding %q would deny %s %s, allowed today; on this replica %d of the %d requests judged so far would be denied; who and where: kubectl implicit rollout status rolebinding %s -n %s",
+		stable, verb, resource, c.wouldDeny, c.judged, stable, namespace)
 }
 
 // record returns t's record, created at now if there is none, and the
@@ -275,8 +293,9 @@ func (rec *auditRecord) judge() {
 	rec.judged++
 }
 
-// differ counts one difference; true when its key was not tracked.
-func (rec *auditRecord) differ(now time.Time, s AuditSample) bool {
+// differ counts one difference; newKey when its key was not tracked. The
+// counts are the record's after it.
+func (rec *auditRecord) differ(now time.Time, s AuditSample) (newKey bool, counts auditCounts) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	rec.judged++
@@ -285,6 +304,7 @@ func (rec *auditRecord) differ(now time.Time, s AuditSample) bool {
 	} else {
 		rec.wouldAllow++
 	}
+	counts = auditCounts{judged: rec.judged, wouldDeny: rec.wouldDeny}
 	if len(rec.samples) < AuditSamples {
 		rec.samples = append(rec.samples, s)
 	} else {
@@ -294,11 +314,11 @@ func (rec *auditRecord) differ(now time.Time, s AuditSample) bool {
 	k := auditKey{namespace: s.Namespace, user: s.User, verb: s.Verb, resource: s.Resource, direction: s.Direction}
 	if e, ok := rec.keys[k]; ok {
 		e.count++
-		return false
+		return false, counts
 	}
 	if len(rec.keys) < AuditTopKeys {
 		rec.keys[k] = &keyCount{count: 1}
-		return true
+		return true, counts
 	}
 	// Space-Saving: the new key takes the place of the smallest, and its
 	// count, as an overestimate (err).
@@ -311,7 +331,7 @@ func (rec *auditRecord) differ(now time.Time, s AuditSample) bool {
 	}
 	delete(rec.keys, minK)
 	rec.keys[k] = &keyCount{count: minC.count + 1, err: minC.count}
-	return true
+	return true, counts
 }
 
 func keyLess(a, b auditKey) bool {
@@ -372,14 +392,4 @@ func resourceString(a Attributes) string {
 		s += "/" + a.Subresource
 	}
 	return s
-}
-
-// subjectString names the requester for an Event: the user and, when the
-// user alone does not say it, the groups.
-func subjectString(a Attributes) string {
-	g := summarizeGroups(a.Groups)
-	if len(g) == 0 {
-		return fmt.Sprintf("user %q", a.User)
-	}
-	return fmt.Sprintf("user %q (groups %s)", a.User, strings.Join(g, ", "))
 }

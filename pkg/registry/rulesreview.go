@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
@@ -30,9 +29,11 @@ type RulesLister interface {
 // namespace grant the requester, each with its binding, scope and resolved
 // role, from the authorization webhook's own computation. Creating one is
 // authorized by the host like any question resource; reviewing another user
-// (spec.user, spec.groups) needs impersonate on that user and each group,
-// checked as kube-apiserver's impersonation does (a SubjectAccessReview of
-// the host): only who could act as them may read their rules.
+// (spec.user, spec.groups) needs what kube-apiserver's impersonation asks
+// (impersonate on the user, or on the ServiceAccount a
+// system:serviceaccount: name is, and on each group; SubjectAccessReviews of
+// the host), and answers for the identity it would build: only who could
+// act as them may read their rules.
 type RulesReviewStorage struct {
 	review
 	src   RulesLister
@@ -75,20 +76,13 @@ func (s *RulesReviewStorage) Create(ctx context.Context, obj runtime.Object, val
 		return nil, apierrors.NewBadRequest("spec.groups needs spec.user")
 	}
 	if in.Spec.User != "" {
-		// As kube-apiserver's impersonation: impersonate on the user and on
-		// each group, and an impersonated user is authenticated.
-		if err := allowed(ctx, s.authz, schema.GroupResource{Resource: "users"}, "impersonate", "", in.Spec.User); err != nil {
+		// Exactly kube-apiserver's impersonation questions, and the
+		// identity it would build (impersonation.go).
+		id, err := impersonate(ctx, s.authz, &user.DefaultInfo{Name: in.Spec.User, Groups: in.Spec.Groups})
+		if err != nil {
 			return nil, err
 		}
-		for _, g := range in.Spec.Groups {
-			if err := allowed(ctx, s.authz, schema.GroupResource{Resource: "groups"}, "impersonate", "", g); err != nil {
-				return nil, err
-			}
-		}
-		name, groups = in.Spec.User, slices.Clone(in.Spec.Groups)
-		if name != user.Anonymous && !slices.Contains(groups, user.AllAuthenticated) {
-			groups = append(groups, user.AllAuthenticated)
-		}
+		name, groups = id.Name, id.Groups
 	}
 	if validate != nil {
 		if err := validate(ctx, obj); err != nil {

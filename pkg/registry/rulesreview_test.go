@@ -55,6 +55,9 @@ func TestRulesReviewStorage(t *testing.T) {
 		"root impersonate /users /dana":             true,
 		"root impersonate /groups /platform:admins": true,
 		"half impersonate /users /dana":             true,
+		// kube-apiserver asks for the ServiceAccount, not the user name.
+		"root impersonate /serviceaccounts ci/ci-bot":             true,
+		"sam impersonate /users /system:serviceaccount:ci:ci-bot": true,
 	}}
 	s := registry.NewRulesReviewStorage(src, authorizer, func(err error) bool { return errors.Is(err, errNotSynced) })
 	wantRules := []v1alpha1.InheritedRule{{
@@ -77,6 +80,11 @@ func TestRulesReviewStorage(t *testing.T) {
 		{name: "another user's, impersonating the user and group", ctx: asUser("root", "team-a"),
 			spec:     v1alpha1.RulesReviewSpec{User: "dana", Groups: []string{"platform:admins"}},
 			wantUser: "dana", wantGroups: []string{"platform:admins", user.AllAuthenticated}, wantRules: wantRules},
+		{name: "a ServiceAccount's, impersonating the ServiceAccount: its groups too", ctx: asUser("root", "team-a"),
+			spec:     v1alpha1.RulesReviewSpec{User: "system:serviceaccount:ci:ci-bot"},
+			wantUser: "system:serviceaccount:ci:ci-bot", wantGroups: []string{"system:serviceaccounts", "system:serviceaccounts:ci", user.AllAuthenticated}},
+		{name: "refused: impersonate on the user name is not on the ServiceAccount", ctx: asUser("sam", "team-a"),
+			spec: v1alpha1.RulesReviewSpec{User: "system:serviceaccount:ci:ci-bot"}, wantErr: apierrors.IsForbidden},
 		{name: "refused: may not impersonate the user", ctx: asUser("sam", "team-a"),
 			spec: v1alpha1.RulesReviewSpec{User: "dana"}, wantErr: apierrors.IsForbidden},
 		{name: "refused: may impersonate the user but not the group", ctx: asUser("half", "team-a"),

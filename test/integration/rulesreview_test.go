@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -113,4 +114,60 @@ func TestRulesReview(t *testing.T) {
 		}
 		return fmt.Errorf("no rule of rr-org/rr-platform-admins (parent, ClusterRole admin) in %+v", rr.Status)
 	})
+
+	// Issue 39: a ServiceAccount is impersonated as kube-apiserver
+	// impersonates it, and has the groups kube-apiserver gives it.
+	t.Log("rr-org grants the ServiceAccounts of rr-ci view: inherited in rr-child through their group")
+	gdNamespace(t, kube, "rr-ci", nil, nil)
+	const bot = "system:serviceaccount:rr-ci:rr-bot"
+	createRoleBinding(t, kube, "rr-org", "rr-ci-viewers", "view", "system:serviceaccounts:rr-ci")
+	azWaitViewItem(t, "rolebindings", "rr-child", "rr-ci-viewers", "parent", "rr-org", nil)
+	asks := rbacv1.PolicyRule{APIGroups: []string{"implicit.dev"}, Resources: []string{"rulesreviews"}, Verbs: []string{"create"}}
+	t.Log("rr-erin may impersonate the user name " + bot + " only; rr-frank the ServiceAccount rr-ci/rr-bot")
+	hdGrant(t, kube, "rr-erin-impersonate", "", "rr-erin", rbacv1.PolicyRule{
+		APIGroups: []string{""}, Resources: []string{"users"}, Verbs: []string{"impersonate"}, ResourceNames: []string{bot},
+	})
+	hdGrant(t, kube, "rr-erin-asks", "rr-child", "rr-erin", asks)
+	hdGrant(t, kube, "rr-frank-impersonate", "rr-ci", "rr-frank", rbacv1.PolicyRule{
+		APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"impersonate"}, ResourceNames: []string{"rr-bot"},
+	})
+	hdGrant(t, kube, "rr-frank-asks", "rr-child", "rr-frank", asks)
+	userDyn := func(name string) dynamic.Interface {
+		cfg, err := cp.UserConfig(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	erin, frank := userDyn("rr-erin"), userDyn("rr-frank")
+	hdWaitCan(t, gdUser(t, "rr-frank"), "impersonate", "serviceaccounts/rr-bot", "-n", "rr-ci")
+	if !gdUser(t, "rr-erin").canI("impersonate", "serviceaccounts/rr-bot", "-n", "rr-ci") {
+		t.Log("kubectl auth can-i impersonate serviceaccounts/rr-bot -n rr-ci as rr-erin: no")
+	} else {
+		t.Fatal("rr-erin may impersonate the ServiceAccount: the test's grants are wrong")
+	}
+	eventually(t, "rr-frank reviews "+bot+"'s rules in rr-child", func(context.Context) error {
+		rr, err := review(frank, map[string]any{"user": bot})
+		if err != nil {
+			return err
+		}
+		want := []string{"system:serviceaccounts", "system:serviceaccounts:rr-ci", "system:authenticated"}
+		if strings.Join(rr.Status.Groups, ",") != strings.Join(want, ",") {
+			return fmt.Errorf("groups %v, want %v", rr.Status.Groups, want)
+		}
+		for _, r := range rr.Status.Rules {
+			if r.Binding.Namespace == "rr-org" && r.Binding.Name == "rr-ci-viewers" && r.Role.Name == "view" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no rule of rr-org/rr-ci-viewers (through the group system:serviceaccounts:rr-ci) in %+v", rr.Status)
+	})
+	t.Log("rr-erin, who may impersonate only the user name, is refused, as kube-apiserver would refuse her")
+	if _, err := review(erin, map[string]any{"user": bot}); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "serviceaccounts") {
+		t.Fatalf("rr-erin reviews %s: %v, want Forbidden naming serviceaccounts", bot, err)
+	}
 }

@@ -1,0 +1,107 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+)
+
+// TestTerminatingParent replays issue 39's attack through kube-apiserver: a
+// tenant with admin in two namespaces under gt-org, and update and delete
+// on those two namespace objects, can't move gt-c out from under gt-org
+// (it would take the locked gt-sec from its view); so it holds gt-p in
+// Terminating with a finalizer on its own RoleBinding there, deletes gt-p
+// (no children: no guard is asked), and re-parents gt-c under it, so that
+// gt-p's final removal would take gt-sec unjudged. A namespace going away is
+// no place to move a child to: refused, and gt-sec stays in gt-c's view
+// while gt-p terminates and after it is gone.
+func TestTerminatingParent(t *testing.T) {
+	kube, dyn := admin(t)
+	ensureNamespace(t, kube, globalNS)
+	gdNamespace(t, kube, "gt-org", nil, nil)
+	gdNamespace(t, kube, "gt-c", map[string]string{merge.LabelParent: "gt-org"}, nil)
+	gdNamespace(t, kube, "gt-p", map[string]string{merge.LabelParent: "gt-org"}, nil)
+	createRoleBinding(t, kube, "gt-org", "gt-sec", "view", "gt-auditors", locked)
+	waitForView(t, dyn, viewRoleBindings, "gt-c", "gt-sec", map[string]viewItem{"gt-sec": {Scope: "parent", Source: "gt-org"}})
+
+	t.Log("gt-tenant is admin of gt-c and gt-p and may update and delete both namespace objects")
+	tenant := gdUser(t, "gt-tenant")
+	for _, ns := range []string{"gt-c", "gt-p"} {
+		gdBindUser(t, kube, ns, "gt-tenant-admin", "ClusterRole", "admin", "gt-tenant")
+	}
+	hdGrant(t, kube, "gt-tenant-ns", "", "gt-tenant", rbacv1.PolicyRule{
+		APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "update", "patch", "delete"},
+		ResourceNames: []string{"gt-c", "gt-p"},
+	})
+	hdWaitCan(t, tenant, "delete", "namespaces/gt-p")
+	hdWaitCan(t, tenant, "create", "rolebindings", "-n", "gt-p")
+	hdWaitCan(t, tenant, "patch", "namespaces/gt-c")
+
+	t.Log("as gt-tenant: moving gt-c out from under gt-org needs unlock on gt-sec")
+	tenant.refused([]string{`admission webhook "parents.implicit.dev" denied the request`, "gt-org/gt-sec", `"unlock"`},
+		"label", "namespace", "gt-c", hdParent+"-")
+
+	t.Log("as gt-tenant: a finalizer on its own RoleBinding in gt-p, then gt-p deleted: it stays Terminating")
+	tenant.ok("create", "rolebinding", "gt-hold", "-n", "gt-p", "--clusterrole=view", "--group=gt-nobody")
+	const finalizer = "example.com/gt-hold"
+	tenant.ok("patch", "rolebinding", "gt-hold", "-n", "gt-p", "--type=merge", "-p", fmt.Sprintf(`{"metadata":{"finalizers":[%q]}}`, finalizer))
+	release := func() {
+		_, err := kube.RbacV1().RoleBindings("gt-p").Patch(context.Background(), "gt-hold", types.JSONPatchType,
+			[]byte(`[{"op":"remove","path":"/metadata/finalizers"}]`), metav1.PatchOptions{})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
+			t.Errorf("removing the finalizer of gt-p/gt-hold: %v", err)
+		}
+	}
+	t.Cleanup(release)
+	tenant.ok("delete", "namespace", "gt-p", "--wait=false")
+	eventually(t, "gt-p is Terminating, held by gt-hold's finalizer", func(ctx context.Context) error {
+		ns, err := kube.CoreV1().Namespaces().Get(ctx, "gt-p", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if ns.DeletionTimestamp == nil {
+			return errorf("gt-p is %s", ns.Status.Phase)
+		}
+		rb, err := kube.RbacV1().RoleBindings("gt-p").Get(ctx, "gt-hold", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if rb.DeletionTimestamp == nil {
+			return errorf("gt-hold not deleted yet")
+		}
+		return nil
+	})
+
+	t.Log("as gt-tenant: re-parenting gt-c under the Terminating gt-p is refused")
+	tenant.refused([]string{`admission webhook "parents.implicit.dev" denied the request`, `namespace "gt-p" can't be the parent of namespace "gt-c": it is being terminated`},
+		"label", "namespace", "gt-c", hdParent+"=gt-p", "--overwrite")
+	waitForView(t, dyn, viewRoleBindings, "gt-c", "gt-sec", map[string]viewItem{"gt-sec": {Scope: "parent", Source: "gt-org"}})
+
+	t.Log("the finalizer is removed: gt-p goes, gt-c keeps gt-sec")
+	release()
+	eventually(t, "gt-p is gone", func(ctx context.Context) error {
+		ns, err := kube.CoreV1().Namespaces().Get(ctx, "gt-p", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return errorf("gt-p is %s", ns.Status.Phase)
+	})
+	waitForView(t, dyn, viewRoleBindings, "gt-c", "gt-sec", map[string]viewItem{"gt-sec": {Scope: "parent", Source: "gt-org"}})
+	c, err := kube.CoreV1().Namespaces().Get(t.Context(), "gt-c", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Labels[merge.LabelParent]; p != "gt-org" {
+		t.Errorf("gt-c's parent is %q, want gt-org", p)
+	}
+}
