@@ -53,7 +53,7 @@ func main() {
 	flag.StringVar(&o.implicitBinary, "implicit-binary", "", "implicit-apiserver binary to run; without it only the control plane runs")
 	flag.StringVar(&o.workDir, "work-dir", "_output/local-up", "directory for PKI, etcd data, logs and admin.kubeconfig; its etcd data is wiped on start")
 	flag.StringVar(&o.examples, "examples", "artifacts/examples", "directory applied with `kubectl apply -R -f` once everything runs (skipped if missing)")
-	flag.StringVar(&o.artifacts, "artifacts", "artifacts/base", "directory of the shipped manifests, whose ClusterRoles for users (clusterrole-implicit-*.yaml) are applied to every cluster running implicit-apiserver")
+	flag.StringVar(&o.artifacts, "artifacts", "artifacts/base", "kustomization of the shipped manifests: its Namespace, ServiceAccount and RBAC are applied to every cluster running implicit-apiserver, which runs as that ServiceAccount")
 	flag.StringVar(&o.config, "config", "", "ImplicitConfiguration file, passed to implicit-apiserver as --config")
 	flag.StringVar(&o.policyExample, "policy-example", "artifacts/config/admission-policies", "the admission-policy example, whose policy, [Audit, Warn] binding and global parameter are applied when --config serves configmaps (docs/policies.md)")
 	flag.BoolVar(&o.withControllerManager, "with-controller-manager", true, "also run kube-controller-manager (namespace deletion, garbage collection)")

@@ -128,12 +128,11 @@ func TestLocalUpTenant(t *testing.T) {
 	}
 }
 
-// startLocalUp runs local-up in dir with args until it prints that
-// everything runs, and returns the function that stops it with SIGINT, as
-// Ctrl-C does, and waits for it.
 // runLocalUp builds hack/local-up and starts it as `make run` does, with
-// config (a path in the repository; "" for none) passed as --config. It
-// returns its work directory (admin.kubeconfig is there) and how to stop it.
+// config (a path in the repository; "" for none) passed as --config, and
+// HOME set to localUpHome(work), as a developer's shell would: a kubectl
+// run with that HOME shares whatever local-up left in ~/.kube. It returns
+// its work directory (admin.kubeconfig is there) and how to stop it.
 func runLocalUp(t *testing.T, config string) (work string, stop func()) {
 	t.Helper()
 	root, err := filepath.Abs(repoRoot)
@@ -155,13 +154,23 @@ func runLocalUp(t *testing.T, config string) (work string, stop func()) {
 	if config != "" {
 		args = append(args, "--config="+filepath.Join(root, config))
 	}
-	return work, startLocalUp(t, root, localUp, args...)
+	if err := os.Mkdir(localUpHome(work), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return work, startLocalUp(t, root, localUpHome(work), localUp, args...)
 }
 
-func startLocalUp(t *testing.T, dir, binary string, args ...string) (stop func()) {
+// localUpHome is the HOME runLocalUp gives local-up.
+func localUpHome(work string) string { return filepath.Join(work, "home") }
+
+// startLocalUp runs local-up in dir with args, HOME set to home, until it
+// prints that everything runs, and returns the function that stops it with
+// SIGINT, as Ctrl-C does, and waits for it.
+func startLocalUp(t *testing.T, dir, home, binary string, args ...string) (stop func()) {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "HOME="+home)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	// local-up dies with the test binary; its processes die with it.
