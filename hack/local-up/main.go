@@ -21,13 +21,11 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
@@ -228,44 +226,60 @@ func servedSources() []schema.GroupResource {
 	return out
 }
 
-// waitForDiscovery waits until kube-apiserver's aggregated discovery, which
-// kubectl reads, lists the views in the category implicit: the APIService
-// turns Available a moment before, and a `kubectl get implicit` in that
-// moment fails with "the server doesn't have a resource type". It gives up
-// after two minutes, saying so, and the tour is printed all the same.
+// waitForDiscovery waits until `kubectl get implicit` works for someone
+// whose kubectl has nothing cached: the APIService turns Available, and
+// kube-apiserver's aggregated discovery lists implicit.dev only at
+// kube-aggregator's next discovery refresh, up to about 20 s later; a
+// `kubectl get implicit` in between fails with "the server doesn't have a
+// resource type". kubectl is the oracle: each attempt runs it with a fresh,
+// empty --cache-dir, as a user's first kubectl does. It says so every 20 s
+// while it waits, and gives up after two minutes, saying so (the tour is
+// printed all the same).
 func waitForDiscovery(ctx context.Context, cp *controlplane.ControlPlane) {
-	dc, err := discovery.NewDiscoveryClientForConfig(cp.AdminConfig())
-	if err != nil {
-		say("discovery client: %v", err)
-		return
-	}
-	listed := func() bool {
-		_, lists, err := dc.ServerGroupsAndResources()
-		if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
-			return false
-		}
-		for _, l := range lists {
-			if l.GroupVersion != "implicit.dev/v1alpha1" {
-				continue
+	const (
+		every   = time.Second
+		sayEach = 20 * time.Second
+		limit   = 2 * time.Minute
+	)
+	start := time.Now()
+	lastSaid := start
+	var last error
+	for {
+		if last = kubectlGetImplicit(ctx, cp); last == nil {
+			if waited := time.Since(start); waited > every {
+				say("kubectl's discovery lists implicit.dev (after %s)", waited.Round(time.Second))
 			}
-			for _, r := range l.APIResources {
-				if r.Name == "rolebindings" && slices.Contains(r.Categories, "implicit") {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for !listed() {
-		if time.Now().After(deadline) {
-			say("kubectl's discovery does not list implicit.dev yet; kubectl may not know the views for a minute")
 			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(start) > limit {
+			say("WARNING: after %s, `kubectl get implicit` still fails with a fresh discovery cache; kubectl may not know the views for a while: %v", limit, last)
+			return
+		}
+		if time.Since(lastSaid) >= sayEach {
+			say("waiting until kube-apiserver's discovery lists implicit.dev (kubectl get implicit fails until then): %s so far", time.Since(start).Round(time.Second))
+			lastSaid = time.Now()
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(every):
 		}
 	}
+}
+
+// kubectlGetImplicit runs `kubectl get implicit -n default` as admin with
+// an empty discovery cache of its own.
+func kubectlGetImplicit(ctx context.Context, cp *controlplane.ControlPlane) error {
+	cache, err := os.MkdirTemp("", "local-up-kubectl-cache-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(cache)
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	_, _, err = cp.Kubectl(ctx, "--cache-dir="+cache, "get", "implicit", "-n", "default", "-o", "name")
+	return err
 }

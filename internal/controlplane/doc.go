@@ -19,6 +19,7 @@
 //	admin.kubeconfig      admin credentials (CN=admin, O=system:masters)
 //	implicit-apiserver-sa.kubeconfig
 //	                      the server's ServiceAccount token (ApplyServerIdentity)
+//	kubectl-cache/        the discovery cache of Kubectl's runs
 //	pki/                  CAs, serving and client certificates, service-account keys
 //	etcd/                 etcd's data, wiped by every Start (none with an
 //	                      external etcd)

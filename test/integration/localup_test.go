@@ -33,6 +33,16 @@ func TestLocalUpTenant(t *testing.T) {
 	defer stopLocalUp()
 
 	kubeconfig := filepath.Join(work, "admin.kubeconfig")
+	t.Log("as soon as local-up says everything runs, `kubectl get implicit` works at the first try, with the kubectl cache of local-up's HOME and with none")
+	for _, home := range []string{localUpHome(work), t.TempDir()} {
+		first := pluginUser{t: t, name: "admin", path: path, kubeconfig: kubeconfig, home: home}
+		r := first.kubectl(t.Context(), "get", "implicit", "-n", "team-a")
+		t.Logf("$ HOME=%s kubectl get implicit -n team-a  (exit %d)\n%s%s", home, r.code, r.stdout, r.stderr)
+		if r.code != 0 || !strings.Contains(r.stdout, "rolebinding.implicit.dev/team-a-devs") {
+			t.Errorf("kubectl get implicit right after local-up said everything runs: exit %d, want 0 and team-a's views", r.code)
+		}
+	}
+
 	// The examples' platform:admins are admin of org-platform (its
 	// RoleBinding platform-admins), and so of team-a and team-b, which
 	// inherit the binding (the authorization webhook grants it there).
