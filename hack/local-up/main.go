@@ -1,8 +1,10 @@
 // Command local-up runs implicit-apiserver behind a local control plane on
 // 127.0.0.1, for `make run`: etcd (empty on every run), kube-apiserver with
 // the aggregation layer, optionally kube-controller-manager, and
-// implicit-apiserver registered as the APIService v1alpha1.implicit.dev. It
-// applies the examples, prints how to use the cluster with kubectl, and
+// implicit-apiserver registered as the APIService v1alpha1.implicit.dev,
+// running as its ServiceAccount with exactly the RBAC artifacts/base ships.
+// It applies the examples, waits until `kubectl get implicit` works with an
+// empty discovery cache, prints how to use the cluster with kubectl, and
 // stays in the foreground until interrupted, then stops everything it
 // started.
 //
