@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -33,6 +34,10 @@ func TestLocalUpTenant(t *testing.T) {
 	defer stopLocalUp()
 
 	kubeconfig := filepath.Join(work, "admin.kubeconfig")
+	t.Log("local-up's own kubectl runs leave no discovery cache in its HOME: one written while implicit.dev was not listed yet would be the user's kubectl's next answer")
+	if _, err := os.Stat(filepath.Join(localUpHome(work), ".kube", "cache")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("local-up wrote %s/.kube/cache (stat: %v); its kubectl runs should keep their cache in the work directory", localUpHome(work), err)
+	}
 	t.Log("as soon as local-up says everything runs, `kubectl get implicit` works at the first try, with the kubectl cache of local-up's HOME and with none")
 	for _, home := range []string{localUpHome(work), t.TempDir()} {
 		first := pluginUser{t: t, name: "admin", path: path, kubeconfig: kubeconfig, home: home}
