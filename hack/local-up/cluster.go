@@ -194,8 +194,7 @@ func (c *cluster) applyIdentity(ctx context.Context, o options) (*controlplane.S
 			c.say("no %s beside %s: a kind it configures beyond the defaults needs a ClusterRole for the server (docs/configuration.md, \"RBAC for a configured kind\"), or the server's log says forbidden", configRole, o.config)
 		}
 	}
-	c.say("applying the server's identity, ServiceAccount %s/%s, and the RBAC of %s%s",
-		controlplane.IdentityNamespace, controlplane.IdentityServiceAccount, o.artifacts, andFiles(extra))
+	// ApplyServerIdentity says what it applied (Options.Logf).
 	id, err := c.cp.ApplyServerIdentity(ctx, o.artifacts, extra...)
 	if err != nil {
 		return nil, fmt.Errorf("applying the server's identity and RBAC from %s: %w", o.artifacts, err)
@@ -209,14 +208,6 @@ func (c *cluster) applyIdentity(ctx context.Context, o options) (*controlplane.S
 // configRole is the file, beside an ImplicitConfiguration, holding the
 // ClusterRole that lets the server read its configured kinds.
 const configRole = "clusterrole.yaml"
-
-// andFiles is " and a, b" for files, or "".
-func andFiles(files []string) string {
-	if len(files) == 0 {
-		return ""
-	}
-	return " and " + strings.Join(files, ", ")
-}
 
 // applyExamples applies dir with kubectl apply -R. A few attempts allow for
 // objects whose namespace or CRD is created by the same apply.

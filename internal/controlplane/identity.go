@@ -109,7 +109,7 @@ func (cp *ControlPlane) ApplyServerIdentity(ctx context.Context, base string, ex
 	if _, _, err := cp.KubectlWithInput(ctx, bytes.NewBufferString(strings.Join(keep, "\n---\n")), "apply", "-f", "-"); err != nil {
 		return nil, fmt.Errorf("applying the shipped RBAC: %w", err)
 	}
-	cp.logf("applied the identity and RBAC of %s for %s/%s%s", base, IdentityNamespace, IdentityServiceAccount, andFiles(extra))
+	cp.logf("applied the identity of implicit-apiserver, ServiceAccount %s/%s, with the RBAC of %s%s", IdentityNamespace, IdentityServiceAccount, base, andFiles(extra))
 
 	kube, err := kubernetes.NewForConfig(cp.AdminConfig())
 	if err != nil {
