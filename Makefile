@@ -33,6 +33,9 @@ IMAGE_DIR    := $(OUTPUT)/image
 IMAGE_TAR    := $(IMAGE_DIR)/implicit-apiserver.tar
 CHART        := charts/implicit-apiserver
 DIST         ?= dist
+# PROGRESS runs a long first build saying what it builds and why every 20 s
+# (hack/progress), as hack/build-tools.sh does for the control plane.
+PROGRESS     := $(GO) run ./hack/progress
 
 ##@ Build
 
@@ -74,17 +77,27 @@ release-plugin: ## dist/: kubectl-implicit cross-compiled per krew platform (lin
 
 ##@ Run
 
+# The builds make run and run-fleet need, each saying what it builds and why
+# while it runs: the project (about 6 minutes the first time on 2 cores, its
+# dependencies compiled), then the control plane (hack/build-tools.sh), then
+# local-up.
+define RUN_BUILDS
+$(PROGRESS) --what="building implicit-apiserver and kubectl-implicit (make build)" --why="make $@: the server under test and the tour's plugin" \
+	--expect="about 6 minutes on 2 cores" -- $(MAKE) --no-print-directory build && \
+tools_bin=$$(hack/build-tools.sh etcd kube-apiserver kube-controller-manager) && \
+$(PROGRESS) --what="building hack/local-up" --why="make $@: it starts and stops everything" --expect="under a minute once make build has run" -- \
+	$(GO) build -o $(BIN)/local-up ./hack/local-up
+endef
+
 .PHONY: run
-run: build ## Start a local control plane with implicit-apiserver and the examples; IMPLICIT_CONFIG=path passes --config.
-	@tools_bin=$$(hack/build-tools.sh etcd kube-apiserver kube-controller-manager) && \
-	$(GO) build -o $(BIN)/local-up ./hack/local-up && \
+run: ## Start a local control plane with implicit-apiserver and the examples; IMPLICIT_CONFIG=path passes --config.
+	@$(RUN_BUILDS) && \
 	exec $(BIN)/local-up --bin-dir="$$tools_bin" --implicit-binary=$(IMPLICIT_BIN) \
 		$${IMPLICIT_CONFIG:+--config="$$IMPLICIT_CONFIG"}
 
 .PHONY: run-fleet
-run-fleet: build ## Like run, for a fleet: a hub with the global sources, two members reading them; IMPLICIT_CONFIG=path passes --config.
-	@tools_bin=$$(hack/build-tools.sh etcd kube-apiserver kube-controller-manager) && \
-	$(GO) build -o $(BIN)/local-up ./hack/local-up && \
+run-fleet: ## Like run, for a fleet: a hub with the global sources, two members reading them; IMPLICIT_CONFIG=path passes --config.
+	@$(RUN_BUILDS) && \
 	exec $(BIN)/local-up --fleet --bin-dir="$$tools_bin" --implicit-binary=$(IMPLICIT_BIN) \
 		$${IMPLICIT_CONFIG:+--config="$$IMPLICIT_CONFIG"}
 
@@ -124,7 +137,7 @@ verify: verify-generated ## gofmt, goimports (import grouping: standard library,
 
 .PHONY: unit
 unit: ## Unit tests (and fuzz seeds) with -race.
-	$(GO) test $(GOFLAGS_TEST) ./pkg/... ./internal/... ./cmd/...
+	$(GO) test $(GOFLAGS_TEST) ./pkg/... ./internal/... ./cmd/... ./hack/progress/...
 	cd hack/image && $(GO) test $(GOFLAGS_TEST) ./...
 
 .PHONY: integration

@@ -27,8 +27,14 @@ cache="${IMPLICIT_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/implicit-apiserve
 bin="${cache}/bin"
 mkdir -p "${bin}"
 
+# progress runs a command, saying on stderr what it does and why every 20 s
+# while it runs (hack/progress): a first build is never silent for minutes.
+progress() {
+  (cd "${here}/.." && go run ./hack/progress "$@") >&2
+}
+
 build() {
-  local name=$1 version=$2 pkg=$3 expect=$4 mod=${5:-${tools_mod}}
+  local name=$1 version=$2 pkg=$3 expect=$4 why=$5 mod=${6:-${tools_mod}}
   local target="${bin}/${name}-${version}"
   if [[ -x "${target}" ]]; then
     ln -sf "${name}-${version}" "${bin}/${name}"
@@ -38,10 +44,14 @@ build() {
   # tree, a test run beside make run) waits for the first one's binary
   # instead of building it again on the same cores.
   if command -v flock >/dev/null; then
-    local lock
-    exec {lock}>"${bin}/.${name}-${version}.lock"
+    local lock lockfile="${bin}/.${name}-${version}.lock"
+    exec {lock}>"${lockfile}"
     if ! flock -n "${lock}"; then
-      echo ">> waiting for another build of ${name} ${version}" >&2
+      # Wait (saying so) until the other build releases the lock, then
+      # take it: hack/progress runs its command without this shell's
+      # descriptors, so the command waits on the file, not on ${lock}.
+      progress --what="waiting for another build of ${name} ${version} (another make, or a test run)" \
+        --why="${why}" --expect="${expect} on 2 cores" -- flock "${lockfile}" true
       flock "${lock}"
     fi
     if [[ -x "${target}" ]]; then
@@ -50,30 +60,30 @@ build() {
       return
     fi
   fi
-  echo ">> building ${name} ${version} from the Go module proxy (first build takes about ${expect} on 2 cores; cached in ${bin})" >&2
-  local start=${SECONDS}
   # Build to a temporary name first: an interrupted build never leaves a
   # half-written binary under the cached name.
-  (cd "${mod}" && CGO_ENABLED=0 go build -trimpath -o "${target}.tmp.$$" "${pkg}")
+  progress --what="building ${name} ${version} from the Go module proxy into ${bin}" --why="${why}" \
+    --expect="${expect} on 2 cores" -- env CGO_ENABLED=0 go -C "${mod}" build -trimpath -o "${target}.tmp.$$" "${pkg}"
   mv "${target}.tmp.$$" "${target}"
   ln -sf "${name}-${version}" "${bin}/${name}"
   [[ -z "${lock:-}" ]] || exec {lock}>&-
-  echo ">> built ${name} in $((SECONDS - start))s" >&2
 }
 
 want=("$@")
 [[ ${#want[@]} -gt 0 ]] || want=(etcd kube-apiserver)
 for tool in "${want[@]}"; do
   case "${tool}" in
-    etcd) build etcd "${etcd_version}" ./etcd "1 minute" ;;
-    kube-apiserver) build kube-apiserver "${kube_version}" k8s.io/kubernetes/cmd/kube-apiserver "8 minutes" ;;
-    kube-controller-manager) build kube-controller-manager "${kube_version}" k8s.io/kubernetes/cmd/kube-controller-manager "8 minutes" ;;
-    kube-scheduler) build kube-scheduler "${kube_version}" k8s.io/kubernetes/cmd/kube-scheduler "6 minutes" ;;
+    etcd) build etcd "${etcd_version}" ./etcd "about 1 minute" "the local control plane's store (make run, integration tests)" ;;
+    kube-apiserver) build kube-apiserver "${kube_version}" k8s.io/kubernetes/cmd/kube-apiserver "about 8 minutes" \
+      "the local control plane, with the aggregation layer that serves implicit.dev (make run, integration tests)" ;;
+    kube-controller-manager) build kube-controller-manager "${kube_version}" k8s.io/kubernetes/cmd/kube-controller-manager "about 8 minutes" \
+      "the local control plane's namespace deletion, garbage collection and role aggregation (make run, integration tests)" ;;
+    kube-scheduler) build kube-scheduler "${kube_version}" k8s.io/kubernetes/cmd/kube-scheduler "about 6 minutes" "make e2e's node" ;;
     # kubelet is for make e2e only (hack/e2e): a real node on containerd.
-    kubelet) build kubelet "${kube_version}" k8s.io/kubernetes/cmd/kubelet "8 minutes" ;;
-    helm) build helm "${helm_version}" helm.sh/helm/v4/cmd/helm "3 minutes" "${helm_mod}" ;;
+    kubelet) build kubelet "${kube_version}" k8s.io/kubernetes/cmd/kubelet "about 8 minutes" "make e2e's node" ;;
+    helm) build helm "${helm_version}" helm.sh/helm/v4/cmd/helm "about 3 minutes" "the chart's tests (test/chart) and make release" "${helm_mod}" ;;
     # sample-apiserver is for make bench only: the aggregated-path reference.
-    sample-apiserver) build sample-apiserver "${sample_version}" k8s.io/sample-apiserver "4 minutes" "${sample_mod}" ;;
+    sample-apiserver) build sample-apiserver "${sample_version}" k8s.io/sample-apiserver "about 4 minutes" "make bench's aggregated-path reference" "${sample_mod}" ;;
     *) echo "unknown tool ${tool}" >&2; exit 2 ;;
   esac
 done

@@ -97,7 +97,15 @@ func startCluster(ctx context.Context, o options, spec clusterSpec) (_ *cluster,
 	} else if spec.implicit {
 		// The webhooks answer this control plane's kube-apiserver only: it
 		// presents the webhook client certificate (controlplane.Start).
+		// It runs as its Deployment does, as the ServiceAccount with the
+		// shipped RBAC and nothing more: a permission the chart lacks
+		// fails here, and the admin's writes are not the server's own.
+		id, err := c.applyIdentity(ctx, o)
+		if err != nil {
+			return nil, err
+		}
 		args := append([]string{"--webhook-configuration=" + controlplane.GuardsConfiguration}, c.cp.WebhookServerArgs()...)
+		args = append(args, id.Args()...)
 		args = append(args, spec.implicitArgs...)
 		if o.config != "" {
 			args = append(args, "--config="+o.config)
@@ -118,13 +126,6 @@ func startCluster(ctx context.Context, o options, spec clusterSpec) (_ *cluster,
 		c.say("registering the parent-uid and own-copy webhooks (MutatingWebhookConfiguration %s)", controlplane.GuardsConfiguration)
 		if err := c.cp.RegisterParentUID(ctx, c.implicit); err != nil {
 			return nil, fmt.Errorf("registering the mutating webhooks: %w", err)
-		}
-	}
-	// The users' RBAC comes with the server: without it a namespace's
-	// admin may not read its views or ask the plugin's questions.
-	if c.implicit != nil {
-		if err := c.applyUserRoles(ctx, o.artifacts, o.withControllerManager); err != nil {
-			return nil, err
 		}
 	}
 	if err := c.applyExamples(ctx, spec.examples); err != nil {
@@ -175,36 +176,38 @@ func (c *cluster) processes() map[string]watched {
 	return out
 }
 
-// userRoles are the files of artifacts/base holding the RBAC the chart
-// installs for users (test/chart compares the chart's with them): the
-// ClusterRoles that aggregate the views into admin (and the NetworkPolicy
-// views into view and edit), and the questions (hierarchies, explanations,
-// previews, rulesreviews) into all three.
-var userRoles = []string{
-	"clusterrole-implicit-viewer.yaml",
-	"clusterrole-implicit-viewer-networkpolicies.yaml",
-	"clusterrole-implicit-questions.yaml",
+// applyIdentity applies what artifacts/base ships for the server's
+// identity (the Namespace implicit-system, the ServiceAccount
+// implicit-apiserver, its ClusterRoles, Roles and bindings) and for users
+// (the ClusterRoles that aggregate the views into admin, edit and view, and
+// the questions into all three), with the ClusterRole that docs/configuration.md
+// has users apply for a configured kind when --config's directory holds
+// one (clusterrole.yaml, as artifacts/config/*/ do), and returns the
+// identity: a kubeconfig of the ServiceAccount's.
+func (c *cluster) applyIdentity(ctx context.Context, o options) (*controlplane.ServerIdentity, error) {
+	var extra []string
+	if o.config != "" {
+		role := filepath.Join(filepath.Dir(o.config), configRole)
+		if _, err := os.Stat(role); err == nil {
+			extra = append(extra, role)
+		} else {
+			c.say("no %s beside %s: a kind it configures beyond the defaults needs a ClusterRole for the server (docs/configuration.md, \"RBAC for a configured kind\"), or the server's log says forbidden", configRole, o.config)
+		}
+	}
+	// ApplyServerIdentity says what it applied (Options.Logf).
+	id, err := c.cp.ApplyServerIdentity(ctx, o.artifacts, extra...)
+	if err != nil {
+		return nil, fmt.Errorf("applying the server's identity and RBAC from %s: %w", o.artifacts, err)
+	}
+	if !o.withControllerManager {
+		c.say("WARNING: without kube-controller-manager nothing aggregates the shipped roles into admin, edit and view, or a configured kind's into the server's")
+	}
+	return id, nil
 }
 
-// applyUserRoles applies userRoles from dir. The ClusterRoles reach users
-// through the built-in admin, edit and view roles, which
-// kube-controller-manager's clusterrole-aggregation controller fills.
-func (c *cluster) applyUserRoles(ctx context.Context, dir string, aggregated bool) error {
-	args := []string{"apply"}
-	for _, f := range userRoles {
-		args = append(args, "-f", filepath.Join(dir, f))
-	}
-	c.say("applying the users' RBAC: %s", strings.Join(userRoles, ", "))
-	stdout, _, err := c.cp.Kubectl(ctx, args...)
-	fmt.Print(indent(stdout))
-	if err != nil {
-		return fmt.Errorf("applying the users' RBAC from %s: %w", dir, err)
-	}
-	if !aggregated {
-		c.say("WARNING: without kube-controller-manager nothing aggregates these roles into admin, edit and view")
-	}
-	return nil
-}
+// configRole is the file, beside an ImplicitConfiguration, holding the
+// ClusterRole that lets the server read its configured kinds.
+const configRole = "clusterrole.yaml"
 
 // applyExamples applies dir with kubectl apply -R. A few attempts allow for
 // objects whose namespace or CRD is created by the same apply.

@@ -1,8 +1,10 @@
 // Command local-up runs implicit-apiserver behind a local control plane on
 // 127.0.0.1, for `make run`: etcd (empty on every run), kube-apiserver with
 // the aggregation layer, optionally kube-controller-manager, and
-// implicit-apiserver registered as the APIService v1alpha1.implicit.dev. It
-// applies the examples, prints how to use the cluster with kubectl, and
+// implicit-apiserver registered as the APIService v1alpha1.implicit.dev,
+// running as its ServiceAccount with exactly the RBAC artifacts/base ships.
+// It applies the examples, waits until `kubectl get implicit` works with an
+// empty discovery cache, prints how to use the cluster with kubectl, and
 // stays in the foreground until interrupted, then stops everything it
 // started.
 //
@@ -21,13 +23,11 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
@@ -53,7 +53,7 @@ func main() {
 	flag.StringVar(&o.implicitBinary, "implicit-binary", "", "implicit-apiserver binary to run; without it only the control plane runs")
 	flag.StringVar(&o.workDir, "work-dir", "_output/local-up", "directory for PKI, etcd data, logs and admin.kubeconfig; its etcd data is wiped on start")
 	flag.StringVar(&o.examples, "examples", "artifacts/examples", "directory applied with `kubectl apply -R -f` once everything runs (skipped if missing)")
-	flag.StringVar(&o.artifacts, "artifacts", "artifacts/base", "directory of the shipped manifests, whose ClusterRoles for users (clusterrole-implicit-*.yaml) are applied to every cluster running implicit-apiserver")
+	flag.StringVar(&o.artifacts, "artifacts", "artifacts/base", "kustomization of the shipped manifests: its Namespace, ServiceAccount and RBAC are applied to every cluster running implicit-apiserver, which runs as that ServiceAccount")
 	flag.StringVar(&o.config, "config", "", "ImplicitConfiguration file, passed to implicit-apiserver as --config")
 	flag.StringVar(&o.policyExample, "policy-example", "artifacts/config/admission-policies", "the admission-policy example, whose policy, [Audit, Warn] binding and global parameter are applied when --config serves configmaps (docs/policies.md)")
 	flag.BoolVar(&o.withControllerManager, "with-controller-manager", true, "also run kube-controller-manager (namespace deletion, garbage collection)")
@@ -228,44 +228,60 @@ func servedSources() []schema.GroupResource {
 	return out
 }
 
-// waitForDiscovery waits until kube-apiserver's aggregated discovery, which
-// kubectl reads, lists the views in the category implicit: the APIService
-// turns Available a moment before, and a `kubectl get implicit` in that
-// moment fails with "the server doesn't have a resource type". It gives up
-// after two minutes, saying so, and the tour is printed all the same.
+// waitForDiscovery waits until `kubectl get implicit` works for someone
+// whose kubectl has nothing cached: the APIService turns Available, and
+// kube-apiserver's aggregated discovery lists implicit.dev only at
+// kube-aggregator's next discovery refresh, up to about 20 s later; a
+// `kubectl get implicit` in between fails with "the server doesn't have a
+// resource type". kubectl is the oracle: each attempt runs it with a fresh,
+// empty --cache-dir, as a user's first kubectl does. It says so every 20 s
+// while it waits, and gives up after two minutes, saying so (the tour is
+// printed all the same).
 func waitForDiscovery(ctx context.Context, cp *controlplane.ControlPlane) {
-	dc, err := discovery.NewDiscoveryClientForConfig(cp.AdminConfig())
-	if err != nil {
-		say("discovery client: %v", err)
-		return
-	}
-	listed := func() bool {
-		_, lists, err := dc.ServerGroupsAndResources()
-		if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
-			return false
-		}
-		for _, l := range lists {
-			if l.GroupVersion != "implicit.dev/v1alpha1" {
-				continue
+	const (
+		every   = time.Second
+		sayEach = 20 * time.Second
+		limit   = 2 * time.Minute
+	)
+	start := time.Now()
+	lastSaid := start
+	var last error
+	for {
+		if last = kubectlGetImplicit(ctx, cp); last == nil {
+			if waited := time.Since(start); waited > every {
+				say("kubectl's discovery lists implicit.dev (after %s)", waited.Round(time.Second))
 			}
-			for _, r := range l.APIResources {
-				if r.Name == "rolebindings" && slices.Contains(r.Categories, "implicit") {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for !listed() {
-		if time.Now().After(deadline) {
-			say("kubectl's discovery does not list implicit.dev yet; kubectl may not know the views for a minute")
 			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(start) > limit {
+			say("WARNING: after %s, `kubectl get implicit` still fails with a fresh discovery cache; kubectl may not know the views for a while: %v", limit, last)
+			return
+		}
+		if time.Since(lastSaid) >= sayEach {
+			say("waiting until kube-apiserver's discovery lists implicit.dev (kubectl get implicit fails until then): %s so far", time.Since(start).Round(time.Second))
+			lastSaid = time.Now()
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(every):
 		}
 	}
+}
+
+// kubectlGetImplicit runs `kubectl get implicit -n default` as admin with
+// an empty discovery cache of its own.
+func kubectlGetImplicit(ctx context.Context, cp *controlplane.ControlPlane) error {
+	cache, err := os.MkdirTemp("", "local-up-kubectl-cache-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(cache)
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	_, _, err = cp.Kubectl(ctx, "--cache-dir="+cache, "get", "implicit", "-n", "default", "-o", "name")
+	return err
 }

@@ -9,11 +9,17 @@
 // API server (implicit-apiserver) beside it, and RegisterAPIService puts that
 // server behind the aggregation layer the way artifacts/ does in a cluster:
 // a Namespace, a Service of type ExternalName pointing at localhost, and the
-// APIService v1alpha1.implicit.dev.
+// APIService v1alpha1.implicit.dev. ApplyServerIdentity gives that server
+// the identity it has in a cluster, the ServiceAccount
+// implicit-system/implicit-apiserver with exactly the RBAC artifacts/base
+// ships, so that it never runs with the admin's credentials.
 //
 // Everything lives in one work directory:
 //
 //	admin.kubeconfig      admin credentials (CN=admin, O=system:masters)
+//	implicit-apiserver-sa.kubeconfig
+//	                      the server's ServiceAccount token (ApplyServerIdentity)
+//	kubectl-cache/        the discovery cache of Kubectl's runs
 //	pki/                  CAs, serving and client certificates, service-account keys
 //	etcd/                 etcd's data, wiped by every Start (none with an
 //	                      external etcd)

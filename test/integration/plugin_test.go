@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,7 +70,13 @@ func (u pluginUser) run(ctx context.Context, args ...string) pluginRun {
 
 // kubectl runs `kubectl args...` as run does.
 func (u pluginUser) kubectl(ctx context.Context, args ...string) pluginRun {
+	return u.kubectlStdin(ctx, nil, args...)
+}
+
+// kubectlStdin is kubectl reading stdin.
+func (u pluginUser) kubectlStdin(ctx context.Context, stdin io.Reader, args ...string) pluginRun {
 	cmd := exec.CommandContext(ctx, "kubectl", args...)
+	cmd.Stdin = stdin
 	cmd.Env = append(os.Environ(), "PATH="+u.path, "KUBECONFIG="+u.kubeconfig, "HOME="+u.home)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
