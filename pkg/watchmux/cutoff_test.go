@@ -2,11 +2,12 @@ package watchmux_test
 
 import (
 	"fmt"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/watch"
