@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
@@ -109,6 +111,32 @@ func (cp *ControlPlane) WaitAPIServiceAvailable(ctx context.Context) error {
 		return fmt.Errorf("APIService %s not available after %s: %s (%w)", APIServiceName, timeout, last, err)
 	}
 	cp.logf("APIService %s is Available", APIServiceName)
+	// Available is not yet what kubectl sees: kube-aggregator adds the
+	// group to its aggregated discovery on its next refresh, and until then
+	// a kubectl with an empty cache answers "the server doesn't have a
+	// resource type" (test/conformance met it on a busy machine). A fresh
+	// discovery client must find the group's resources too.
+	dc, err := discovery.NewDiscoveryClientForConfig(cp.AdminConfig())
+	if err != nil {
+		return fmt.Errorf("building discovery client: %w", err)
+	}
+	last = "not in discovery yet"
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		// Other groups' failures (ErrGroupDiscoveryFailed) do not matter.
+		_, lists, err := dc.ServerGroupsAndResources()
+		for _, l := range lists {
+			if l != nil && strings.HasPrefix(l.GroupVersion, APIGroup+"/") && len(l.APIResources) > 0 {
+				return true, nil
+			}
+		}
+		if err != nil {
+			last = err.Error()
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("APIService %s is Available but its group is not in discovery after %s: %s (%w)", APIServiceName, timeout, last, err)
+	}
 	return nil
 }
 
