@@ -138,11 +138,7 @@ func (c CompletedConfig) New() (*Server, error) {
 	x := c.ExtraConfig
 	typed := kinds.Typed(x.Kinds)
 	objects := views.NewObjects(newObjects(typed), 0)
-	watchOpts := x.Watch
-	if watchOpts.PastStates == nil {
-		watchOpts.PastStates = pastStateTurns(clock.RealClock{})
-	}
-	mux := watchmux.New(x.Policy, resources(typed), objects, watchOpts)
+	mux := watchmux.New(x.Policy, resources(typed), objects, x.Watch)
 	var hub *hubHealth
 	if x.Hub != nil {
 		hub = newHubHealth(x.Hub.Name, x.Hub.Client, x.Clock)

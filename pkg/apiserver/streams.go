@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -13,14 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/clock"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/accessreview"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kindcontroller"
 	"github.com/implicit-dev/implicit-apiserver/pkg/sourcefeed"
 )
@@ -118,8 +114,11 @@ func trackInformers(factory informers.SharedInformerFactory, client kubernetes.I
 	register := func(name string, example runtime.Object, lw *cache.ListWatch) kindcontroller.Stream {
 		tr := sourcefeed.New(name, cache.ToListWatcherWithWatchListSemantics(lw, client))
 		var built cache.SharedIndexInformer
-		got := factory.InformerFor(example, func(_ kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-			built = cache.NewSharedIndexInformer(tr.ListerWatcher(), example, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+		got := factory.InformerFor(example, func(kubernetes.Interface, time.Duration) cache.SharedIndexInformer {
+			// Resync 0, whatever the factory's default: a resync hands
+			// every handler every object again, deliveries the Tracker
+			// does not count.
+			built = cache.NewSharedIndexInformer(tr.ListerWatcher(), example, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 			return built
 		})
 		if got != built {
@@ -167,31 +166,4 @@ func runProgress(ctx context.Context, trackers []*sourcefeed.Tracker) {
 			cancel()
 		}
 	}, progressInterval)
-}
-
-// Past states: a watch or list from a version this replica has no history
-// for lists the sources at that version from kube-apiserver. Each
-// requester's such requests share pastStateQPS fairly with the others'
-// (accessreview's fair queue), so that a tenant making up versions can't
-// load kube-apiserver and etcd at will; one that waits longer than
-// pastStateWait is answered 429 and retries.
-const (
-	pastStateQPS        = 5
-	pastStateBurst      = 20
-	pastStateMaxWaiting = 20
-	pastStateWait       = 3 * time.Second
-)
-
-// pastStateTurns is watchmux.Options.PastStates: the requester's turn.
-func pastStateTurns(c clock.WithDelayedExecution) func(ctx context.Context) error {
-	q := accessreview.NewFairQueue(c, pastStateQPS, pastStateBurst, pastStateMaxWaiting)
-	return func(ctx context.Context) error {
-		u, ok := request.UserFrom(ctx)
-		if !ok {
-			return nil // the server's own reads
-		}
-		ctx, cancel := context.WithTimeout(ctx, pastStateWait)
-		defer cancel()
-		return q.Wait(ctx, authenticationv1.UserInfo{Username: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups()})
-	}
 }
