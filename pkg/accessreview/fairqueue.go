@@ -230,4 +230,3 @@ func (q *fairQueue) removeLocked(tenant, user string, w *waiter) {
 		}
 	}
 }
-
