@@ -151,12 +151,11 @@ func (c CompletedConfig) New() (*Server, error) {
 	if x.Hub != nil {
 		hubTracked = trackInformers(x.Hub.Informers, x.Hub.Client, x.Policy.GlobalNamespace)
 	}
-	nsInformer := x.Informers.Core().V1().Namespaces().Informer()
-	if local.namespaces != nil && local.namespaces.Informer == nsInformer {
-		if err := mux.AddNamespaceStream(nsInformer, local.namespaces.Tracker); err != nil {
+	if local.namespaces != nil {
+		if err := mux.AddNamespaceStream(local.namespaces.Informer, local.namespaces.Tracker); err != nil {
 			return nil, err
 		}
-	} else if err := mux.AddNamespaceInformer(nsInformer); err != nil {
+	} else if err := mux.AddNamespaceInformer(x.Informers.Core().V1().Namespaces().Informer()); err != nil {
 		return nil, err
 	}
 	mux.SetNamespaceList(namespacesAt(x.Client))

@@ -104,8 +104,9 @@ func (t tracked) trackers() []*sourcefeed.Tracker {
 // is "") and the built-in kinds, informers that list and watch through a
 // Tracker, before anything asks the factory for them: the factory then
 // shares them with every other reader, so there is still one upstream watch
-// per kind. A reader that asked before gets the factory's own informer,
-// which feed tells by comparing the informers, and feeds as before.
+// per kind. (Its Informer() hands out a typed wrapper, a new one each call:
+// the mux is fed from the shared informer returned here.) A kind whose
+// informer was made before is left untracked, and fed as before.
 func trackInformers(factory informers.SharedInformerFactory, client kubernetes.Interface, namespace string) tracked {
 	out := tracked{kinds: map[schema.GroupVersionResource]kindcontroller.Stream{}}
 	if client == nil || factory == nil {

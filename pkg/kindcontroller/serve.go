@@ -45,8 +45,11 @@ func (c *Controller) start(k kinds.Kind, o *merge.Options) ([]cache.InformerSync
 			return nil, fmt.Errorf("no informer for %s: %w", k.Source, err)
 		}
 		src.local = gi.Informer()
-		if st, ok := c.streams[k.Source]; ok && st.Informer == src.local {
-			src.localStream = st.Tracker
+		// The factory hands out a typed wrapper of its informer, a new one
+		// each time: a kind tracked when the factory made it is fed from
+		// the shared informer itself.
+		if st, ok := c.streams[k.Source]; ok {
+			src.local, src.localStream = st.Informer, st.Tracker
 		}
 		if c.hub != nil {
 			hi, err := c.hub.Informers.ForResource(k.Source)
@@ -54,8 +57,8 @@ func (c *Controller) start(k kinds.Kind, o *merge.Options) ([]cache.InformerSync
 				return nil, fmt.Errorf("no informer for %s on the hub: %w", k.Source, err)
 			}
 			src.hub = hi.Informer()
-			if st, ok := c.hub.Streams[k.Source]; ok && st.Informer == src.hub {
-				src.hubStream = st.Tracker
+			if st, ok := c.hub.Streams[k.Source]; ok {
+				src.hub, src.hubStream = st.Informer, st.Tracker
 			}
 		}
 	}
