@@ -111,16 +111,23 @@ func (cp *ControlPlane) WaitAPIServiceAvailable(ctx context.Context) error {
 		return fmt.Errorf("APIService %s not available after %s: %s (%w)", APIServiceName, timeout, last, err)
 	}
 	cp.logf("APIService %s is Available", APIServiceName)
-	// Available is not yet what kubectl sees: kube-aggregator adds the
-	// group to its aggregated discovery on its next refresh, and until then
-	// a kubectl with an empty cache answers "the server doesn't have a
-	// resource type" (test/conformance met it on a busy machine). A fresh
-	// discovery client must find the group's resources too.
+	return nil
+}
+
+// WaitDiscovery waits, up to Options.APIServiceTimeout, until a fresh
+// discovery client finds implicit.dev's resources. Available is not yet
+// what kubectl sees: kube-aggregator adds the group to its aggregated
+// discovery on its next refresh, and until then a kubectl with an empty
+// cache answers "the server doesn't have a resource type" (test/conformance
+// met it on a busy machine). Call it after the APIService is Available, for
+// a server that serves the group (not a stand-in).
+func (cp *ControlPlane) WaitDiscovery(ctx context.Context) error {
+	timeout := cp.opts.APIServiceTimeout
+	last := "not in discovery yet"
 	dc, err := discovery.NewDiscoveryClientForConfig(cp.AdminConfig())
 	if err != nil {
 		return fmt.Errorf("building discovery client: %w", err)
 	}
-	last = "not in discovery yet"
 	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		// Other groups' failures (ErrGroupDiscoveryFailed) do not matter.
 		_, lists, err := dc.ServerGroupsAndResources()
@@ -135,7 +142,7 @@ func (cp *ControlPlane) WaitAPIServiceAvailable(ctx context.Context) error {
 		return false, nil
 	})
 	if err != nil {
-		return fmt.Errorf("APIService %s is Available but its group is not in discovery after %s: %s (%w)", APIServiceName, timeout, last, err)
+		return fmt.Errorf("APIService %s: group %s not in discovery after %s: %s (%w)", APIServiceName, APIGroup, timeout, last, err)
 	}
 	return nil
 }

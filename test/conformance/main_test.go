@@ -80,7 +80,7 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "starting implicit-apiserver: %v\n%s\n", err, cp.LogTails(40))
 		return 1
 	}
-	if err := cp.RegisterAPIService(ctx, implicit.Port()); err != nil {
+	if err := registerAndDiscover(ctx, implicit.Port()); err != nil {
 		fmt.Fprintf(os.Stderr, "registering the APIService: %v\n%s\n", err, implicit.LogTail(40))
 		return 1
 	}
@@ -153,7 +153,7 @@ func viewVersionBeforeRestart(ctx context.Context) (string, error) {
 	if err := implicit.Restart(ctx); err != nil {
 		return "", err
 	}
-	if err := cp.WaitAPIServiceAvailable(ctx); err != nil {
+	if err := waitAvailableAndDiscovered(ctx); err != nil {
 		return "", err
 	}
 	// Served by the new run: its version differs.
@@ -165,4 +165,21 @@ func viewVersionBeforeRestart(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("listing the view after the restart: %w", err)
 	}
 	return old, nil
+}
+
+// registerAndDiscover registers the APIService and waits until kubectl's
+// discovery lists the views, not only until the APIService is Available.
+func registerAndDiscover(ctx context.Context, port int) error {
+	if err := cp.RegisterAPIService(ctx, port); err != nil {
+		return err
+	}
+	return cp.WaitDiscovery(ctx)
+}
+
+// waitAvailableAndDiscovered is WaitAPIServiceAvailable, then WaitDiscovery.
+func waitAvailableAndDiscovered(ctx context.Context) error {
+	if err := cp.WaitAPIServiceAvailable(ctx); err != nil {
+		return err
+	}
+	return cp.WaitDiscovery(ctx)
 }
