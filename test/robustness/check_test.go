@@ -10,7 +10,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // catchUpTimeout bounds the wait, at a quiet point, for every client and
@@ -29,12 +28,18 @@ type holder struct {
 // replica) equals them, and every client holds exactly what they hold in
 // its scope. It returns the differences left at the end of the wait.
 func quietCheck(ctx context.Context, c *cluster, clients []holder, pg *pager) []string {
-	var last []string
-	_ = wait.PollUntilContextTimeout(ctx, time.Second, catchUpTimeout, true, func(ctx context.Context) (bool, error) {
-		last = agree(ctx, c, clients, pg)
-		return len(last) == 0, nil
-	})
-	return last
+	deadline := time.Now().Add(catchUpTimeout)
+	for {
+		// Each attempt has its own time, so the last one's differences,
+		// not a deadline that cut it, are what is reported.
+		actx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		last := agree(actx, c, clients, pg)
+		cancel()
+		if len(last) == 0 || time.Now().After(deadline) || ctx.Err() != nil {
+			return last
+		}
+		sleep(ctx, time.Second)
+	}
 }
 
 func agree(ctx context.Context, c *cluster, clients []holder, pg *pager) []string {
@@ -119,6 +124,23 @@ func compare(name, scope string, held, fresh map[string]string) []string {
 // breakComparison makes compare see a difference that is not there
 // (IMPLICIT_ROBUSTNESS_BREAK=1): a run with it must fail.
 var breakComparison = os.Getenv("IMPLICIT_ROBUSTNESS_BREAK") == "1"
+
+// serverRelists counts the lists a replica's reflectors made after its
+// views were first served, in each of its runs (the log holds every run,
+// each after a "=== " line).
+func serverRelists(path string) int {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for _, run := range strings.Split(string(data), "\n=== ") {
+		if _, after, ok := strings.Cut(run, "Sources synced: serving views"); ok {
+			n += strings.Count(after, "Listing and watching")
+		}
+	}
+	return n
+}
 
 // countLines counts the lines of the file at path that contain s.
 func countLines(path, s string) int {

@@ -27,6 +27,13 @@ type recorder struct {
 	lastFaultAt time.Time
 	gone        []string
 	goneByFault map[string]int
+	// restartedAt is when kube-apiserver last came back: its watch cache
+	// starts there, and it answers 410 to its own kinds' older versions.
+	restartedAt time.Time
+	// unexplained are the 410s for a version a client got less than a
+	// compaction interval ago, with no kube-apiserver restart since: for
+	// its own kinds kube-apiserver would have served it.
+	unexplained []string
 }
 
 func newRecorder() *recorder { return &recorder{goneByFault: map[string]int{}} }
@@ -35,6 +42,12 @@ func (r *recorder) fault(kind string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.lastFault, r.lastFaultAt = kind, time.Now()
+}
+
+func (r *recorder) kubeAPIServerBack() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.restartedAt = time.Now()
 }
 
 // answered410 records a 410 that client got for version, which it had
@@ -48,8 +61,12 @@ func (r *recorder) answered410(client, request, version string, at time.Time, er
 	}
 	r.goneByFault[r.lastFault]++
 	msg, _, _ := strings.Cut(err.Error(), "\n")
-	r.gone = append(r.gone, fmt.Sprintf("%s: %s from %s (held %s; after %s): %s",
-		client, request, version, time.Since(at).Round(time.Second), after, msg))
+	line := fmt.Sprintf("%s: %s from %s (held %s; after %s): %s",
+		client, request, version, time.Since(at).Round(time.Second), after, msg)
+	r.gone = append(r.gone, line)
+	if time.Since(at) < compaction && r.restartedAt.Before(at) {
+		r.unexplained = append(r.unexplained, line)
+	}
 }
 
 // cutter is a client whose watch a fault can cut.
@@ -68,7 +85,10 @@ type rawWatcher struct {
 	cancelWatch context.CancelFunc
 	lists       int
 	watches     int
-	failed      []string
+	// short are watches that ended by themselves within a second with
+	// no event: the watcher waits a second before the next.
+	short  int
+	failed []string
 }
 
 func newRawWatcher(dyn dynamic.Interface, scope string, rec *recorder) *rawWatcher {
@@ -104,10 +124,15 @@ func (r *rawWatcher) run(ctx context.Context) {
 		r.watches++
 		r.mu.Unlock()
 		timeout := int64(5 + rand.IntN(5))
+		started, before := time.Now(), r.log.snapshot().events
 		w, err := r.client.Watch(wctx, metav1.ListOptions{ResourceVersion: version, AllowWatchBookmarks: true, TimeoutSeconds: &timeout})
 		if err == nil {
 			err = r.follow(w)
 			w.Stop()
+		}
+		if err == nil && wctx.Err() == nil && time.Since(started) < time.Second && r.log.snapshot().events == before {
+			r.count(func() { r.short++ })
+			sleep(ctx, time.Second)
 		}
 		cancel()
 		switch {

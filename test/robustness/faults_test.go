@@ -114,6 +114,7 @@ func (f *faulter) inject(ctx context.Context, kind string, replica int) error {
 		if err := c.cp.StartKubeAPIServer(ctx); err != nil {
 			return err
 		}
+		f.rec.kubeAPIServerBack()
 		return c.cp.WaitAPIServiceAvailable(ctx)
 	case cutWatches:
 		for _, cl := range f.clients {
