@@ -44,19 +44,22 @@ func quietCheck(ctx context.Context, c *cluster, clients []holder, pg *pager) []
 
 func agree(ctx context.Context, c *cluster, clients []holder, pg *pager) []string {
 	var fresh []map[string]string
-	var sources map[string]string
+	// sources are each item's source (uid@resourceVersion) and the
+	// stable source's namespace/name.
+	type source struct{ source, stable string }
+	var sources map[string]source
 	for i, d := range c.direct {
 		list, err := d.Resource(viewGVR).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return []string{fmt.Sprintf("a fresh list of replica %d: %v", i+1, err)}
 		}
 		m := map[string]string{}
-		src := map[string]string{}
+		src := map[string]source{}
 		for j := range list.Items {
 			it := &list.Items[j]
 			m[keyOf(it)] = summary(it)
 			a := it.GetAnnotations()
-			src[keyOf(it)] = a["implicit.dev/source-uid"] + "@" + a["implicit.dev/source-resource-version"]
+			src[keyOf(it)] = source{a["implicit.dev/source-uid"] + "@" + a["implicit.dev/source-resource-version"], it.GetLabels()["implicit.dev/source-namespace"] + "/" + it.GetName()}
 		}
 		fresh = append(fresh, m)
 		if i == 0 {
@@ -72,14 +75,24 @@ func agree(ctx context.Context, c *cluster, clients []holder, pg *pager) []strin
 	if err != nil {
 		return append(out, fmt.Sprintf("listing the RoleBindings: %v", err))
 	}
-	upstream := map[string]bool{}
+	upstream, uids := map[string]bool{}, map[string]bool{}
+	// A candidate's item names its stable source's uid with the
+	// candidate's resourceVersion (pkg/views): candidateRV maps the stable
+	// source's namespace/name to its candidate's resourceVersion.
+	candidateRV := map[string]string{}
 	for _, rb := range rbs.Items {
 		upstream[string(rb.UID)+"@"+rb.ResourceVersion] = true
+		uids[string(rb.UID)] = true
+		if target := rb.Annotations["implicit.dev/candidate-for"]; target != "" {
+			candidateRV[rb.Namespace+"/"+target] = rb.ResourceVersion
+		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(sources)) {
-		if !upstream[sources[k]] {
-			out = append(out, fmt.Sprintf("the replicas serve %s from source %s, which kube-apiserver does not hold", k, sources[k]))
+		uid, rv, _ := strings.Cut(sources[k].source, "@")
+		if upstream[sources[k].source] || uids[uid] && candidateRV[sources[k].stable] == rv {
+			continue
 		}
+		out = append(out, fmt.Sprintf("the replicas serve %s from source %s (%s), which kube-apiserver does not hold", k, sources[k].source, sources[k].stable))
 	}
 	for _, h := range clients {
 		out = append(out, compare(h.name, h.scope, h.holding(), fresh[0])...)
