@@ -89,11 +89,29 @@ type rawWatcher struct {
 	// no event: the watcher waits a second before the next.
 	short  int
 	failed []string
+	// ends counts how the watches ended.
+	ends map[string]int
 }
 
 func newRawWatcher(dyn dynamic.Interface, scope string, rec *recorder) *rawWatcher {
 	name := "kubectl-w(" + scopeName(scope) + ")"
-	return &rawWatcher{name: name, scope: scope, client: dyn.Resource(viewGVR).Namespace(scope), log: newEventLog(name), rec: rec}
+	return &rawWatcher{name: name, scope: scope, client: dyn.Resource(viewGVR).Namespace(scope), log: newEventLog(name), rec: rec, ends: map[string]int{}}
+}
+
+// watchEnd names how a watch ended, for the log: its error's reason (or
+// "cut"), else whether it lasted a second and brought events.
+func watchEnd(err, cut error, lasted time.Duration, events int) string {
+	switch {
+	case cut != nil:
+		return "cut"
+	case err != nil:
+		return "error " + string(apierrors.ReasonForError(err))
+	case lasted < time.Second && events == 0:
+		return "closed at once, no event"
+	case lasted < time.Second:
+		return "closed within 1s, with events"
+	}
+	return "closed after 1s or more"
 }
 
 func scopeName(scope string) string {
@@ -130,11 +148,14 @@ func (r *rawWatcher) run(ctx context.Context) {
 			err = r.follow(w)
 			w.Stop()
 		}
-		if err == nil && wctx.Err() == nil && time.Since(started) < time.Second && r.log.snapshot().events == before {
+		// Whether a fault cut the watch, read before cancel() ends it.
+		cut := wctx.Err()
+		cancel()
+		r.count(func() { r.ends[watchEnd(err, cut, time.Since(started), r.log.snapshot().events-before)]++ })
+		if err == nil && cut == nil && time.Since(started) < time.Second && r.log.snapshot().events == before {
 			r.count(func() { r.short++ })
 			sleep(ctx, time.Second)
 		}
-		cancel()
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -142,7 +163,7 @@ func (r *rawWatcher) run(ctx context.Context) {
 			_, at := r.log.lastVersion()
 			r.rec.answered410(r.name, "watch", version, at, err)
 			version = ""
-		case err != nil && wctx.Err() == nil:
+		case err != nil && cut == nil:
 			r.note("watch", err)
 			sleep(ctx, 500*time.Millisecond)
 			fallthrough

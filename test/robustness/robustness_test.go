@@ -124,7 +124,7 @@ func TestRobustness(t *testing.T) {
 		events.add(s)
 		rw.mu.Lock()
 		clientRelists += rw.lists - 1
-		t.Logf("%s: %d lists, %d watches (%d ended at once by themselves), %d events; failures: %q", rw.name, rw.lists, rw.watches, rw.short, s.events, rw.failed)
+		t.Logf("%s: %d lists, %d watches (%d ended at once by themselves), %d events; watch ends %v; failures: %q", rw.name, rw.lists, rw.watches, rw.short, s.events, rw.ends, rw.failed)
 		rw.mu.Unlock()
 	}
 	stopClients()
