@@ -147,6 +147,17 @@ integration: build ## Integration tests against real etcd, kube-apiserver and th
 		$(GO) test $(GOFLAGS_TEST) -timeout 30m ./internal/controlplane/... ./test/... -v 2>&1 | tee $(OUTPUT)/integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || \
 		{ echo "integration tests failed; full log in $(OUTPUT)/integration.log"; grep -E -B2 -A20 -- '--- FAIL' $(OUTPUT)/integration.log | tail -200; exit 1; }
 
+# The robustness test (issue 38): on demand only while its findings are open (it skips in make integration).
+ROBUSTNESS_DURATION   ?= 30m
+ROBUSTNESS_COMPACTION ?= 30s
+
+.PHONY: robustness
+robustness: build ## test/robustness alone for ROBUSTNESS_DURATION (default 30m) with kube-apiserver compacting every ROBUSTNESS_COMPACTION (30s); IMPLICIT_ROBUSTNESS_SEED=<seed> replays a seed's choices. Log in _output/robustness.log.
+	@tools_bin=$$(hack/build-tools.sh etcd kube-apiserver kube-controller-manager) && \
+	IMPLICIT_TOOLS_BIN="$$tools_bin" IMPLICIT_BINARY="$(abspath $(IMPLICIT_BIN))" \
+	IMPLICIT_ROBUSTNESS_DURATION=$(ROBUSTNESS_DURATION) IMPLICIT_ROBUSTNESS_COMPACTION=$(ROBUSTNESS_COMPACTION) \
+		$(GO) test -count=1 -timeout 3h ./test/robustness/ -v 2>&1 | tee $(OUTPUT)/robustness.log | grep -E '^\s+robustness_test.go|^(--- |PASS|FAIL|ok)'
+
 .PHONY: e2e
 e2e: image ## One-node cluster on this machine (kubelet on containerd, runc), helm install of the chart, tenant and webhook checks; needs root; not part of make test. E2E_ARGS=--hold keeps it up.
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -o $(OUTPUT)/e2e/linux-$(IMAGE_ARCH)/pause ./hack/e2e/pause
