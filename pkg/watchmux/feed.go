@@ -322,19 +322,7 @@ func (m *Mux) applyNamespace(obj any, deleted bool, rev uint64) {
 		}
 		before := m.viewsLocked(affected)
 		m.st.setNamespaceLocked(ns.Name, next)
-		after := m.viewsLocked(affected)
-		for i, name := range affected {
-			for ri, resource := range m.st.resources {
-				if m.st.pending.Has(resource) {
-					continue
-				}
-				m.st.trackView(resource, name, after[i][ri])
-				events = append(events, diff(resource, name, before[i][ri], after[i][ri])...)
-			}
-		}
-		for _, resource := range m.st.resources {
-			candidateNamespaces.WithLabelValues(resource).Set(float64(len(m.st.candidateViews[resource])))
-		}
+		events = m.viewEventsLocked(affected, before)
 	} else if m.synced {
 		// Only what merging reads of a namespace matters: an update of
 		// anything else (status, other labels) changes no view.
@@ -381,6 +369,28 @@ func (m *Mux) stageChangeLocked(name string, next *merge.Namespace) bool {
 	oldStage, oldHas := old.Labels[merge.LabelStage]
 	nextStage, nextHas := next.Labels[merge.LabelStage]
 	return oldStage != nextStage || oldHas != nextHas
+}
+
+// viewEventsLocked merges every resource's view of each namespace of names
+// again, records the candidates they show, and returns their events against
+// before (viewsLocked of names, before the change). Called with mu held for
+// writing.
+func (m *Mux) viewEventsLocked(names []string, before [][][]merge.Result) []*Event {
+	after := m.viewsLocked(names)
+	var events []*Event
+	for i, name := range names {
+		for ri, resource := range m.st.resources {
+			if m.st.pending.Has(resource) {
+				continue
+			}
+			m.st.trackView(resource, name, after[i][ri])
+			events = append(events, diff(resource, name, before[i][ri], after[i][ri])...)
+		}
+	}
+	for _, resource := range m.st.resources {
+		candidateNamespaces.WithLabelValues(resource).Set(float64(len(m.st.candidateViews[resource])))
+	}
+	return events
 }
 
 // viewsLocked returns every resource's view of each namespace. Called with

@@ -226,21 +226,9 @@ func (m *Mux) applyNamespaceBatch(changes []sourcefeed.Change, rev uint64) {
 			}
 		}
 		names := sets.List(affected)
-		beforeViews := m.viewsLocked(names)
+		before := m.viewsLocked(names)
 		set()
-		afterViews := m.viewsLocked(names)
-		for i, name := range names {
-			for ri, resource := range m.st.resources {
-				if m.st.pending.Has(resource) {
-					continue
-				}
-				m.st.trackView(resource, name, afterViews[i][ri])
-				events = append(events, diff(resource, name, beforeViews[i][ri], afterViews[i][ri])...)
-			}
-		}
-		for _, resource := range m.st.resources {
-			candidateNamespaces.WithLabelValues(resource).Set(float64(len(m.st.candidateViews[resource])))
-		}
+		events = m.viewEventsLocked(names, before)
 	}
 	ticket, fan := m.stampLocked(events, k, prev)
 	m.mu.Unlock()
