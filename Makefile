@@ -141,11 +141,13 @@ unit: ## Unit tests (and fuzz seeds) with -race.
 	cd hack/image && $(GO) test $(GOFLAGS_TEST) ./...
 
 .PHONY: integration
-integration: build ## Integration tests against real etcd, kube-apiserver and the aggregation layer; the chart's tests (test/chart) with helm.
+integration: build ## Integration tests against real etcd, kube-apiserver and the aggregation layer; the chart's tests (test/chart) with helm. The load tests (test/replicas) run after the others, with the machine to themselves.
 	@tools_bin=$$(hack/build-tools.sh etcd kube-apiserver kube-controller-manager helm) && \
-	IMPLICIT_TOOLS_BIN="$$tools_bin" IMPLICIT_BINARY="$(abspath $(IMPLICIT_BIN))" \
-		$(GO) test $(GOFLAGS_TEST) -timeout 30m ./internal/controlplane/... ./test/... -v 2>&1 | tee $(OUTPUT)/integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || \
-		{ echo "integration tests failed; full log in $(OUTPUT)/integration.log"; grep -E -B2 -A20 -- '--- FAIL' $(OUTPUT)/integration.log | tail -200; exit 1; }
+	export IMPLICIT_TOOLS_BIN="$$tools_bin" IMPLICIT_BINARY="$(abspath $(IMPLICIT_BIN))" && \
+	( $(GO) test $(GOFLAGS_TEST) -timeout 30m $$($(GO) list ./internal/controlplane/... ./test/... | grep -v -e /test/replicas -e /test/robustness) -v; rc=$$?; \
+	  $(GO) test $(GOFLAGS_TEST) -timeout 30m -p 1 ./test/replicas/ ./test/robustness/ -v || rc=1; exit $$rc ) 2>&1 | tee $(OUTPUT)/integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)'; \
+	rc=$${PIPESTATUS[0]}; \
+	if [[ $$rc != 0 ]]; then echo "integration tests failed; what the failed tests logged (full log in $(OUTPUT)/integration.log):"; hack/test-failures.sh $(OUTPUT)/integration.log | cut -c1-400; exit 1; fi
 
 # The robustness test (issue 38): on demand only while its findings are open (it skips in make integration).
 ROBUSTNESS_DURATION   ?= 30m

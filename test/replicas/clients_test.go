@@ -241,7 +241,8 @@ func (in *informer) failed(ctx context.Context, what string, err error) {
 	if ctx.Err() != nil {
 		return
 	}
-	in.count(func(s *informerStats) { s.other = append(s.other, fmt.Sprintf("%s: %v", what, err)) })
+	at := time.Now().Format("15:04:05.000")
+	in.count(func(s *informerStats) { s.other = append(s.other, fmt.Sprintf("%s %s: %v", at, what, err)) })
 	sleep(ctx, pauseAfterExpired)
 }
 

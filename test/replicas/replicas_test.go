@@ -211,6 +211,7 @@ func setUp(t *testing.T, n int, extra ...string) *replicaCluster {
 	}
 
 	admin := cp.AdminConfig()
+	logAvailability(ctx, t, admin)
 	kube := kubernetes.NewForConfigOrDie(admin)
 	dyn := dynamic.NewForConfigOrDie(admin)
 	seed(ctx, t, kube)

@@ -104,6 +104,7 @@ func TestRollingRestart(t *testing.T) {
 				others = append(others, ip)
 			}
 		}
+		t.Logf("%s draining replica %d", time.Now().Format("15:04:05.000"), i+1)
 		if err := rc.cp.RegisterAPIServiceEndpoints(ctx, replicaPort, others...); err != nil {
 			t.Fatalf("draining replica %d: %v", i+1, err)
 		}
@@ -122,7 +123,7 @@ func TestRollingRestart(t *testing.T) {
 		if err := readyz(ctx, client, u, 2*time.Minute); err != nil {
 			t.Fatalf("replica %d after its restart: %v\n%s", i+1, err, rc.servers[i].LogTail(40))
 		}
-		t.Logf("replica %d restarted, ready after %s", i+1, time.Since(start).Round(time.Millisecond))
+		t.Logf("%s replica %d restarted, ready after %s", time.Now().Format("15:04:05.000"), i+1, time.Since(start).Round(time.Millisecond))
 		if err := rc.cp.RegisterAPIServiceEndpoints(ctx, replicaPort, all...); err != nil {
 			t.Fatalf("replica %d back in the endpoints: %v", i+1, err)
 		}
