@@ -130,7 +130,7 @@ func TestSingleReplicaKill(t *testing.T) {
 		t.Fatalf("starting the replica again: %v", err)
 	}
 	client := &http.Client{Transport: insecureTransport(), Timeout: 5 * time.Second}
-	u := "https://" + net.JoinHostPort(hosts[0].nsIP.String(), strconv.Itoa(replicaPort)) + "/readyz"
+	u := "https://" + net.JoinHostPort(hosts[0].NSIP.String(), strconv.Itoa(replicaPort)) + "/readyz"
 	if err := readyz(ctx, client, u, 2*time.Minute); err != nil {
 		t.Fatalf("the replica after its restart: %v\n%s", err, server.LogTail(40))
 	}
@@ -158,14 +158,14 @@ func TestSingleReplicaKill(t *testing.T) {
 
 	// Every client ends with what a fresh list of its scope returns.
 	held := make([]func() map[string]string, 0, len(informers)+len(goInformers))
-	clientScopes := make([]dynamic.ResourceInterface, 0, len(informers)+len(goInformers))
+	clientScopes := make([]string, 0, len(informers)+len(goInformers))
 	for i, in := range informers {
-		held, clientScopes = append(held, in.held), append(clientScopes, scopes[i])
+		held, clientScopes = append(held, in.held), append(clientScopes, clientScope(i))
 	}
 	for i, r := range goInformers {
-		held, clientScopes = append(held, r.held), append(clientScopes, dyn.Resource(viewGVR).Namespace(clientScope(i)))
+		held, clientScopes = append(held, r.held), append(clientScopes, clientScope(i))
 	}
-	for _, d := range waitSameAsFresh(ctx, clientScopes, held) {
+	for _, d := range waitSameAsFresh(ctx, rc.admin, clientScopes, held) {
 		t.Error(d)
 	}
 	// Counted before the clients stop: stopping ends their watches too.
@@ -239,24 +239,32 @@ func setEndpointsReady(ctx context.Context, kube kubernetes.Interface, ready boo
 }
 
 // waitSameAsFresh waits, up to catchUpTimeout, until every client holds
-// what a fresh list of its scope returns (held[i] is client i's, of
-// scopes[i]), and returns how the clients that never did differ.
-func waitSameAsFresh(ctx context.Context, scopes []dynamic.ResourceInterface, held []func() map[string]string) []string {
+// what a fresh list of its scope returns (held[i] is client i's, of the
+// namespace scopes[i], "" for every namespace), and returns how the clients
+// that never did differ. Each round lists every distinct scope once, with
+// a client of its own (admin's configuration): the fleet's shared client
+// and its rate limiter are busy with the clients' own requests. A round
+// whose list fails keeps the differences of the last round that compared.
+func waitSameAsFresh(ctx context.Context, admin *rest.Config, scopes []string, held []func() map[string]string) []string {
+	views := dynamic.NewForConfigOrDie(admin).Resource(viewGVR)
 	var last []string
+	var listErr error
 	err := wait.PollUntilContextTimeout(ctx, time.Second, catchUpTimeout, true, func(ctx context.Context) (bool, error) {
-		last = nil
-		fresh := map[dynamic.ResourceInterface]map[string]string{}
-		for i := range held {
-			want, ok := fresh[scopes[i]]
-			if !ok {
-				list, err := scopes[i].List(ctx, metav1.ListOptions{})
-				if err != nil {
-					last = []string{fmt.Sprintf("a fresh list: %v", err)}
-					return false, nil
-				}
-				want = sourceVersions(list.Items)
-				fresh[scopes[i]] = want
+		fresh := map[string]map[string]string{}
+		for _, ns := range scopes {
+			if _, ok := fresh[ns]; ok {
+				continue
 			}
+			list, err := views.Namespace(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				listErr = fmt.Errorf("a fresh list of %q: %w", ns, err)
+				return false, nil
+			}
+			fresh[ns] = sourceVersions(list.Items)
+		}
+		listErr, last = nil, nil
+		for i := range held {
+			want := fresh[scopes[i]]
 			if got := held[i](); !maps.Equal(got, want) {
 				var diff []string
 				for k, v := range got {
@@ -269,7 +277,7 @@ func waitSameAsFresh(ctx context.Context, scopes []dynamic.ResourceInterface, he
 						diff = append(diff, fmt.Sprintf("lacks %s@%s", k, v))
 					}
 				}
-				last = append(last, fmt.Sprintf("client %d: %v", i, diff))
+				last = append(last, fmt.Sprintf("client %d (scope %q): %v", i, scopes[i], diff))
 			}
 		}
 		return len(last) == 0, nil
@@ -279,6 +287,12 @@ func waitSameAsFresh(ctx context.Context, scopes []dynamic.ResourceInterface, he
 	}
 	if len(last) > 5 {
 		last = append(last[:5], fmt.Sprintf("... and %d more", len(last)-5))
+	}
+	if listErr != nil {
+		last = append(last, listErr.Error())
+	}
+	if len(last) == 0 {
+		last = []string{fmt.Sprintf("no fresh list answered in %s", catchUpTimeout)}
 	}
 	return last
 }

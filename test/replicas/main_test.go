@@ -5,6 +5,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/implicit-dev/implicit-apiserver/internal/netnshost"
 )
 
 const (
@@ -45,3 +47,6 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
+
+// hosts are the replicas' hosts: a network namespace each (internal/netnshost).
+var hosts = netnshost.Hosts

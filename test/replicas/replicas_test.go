@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
+	"github.com/implicit-dev/implicit-apiserver/internal/netnshost"
 )
 
 const (
@@ -159,7 +160,7 @@ type replicaCluster struct {
 // namespaces and the global binding.
 func setUp(t *testing.T, n int, extra ...string) *replicaCluster {
 	replicas := hosts[:n]
-	setUpHosts(t)
+	netnshost.SetUp(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 
@@ -177,11 +178,11 @@ func setUp(t *testing.T, n int, extra ...string) *replicaCluster {
 
 	hostIPs := make([]net.IP, len(hosts))
 	for i, h := range hosts {
-		hostIPs[i] = h.hostIP
+		hostIPs[i] = h.HostIP
 	}
 	replicaIPs := make([]net.IP, len(replicas))
 	for i, h := range replicas {
-		replicaIPs[i] = h.nsIP
+		replicaIPs[i] = h.NSIP
 	}
 	cp, err := controlplane.Start(ctx, controlplane.Options{
 		BinDir:  binDir,
@@ -216,7 +217,7 @@ func setUp(t *testing.T, n int, extra ...string) *replicaCluster {
 	dyn := dynamic.NewForConfigOrDie(admin)
 	seed(ctx, t, kube)
 	for i, h := range replicas {
-		waitForBinding(ctx, t, replicaClient(t, admin, h.nsIP), "team-1")
+		waitForBinding(ctx, t, replicaClient(t, admin, h.NSIP), "team-1")
 		t.Logf("replica %d serves %s in team-1's view", i+1, globalBinding)
 	}
 	return &replicaCluster{ctx: ctx, cp: cp, servers: servers, kube: kube, dyn: dyn, admin: admin}
@@ -225,7 +226,7 @@ func setUp(t *testing.T, n int, extra ...string) *replicaCluster {
 // startReplicas starts one implicit-apiserver in each of hs's network
 // namespaces, with extra flags, and waits until all are ready. Replica N
 // runs on hosts[N-1].
-func startReplicas(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, hs []host, extra ...string) []*controlplane.AggregatedServer {
+func startReplicas(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, hs []netnshost.Host, extra ...string) []*controlplane.AggregatedServer {
 	t.Helper()
 	apiServer, err := url.Parse(cp.APIServerURL())
 	if err != nil {
@@ -233,13 +234,13 @@ func startReplicas(ctx context.Context, t *testing.T, cp *controlplane.ControlPl
 	}
 	servers := make([]*controlplane.AggregatedServer, len(hs))
 	for i, h := range hs {
-		n := slices.IndexFunc(hosts, func(o host) bool { return o.netns == h.netns }) + 1
+		n := slices.IndexFunc(hosts, func(o netnshost.Host) bool { return o.NetNS == h.NetNS }) + 1
 		kubeconfig := filepath.Join(cp.WorkDir(), fmt.Sprintf("replica-%d.kubeconfig", n))
-		server := "https://" + net.JoinHostPort(h.hostIP.String(), apiServer.Port())
+		server := "https://" + net.JoinHostPort(h.HostIP.String(), apiServer.Port())
 		if err := rewriteServer(cp.KubeconfigPath(), kubeconfig, server); err != nil {
 			t.Fatal(err)
 		}
-		wrapper, err := h.wrapper(cp.WorkDir(), binary)
+		wrapper, err := h.Wrapper(cp.WorkDir(), binary)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -249,7 +250,7 @@ func startReplicas(ctx context.Context, t *testing.T, cp *controlplane.ControlPl
 			Binary: wrapper, Name: fmt.Sprintf("implicit-apiserver-%d", n), Port: replicaPort, ReadyPath: "-",
 			Args: append([]string{
 				"-v=1",
-				"--bind-address=" + h.nsIP.String(),
+				"--bind-address=" + h.NSIP.String(),
 				"--kubeconfig=" + kubeconfig,
 				"--authentication-kubeconfig=" + kubeconfig,
 				"--authorization-kubeconfig=" + kubeconfig,
@@ -262,9 +263,9 @@ func startReplicas(ctx context.Context, t *testing.T, cp *controlplane.ControlPl
 	}
 	client := &http.Client{Transport: insecureTransport(), Timeout: 5 * time.Second}
 	for i, h := range hs {
-		u := "https://" + net.JoinHostPort(h.nsIP.String(), strconv.Itoa(replicaPort)) + "/readyz"
+		u := "https://" + net.JoinHostPort(h.NSIP.String(), strconv.Itoa(replicaPort)) + "/readyz"
 		if err := readyz(ctx, client, u, controlplane.DefaultAPIServiceTimeout); err != nil {
-			t.Fatalf("replica at %s: %v\n%s", h.nsIP, err, servers[i].LogTail(40))
+			t.Fatalf("replica at %s: %v\n%s", h.NSIP, err, servers[i].LogTail(40))
 		}
 		t.Logf("replica ready at %s (log %s)", u, servers[i].LogPath())
 	}

@@ -35,6 +35,16 @@ const (
 	settle = 3 * time.Second
 )
 
+// scopesOf is the namespaces of the first n clients of a fleet
+// (clientScope).
+func scopesOf(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = clientScope(i)
+	}
+	return out
+}
+
 // clientScope is the namespace of the i-th client of a fleet: every
 // namespace ("") for even i, one tenant for odd i.
 func clientScope(i int) string {
@@ -94,7 +104,7 @@ func TestRollingRestart(t *testing.T) {
 
 	all := make([]net.IP, len(hosts))
 	for i, h := range hosts {
-		all[i] = h.nsIP
+		all[i] = h.NSIP
 	}
 	client := &http.Client{Transport: insecureTransport(), Timeout: 5 * time.Second}
 	for i, h := range hosts {
@@ -119,7 +129,7 @@ func TestRollingRestart(t *testing.T) {
 				t.Fatalf("starting replica %d again: %v", i+1, err)
 			}
 		}
-		u := "https://" + net.JoinHostPort(h.nsIP.String(), strconv.Itoa(replicaPort)) + "/readyz"
+		u := "https://" + net.JoinHostPort(h.NSIP.String(), strconv.Itoa(replicaPort)) + "/readyz"
 		if err := readyz(ctx, client, u, 2*time.Minute); err != nil {
 			t.Fatalf("replica %d after its restart: %v\n%s", i+1, err, rc.servers[i].LogTail(40))
 		}
@@ -139,7 +149,7 @@ func TestRollingRestart(t *testing.T) {
 	for i, in := range informers {
 		held[i] = in.held
 	}
-	for _, d := range waitSameAsFresh(ctx, scopes, held) {
+	for _, d := range waitSameAsFresh(ctx, rc.admin, scopesOf(n), held) {
 		t.Error(d)
 	}
 	stopClients()

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/dynamic"
 )
 
 const (
@@ -40,18 +39,18 @@ func TestSingleReplicaRollout(t *testing.T) {
 	var wg sync.WaitGroup
 	defer func() { stopClients(); wg.Wait() }()
 	informers := make([]*informer, singleRolloutWatchers)
-	scopes := make([]dynamic.ResourceInterface, 0, singleRolloutWatchers+singleRolloutInformers)
+	scopes := make([]string, 0, singleRolloutWatchers+singleRolloutInformers)
 	held := make([]func() map[string]string, 0, singleRolloutWatchers+singleRolloutInformers)
 	for i := range informers {
 		informers[i] = newInformer(dyn.Resource(viewGVR).Namespace(clientScope(i)), rolloutWatch)
-		scopes, held = append(scopes, dyn.Resource(viewGVR).Namespace(clientScope(i))), append(held, informers[i].held)
+		scopes, held = append(scopes, clientScope(i)), append(held, informers[i].held)
 		wg.Add(1)
 		go func() { defer wg.Done(); informers[i].run(clientCtx) }()
 	}
 	goInformers := make([]*clientGoInformer, singleRolloutInformers)
 	for i := range goInformers {
 		goInformers[i] = newClientGoInformer(rc.admin, clientScope(i))
-		scopes, held = append(scopes, dyn.Resource(viewGVR).Namespace(clientScope(i))), append(held, goInformers[i].held)
+		scopes, held = append(scopes, clientScope(i)), append(held, goInformers[i].held)
 		wg.Add(1)
 		go func() { defer wg.Done(); goInformers[i].informer.RunWithContext(clientCtx) }()
 	}
@@ -72,7 +71,7 @@ func TestSingleReplicaRollout(t *testing.T) {
 	t.Log("the new replica starts and joins the endpoints")
 	next := startReplicas(ctx, t, rc.cp, hosts[1:2], delay)[0]
 	t.Cleanup(func() { next.Stop() })
-	if err := rc.cp.RegisterAPIServiceEndpoints(ctx, replicaPort, hosts[0].nsIP, hosts[1].nsIP); err != nil {
+	if err := rc.cp.RegisterAPIServiceEndpoints(ctx, replicaPort, hosts[0].NSIP, hosts[1].NSIP); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(settle)
@@ -81,7 +80,7 @@ func TestSingleReplicaRollout(t *testing.T) {
 	stopped := time.Now()
 	stopErr := make(chan error, 1)
 	go func() { stopErr <- rc.servers[0].Stop() }()
-	if err := rc.cp.RegisterAPIServiceEndpoints(ctx, replicaPort, hosts[1].nsIP); err != nil {
+	if err := rc.cp.RegisterAPIServiceEndpoints(ctx, replicaPort, hosts[1].NSIP); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-stopErr; err != nil {
@@ -104,7 +103,7 @@ func TestSingleReplicaRollout(t *testing.T) {
 	time.Sleep(afterReady)
 	endWrites()
 
-	for _, d := range waitSameAsFresh(ctx, scopes, held) {
+	for _, d := range waitSameAsFresh(ctx, rc.admin, scopes, held) {
 		t.Error(d)
 	}
 	var cg clientGoStats

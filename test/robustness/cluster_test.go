@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
+	"github.com/implicit-dev/implicit-apiserver/internal/netnshost"
 )
 
 // viewGVR is the view every client reads.
@@ -47,7 +48,7 @@ type cluster struct {
 // to the replicas' endpoints), kube-controller-manager and one replica in
 // each host, and registers the replicas behind the APIService.
 func setUp(ctx context.Context, t *testing.T) *cluster {
-	setUpHosts(t)
+	netnshost.SetUp(t)
 	work, err := os.MkdirTemp("", "implicit-robustness-")
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +63,7 @@ func setUp(ctx context.Context, t *testing.T) *cluster {
 	hostIPs := make([]net.IP, len(hosts))
 	replicaIPs := make([]net.IP, len(hosts))
 	for i, h := range hosts {
-		hostIPs[i], replicaIPs[i] = h.hostIP, h.nsIP
+		hostIPs[i], replicaIPs[i] = h.HostIP, h.NSIP
 	}
 	cp, err := controlplane.Start(ctx, controlplane.Options{
 		BinDir:                 binDir,
@@ -93,10 +94,10 @@ func setUp(ctx context.Context, t *testing.T) *cluster {
 	c := &cluster{cp: cp, admin: cp.AdminConfig()}
 	for i, h := range hosts {
 		kubeconfig := filepath.Join(work, fmt.Sprintf("replica-%d.kubeconfig", i+1))
-		if err := rewriteServer(cp.KubeconfigPath(), kubeconfig, "https://"+net.JoinHostPort(h.hostIP.String(), apiServer.Port())); err != nil {
+		if err := rewriteServer(cp.KubeconfigPath(), kubeconfig, "https://"+net.JoinHostPort(h.HostIP.String(), apiServer.Port())); err != nil {
 			t.Fatal(err)
 		}
-		wrapper, err := h.wrapper(work, binary)
+		wrapper, err := h.Wrapper(work, binary)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,7 +110,7 @@ func setUp(ctx context.Context, t *testing.T) *cluster {
 				// The reflectors' "Listing and watching": each of the
 				// server's own lists, counted at the end.
 				"--vmodule=reflector=3",
-				"--bind-address=" + h.nsIP.String(),
+				"--bind-address=" + h.NSIP.String(),
 				"--kubeconfig=" + kubeconfig,
 				"--authentication-kubeconfig=" + kubeconfig,
 				"--authorization-kubeconfig=" + kubeconfig,
@@ -120,7 +121,7 @@ func setUp(ctx context.Context, t *testing.T) *cluster {
 			t.Fatalf("starting replica %d: %v", i+1, err)
 		}
 		c.servers = append(c.servers, s)
-		c.direct = append(c.direct, replicaClient(c.admin, h.nsIP))
+		c.direct = append(c.direct, replicaClient(c.admin, h.NSIP))
 	}
 	for i := range hosts {
 		if err := c.replicaReady(ctx, i); err != nil {
@@ -139,7 +140,7 @@ func setUp(ctx context.Context, t *testing.T) *cluster {
 func (c *cluster) replicaReady(ctx context.Context, i int) error {
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 5 * time.Second}
 	defer client.CloseIdleConnections()
-	u := "https://" + net.JoinHostPort(hosts[i].nsIP.String(), strconv.Itoa(replicaPort)) + "/readyz"
+	u := "https://" + net.JoinHostPort(hosts[i].NSIP.String(), strconv.Itoa(replicaPort)) + "/readyz"
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	var last error = errors.New("not polled yet")
@@ -176,7 +177,7 @@ func (c *cluster) setEndpointReady(ctx context.Context, i int, ready bool) error
 			return err
 		}
 		for j := range slice.Endpoints {
-			if slice.Endpoints[j].Addresses[0] == hosts[i].nsIP.String() {
+			if slice.Endpoints[j].Addresses[0] == hosts[i].NSIP.String() {
 				slice.Endpoints[j].Conditions.Ready = &ready
 			}
 		}

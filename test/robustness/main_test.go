@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/implicit-dev/implicit-apiserver/internal/netnshost"
 )
 
 const (
@@ -68,3 +70,6 @@ func durationFrom(env string, def, least time.Duration) (time.Duration, error) {
 	}
 	return d, nil
 }
+
+// hosts are the replicas' hosts: a network namespace each (internal/netnshost).
+var hosts = netnshost.Hosts

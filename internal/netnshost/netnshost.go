@@ -1,8 +1,9 @@
-package robustness
-
-// This file is test/replicas' netns_test.go: the same host names, addresses
-// and lock, so that test/replicas and this package take turns on one
-// machine instead of removing each other's namespaces.
+// Package netnshost gives tests that run several implicit-apiserver
+// replicas a host of their own for each: a network namespace joined to the
+// root namespace by a veth pair. test/replicas and test/robustness share it
+// (the same names, addresses and lock), so they take turns on one machine
+// instead of removing each other's namespaces.
+package netnshost
 
 import (
 	"context"
@@ -18,31 +19,30 @@ import (
 	"time"
 )
 
-// host is a test host of its own for one replica: a network namespace
-// joined to the root namespace by a veth pair on a /30 of testNet. hostIP
-// is the root
-// namespace's end, where the replica reaches kube-apiserver; nsIP is the
+// Host is a test host of its own for one replica: a network namespace
+// joined to the root namespace by a veth pair on a /30 of testNet. HostIP
+// is the root namespace's end, where the replica reaches kube-apiserver; NSIP is the
 // replica's own address, named in the EndpointSlice.
-type host struct {
-	netns    string
-	hostVeth string
-	nsVeth   string
-	hostIP   net.IP
-	nsIP     net.IP
+type Host struct {
+	NetNS    string
+	HostVeth string
+	NSVeth   string
+	HostIP   net.IP
+	NSIP     net.IP
 }
 
 // testNet holds the hosts' addresses: TEST-NET-2 (RFC 5737), reserved for
 // documentation and never routed. Not TEST-NET-1 (192.0.2.0/24): some
 // sandboxes number their own network from it, and a veth address there
-// would shadow the machine's gateway. setUpHosts skips the test when
+// would shadow the machine's gateway. SetUp skips the test when
 // testNet overlaps an address of this machine.
 var testNet = &net.IPNet{IP: net.IPv4(198, 51, 100, 0), Mask: net.CIDRMask(24, 32)}
 
-// hosts are the two replicas' hosts. The names are fixed, so that a run
+// Hosts are the two replicas' hosts. The names are fixed, so that a run
 // killed before its cleanup leaves nothing the next run does not remove.
-var hosts = []host{
-	{netns: "implicit-replica-1", hostVeth: "impl-rep1-h", nsVeth: "impl-rep1-n", hostIP: net.IPv4(198, 51, 100, 1), nsIP: net.IPv4(198, 51, 100, 2)},
-	{netns: "implicit-replica-2", hostVeth: "impl-rep2-h", nsVeth: "impl-rep2-n", hostIP: net.IPv4(198, 51, 100, 5), nsIP: net.IPv4(198, 51, 100, 6)},
+var Hosts = []Host{
+	{NetNS: "implicit-replica-1", HostVeth: "impl-rep1-h", NSVeth: "impl-rep1-n", HostIP: net.IPv4(198, 51, 100, 1), NSIP: net.IPv4(198, 51, 100, 2)},
+	{NetNS: "implicit-replica-2", HostVeth: "impl-rep2-h", NSVeth: "impl-rep2-n", HostIP: net.IPv4(198, 51, 100, 5), NSIP: net.IPv4(198, 51, 100, 6)},
 }
 
 // testNetInUse returns an address of this machine, outside the test's own
@@ -53,7 +53,7 @@ func testNetInUse() (string, error) {
 		return "", err
 	}
 	for _, iface := range ifaces {
-		if slices.ContainsFunc(hosts, func(h host) bool { return h.hostVeth == iface.Name }) {
+		if slices.ContainsFunc(Hosts, func(h Host) bool { return h.HostVeth == iface.Name }) {
 			continue
 		}
 		addrs, err := iface.Addrs()
@@ -104,15 +104,15 @@ func lockHosts(t *testing.T) {
 	}
 }
 
-// setUpHosts creates every host's namespace and veth pair, removing
+// SetUp creates every host's namespace and veth pair, removing
 // leftovers of an earlier run first, and removes them when the test ends.
 // It skips the test when network namespaces can't be made without root; as
 // root (CI runs as root) a failure to make them fails the test: a skip
 // there would hide that the replicas were never tested.
-func setUpHosts(t *testing.T) {
+func SetUp(t *testing.T) {
 	t.Helper()
 	lockHosts(t)
-	for _, h := range hosts {
+	for _, h := range Hosts {
 		h.remove()
 	}
 	if inUse, err := testNetInUse(); err != nil {
@@ -120,8 +120,8 @@ func setUpHosts(t *testing.T) {
 	} else if inUse != "" {
 		t.Skipf("this machine has %s, in %s: the replicas' test hosts would collide with it", inUse, testNet)
 	}
-	for i, h := range hosts {
-		if err := ip("netns", "add", h.netns); err != nil {
+	for i, h := range Hosts {
+		if err := ip("netns", "add", h.NetNS); err != nil {
 			if i == 0 && os.Geteuid() != 0 {
 				t.Skipf("network namespaces can't be made here (the test needs root and ip(8)): %v", err)
 			}
@@ -130,36 +130,36 @@ func setUpHosts(t *testing.T) {
 		t.Cleanup(h.remove)
 		prefix := func(a net.IP) string { return a.String() + "/30" }
 		for _, args := range [][]string{
-			{"link", "add", h.hostVeth, "type", "veth", "peer", "name", h.nsVeth, "netns", h.netns},
-			{"addr", "add", prefix(h.hostIP), "dev", h.hostVeth},
-			{"link", "set", h.hostVeth, "up"},
-			{"-n", h.netns, "addr", "add", prefix(h.nsIP), "dev", h.nsVeth},
-			{"-n", h.netns, "link", "set", h.nsVeth, "up"},
-			{"-n", h.netns, "link", "set", "lo", "up"},
+			{"link", "add", h.HostVeth, "type", "veth", "peer", "name", h.NSVeth, "netns", h.NetNS},
+			{"addr", "add", prefix(h.HostIP), "dev", h.HostVeth},
+			{"link", "set", h.HostVeth, "up"},
+			{"-n", h.NetNS, "addr", "add", prefix(h.NSIP), "dev", h.NSVeth},
+			{"-n", h.NetNS, "link", "set", h.NSVeth, "up"},
+			{"-n", h.NetNS, "link", "set", "lo", "up"},
 		} {
 			if err := ip(args...); err != nil {
 				t.Fatal(err)
 			}
 		}
-		t.Logf("host %s: %s (%s) <-> %s (%s in netns %s)", h.netns, h.hostIP, h.hostVeth, h.nsIP, h.nsVeth, h.netns)
+		t.Logf("host %s: %s (%s) <-> %s (%s in netns %s)", h.NetNS, h.HostIP, h.HostVeth, h.NSIP, h.NSVeth, h.NetNS)
 	}
 }
 
 // remove deletes the namespace (which deletes its veth end, and so the
 // pair) and the root end, should it outlive the namespace. Either may be
 // absent.
-func (h host) remove() {
-	_ = ip("netns", "del", h.netns)
-	_ = ip("link", "del", h.hostVeth)
+func (h Host) remove() {
+	_ = ip("netns", "del", h.NetNS)
+	_ = ip("link", "del", h.HostVeth)
 }
 
-// wrapper writes an executable that runs binary in the host's network
+// Wrapper writes an executable that runs binary in the host's network
 // namespace with the arguments it is given, for
 // controlplane.AggregatedServerOptions.Binary. ip netns exec replaces itself
 // with the binary, so the process the control plane signals is the server.
-func (h host) wrapper(dir, binary string) (string, error) {
-	path := filepath.Join(dir, "in-"+h.netns)
-	script := fmt.Sprintf("#!/bin/sh\nexec ip netns exec %s %s \"$@\"\n", h.netns, binary)
+func (h Host) Wrapper(dir, binary string) (string, error) {
+	path := filepath.Join(dir, "in-"+h.NetNS)
+	script := fmt.Sprintf("#!/bin/sh\nexec ip netns exec %s %s \"$@\"\n", h.NetNS, binary)
 	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
 		return "", fmt.Errorf("writing %s: %w", path, err)
 	}
