@@ -61,6 +61,9 @@ type ExtraConfig struct {
 	AccessReviewOptions accessreview.Options
 	// Watch tunes the watch multiplexer.
 	Watch watchmux.Options
+	// SourceProgress is how often each tracked source is read for progress
+	// and its informer's watch renewed; 0 means DefaultSourceProgress.
+	SourceProgress time.Duration
 	// WebhookConfiguration names the ValidatingWebhookConfiguration whose
 	// match conditions are kept current; "" for none.
 	WebhookConfiguration string
@@ -146,10 +149,10 @@ func (c CompletedConfig) New() (*Server, error) {
 	}
 	// Before anything asks the factories for these informers: they list
 	// and watch through Trackers, so versions name complete states.
-	local := trackInformers(x.Informers, x.Client, "")
+	local := trackInformers(x.Informers, x.Client, "", x.sourceProgress())
 	var hubTracked tracked
 	if x.Hub != nil {
-		hubTracked = trackInformers(x.Hub.Informers, x.Hub.Client, x.Policy.GlobalNamespace)
+		hubTracked = trackInformers(x.Hub.Informers, x.Hub.Client, x.Policy.GlobalNamespace, x.sourceProgress())
 	}
 	if local.namespaces != nil {
 		if err := mux.AddNamespaceStream(local.namespaces.Informer, local.namespaces.Tracker); err != nil {
@@ -275,4 +278,12 @@ func (c CompletedConfig) kindsHub(hub *hubHealth, hubTracked tracked) *kindcontr
 		Staleness:       hub.stale,
 		Streams:         hubTracked.kinds,
 	}
+}
+
+// sourceProgress is SourceProgress, or DefaultSourceProgress when unset.
+func (x *ExtraConfig) sourceProgress() time.Duration {
+	if x.SourceProgress > 0 {
+		return x.SourceProgress
+	}
+	return DefaultSourceProgress
 }

@@ -21,14 +21,19 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/sourcefeed"
 )
 
-// progressInterval is how often each tracked source is read consistently
-// (one item), so that the bookmarks kube-apiserver sends its informer (about
-// once a minute) carry etcd's current revision even while the source is
-// quiet. Without it a quiet source's revision moves only with etcd's
-// progress notifications (10 minutes by default), and a version could name
-// a revision compacted since (5 minutes by default) while its state is
-// current.
-const progressInterval = 30 * time.Second
+// DefaultSourceProgress is how often each tracked source is read
+// consistently (one item) and its informer's watch renewed, by default
+// (ExtraConfig.SourceProgress, --source-progress-interval): the read moves
+// kube-apiserver's watch cache to etcd's current revision, and the bookmark
+// the cache sends before the renewed watch's deadline carries it, so a quiet
+// source's part stays within about two intervals of etcd's revision.
+// Without them a quiet source's revision moves only with etcd's progress
+// notifications (10 minutes by default), and a version could name a
+// revision compacted since (kube-apiserver compacts every 5 minutes by
+// default; the interval must stay well below its --etcd-compaction-interval)
+// while its state is current: another replica, which must list at that
+// revision, would answer 410.
+const DefaultSourceProgress = 10 * time.Second
 
 // trackedKinds are the built-in kinds whose informers list and watch
 // through a Tracker, with their list and watch through the typed client.
@@ -107,13 +112,14 @@ func (t tracked) trackers() []*sourcefeed.Tracker {
 // per kind. (Its Informer() hands out a typed wrapper, a new one each call:
 // the mux is fed from the shared informer returned here.) A kind whose
 // informer was made before is left untracked, and fed as before.
-func trackInformers(factory informers.SharedInformerFactory, client kubernetes.Interface, namespace string) tracked {
+func trackInformers(factory informers.SharedInformerFactory, client kubernetes.Interface, namespace string, progress time.Duration) tracked {
 	out := tracked{kinds: map[schema.GroupVersionResource]kindcontroller.Stream{}}
 	if client == nil || factory == nil {
 		return out
 	}
 	register := func(name string, example runtime.Object, lw *cache.ListWatch) kindcontroller.Stream {
 		tr := sourcefeed.New(name, cache.ToListWatcherWithWatchListSemantics(lw, client))
+		tr.SetProgress(progress)
 		var built cache.SharedIndexInformer
 		got := factory.InformerFor(example, func(kubernetes.Interface, time.Duration) cache.SharedIndexInformer {
 			// Resync 0, whatever the factory's default: a resync hands
@@ -153,8 +159,8 @@ func trackInformers(factory informers.SharedInformerFactory, client kubernetes.I
 	return out
 }
 
-// runProgress nudges every tracker each progressInterval until ctx ends.
-func runProgress(ctx context.Context, trackers []*sourcefeed.Tracker) {
+// runProgress nudges every tracker each interval until ctx ends.
+func runProgress(ctx context.Context, trackers []*sourcefeed.Tracker, interval time.Duration) {
 	if len(trackers) == 0 {
 		return
 	}
@@ -166,5 +172,5 @@ func runProgress(ctx context.Context, trackers []*sourcefeed.Tracker) {
 			}
 			cancel()
 		}
-	}, progressInterval)
+	}, interval)
 }

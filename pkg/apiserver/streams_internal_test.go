@@ -18,7 +18,7 @@ import (
 func TestTrackInformers(t *testing.T) {
 	client := fake.NewClientset()
 	factory := informers.NewSharedInformerFactory(client, 0)
-	tr := trackInformers(factory, client, "")
+	tr := trackInformers(factory, client, "", DefaultSourceProgress)
 	shared := func(obj runtime.Object) cache.SharedIndexInformer {
 		return factory.InformerFor(obj, func(kubernetes.Interface, time.Duration) cache.SharedIndexInformer {
 			t.Fatalf("%T: no informer was registered", obj)

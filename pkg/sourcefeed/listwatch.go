@@ -2,8 +2,10 @@ package sourcefeed
 
 import (
 	"context"
+	"math/rand/v2"
 	"strconv"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -72,6 +74,7 @@ func (l *trackedLW) ListWithContext(ctx context.Context, options metav1.ListOpti
 // WatchWithContext implements cache.WatcherWithContext: the events reach
 // the reflector through a goroutine that records each one first.
 func (l *trackedLW) WatchWithContext(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
+	options.TimeoutSeconds = l.t.timeoutSeconds(options)
 	w, err := l.t.inner.WatchWithContext(ctx, options)
 	if err != nil {
 		return w, err
@@ -119,6 +122,12 @@ func (w *trackedWatch) run() {
 	defer close(w.done)
 	defer close(w.out)
 	in := w.inner.ResultChan()
+	// A watch-list keeps the reflector's long timeout (its initial events
+	// may take long); once they ended it is ended here after the progress
+	// interval, and the reflector goes on with a plain watch from its
+	// version, whose timeout is capped (timeoutSeconds).
+	var end <-chan time.Time
+	watchList := w.initial != nil
 	for {
 		var ev watch.Event
 		var ok bool
@@ -127,10 +136,20 @@ func (w *trackedWatch) run() {
 			if !ok {
 				return
 			}
+		case <-end:
+			w.inner.Stop()
+			return
 		case <-w.stop:
 			return
 		}
 		undo := w.record(ev)
+		if watchList && end == nil && w.initialEnded() {
+			if every := w.t.progressEvery(); every > 0 {
+				timer := time.NewTimer(every)
+				defer timer.Stop()
+				end = timer.C
+			}
+		}
 		select {
 		case w.out <- ev:
 		case <-w.stop:
@@ -179,4 +198,35 @@ func (w *trackedWatch) record(ev watch.Event) (undo func()) {
 		}
 	}
 	return nil
+}
+
+// timeoutSeconds is a watch's timeoutSeconds: the reflector's, capped at
+// the progress interval plus up to half of it again (so the sources' watches
+// don't end in step) for a watch that resumes from a version; a watch-list
+// keeps the reflector's, since its initial events may take long.
+func (t *Tracker) timeoutSeconds(options metav1.ListOptions) *int64 {
+	every := t.progressEvery()
+	if every <= 0 || (options.SendInitialEvents != nil && *options.SendInitialEvents) {
+		return options.TimeoutSeconds
+	}
+	// At least 3 s: the watch cache's bookmark comes 2 s before the end.
+	capped := max(int64(3), int64((every+rand.N(every/2+1))/time.Second))
+	if options.TimeoutSeconds != nil && *options.TimeoutSeconds > 0 && *options.TimeoutSeconds < capped {
+		return options.TimeoutSeconds
+	}
+	return &capped
+}
+
+// initialEnded reports whether a watch-list's initial events have ended.
+func (w *trackedWatch) initialEnded() bool {
+	w.t.mu.Lock()
+	defer w.t.mu.Unlock()
+	return w.initial == nil
+}
+
+// progressEvery is SetProgress's interval; 0 when unset.
+func (t *Tracker) progressEvery() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.watchTimeout
 }

@@ -115,6 +115,10 @@ func setUp(ctx context.Context, t *testing.T) *cluster {
 				"--authentication-kubeconfig=" + kubeconfig,
 				"--authorization-kubeconfig=" + kubeconfig,
 				"--webhook-configuration=",
+				// Well below the compaction interval, as docs/operations.md
+				// advises: a quiet source's part stays within about two
+				// intervals of etcd's revision.
+				"--source-progress-interval=" + sourceProgress().String(),
 			},
 		})
 		if err != nil {
@@ -207,4 +211,10 @@ func replicaClient(admin *rest.Config, addr net.IP) dynamic.Interface {
 	cfg.CAData = nil
 	cfg.Insecure = true
 	return dynamic.NewForConfigOrDie(cfg)
+}
+
+// sourceProgress is the replicas' --source-progress-interval: a quarter of
+// the compaction interval, and at least the flag's 3 s.
+func sourceProgress() time.Duration {
+	return max(3*time.Second, compaction/4)
 }

@@ -75,6 +75,9 @@ type Options struct {
 	AnonymousWebhooks   bool
 	// HistoryBytes bounds the estimated bytes of the watch history.
 	HistoryBytes int64
+	// SourceProgress is how often each source is read for progress
+	// (apiserver.ExtraConfig.SourceProgress).
+	SourceProgress time.Duration
 	// KubeAPIQPS and KubeAPIBurst limit the server's requests to the host
 	// and hub clusters: the guards' parent lookups, the webhook
 	// configuration sync, Events, the configured kinds' polling.
@@ -136,6 +139,7 @@ func NewOptions() *Options {
 		HostSchemaTimeout:       2 * time.Minute,
 		MaxDepth:                32,
 		HistoryBytes:            watchmux.DefaultHistoryBytes,
+		SourceProgress:          apiserver.DefaultSourceProgress,
 		KubeAPIQPS:              50,
 		KubeAPIBurst:            100,
 		AccessReviewQPS:         accessreview.DefaultQPS,
@@ -183,6 +187,11 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 			"kube-apiserver can't present one: restrict who reaches the port (NetworkPolicy). /authorize still requires one.")
 	fs.Int64Var(&o.HistoryBytes, "history-bytes", o.HistoryBytes,
 		"Bound on the estimated bytes of the objects the watch history keeps for resuming watches (besides its 100,000 events).")
+	fs.DurationVar(&o.SourceProgress, "source-progress-interval", o.SourceProgress,
+		"How often each source (namespaces, and each kind the views read) is read consistently with limit=1 and its informer's watch "+
+			"renewed, so that the versions the server issues name revisions within about two intervals of etcd's current one even "+
+			"while a source is quiet. Keep it well below kube-apiserver's --etcd-compaction-interval (5m by default): a version "+
+			"naming a compacted revision can only be answered 410 by a replica that must list at it.")
 	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay-duration", o.ShutdownDelay,
 		"How long to go on serving after SIGTERM, /readyz failing, before ending the watches and no longer accepting requests, "+
 			"as kube-apiserver's flag of the same name: time for kube-apiserver to see the pod leave the Service's endpoints, so "+
@@ -318,6 +327,9 @@ func (o *Options) Validate() error {
 	if o.MaterializeBurst < 1 {
 		errs = append(errs, fmt.Errorf("--materialize-burst must be at least 1"))
 	}
+	if o.SourceProgress < 3*time.Second {
+		errs = append(errs, fmt.Errorf("--source-progress-interval must be at least 3s (kube-apiserver's watch cache bookmarks 2s before a watch ends), got %s", o.SourceProgress))
+	}
 	if o.HistoryBytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("--history-bytes must be at least 1Mi (1048576)"))
 	}
@@ -440,6 +452,7 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 			WebhookCallers:       callers,
 			AnonymousWebhooks:    o.AnonymousWebhooks,
 			Watch:                watchmux.Options{HistoryBytes: o.HistoryBytes},
+			SourceProgress:       o.SourceProgress,
 			Materialize:          mat,
 		},
 	}, nil
