@@ -62,10 +62,11 @@ func (m *Mux) ResultsAt(ctx context.Context, version, resource, namespace, name 
 	}
 	c := m.pastConfigLocked()
 	m.mu.RUnlock()
-	if err := m.admitPast(ctx, version); err != nil {
-		return nil, err
+	p, err := m.pastInTurn(ctx, c, want, resource, namespace, version)
+	var refused *pastRefused
+	if errors.As(err, &refused) {
+		return nil, refused.err
 	}
-	p, err := m.pastFor(ctx, c, want, resource, namespace)
 	if err != nil {
 		if errors.Is(err, errNoLister) || apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 			resumeFailures.Inc()
@@ -103,21 +104,6 @@ func (m *Mux) currentResultsLocked(resource, namespace, name string) []Namespace
 		}
 	}
 	return out
-}
-
-// admitPast waits for the requester's turn to build a past state
-// (Options.PastStates): 429 when it does not come.
-func (m *Mux) admitPast(ctx context.Context, version string) error {
-	if m.opts.PastStates == nil {
-		pastStates.WithLabelValues("admitted").Inc()
-		return nil
-	}
-	if err := m.opts.PastStates(ctx); err != nil {
-		pastStates.WithLabelValues("refused").Inc()
-		return apierrors.NewTooManyRequests(fmt.Sprintf("resourceVersion %s needs the sources listed at a past version, and this requester's turn did not come (%v): try again", version, err), 1)
-	}
-	pastStates.WithLabelValues("admitted").Inc()
-	return nil
 }
 
 // sameNamespace answers 410 Gone when the past state p holds namespace
