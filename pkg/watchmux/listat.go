@@ -40,19 +40,8 @@ func (m *Mux) ResultsAt(ctx context.Context, version, resource, namespace, name 
 		m.mu.RUnlock()
 		return nil, err
 	}
-	if !m.pos.reachesLocked(want.Vector) {
-		// Ahead of this replica: wait for its informers as a watch does,
-		// then answer as kube-apiserver does for a list ahead of its cache.
-		m.mu.RUnlock()
-		waitCtx, cancel := context.WithTimeout(ctx, aheadWait)
-		err := m.waitFor(waitCtx, want.Vector)
-		cancel()
-		m.mu.RLock()
-		if err != nil || !m.pos.reachesLocked(want.Vector) {
-			current := m.currentTextLocked()
-			m.mu.RUnlock()
-			return nil, apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %s, current: %s", version, current), 1)
-		}
+	if err := m.reachRLocked(ctx, version, want); err != nil {
+		return nil, err
 	}
 	if want.Mid == nil && m.pos.sameStateLocked(want.Vector) {
 		// The version names the current state: no list needed.
