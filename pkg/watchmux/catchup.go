@@ -35,7 +35,7 @@ const catchUpAfter = 200 * time.Millisecond
 // kube-apiserver's watch cache bounds its own (3 s): then 504 Too large.
 const aheadWait = 3 * time.Second
 
-// Reach waits, as a watch from version does, until this replica's state
+// ReachVersion waits, as a watch from version does, until this replica's state
 // is at or past version's: its informers catch up, or a catch-up finds
 // the sources it is behind in equal to their lists at version's revisions
 // (a replica that names the same state by older revisions, issue 38, case
@@ -44,7 +44,7 @@ const aheadWait = 3 * time.Second
 // nothing listed). A version not reached within aheadWait answers 504, as
 // kube-apiserver answers a list ahead of its cache; another fingerprint,
 // 410.
-func (m *Mux) Reach(ctx context.Context, version string) (current string, same bool, err error) {
+func (m *Mux) ReachVersion(ctx context.Context, version string) (current string, same bool, err error) {
 	want, err := rv.Parse(version)
 	if err != nil {
 		return "", false, gone(version, "is not a version of this server: list again")
