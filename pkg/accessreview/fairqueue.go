@@ -230,3 +230,20 @@ func (q *fairQueue) removeLocked(tenant, user string, w *waiter) {
 		}
 	}
 }
+
+// FairQueue shares one rate limit fairly between requesters, as the
+// reviews' queue does, for other expensive work done on a requester's
+// behalf (the views' past states: pkg/apiserver).
+type FairQueue struct{ q *fairQueue }
+
+// NewFairQueue returns a FairQueue of qps and burst, with at most
+// maxWaiting requests of one tenant waiting.
+func NewFairQueue(c clock.WithDelayedExecution, qps float64, burst, maxWaiting int) *FairQueue {
+	return &FairQueue{q: newFairQueue(c, qps, burst, maxWaiting)}
+}
+
+// Wait returns once user's request may go on, or with ctx's error, or
+// ErrTooManyWaiting.
+func (f *FairQueue) Wait(ctx context.Context, user authenticationv1.UserInfo) error {
+	return f.q.wait(ctx, user)
+}

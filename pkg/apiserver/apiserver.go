@@ -141,7 +141,15 @@ func (c CompletedConfig) New() (*Server, error) {
 	x := c.ExtraConfig
 	typed := kinds.Typed(x.Kinds)
 	objects := views.NewObjects(newObjects(typed), 0)
-	mux := watchmux.New(x.Policy, resources(typed), objects, x.Watch)
+	watchOpts := x.Watch
+	if watchOpts.PastStates == nil {
+		turns, ok := x.Clock.(clock.WithDelayedExecution)
+		if !ok {
+			turns = clock.RealClock{}
+		}
+		watchOpts.PastStates = pastStateTurns(turns)
+	}
+	mux := watchmux.New(x.Policy, resources(typed), objects, watchOpts)
 	var hub *hubHealth
 	if x.Hub != nil {
 		hub = newHubHealth(x.Hub.Name, x.Hub.Client, x.Clock)

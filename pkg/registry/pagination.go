@@ -3,6 +3,7 @@ package registry
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -37,6 +38,8 @@ import (
 // token in its ListMeta, which continues from the current view: the answer
 // kube-apiserver gives for a compacted snapshot. An exact list
 // (resourceVersionMatch=Exact) of an older version reads that state too.
+// A list or continuation of a version ahead of the view's waits for it,
+// catching up as a watch does when the viewer can (VersionReacher).
 const (
 	// snapshotTTL bounds how long a snapshot is kept: etcd's default
 	// compaction interval, within which kube-apiserver serves continuations.
@@ -133,7 +136,7 @@ type listScope struct {
 // at a past version (past: an exact list of an older version), or a kept
 // snapshot, by opts' resourceVersion, resourceVersionMatch, limit and
 // continue.
-func (s *Storage) paginate(opts *metainternalversion.ListOptions, sc listScope, list listFunc, past pastFunc) (page, error) {
+func (s *Storage) paginate(opts *metainternalversion.ListOptions, sc listScope, list listFunc, past pastFunc, reach reachFunc) (page, error) {
 	var o metainternalversion.ListOptions
 	if opts != nil {
 		o = *opts
@@ -143,22 +146,23 @@ func (s *Storage) paginate(opts *metainternalversion.ListOptions, sc listScope, 
 		if err != nil {
 			return page{}, err
 		}
-		return s.continueList(tok, o.Limit, sc, list, past)
+		return s.continueList(tok, o.Limit, sc, list, past, reach)
 	}
 	items, rv, err := list()
 	if err != nil {
 		return page{}, err
 	}
-	// A version ahead of this replica (another's informers were faster):
-	// wait briefly for this one's, as kube-apiserver's watch cache waits
-	// for its store, then answer 504.
+	// A version ahead of this replica (another's informers were faster,
+	// or name the same state by later revisions): wait briefly for this
+	// one's, as kube-apiserver's watch cache waits for its store, catching
+	// up as a watch from that version does (reach), then answer 504.
 	for deadline := time.Now().Add(listAheadWait); ; {
 		err := checkVersion(o.ResourceVersion, o.ResourceVersionMatch, rv)
 		if err == nil {
 			break
 		}
-		if past != nil && o.ResourceVersionMatch == metav1.ResourceVersionMatchExact &&
-			resourceversion.CompareStrings(o.ResourceVersion, rv) == resourceversion.Older {
+		exact := o.ResourceVersionMatch == metav1.ResourceVersionMatchExact
+		if past != nil && exact && resourceversion.CompareStrings(o.ResourceVersion, rv) == resourceversion.Older {
 			// That state, as kube-apiserver answers an exact list of an
 			// older revision from etcd; 410 only once compacted.
 			if items, err = past(o.ResourceVersion); err != nil {
@@ -167,7 +171,21 @@ func (s *Storage) paginate(opts *metainternalversion.ListOptions, sc listScope, 
 			rv = o.ResourceVersion
 			break
 		}
-		if !apierrors.IsTimeout(err) || time.Now().After(deadline) {
+		if !apierrors.IsTimeout(err) {
+			return page{}, err
+		}
+		if reach != nil {
+			got, gotRV, rerr := reachList(o.ResourceVersion, rv, exact, list, past, reach)
+			if !errors.Is(rerr, ErrCannotReach) {
+				if rerr != nil {
+					return page{}, rerr
+				}
+				items, rv = got, gotRV
+				break
+			}
+			reach = nil // wait for the view's own version, below
+		}
+		if time.Now().After(deadline) {
 			return page{}, err
 		}
 		time.Sleep(listAheadPoll)
@@ -187,8 +205,43 @@ func (s *Storage) paginate(opts *metainternalversion.ListOptions, sc listScope, 
 	return p, nil
 }
 
+// reachFunc brings the viewer to a version ahead of its own
+// (VersionReacher.ReachVersion); nil for a viewer that can't.
+type reachFunc func(version string) (current string, same bool, err error)
+
+// reachList answers a list at version, ahead of the view's version rv,
+// once reach has brought the viewer there: the current view, stamped with
+// version when it is exactly version's state; otherwise, for an exact
+// list (or a continuation), the view at version (past), and for
+// NotOlderThan the current view, at or past version's. A version not
+// reached is a 504 Too large.
+func reachList(version, rv string, exact bool, list listFunc, past pastFunc, reach reachFunc) ([]runtime.Object, string, error) {
+	current, same, err := reach(version)
+	if apierrors.IsTimeout(err) {
+		return nil, "", tooLargeVersion(version, rv)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	items, rv, err := list()
+	switch {
+	case err != nil:
+		return nil, "", err
+	case same && rv == current:
+		return items, version, nil
+	case !exact:
+		return items, rv, nil
+	case past == nil:
+		return nil, "", apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %s (%s)", version, rv))
+	}
+	if items, err = past(version); err != nil {
+		return nil, "", err
+	}
+	return items, version, nil
+}
+
 // continueList serves the page after tok's start key.
-func (s *Storage) continueList(tok continueToken, limit int64, sc listScope, list listFunc, past pastFunc) (page, error) {
+func (s *Storage) continueList(tok continueToken, limit int64, sc listScope, list listFunc, past pastFunc, reach reachFunc) (page, error) {
 	if tok.RV != "" {
 		if snap, ok := s.snapshots.get(snapshotKey{rv: tok.RV, scope: sc.key}); ok {
 			return pageOf(snap.items, snap.keys, snap.after(tok.Start), limit, tok.RV, sc.filtered), nil
@@ -205,6 +258,24 @@ func (s *Storage) continueList(tok continueToken, limit int64, sc listScope, lis
 	for deadline := time.Now().Add(listAheadWait); tok.RV != ""; {
 		if o := resourceversion.CompareStrings(tok.RV, rv); o != resourceversion.Newer && o != resourceversion.Concurrent {
 			break
+		}
+		if reach != nil {
+			// Caught up as a watch from the token's version is: the
+			// view at that version, the current one when it is that
+			// state. A compacted one is answered below (410 with a
+			// fresh token).
+			got, gotRV, err := reachList(tok.RV, rv, true, list, past, reach)
+			if err == nil {
+				items, rv = got, gotRV
+				break
+			}
+			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				break
+			}
+			if !errors.Is(err, ErrCannotReach) {
+				return page{}, err
+			}
+			reach = nil
 		}
 		if time.Now().After(deadline) {
 			return page{}, tooLargeVersion(tok.RV, rv)

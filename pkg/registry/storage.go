@@ -51,6 +51,23 @@ type PastLister interface {
 	ListAt(ctx context.Context, namespace, name, version string) ([]runtime.Object, error)
 }
 
+// VersionReacher is a Viewer whose replica can be brought to a version
+// another replica issued that it is behind in, as a watch from that
+// version is: its informers are waited for, and the sources it is behind
+// in are compared with their lists at the version's revisions (a replica
+// that names the same state by older revisions is at it).
+type VersionReacher interface {
+	// ReachVersion waits a few seconds at most until the view's state is
+	// at or past version's, and returns the version of the state reached
+	// and whether it is exactly version's. A version not reached in time
+	// is a 504 (Timeout); ErrCannotReach says the viewer can't tell.
+	ReachVersion(ctx context.Context, version string) (current string, same bool, err error)
+}
+
+// ErrCannotReach is a VersionReacher's answer when its source of views
+// can't catch up: the list waits for the view's own version to move.
+var ErrCannotReach = errors.New("the viewer can't catch up with a version")
+
 // WatchRequest is what a watch asks for beside its namespace.
 type WatchRequest struct {
 	// ResourceVersion to resume after; "" or "0" starts with the current items.
@@ -158,7 +175,11 @@ func (s *Storage) List(ctx context.Context, opts *metainternalversion.ListOption
 	if pl, ok := s.viewer.(PastLister); ok {
 		past = func(version string) ([]runtime.Object, error) { return listViewAt(ctx, pl, ns, sel, version) }
 	}
-	p, err := s.paginate(opts, sc, func() ([]runtime.Object, string, error) { return s.listView(ctx, ns, sel) }, past)
+	var reach reachFunc
+	if r, ok := s.viewer.(VersionReacher); ok {
+		reach = func(version string) (string, bool, error) { return r.ReachVersion(ctx, version) }
+	}
+	p, err := s.paginate(opts, sc, func() ([]runtime.Object, string, error) { return s.listView(ctx, ns, sel) }, past, reach)
 	if err != nil {
 		return nil, err
 	}

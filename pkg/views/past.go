@@ -43,3 +43,26 @@ func (v *View) ListAt(ctx context.Context, namespace, name, version string) ([]r
 	}
 	return out, nil
 }
+
+// reachMux is a Mux that catches up with a version another replica
+// issued: a *watchmux.Mux.
+type reachMux interface {
+	ReachVersion(ctx context.Context, version string) (current string, same bool, err error)
+}
+
+var _ registry.VersionReacher = &View{}
+
+// ReachVersion brings the view to version, ahead of its own, as a watch
+// from it is (see watchmux.Mux.ReachVersion). It implements
+// registry.VersionReacher.
+func (v *View) ReachVersion(ctx context.Context, version string) (string, bool, error) {
+	rm, ok := v.mux.(reachMux)
+	if !ok {
+		return "", false, registry.ErrCannotReach
+	}
+	current, same, err := rm.ReachVersion(ctx, version)
+	if err != nil {
+		return "", false, v.readError(err)
+	}
+	return current, same, nil
+}

@@ -2,15 +2,18 @@ package watchmux
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	rv "github.com/implicit-dev/implicit-apiserver/pkg/resourceversion"
 )
 
 // A source's revision is that of the last change its informer delivered.
@@ -31,6 +34,56 @@ const catchUpAfter = 200 * time.Millisecond
 // aheadWait bounds a watch's wait for a version ahead of this replica, as
 // kube-apiserver's watch cache bounds its own (3 s): then 504 Too large.
 const aheadWait = 3 * time.Second
+
+// ReachVersion waits, as a watch from version does, until this replica's state
+// is at or past version's: its informers catch up, or a catch-up finds
+// the sources it is behind in equal to their lists at version's revisions
+// (a replica that names the same state by older revisions, issue 38, case
+// 5). It returns the version of the state reached, and whether that state
+// is exactly version's (then a list at version is the current views, with
+// nothing listed). A version not reached within aheadWait answers 504, as
+// kube-apiserver answers a list ahead of its cache; another fingerprint,
+// 410.
+func (m *Mux) ReachVersion(ctx context.Context, version string) (current string, same bool, err error) {
+	want, err := rv.Parse(version)
+	if err != nil {
+		return "", false, gone(version, "is not a version of this server: list again")
+	}
+	m.mu.RLock()
+	if !m.synced {
+		m.mu.RUnlock()
+		return "", false, errNotSynced
+	}
+	if err := m.sameConfigurationLocked(version, want); err != nil {
+		m.mu.RUnlock()
+		return "", false, err
+	}
+	if err := m.reachRLocked(ctx, version, want); err != nil {
+		return "", false, err
+	}
+	defer m.mu.RUnlock()
+	return m.currentTextLocked(), want.Mid == nil && m.pos.sameStateLocked(want.Vector), nil
+}
+
+// reachRLocked waits, with mu held for reading, until this replica reaches
+// want (aheadWait at most, with a catch-up), and returns with mu still held
+// for reading; on an error (504), with it released.
+func (m *Mux) reachRLocked(ctx context.Context, version string, want rv.Version) error {
+	if m.pos.reachesLocked(want.Vector) {
+		return nil
+	}
+	m.mu.RUnlock()
+	waitCtx, cancel := context.WithTimeout(ctx, aheadWait)
+	err := m.waitFor(waitCtx, want.Vector)
+	cancel()
+	m.mu.RLock()
+	if err != nil || !m.pos.reachesLocked(want.Vector) {
+		current := m.currentTextLocked()
+		m.mu.RUnlock()
+		return apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %s, current: %s", version, current), 1)
+	}
+	return nil
+}
 
 // waitFor waits until the sources have reached vector, or ctx ends.
 func (m *Mux) waitFor(ctx context.Context, vector []uint64) error {

@@ -40,19 +40,8 @@ func (m *Mux) ResultsAt(ctx context.Context, version, resource, namespace, name 
 		m.mu.RUnlock()
 		return nil, err
 	}
-	if !m.pos.reachesLocked(want.Vector) {
-		// Ahead of this replica: wait for its informers as a watch does,
-		// then answer as kube-apiserver does for a list ahead of its cache.
-		m.mu.RUnlock()
-		waitCtx, cancel := context.WithTimeout(ctx, aheadWait)
-		err := m.waitFor(waitCtx, want.Vector)
-		cancel()
-		m.mu.RLock()
-		if err != nil || !m.pos.reachesLocked(want.Vector) {
-			current := m.currentTextLocked()
-			m.mu.RUnlock()
-			return nil, apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %s, current: %s", version, current), 1)
-		}
+	if err := m.reachRLocked(ctx, version, want); err != nil {
+		return nil, err
 	}
 	if want.Mid == nil && m.pos.sameStateLocked(want.Vector) {
 		// The version names the current state: no list needed.
@@ -62,10 +51,11 @@ func (m *Mux) ResultsAt(ctx context.Context, version, resource, namespace, name 
 	}
 	c := m.pastConfigLocked()
 	m.mu.RUnlock()
-	if err := m.admitPast(ctx, version); err != nil {
-		return nil, err
+	p, err := m.pastInTurn(ctx, c, want, resource, namespace, version)
+	var refused *pastRefused
+	if errors.As(err, &refused) {
+		return nil, refused.err
 	}
-	p, err := m.pastFor(ctx, c, want, resource, namespace)
 	if err != nil {
 		if errors.Is(err, errNoLister) || apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 			resumeFailures.Inc()
@@ -103,21 +93,6 @@ func (m *Mux) currentResultsLocked(resource, namespace, name string) []Namespace
 		}
 	}
 	return out
-}
-
-// admitPast waits for the requester's turn to build a past state
-// (Options.PastStates): 429 when it does not come.
-func (m *Mux) admitPast(ctx context.Context, version string) error {
-	if m.opts.PastStates == nil {
-		pastStates.WithLabelValues("admitted").Inc()
-		return nil
-	}
-	if err := m.opts.PastStates(ctx); err != nil {
-		pastStates.WithLabelValues("refused").Inc()
-		return apierrors.NewTooManyRequests(fmt.Sprintf("resourceVersion %s needs the sources listed at a past version, and this requester's turn did not come (%v): try again", version, err), 1)
-	}
-	pastStates.WithLabelValues("admitted").Inc()
-	return nil
 }
 
 // sameNamespace answers 410 Gone when the past state p holds namespace

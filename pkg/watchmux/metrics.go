@@ -27,7 +27,7 @@ var (
 		Namespace:      "implicit",
 		Subsystem:      "watch",
 		Name:           "past_states_total",
-		Help:           "Watches and lists that needed the sources at a past version, by result: admitted, refused (the requester's turn in the fair queue did not come: 429), other_namespace (the version names a namespace since deleted and created again: 410).",
+		Help:           "Watches and lists that needed the sources at a past version, by result: admitted (a cache miss listed them in the requester's turn), refused (the requester's turn did not come: 429), cached (the caches of past states and lists held them: no list, no turn), other_namespace (the version names a namespace since deleted and created again: 410).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"result"})
 	resumeFailures = metrics.NewCounter(&metrics.CounterOpts{

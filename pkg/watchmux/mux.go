@@ -36,11 +36,13 @@ type Options struct {
 	BookmarkInterval time.Duration
 	// Clock is injected for tests (default the real clock).
 	Clock clock.WithTicker
-	// PastStates admits, in its requester's turn, a watch or list that
-	// needs the sources listed at a past version (a fair queue per
-	// requester: each version a client makes up costs kube-apiserver and
-	// etcd lists). An error answers 429, and the client retries; nil
-	// admits every one.
+	// PastStates admits, in its requester's turn, the exact lists a watch
+	// or list makes to build a past state the caches don't hold (a fair
+	// queue per requester: each version a client makes up costs
+	// kube-apiserver and etcd lists), once per request, at its first
+	// list; a version served from the current state, a catch-up, or a
+	// past state the caches hold never asks (pastturn.go). An error
+	// answers 429, and the client retries; nil admits every one.
 	PastStates func(ctx context.Context) error
 }
 

@@ -144,10 +144,11 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 		}
 		c := m.pastConfigLocked()
 		m.mu.RUnlock()
-		if err := m.admitPast(ctx, opts.ResourceVersion); err != nil {
-			return nil, err
+		p, err := m.pastInTurn(ctx, c, *want, opts.Resource, opts.Namespace, opts.ResourceVersion)
+		var refused *pastRefused
+		if errors.As(err, &refused) {
+			return nil, refused.err
 		}
-		p, err := m.pastFor(ctx, c, *want, opts.Resource, opts.Namespace)
 		if err != nil {
 			resumeFailures.Inc()
 			if passing(err) {
