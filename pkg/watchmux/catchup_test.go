@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/watch"
 
+	rv "github.com/implicit-dev/implicit-apiserver/pkg/resourceversion"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
@@ -100,4 +101,35 @@ func TestCatchUpDoesNotOutrunTheInformer(t *testing.T) {
 func (c *fakeCluster) startTracked(t *testing.T) *watchmux.Mux {
 	t.Helper()
 	return trackedAt(t, c, &clusterLW{c: c})
+}
+
+// TestCaughtUpVersionsNotOlder: once replica B found its mirror equal to
+// the state at A's version (its informer lagging), the versions B issues
+// name that source by A's revision, not by B's own older one: a client
+// resumed on B from A's version never gets a version that orders before
+// the one it started from. The late changes then name what B delivered.
+func TestCaughtUpVersionsNotOlder(t *testing.T) {
+	t.Parallel()
+	c := &fakeCluster{}
+	c.write("namespaces", namespace(global), false)
+	c.write("namespaces", namespace("team-x"), false)
+	c.write(rolebindings, roleBinding("team-x", "a"), false)
+	lagging := &clusterLW{c: c}
+	b := trackedAt(t, c, lagging)
+	created := c.write(rolebindings, roleBinding("team-x", "z"), false)
+	deleted := c.write(rolebindings, roleBinding("team-x", "z"), true)
+	a := c.startReplica(rand.New(rand.NewPCG(38, 9)))
+	v := currentVersion(t, a)
+
+	f := watchAndFollow(t, b, watchmux.WatchOptions{Namespace: "team-x", ResourceVersion: v, AllowBookmarks: true})
+	f.waitFor(t, 1)
+	if o := rv.CompareStrings(v, currentVersion(t, b)); o != rv.Older && o != rv.Same {
+		t.Errorf("after B caught up to A's %s, B's version %s is %s than it: want the same or later", v, currentVersion(t, b), o)
+	}
+	lagging.deliver(t, created)
+	lagging.deliver(t, deleted)
+	f.waitFor(t, 3)
+	if o := rv.CompareStrings(v, currentVersion(t, b)); o != rv.Older && o != rv.Same {
+		t.Errorf("after B delivered the late changes, its version %s is %s than A's %s", currentVersion(t, b), o, v)
+	}
 }

@@ -115,12 +115,19 @@ func (p *positions) index(key string) int {
 	return -1
 }
 
-// vector returns a copy of the current revisions.
+// vector returns the current revisions, as the versions this replica
+// issues name them: a source whose list at a later revision was found to
+// hold the mirror's state (catchUp's equal revision) is named by that
+// revision until its next change, so that the events of a watch resumed
+// from another replica's version never name a source's state, unchanged,
+// by a revision older than the one the client started from (issue 38: the
+// replicas' quiet parts follow etcd at their own moments). The next change
+// forgets it, and its events name the revision the informer delivered.
 func (p *positions) vector() []uint64 {
 	keys := p.sortedKeys()
 	out := make([]uint64, len(keys))
 	for i, k := range keys {
-		out[i] = p.revs[k]
+		out[i] = max(p.revs[k], p.equal[k])
 	}
 	return out
 }
