@@ -1,9 +1,13 @@
 package admission
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -17,12 +21,13 @@ import (
 // replicas' guards take turns on.
 const DefaultLedgerLease = "implicit-apiserver-guards"
 
-// annotationRecord holds the Record on the Lease, as JSON.
+// annotationRecord holds the Record on the Lease: JSON, gzipped, base64.
 const annotationRecord = "implicit.dev/guard-decisions"
 
-// maxRecordBytes bounds the record: within the 256 KiB kube-apiserver allows
-// a Lease's annotations. A decision that would write more is unavailable
-// (the webhook's failure policy applies) until entries expire.
+// maxRecordBytes bounds the record as stored: within the 256 KiB
+// kube-apiserver allows a Lease's annotations. A decision that would write
+// more is unavailable (the webhook's failure policy applies) until entries
+// expire.
 const maxRecordBytes = 200 << 10
 
 // LeaseLedger is a Ledger on a Lease: the record is an annotation, a write
@@ -50,29 +55,63 @@ func (l *LeaseLedger) Read(ctx context.Context) (Record, string, error) {
 	if err != nil {
 		return Record{}, "", err
 	}
-	var rec Record
-	if raw := lease.Annotations[annotationRecord]; raw != "" {
-		if err := json.Unmarshal([]byte(raw), &rec); err != nil {
-			// A record nobody can read is taken as empty: what it held
-			// only ever added refusals, for at most assumeFor.
-			rec = Record{}
-		}
+	rec, err := decodeRecord(lease.Annotations[annotationRecord])
+	if err != nil {
+		// A record nobody can read is taken as empty: what it held only
+		// ever added refusals, for at most assumeFor.
+		rec = Record{}
 	}
 	return rec, lease.ResourceVersion, nil
 }
 
-// Write implements Ledger.
-func (l *LeaseLedger) Write(ctx context.Context, version string, rec Record) (string, error) {
+func encodeRecord(rec Record) (string, error) {
 	raw, err := json.Marshal(rec)
 	if err != nil {
 		return "", err
 	}
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	if _, err := zw.Write(raw); err != nil {
+		return "", err
+	}
+	if err := zw.Close(); err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(b.Bytes()), nil
+}
+
+func decodeRecord(s string) (Record, error) {
+	var rec Record
+	if s == "" {
+		return rec, nil
+	}
+	gz, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return rec, err
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		return rec, err
+	}
+	raw, err := io.ReadAll(io.LimitReader(zr, 64<<20))
+	if err != nil {
+		return rec, err
+	}
+	return rec, json.Unmarshal(raw, &rec)
+}
+
+// Write implements Ledger.
+func (l *LeaseLedger) Write(ctx context.Context, version string, rec Record) (string, error) {
+	raw, err := encodeRecord(rec)
+	if err != nil {
+		return "", err
+	}
 	if len(raw) > maxRecordBytes {
-		return "", fmt.Errorf("the record of the decisions admitted in the last %s holds %d bytes, more than %d: try again later", assumeFor, len(raw), maxRecordBytes)
+		return "", fmt.Errorf("the record of the %d decisions admitted in the last %s holds %d bytes, more than %d: try again later", len(rec.Entries), assumeFor, len(raw), maxRecordBytes)
 	}
 	now := metav1.NewMicroTime(time.Now())
 	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: l.Name, ResourceVersion: version, Annotations: map[string]string{annotationRecord: string(raw)}},
+		ObjectMeta: metav1.ObjectMeta{Name: l.Name, ResourceVersion: version, Annotations: map[string]string{annotationRecord: raw}},
 		Spec:       coordinationv1.LeaseSpec{RenewTime: &now},
 	}
 	if l.Identity != "" {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -275,11 +276,19 @@ func cloneMeta(m NamespaceMeta) NamespaceMeta {
 	return NamespaceMeta{Labels: maps.Clone(m.Labels), Annotations: maps.Clone(m.Annotations), Gone: m.Gone}
 }
 
+// objectOf is u as the record keeps it: without its managed fields and
+// kubectl's last applied configuration, which no decision reads.
 func objectOf(u *unstructured.Unstructured) map[string]any {
 	if u == nil {
 		return nil
 	}
-	return u.DeepCopy().Object
+	c := u.DeepCopy()
+	c.SetManagedFields(nil)
+	if a := c.GetAnnotations(); a != nil {
+		delete(a, corev1.LastAppliedConfigAnnotation)
+		c.SetAnnotations(a)
+	}
+	return c.Object
 }
 
 func unstructuredOf(o map[string]any) *unstructured.Unstructured {
