@@ -13,7 +13,11 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 )
 
@@ -122,4 +126,37 @@ func (l *LeaseLedger) Write(ctx context.Context, version string, rec Record) (st
 		return "", err
 	}
 	return out.ResourceVersion, nil
+}
+
+// Follow tells onChange of every version of the Lease it watches, until ctx
+// ends: a replica's copy of the record then follows the other replica's
+// writes, so that a turn after the other's costs one write, not a conflict,
+// a read and a write. The copy is only a guess: every write is still made
+// under the version it read.
+func (l *LeaseLedger) Follow(ctx context.Context, onChange func(Record, string)) {
+	selector := fields.OneTermEqualSelector("metadata.name", l.Name).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector
+			return l.Client.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			return l.Client.Watch(ctx, o)
+		},
+	}
+	inf := cache.NewSharedIndexInformer(lw, &coordinationv1.Lease{}, 0, cache.Indexers{})
+	seen := func(obj any) {
+		lease, ok := obj.(*coordinationv1.Lease)
+		if !ok {
+			return
+		}
+		if rec, err := decodeRecord(lease.Annotations[annotationRecord]); err == nil {
+			onChange(rec, lease.ResourceVersion)
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: seen, UpdateFunc: func(_, obj any) { seen(obj) }}); err != nil {
+		return
+	}
+	go inf.RunWithContext(ctx)
 }

@@ -96,6 +96,21 @@ func (g *Guards) SetLedger(l Ledger) {
 	g.shared = &sharedTurns{ledger: l}
 }
 
+// FollowLedger keeps this replica's copy of the shared record current with
+// the other replicas' writes, until ctx ends, when the ledger can be
+// watched (LeaseLedger).
+func (g *Guards) FollowLedger(ctx context.Context) {
+	s := g.sharedTurns()
+	if s == nil {
+		return
+	}
+	if f, ok := s.ledger.(interface {
+		Follow(context.Context, func(Record, string))
+	}); ok {
+		f.Follow(ctx, s.keep)
+	}
+}
+
 func (g *Guards) sharedTurns() *sharedTurns {
 	g.mu.RLock()
 	defer g.mu.RUnlock()

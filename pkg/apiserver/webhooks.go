@@ -46,6 +46,12 @@ func (c CompletedConfig) installGuards(gs *genericapiserver.GenericAPIServer, mu
 	}
 	if x.GuardLedger != nil {
 		guards.SetLedger(x.GuardLedger)
+		if err := gs.AddPostStartHook("implicit-guard-record", func(ctx genericapiserver.PostStartHookContext) error {
+			guards.FollowLedger(ctx)
+			return nil
+		}); err != nil {
+			return nil, err
+		}
 	}
 	for _, k := range x.Kinds {
 		if k.GlobalNamespace != "" {

@@ -20,6 +20,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -28,6 +29,17 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
+
+// replicasConfiguration names the replicas' webhook configuration.
+const replicasConfiguration = "implicit-replicas"
+
+const replicasConfig = `apiVersion: config.implicit.dev/v1alpha1
+kind: ImplicitConfiguration
+resources:
+- {group: rbac.authorization.k8s.io, version: v1, resource: rolebindings}
+- {group: rbac.authorization.k8s.io, version: v1, resource: roles}
+- {group: networking.k8s.io, version: v1, resource: networkpolicies, delivery: Materialize}
+`
 
 // replicaCluster is a control plane of its own whose guards are two
 // implicit-apiserver replicas behind one address, as the chart runs them
@@ -69,11 +81,18 @@ func startReplicaCluster(t *testing.T) *replicaCluster {
 			t.Fatal(err)
 		}
 	}
+	// NetworkPolicies are delivered as copies, so that their creations are
+	// guarded; both replicas keep the configuration's conditions current.
+	config := filepath.Join(work, "config.yaml")
+	if err := os.WriteFile(config, []byte(replicasConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for i := range 2 {
 		name := fmt.Sprintf("implicit-replica-%d", i+1)
 		s, err := rcp.StartAggregated(ctx, controlplane.AggregatedServerOptions{
 			Binary: os.Getenv(binaryEnv), Name: name,
-			Args: append([]string{"-v=2", "--webhook-configuration=", "--pod-namespace=" + controlplane.IdentityNamespace}, rcp.WebhookServerArgs()...),
+			Args: append([]string{"-v=2", "--webhook-configuration=" + replicasConfiguration, "--config=" + config,
+				"--pod-namespace=" + controlplane.IdentityNamespace}, rcp.WebhookServerArgs()...),
 		})
 		if err != nil {
 			t.Fatalf("starting %s: %v\n%s", name, err, rcp.LogTails(30))
@@ -113,7 +132,7 @@ func startReplicaCluster(t *testing.T) *replicaCluster {
 	proxy.StartTLS()
 	t.Cleanup(proxy.Close)
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: proxy.Certificate().Raw})
-	cfg := admission.Configuration("implicit-replicas", servedSources(), func(path string) admissionregistrationv1.WebhookClientConfig {
+	cfg := admission.Configuration(replicasConfiguration, servedSources(), func(path string) admissionregistrationv1.WebhookClientConfig {
 		u := proxy.URL + path
 		return admissionregistrationv1.WebhookClientConfig{URL: &u, CABundle: ca}
 	})
@@ -197,6 +216,55 @@ func TestReplicasDecideAsOne(t *testing.T) {
 	t.Log("measuring: each webhook call to either replica")
 	measure("two-replicas", n)
 	t.Logf("webhook calls: replica 1 %d, replica 2 %d", rc.calls[0].Load(), rc.calls[1].Load())
+
+	// The writes the widened match conditions newly send to the guards:
+	// a tenant's NetworkPolicy (a materialized kind) created under a name
+	// locked nowhere, and the deletion of a namespace nobody inherits
+	// from (a leaf).
+	eventually(t, "the synced conditions send NetworkPolicy creations to the shadows guard", func(ctx context.Context) error {
+		cfg, err := rc.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, replicasConfiguration, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, w := range cfg.Webhooks {
+			for _, c := range w.MatchConditions {
+				if w.Name == admission.WebhookShadows && c.Name == "implicit-sources" && c.Expression != "false" {
+					return nil
+				}
+			}
+		}
+		return errorf("not yet")
+	})
+	timed := func(what string, n int, write func(i int) error) {
+		var took []time.Duration
+		for i := range n {
+			start := time.Now()
+			if err := write(i); err != nil {
+				t.Fatalf("%s %d: %v", what, i, err)
+			}
+			took = append(took, time.Since(start))
+		}
+		slices.Sort(took)
+		t.Logf("%s: n=%d p50=%s p99=%s", what, n, took[n*50/100].Round(10*time.Microsecond), took[n*99/100].Round(10*time.Microsecond))
+	}
+	before := [2]int64{rc.calls[0].Load(), rc.calls[1].Load()}
+	timed("NetworkPolicy create in a tenant namespace", 100, func(i int) error {
+		_, err := rc.kube.NetworkingV1().NetworkPolicies(org).Create(ctx, &networkingv1.NetworkPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("np-%d", i)},
+		}, metav1.CreateOptions{})
+		return err
+	})
+	t.Logf("webhook calls for them: %d", rc.calls[0].Load()+rc.calls[1].Load()-before[0]-before[1])
+	for i := range 30 {
+		if _, err := rc.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("rep-leaf-%d", i)}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before = [2]int64{rc.calls[0].Load(), rc.calls[1].Load()}
+	timed("namespace DELETE of a leaf", 30, func(i int) error {
+		return rc.kube.CoreV1().Namespaces().Delete(ctx, fmt.Sprintf("rep-leaf-%d", i), metav1.DeleteOptions{})
+	})
+	t.Logf("webhook calls for them: %d", rc.calls[0].Load()+rc.calls[1].Load()-before[0]-before[1])
 
 	const rounds = 40
 	t.Logf("%d rounds: rep-alice writes a candidate of race-N while the org admin locks race-N, at the same moment", rounds)
