@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -45,9 +47,14 @@ import (
 // actors' RBAC, calls the mutating webhooks, then every validating webhook
 // whose rules and match conditions (CEL, as kube-apiserver evaluates them)
 // match, in an order the op fixes, and stores the object only if none
-// refused. Two mirrors follow the world: truth, fed at once (the views the
-// invariants are judged on, and the authorization webhook's), and lagging,
-// fed a few ops late (what the guards decide from).
+// refused. Mirrors follow the world: truth, fed at once (the views the
+// invariants are judged on, and the authorization webhook's), and one per
+// replica, each fed a few ops late by a lag of its own (what that replica's
+// guards decide from). The chart runs two replicas behind one Service:
+// kube-apiserver sends each webhook call of a request to either, at random,
+// and ConditionSync's match conditions are the last writer's. The replicas
+// share nothing but kube-apiserver, where their guards take turns on one
+// record (ledger, the model of the Lease admission.LeaseLedger writes).
 
 // shared is built once per test: the overlayers (a schema each) and the
 // webhook configurations.
@@ -96,19 +103,33 @@ type pending struct {
 	apply  func(m *watchmux.Mux)
 }
 
-type harness struct {
-	*shared
-	w       *world
-	actors  map[string]*actor
-	oracle  *rbacOracle
-	truth   *watchmux.Mux
-	lagging *watchmux.Mux
+// replicas is how many implicit-apiserver replicas the model runs: the
+// chart's default.
+const replicas = 2
+
+// replica is one implicit-apiserver: its mirror, fed with its own lag, and
+// its guards over it.
+type replica struct {
+	mirror  *watchmux.Mux
+	guards  *admission.Guards
 	queue   []pending
 	lastDue map[string]int
-	step    int
-	clock   *testingclock.FakePassiveClock
-	guards  *admission.Guards
-	authz   *authz.Authorizer
+}
+
+type harness struct {
+	*shared
+	w        *world
+	actors   map[string]*actor
+	oracle   *rbacOracle
+	truth    *watchmux.Mux
+	replicas [replicas]*replica
+	ledger   *ledger
+	// syncer is the replica whose match conditions kube-apiserver holds
+	// for the current request.
+	syncer int
+	step   int
+	clock  *testingclock.FakePassiveClock
+	authz  *authz.Authorizer
 	// lastRemembered is when a guard that remembers what it admits (the
 	// parents, locks and candidates guards) last admitted a request: that
 	// memory lives assumeFor (30s) at most.
@@ -148,11 +169,16 @@ func newMux(s *shared) *watchmux.Mux {
 }
 
 func newHarness(s *shared) (*harness, error) {
-	h := &harness{shared: s, w: newWorld(), actors: newActors(), lastDue: map[string]int{},
+	h := &harness{shared: s, w: newWorld(), actors: newActors(), ledger: &ledger{},
 		clock: testingclock.NewFakePassiveClock(epoch)}
 	h.oracle = &rbacOracle{actors: h.actors, w: h.w}
-	h.truth, h.lagging = newMux(s), newMux(s)
-	h.guards = h.newGuards()
+	h.truth = newMux(s)
+	for i := range h.replicas {
+		rep := &replica{mirror: newMux(s), lastDue: map[string]int{}}
+		rep.guards = h.newGuards(rep.mirror)
+		rep.guards.SetLedger(h.ledger)
+		h.replicas[i] = rep
+	}
 	a, err := authz.New(h.truth, s.crInformer, s.crbInformer, 0)
 	if err != nil {
 		return nil, err
@@ -160,14 +186,16 @@ func newHarness(s *shared) (*harness, error) {
 	h.authz = a
 	h.setup()
 	h.truth.MarkSynced()
-	h.lagging.MarkSynced()
+	for _, rep := range h.replicas {
+		rep.mirror.MarkSynced()
+	}
 	return h, nil
 }
 
-// newGuards returns guards as the server wires them, over the lagging
-// mirror, with no memory.
-func (h *harness) newGuards() *admission.Guards {
-	g := admission.NewGuards(admission.NewIndex(h.lagging), h.oracle, served, global)
+// newGuards returns guards as the server wires them, over mirror, with no
+// memory and no shared record.
+func (h *harness) newGuards(mirror *watchmux.Mux) *admission.Guards {
+	g := admission.NewGuards(admission.NewIndex(mirror), h.oracle, served, global)
 	g.SetNamespaces(h.w)
 	g.SetServerIdentity(server)
 	g.Materialize(netpols)
@@ -212,8 +240,8 @@ func (h *harness) setup() {
 }
 
 // store writes obj (nil: deletes old) to the world as writer, and feeds
-// both mirrors: the truth at once, the lagging one lag ops later.
-func (h *harness) storeLag(writer string, old, obj runtime.Object, lag int) {
+// the mirrors: the truth at once, each replica's lag ops later.
+func (h *harness) storeLag(writer string, old, obj runtime.Object, lag lags) {
 	now := h.clock.Now()
 	switch o := obj.(type) {
 	case *corev1.Namespace:
@@ -273,7 +301,7 @@ func (h *harness) storeLag(writer string, old, obj runtime.Object, lag int) {
 	}
 }
 
-func (h *harness) store(writer string, old, obj runtime.Object) { h.storeLag(writer, old, obj, 0) }
+func (h *harness) store(writer string, old, obj runtime.Object) { h.storeLag(writer, old, obj, lags{}) }
 
 func resourceOf(o runtime.Object) string {
 	switch o.(type) {
@@ -287,31 +315,42 @@ func resourceOf(o runtime.Object) string {
 	panic(fmt.Sprintf("no resource for %T", o))
 }
 
-// feed applies f to the truth now and queues it for the lagging mirror,
+// feed applies f to the truth now and queues it for each replica's mirror,
 // in order within its stream (one informer's events never overtake).
-func (h *harness) feed(stream string, lag int, f func(m *watchmux.Mux)) {
+func (h *harness) feed(stream string, lag lags, f func(m *watchmux.Mux)) {
 	f(h.truth)
-	due := max(h.step+lag, h.lastDue[stream])
-	h.lastDue[stream] = due
-	h.queue = append(h.queue, pending{due: due, stream: stream, apply: f})
+	for i, rep := range h.replicas {
+		due := max(h.step+lag[i], rep.lastDue[stream])
+		rep.lastDue[stream] = due
+		rep.queue = append(rep.queue, pending{due: due, stream: stream, apply: f})
+	}
 	h.deliver()
 }
 
-// deliver feeds the lagging mirror what is due.
+// deliver feeds each replica's mirror what is due.
 func (h *harness) deliver() {
-	rest := h.queue[:0]
-	for _, p := range h.queue {
-		if p.due <= h.step {
-			p.apply(h.lagging)
-		} else {
-			rest = append(rest, p)
+	for _, rep := range h.replicas {
+		rest := rep.queue[:0]
+		for _, p := range rep.queue {
+			if p.due <= h.step {
+				p.apply(rep.mirror)
+			} else {
+				rest = append(rest, p)
+			}
 		}
+		rep.queue = rest
 	}
-	h.queue = rest
 }
 
-// caughtUp reports whether the lagging mirror shows every write.
-func (h *harness) caughtUp() bool { return len(h.queue) == 0 }
+// caughtUp reports whether every replica's mirror shows every write.
+func (h *harness) caughtUp() bool {
+	for _, rep := range h.replicas {
+		if len(rep.queue) > 0 {
+			return false
+		}
+	}
+	return true
+}
 
 func (h *harness) logf(format string, args ...any) {
 	h.transcript = append(h.transcript, fmt.Sprintf(format, args...))
@@ -347,7 +386,8 @@ type webhook struct {
 // conditions are a webhook's match conditions with the synced ones as
 // ConditionSync writes them from the guards' mirror.
 func (h *harness) conditions(name string, cs []admissionregistrationv1.MatchCondition) []admissionregistrationv1.MatchCondition {
-	g, ok := admission.NewIndex(h.lagging).Guarded()
+	g, ok := admission.NewIndex(h.replicas[h.syncer].mirror).Guarded()
+	g.Materialized = []string{netpols}
 	out := make([]admissionregistrationv1.MatchCondition, len(cs))
 	copy(out, cs)
 	synced := admission.SyncedConditions(g, global)
@@ -544,13 +584,14 @@ func (v verdict) String() string {
 	return v.webhook + ": REFUSED: " + msg
 }
 
-// ask calls the webhooks ws of g on req, in the order given; a webhook
-// that fails (503, an undecodable answer) refuses when its failure policy
-// is Fail.
-func ask(g *admission.Guards, ws []webhook, req *admissionv1.AdmissionRequest) []verdict {
+// ask calls the webhooks ws on req, in the order given, each of the
+// replica at the same place in at (the guards of the replica that call was
+// sent to); a webhook that fails (503, an undecodable answer) refuses when
+// its failure policy is Fail.
+func ask(at []*admission.Guards, ws []webhook, req *admissionv1.AdmissionRequest) []verdict {
 	out := make([]verdict, 0, len(ws))
-	for _, w := range ws {
-		resp, err := call(g, w.path, req)
+	for i, w := range ws {
+		resp, err := call(at[i], w.path, req)
 		switch {
 		case err != nil:
 			out = append(out, verdict{webhook: w.name, allowed: !w.fail, message: err.Error()})
@@ -581,6 +622,16 @@ func allAllowed(vs []verdict) bool {
 // returns the object as mutated and whether every webhook allowed it.
 func (h *harness) admit(r request, order *rand.Rand, attempt int) (runtime.Object, bool) {
 	uid := fmt.Sprintf("req-%d-%d", h.step, attempt)
+	// Which replica each call reaches depends on the op alone, so that a
+	// shrunk sequence sends its requests where the long one did.
+	sent := rand.New(rand.NewPCG(h.current.order, uint64(attempt)))
+	sendTo := func() int {
+		if h.current.to > 0 {
+			return h.current.to - 1
+		}
+		return sent.IntN(replicas)
+	}
+	h.syncer = sendTo()
 	for _, w := range h.mutatingWebhooks() {
 		ok, err := h.matches(w, r)
 		if err != nil {
@@ -590,7 +641,7 @@ func (h *harness) admit(r request, order *rand.Rand, attempt int) (runtime.Objec
 		if !ok {
 			continue
 		}
-		resp, err := call(h.guards, w.path, admissionRequest(r, uid))
+		resp, err := call(h.replicas[sendTo()].guards, w.path, admissionRequest(r, uid))
 		if err != nil {
 			h.logf("  mutating %s: failed: %v", w.name, err)
 			if w.fail {
@@ -623,14 +674,25 @@ func (h *harness) admit(r request, order *rand.Rand, attempt int) (runtime.Objec
 			ws = append(ws, w)
 		}
 	}
-	order.Shuffle(len(ws), func(i, j int) { ws[i], ws[j] = ws[j], ws[i] })
+	sentTo := make([]int, len(ws))
+	for i := range ws {
+		sentTo[i] = sendTo()
+	}
+	order.Shuffle(len(ws), func(i, j int) {
+		ws[i], ws[j] = ws[j], ws[i]
+		sentTo[i], sentTo[j] = sentTo[j], sentTo[i]
+	})
 	req := admissionRequest(r, uid)
-	got := ask(h.guards, ws, req)
-	for _, v := range got {
-		h.logf("  %s", v)
+	at := make([]*admission.Guards, len(ws))
+	for i := range ws {
+		at[i] = h.replicas[sentTo[i]].guards
+	}
+	got := ask(at, ws, req)
+	for i, v := range got {
+		h.logf("  %s (replica %d)", v, sentTo[i])
 	}
 	allowed := allAllowed(got)
-	h.checkMemory(ws, req, allowed)
+	h.checkMemory(ws, sentTo, req, allowed)
 	for _, v := range got {
 		// The guards that remember what they admitted: the parents and
 		// namespace-deletions guards (assumptions), the locks,
@@ -701,4 +763,38 @@ func applyPatch(obj runtime.Object, patch []byte) (runtime.Object, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// ledger is kube-apiserver's Lease the replicas' guards take turns on: a
+// record and its version, written only at the version read (a Conflict
+// otherwise), kept as JSON as the Lease's annotation is.
+type ledger struct {
+	version int
+	raw     []byte
+}
+
+// Read implements admission.Ledger.
+func (l *ledger) Read(context.Context) (admission.Record, string, error) {
+	var rec admission.Record
+	if l.raw != nil {
+		if err := json.Unmarshal(l.raw, &rec); err != nil {
+			return rec, "", err
+		}
+	}
+	return rec, strconv.Itoa(l.version), nil
+}
+
+// Write implements admission.Ledger.
+func (l *ledger) Write(_ context.Context, version string, rec admission.Record) (string, error) {
+	if version != strconv.Itoa(l.version) {
+		return "", apierrors.NewConflict(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "implicit-apiserver-guards",
+			fmt.Errorf("the object has been modified"))
+	}
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		return "", err
+	}
+	l.raw = raw
+	l.version++
+	return strconv.Itoa(l.version), nil
 }

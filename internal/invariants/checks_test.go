@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -425,12 +426,22 @@ func (h *harness) checkMaterialized() {
 // checkMemory: what the guards admit, guards without memory over the same
 // mirror admit too; and once every assumption has expired and the mirror
 // shows every write, both decide alike.
-func (h *harness) checkMemory(ws []webhook, req *admissionv1.AdmissionRequest, allowed bool) {
+func (h *harness) checkMemory(ws []webhook, sentTo []int, req *admissionv1.AdmissionRequest, allowed bool) {
 	quiet := h.caughtUp() && h.clock.Now().Sub(h.lastRemembered) > assumeFor
 	if !allowed && !quiet {
 		return
 	}
-	fresh := ask(h.newGuards(), ws, req)
+	// Each webhook asked again of guards without memory over the mirror of
+	// the replica that answered it.
+	var memoryless [replicas]*admission.Guards
+	at := make([]*admission.Guards, len(ws))
+	for i, r := range sentTo {
+		if memoryless[r] == nil {
+			memoryless[r] = h.newGuards(h.replicas[r].mirror)
+		}
+		at[i] = memoryless[r]
+	}
+	fresh := ask(at, ws, req)
 	switch {
 	case allowed && !allAllowed(fresh):
 		h.memoryBroken = true

@@ -243,7 +243,7 @@ func (h *harness) persist(a *actor, o op, r request, obj runtime.Object) bool {
 				h.logf("  => AlreadyExists (after admission)")
 				return false
 			}
-			h.storeLag(a.name, nil, obj, o.lag)
+			h.storeLag(a.name, nil, obj, o.lags())
 			if !a.all {
 				a.admin[r.name] = true
 			}
@@ -254,13 +254,13 @@ func (h *harness) persist(a *actor, o op, r request, obj runtime.Object) bool {
 			h.logf("  => AlreadyExists (after admission)")
 			return false
 		}
-		h.storeLag(a.name, nil, obj, o.lag)
+		h.storeLag(a.name, nil, obj, o.lags())
 	case admissionv1.Update:
 		if r.gvr.Resource == "namespaces" {
 			n := obj.(*corev1.Namespace)
 			cur := h.w.namespaces[r.name]
 			n.UID, n.CreationTimestamp, n.DeletionTimestamp = cur.UID, cur.CreationTimestamp, cur.DeletionTimestamp
-			h.storeLag(a.name, cur, n, o.lag)
+			h.storeLag(a.name, cur, n, o.lags())
 			h.logf("  => stored")
 			return true
 		}
@@ -268,21 +268,21 @@ func (h *harness) persist(a *actor, o op, r request, obj runtime.Object) bool {
 		m := metaOf(obj)
 		m.SetUID(metaOf(cur.obj).GetUID())
 		m.SetCreationTimestamp(metaOf(cur.obj).GetCreationTimestamp())
-		h.storeLag(a.name, cur.obj, obj, o.lag)
+		h.storeLag(a.name, cur.obj, obj, o.lags())
 	case admissionv1.Delete:
 		if r.gvr.Resource == "namespaces" {
 			if o.held {
 				h.w.deletions[r.name] = deletion{by: a.name, subtree: h.w.below(r.name)}
-				h.terminate(a, r.name, o.lag)
+				h.terminate(a, r.name, o.lags())
 				h.logf("  => namespace Terminating (emptied, held by a finalizer)")
 				return true
 			}
-			h.deleteNamespace(a, r.name, o.lag)
+			h.deleteNamespace(a, r.name, o.lags())
 			h.logf("  => namespace deleted (and emptied)")
 			return true
 		}
 		cur := h.w.objs[key{o.resource, r.namespace, r.name}]
-		h.storeLag(a.name, cur.obj, nil, o.lag)
+		h.storeLag(a.name, cur.obj, nil, o.lags())
 	}
 	h.logf("  => stored")
 	return true
@@ -290,7 +290,7 @@ func (h *harness) persist(a *actor, o op, r request, obj runtime.Object) bool {
 
 // deleteNamespace plays a namespace's deletion: terminating, its objects
 // deleted by the namespace controller, then gone.
-func (h *harness) deleteNamespace(a *actor, name string, lag int) {
+func (h *harness) deleteNamespace(a *actor, name string, lag lags) {
 	h.terminate(a, name, lag)
 	h.remove(a.name, name, lag)
 }
@@ -298,7 +298,7 @@ func (h *harness) deleteNamespace(a *actor, name string, lag int) {
 // terminate begins a namespace's deletion: it is marked Terminating and the
 // namespace controller deletes its objects (a finalizer may then hold it,
 // until finish).
-func (h *harness) terminate(a *actor, name string, lag int) {
+func (h *harness) terminate(a *actor, name string, lag lags) {
 	cur := h.w.namespaces[name]
 	term := cur.DeepCopy()
 	now := metav1.NewTime(h.clock.Now())
@@ -312,7 +312,7 @@ func (h *harness) terminate(a *actor, name string, lag int) {
 }
 
 // remove ends a namespace's deletion: it is gone.
-func (h *harness) remove(writer, name string, lag int) {
+func (h *harness) remove(writer, name string, lag lags) {
 	h.storeLag(writer, h.w.namespaces[name], nil, lag)
 	delete(h.w.deletions, name)
 	for _, x := range h.actors {
@@ -332,7 +332,7 @@ func (h *harness) finish(o op) bool {
 		h.logf("  namespace %s is not held in Terminating", o.name)
 		return false
 	}
-	h.remove(namespaceController, o.name, o.lag)
+	h.remove(namespaceController, o.name, o.lags())
 	h.logf("  => namespace removed by the namespace controller")
 	return true
 }

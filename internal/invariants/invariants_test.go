@@ -36,9 +36,9 @@ import (
 // explores as much as a fast one, from seed IMPLICIT_INVARIANTS_SEED
 // (default 1). A broken invariant is shrunk (at most 400 replays) to a
 // short sequence and printed with every webhook's verdict. The items still
-// open on main are listed in openItems: their violations are logged, not
-// failed, unless IMPLICIT_INVARIANTS_STRICT=1; any other violation fails
-// the test. Remove an item from openItems when its fix merges.
+// open on main would be listed in openItems: their violations are logged,
+// not failed, unless IMPLICIT_INVARIANTS_STRICT=1; any other violation
+// fails the test. None is open (issue 39 closed the last ones).
 func TestInvariants(t *testing.T) {
 	total := uint64(40)
 	if testing.Short() {
@@ -122,33 +122,16 @@ func TestInvariants(t *testing.T) {
 // lagging mirror to matter, short enough to shrink quickly.
 const opsPerSequence = 40
 
-// openItems are the items of issue 24 still open on main, by the item a
-// violation names: their violations are logged, not failed (unless
-// IMPLICIT_INVARIANTS_STRICT=1). Remove an entry when its fix merges.
-var openItems = map[string]string{
-	// Both are races within the informers' latency that no guard can see:
-	//   - a namespace that became a parent a moment ago is deleted before
-	//     ConditionSync (about once a second, from the mirror) adds it to
-	//     the namespace-deletions webhook's match condition, so
-	//     kube-apiserver never asks the guard;
-	//   - a tenant's object created without any webhook (its name was
-	//     locked nowhere) a moment before a lock of that name, which the
-	//     lock guard's mirror does not show yet.
-	// And one the guards don't judge yet:
-	//   - a stage label that brings a locked candidate of a materialized
-	//     kind's name into a namespace holding its own object under that
-	//     name (the stages guard asks only for the verb stage; the parents
-	//     guard's stand-in check merges without candidates).
-	// docs/security.md ("What remains") says so.
-	"new/ns-delete-middle":   "a namespace deleted within ConditionSync's interval of becoming a parent",
-	"1/ns-delete":            "the same race, classified by what the deleted namespace held: deleted within ConditionSync's interval of becoming a parent",
-	"new/lock-over-existing": "a lock of a materialized kind set within the mirror's lag of a tenant's plain create under that name",
-	"5":                      "only the stage variant remains: a stage label brings a locked candidate over a tenant's own object of a materialized kind",
-	// Issue 39: a deletion is judged at its first DELETE; an item locked
-	// (by someone who may unlock it) above a Terminating namespace after
-	// that reaches its subtree and leaves with the namespace, unjudged.
-	"39/locked-after-deletion-began": "an item locked above a Terminating namespace after its deletion began leaves its subtree when the deletion ends",
-}
+// openItems are the items still open on main, by the item a violation
+// names: their violations are logged, not failed (unless
+// IMPLICIT_INVARIANTS_STRICT=1). Empty: every item the model finds fails
+// it. Issue 39 closed the last ones (TestReplicaScenarios plays each):
+// races between replicas and within the informers' lag (a namespace
+// deleted a moment after it became a parent, a plain create a moment before
+// a lock of its name), a stage label onto a locked candidate over a
+// namespace's own object of a materialized kind, and a lock set above a
+// namespace being deleted.
+var openItems = map[string]string{}
 
 type finding struct {
 	v        violation

@@ -24,14 +24,24 @@ type op struct {
 	// repeat sends the same request again that many times (a client's
 	// retry after a timeout).
 	repeat int
-	// lag is how many ops later the mirror sees the write.
-	lag int
+	// lag and lag2 are how many ops later each replica's mirror sees the
+	// write.
+	lag, lag2 int
 	// held: a namespace's deletion is held in Terminating by a finalizer
 	// until an opNSFinish of it.
 	held bool
-	// order seeds the order in which the validating webhooks answer.
+	// order seeds the order in which the validating webhooks answer, and
+	// which replica each webhook call is sent to.
 	order uint64
+	// to, when set, sends every webhook call to replica to-1 (scenario
+	// tests); 0: each call to a replica drawn from order.
+	to int
 }
+
+// lags are how many ops later each replica's mirror sees a write.
+type lags [replicas]int
+
+func (o op) lags() lags { return lags{o.lag, o.lag2} }
 
 type opKind int
 
@@ -139,8 +149,11 @@ func (o op) String() string {
 	if o.repeat > 0 {
 		fmt.Fprintf(&b, " (sent %d times)", o.repeat+1)
 	}
-	if o.lag > 0 {
-		fmt.Fprintf(&b, " [mirror %d ops behind]", o.lag)
+	if o.to > 0 {
+		fmt.Fprintf(&b, " (to replica %d)", o.to-1)
+	}
+	if o.lag > 0 || o.lag2 > 0 {
+		fmt.Fprintf(&b, " [mirrors %d and %d ops behind]", o.lag, o.lag2)
 	}
 	return b.String()
 }
@@ -151,7 +164,7 @@ var (
 	stages        = []string{"canary", "x"}
 	selectors     = []string{"implicit.dev/stage=canary", "!implicit.dev/stage", "implicit.dev/stage in (canary,x)"}
 	exclusions    = []string{"rolebindings/*", "networkpolicies/deny", "rolebindings/g-lock", "roles/*", "networkpolicies/*"}
-	lags          = []int{0, 0, 0, 0, 1, 1, 2, 3, 6}
+	lagPool       = []int{0, 0, 0, 0, 1, 1, 2, 3, 6}
 )
 
 // gen draws the next op from the world as it is.
@@ -166,7 +179,7 @@ func (h *harness) gen(rng *rand.Rand) op {
 		}
 		return keep
 	}
-	o := op{actor: pick(actorNames), lag: lags[rng.IntN(len(lags))], order: rng.Uint64(), src: srcEdit{content: -1}}
+	o := op{actor: pick(actorNames), lag: lagPool[rng.IntN(len(lagPool))], lag2: lagPool[rng.IntN(len(lagPool))], order: rng.Uint64(), src: srcEdit{content: -1}}
 	if rng.Float64() < 0.12 {
 		o.dryRun = true
 	}

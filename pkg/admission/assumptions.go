@@ -29,8 +29,8 @@ type assumption struct {
 // parallel), so an assumption can name a state that never comes: judged
 // both ways, it can only make later decisions stricter, for at most ttl,
 // and never admits what the mirror alone would refuse (DESIGN.md's fourth
-// invariant). Replicas don't share assumptions: see docs/design.md,
-// "Guards".
+// invariant). The replicas share them through the record their decisions
+// take turns on (shared.go).
 type assumptions struct {
 	mu     sync.Mutex
 	clock  clock.PassiveClock

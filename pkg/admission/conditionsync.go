@@ -43,6 +43,9 @@ type ConditionSync struct {
 	// the source webhooks are kept equal to them, so kinds served from a
 	// configuration, or appearing at run time, are guarded like the defaults.
 	Served func() []schema.GroupResource
+	// Materialized, when set, returns the view resources delivered as real
+	// objects: their every creation is sent to the shadows guard.
+	Materialized func() []string
 	// MinInterval is the least time between two writes (default 1s);
 	// Resync how often the conditions are checked without a change (5m).
 	MinInterval time.Duration
@@ -130,6 +133,9 @@ func (s *ConditionSync) sync(ctx context.Context) error {
 	g, ok := s.Source.Guarded()
 	if !ok {
 		return nil
+	}
+	if s.Materialized != nil {
+		g.Materialized = s.Materialized()
 	}
 	want := SyncedConditions(g, s.GlobalNamespace)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {

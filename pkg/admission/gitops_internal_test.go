@@ -39,7 +39,8 @@ func TestGitOpsIgnoredFieldsAreWhatTheServerWrites(t *testing.T) {
 	// beside the defaults.
 	before := InClusterConfiguration()
 	after := before.DeepCopy()
-	setConditions(after, SyncedConditions(MatchInputs{LockedNames: map[string][]string{"rolebindings": {"admins"}}, Inherited: []string{"org"}}, "implicit-global"))
+	setConditions(after, SyncedConditions(MatchInputs{LockedNames: map[string][]string{"rolebindings": {"admins"}}, Inherited: []string{"org"},
+		NeverInherited: []string{"kube-system"}, Materialized: []string{"networkpolicies"}}, "implicit-global"))
 	setRules(after, []schema.GroupResource{
 		{Group: "rbac.authorization.k8s.io", Resource: "rolebindings"},
 		{Group: "rbac.authorization.k8s.io", Resource: "roles"},

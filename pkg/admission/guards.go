@@ -77,6 +77,10 @@ type Index interface {
 	// (namespace included) whose deletion has begun: Terminating in the
 	// mirror, or assumed gone. "" when none is.
 	GoingAway(namespace string, assumed Assumed) string
+	// GoingAwayBelow is the first namespace of namespace's subtree
+	// (namespace included) that is being deleted while namespaces below
+	// it still inherit through it, or "".
+	GoingAwayBelow(namespace string, assumed Assumed) string
 	// Candidates lists the candidates among namespace's sources of
 	// resource, sorted by name.
 	Candidates(resource, namespace string) ([]CandidateSource, error)
@@ -120,6 +124,9 @@ type Guards struct {
 	// recent holds the locks and candidates the source guards admitted
 	// that the mirror may not show yet (recent.go).
 	recent *recent
+	// shared is the record the replicas' decisions take turns on
+	// (shared.go); nil: this replica decides with its own memory alone.
+	shared *sharedTurns
 
 	// identity is the server's own user, the writer of materialized
 	// copies; materialized the view resources delivered as copies

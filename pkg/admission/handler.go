@@ -75,6 +75,12 @@ func (g *Guards) Handler(path string) http.Handler {
 		return http.NotFoundHandler()
 	}
 	switch path {
+	case pathParents, pathNamespaceDeletions, pathLocks, pathCandidates, pathShadows, pathMaterialized, pathStages:
+		// Decisions that read or change what the replicas' guards
+		// remember take turns on the shared record (shared.go).
+		decide = g.inSharedTurn(decide)
+	}
+	switch path {
 	case pathFanout, pathShadows, pathCandidates:
 		// Their warnings are dropped when another guard denies.
 		guard := decide

@@ -163,6 +163,9 @@ func (f *fakeIndex) GoingAway(namespace string, _ admission.Assumed) string {
 	return f.goingAway[namespace]
 }
 
+// GoingAwayBelow implements admission.Index: nothing is.
+func (f *fakeIndex) GoingAwayBelow(string, admission.Assumed) string { return "" }
+
 // IsTenant implements admission.Index.
 func (f *fakeIndex) IsTenant(namespace string) bool { return f.existing[namespace] }
 

@@ -249,3 +249,7 @@ func (g *Guards) sourceOf(resource string) (schema.GroupResource, bool) {
 	}
 	return schema.GroupResource{}, false
 }
+
+// MaterializedResources lists the view resources delivered as real objects,
+// sorted: ConditionSync sends their every creation to the shadows guard.
+func (g *Guards) MaterializedResources() []string { return g.materializedResources() }

@@ -156,6 +156,14 @@ type MatchInputs struct {
 	// Inherited are the namespaces whose sources other namespaces inherit:
 	// the global namespaces and every namespace named as a parent, sorted.
 	Inherited []string
+	// NeverInherited are the namespaces no other namespace inherits from,
+	// whatever their labels: the excluded ones that are no kind's global
+	// namespace (the server's own among them), sorted.
+	NeverInherited []string
+	// Materialized are the resources delivered as real objects, sorted:
+	// every creation of one in a tenant namespace is judged (ConditionSync
+	// sets them).
+	Materialized []string
 }
 
 // String prints g compactly, for logs.
@@ -186,6 +194,12 @@ func (x *MuxIndex) Guarded() (MatchInputs, bool) {
 			}
 		}
 		sort.Strings(g.Inherited)
+		for n := range r.Policy().Excluded {
+			if !slices.Contains(globals, n) && n != r.Policy().GlobalNamespace {
+				g.NeverInherited = append(g.NeverInherited, n)
+			}
+		}
+		sort.Strings(g.NeverInherited)
 	})
 	if err != nil {
 		return MatchInputs{}, false

@@ -71,6 +71,22 @@ func (x *MuxIndex) GoingAway(namespace string, assumed Assumed) (away string) {
 	return away
 }
 
+// GoingAwayBelow implements Index: the first namespace of namespace's
+// subtree, namespace included, in the order subtreeAssuming lists them,
+// that is being deleted (Terminating in the mirror, or assumed Gone) while
+// some namespace still names it as parent, or "".
+func (x *MuxIndex) GoingAwayBelow(namespace string, assumed Assumed) (away string) {
+	_ = x.read(func(r watchmux.Reader) {
+		for _, n := range subtreeAssuming(r, namespace, assumed) {
+			if a, ok := assumed[n]; (ok && a.Gone || r.Terminating(n)) && len(subtreeAssuming(r, n, assumed)) > 1 {
+				away = n
+				return
+			}
+		}
+	})
+	return away
+}
+
 // parentCycle walks parent labels up from parent, with the namespaces get
 // returns, and returns the cycle through namespace it closes, or nil.
 func parentCycle(get merge.NamespaceGetter, namespace, parent string) []string {
@@ -222,6 +238,40 @@ func viewAssuming(r watchmux.Reader, resource, namespace, name string, get merge
 	return merge.MergeWith(resource, levels, r.Options(resource))
 }
 
+// viewStaged is viewAssuming with the candidates for name merged too, each
+// standing in for name where the viewer's stage matches (merge.Levels).
+func viewStaged(r watchmux.Reader, resource, namespace, name string, get merge.NamespaceGetter) []merge.Result {
+	lineage := merge.Resolve(r.Policy(), namespace, get)
+	levels := merge.Levels(lineage, r.GlobalNamespace(resource), func(ns string) []merge.Item {
+		var out []merge.Item
+		if it, ok := r.Source(resource, ns, name); ok {
+			out = append(out, it)
+		}
+		for _, it := range r.NameItems(resource, ns, name) {
+			if it.Name != name {
+				out = append(out, it)
+			}
+		}
+		return out
+	})
+	return merge.MergeWith(resource, levels, r.Options(resource))
+}
+
+// ownNames are the names namespace holds objects of (candidates included:
+// they are real objects there), in the mirror or pending, sorted.
+func ownNames(r watchmux.Reader, pending Pending, resource, namespace string) []string {
+	names := sets.New[string]()
+	for _, it := range r.SourcesIn(resource, namespace) {
+		names.Insert(it.Name)
+	}
+	for _, o := range pending.Owned {
+		if o.Resource == resource && o.Namespace == namespace {
+			names.Insert(o.Name)
+		}
+	}
+	return sets.List(names)
+}
+
 // NamespaceMeta implements Index: the labels and annotations the mirror
 // holds of namespace, and whether it holds the namespace at all.
 func (x *MuxIndex) NamespaceMeta(namespace string) (meta NamespaceMeta, found bool) {
@@ -311,13 +361,13 @@ func (x *MuxIndex) LockedStandIns(namespace string, next NamespaceMeta, assumed 
 			if !r.Serves(res) {
 				continue
 			}
-			for _, name := range r.LockedNames(res) {
-				for _, viewer := range subtree {
-					if _, own := r.Source(res, viewer, name); !own && !pending.owns(res, viewer, name) {
-						continue
-					}
-					addMissing(found, viewer, lockedItems(res, viewAssuming(r, res, viewer, name, after)),
-						lockedItems(res, viewAssuming(r, res, viewer, name, before)))
+			for _, viewer := range subtree {
+				// Every name the viewer holds an object of: a locked
+				// candidate stands in under its stable name where the
+				// viewer's stage matches its selector.
+				for _, name := range ownNames(r, pending, res, viewer) {
+					addMissing(found, viewer, lockedItems(res, viewStaged(r, res, viewer, name, after)),
+						lockedItems(res, viewStaged(r, res, viewer, name, before)))
 				}
 			}
 		}

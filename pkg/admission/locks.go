@@ -73,6 +73,9 @@ func (g *Guards) Locks(ctx context.Context, req *admissionv1.AdmissionRequest) d
 			if d := g.lockOverLocks(ctx, req, s); !d.allowed {
 				return d
 			}
+			if d := g.lockAboveDeletion(s); !d.allowed {
+				return d
+			}
 		}
 		if isLocked && req.Operation != admissionv1.Delete && (req.DryRun == nil || !*req.DryRun) {
 			g.recent.lock(recentKey{s.resource, s.namespace, s.name}, s.obj)
@@ -127,6 +130,27 @@ func (g *Guards) lockOverObjects(s source) decision {
 	}
 	return deny("%s would lock %q in namespaces that hold an object of their own under that name: %s. This kind is delivered as real objects (delivery: Materialize), so those objects, not the locked item, would be what is enforced there: delete or rename them first",
 		s, name, viewers(holders))
+}
+
+// lockAboveDeletion refuses to lock a source above a namespace being
+// deleted that others still inherit through: its subtree would get the
+// locked item only to lose it when the namespace is gone, and that loss was
+// never judged (the deletion was judged at its first DELETE, on the locks
+// of then). Lock it once the namespace is gone, or before deleting it.
+func (g *Guards) lockAboveDeletion(s source) decision {
+	if s.obj == nil || g.isGlobal(s.namespace) {
+		return allow() // global items don't come through a parent
+	}
+	g.hierarchy.mu.Lock()
+	assumed := g.hierarchy.currentLocked(g.index)
+	g.hierarchy.mu.Unlock()
+	for _, a := range []Assumed{nil, assumed} {
+		if away := g.index.GoingAwayBelow(s.namespace, a); away != "" {
+			return deny("%s can't be locked while namespace %q, below it, is being deleted: the namespaces below %q would get the locked item only to lose it when the deletion ends; lock it once %q is gone",
+				s, away, away, away)
+		}
+	}
+	return allow()
 }
 
 // lockOverLocks checks that whoever locks s may unlock the locked sources

@@ -30,6 +30,10 @@ type recent struct {
 	// adopted are the materialized copies written into objects of their
 	// namespace's own (the copy label removed) a moment ago, as written.
 	adopted map[recentKey]recentObject
+	// forgotten are the candidates forgotten once the mirror showed them
+	// land and go, by the end of their entry: the shared record, which
+	// other replicas keep writing until then, does not bring them back.
+	forgotten map[recentKey]time.Time
 }
 
 type recentCandidate struct {
@@ -42,7 +46,8 @@ type recentCandidate struct {
 }
 
 func newRecent() *recent {
-	return &recent{clock: clock.RealClock{}, ttl: assumeFor, locks: map[recentKey]recentObject{}, candidates: map[recentKey]recentCandidate{}, adopted: map[recentKey]recentObject{}}
+	return &recent{clock: clock.RealClock{}, ttl: assumeFor, locks: map[recentKey]recentObject{}, candidates: map[recentKey]recentCandidate{}, adopted: map[recentKey]recentObject{},
+		forgotten: map[recentKey]time.Time{}}
 }
 
 // lock records that the source k was admitted locked, as obj.
@@ -93,6 +98,7 @@ func (r *recent) observe(k recentKey, inMirror func(name string) bool) (recentCa
 		r.candidates[k] = c
 	case c.landed:
 		delete(r.candidates, k)
+		r.forgotten[k] = c.until
 		return recentCandidate{}, false
 	}
 	return c, true

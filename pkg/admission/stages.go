@@ -57,7 +57,7 @@ func (g *Guards) Stages(ctx context.Context, req *admissionv1.AdmissionRequest) 
 		return unavailable(fmt.Errorf("checking the %s permission on namespace %s: %w", stageVerb, name, err))
 	}
 	if allowed {
-		return allow()
+		return g.stagedStandIns(req, old, obj)
 	}
 	msg := fmt.Sprintf("%s on namespace %q needs the %q permission on it (RBAC verb %q on namespaces, resourceNames [%s]), which the request lacks: a namespace's stage decides which candidates its views show, so stages belong to the org's release managers, not to the namespace's admins",
 		what, name, stageVerb, stageVerb, name)
@@ -65,4 +65,37 @@ func (g *Guards) Stages(ctx context.Context, req *admissionv1.AdmissionRequest) 
 		msg += ": " + reason
 	}
 	return deny("%s", msg)
+}
+
+// stagedStandIns refuses a stage that would make a locked candidate of a
+// materialized kind stand in, in the namespace's view, under a name the
+// namespace holds an object of: that object, not the locked item, would be
+// what engines enforce there (DESIGN.md's third invariant). Nobody may: the
+// object must go first. Judged against the mirror alone and with what the
+// guards remember applied, as the parents guard judges; an allowed change
+// is remembered, so that a candidate or lock decided a moment later, on
+// this replica or another, is judged with this stage.
+func (g *Guards) stagedStandIns(req *admissionv1.AdmissionRequest, old, obj *unstructured.Unstructured) decision {
+	name := obj.GetName()
+	next := NamespaceMeta{Labels: obj.GetLabels(), Annotations: obj.GetAnnotations()}
+	g.hierarchy.mu.Lock()
+	defer g.hierarchy.mu.Unlock()
+	assumed := g.hierarchy.currentLocked(g.index)
+	if old != nil {
+		assumed[name] = NamespaceMeta{Labels: old.GetLabels(), Annotations: old.GetAnnotations()}
+	}
+	for _, a := range []Assumed{nil, assumed} {
+		if d := g.standIns(name, next, a); !d.allowed {
+			return d
+		}
+	}
+	if req.DryRun == nil || !*req.DryRun {
+		as := assumption{meta: cloneMeta(next), until: g.hierarchy.clock.Now().Add(g.hierarchy.ttl)}
+		if old != nil {
+			m := cloneMeta(NamespaceMeta{Labels: old.GetLabels(), Annotations: old.GetAnnotations()})
+			as.old = &m
+		}
+		g.hierarchy.byName[name] = as
+	}
+	return allow()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"reflect"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -84,8 +83,8 @@ func withSynced(cfg *admissionregistrationv1.ValidatingWebhookConfiguration, sha
 			case WebhookFanout:
 				w.MatchConditions[j].Expression = fanout
 			case WebhookNamespaceDeletions:
-				// The same namespaces: those others inherit from.
-				w.MatchConditions[j].Expression = strings.Replace(fanout, "request.namespace in ", "request.name in ", 1)
+				// Every namespace: the index of these tests excludes none.
+				w.MatchConditions[j].Expression = "true"
 			}
 		}
 	}

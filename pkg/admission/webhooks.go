@@ -154,7 +154,7 @@ func Configuration(name string, served []schema.GroupResource, client func(path 
 			webhook(WebhookStages, pathStages, admissionregistrationv1.Fail, 5,
 				namespaceRules(), stageChangedCondition, stageChanged),
 			webhook(WebhookNamespaceDeletions, pathNamespaceDeletions, admissionregistrationv1.Fail, 5,
-				namespaceDeleteRules(), syncedCondition, "false"),
+				namespaceDeleteRules(), syncedCondition, "true"),
 		},
 	}
 	return c
@@ -292,6 +292,12 @@ func setRules(cfg *admissionregistrationv1.ValidatingWebhookConfiguration, serve
 // of its resource (it may shadow it), outside the global namespace.
 func shadowCondition(g MatchInputs, globalNamespace string) string {
 	var parts []string
+	if len(g.Materialized) > 0 {
+		// Every creation of a materialized kind: a lock of its name
+		// decided a moment later (on any replica) must know the object is
+		// there, before the mirror shows it.
+		parts = append(parts, fmt.Sprintf("request.resource.resource in %s", list(g.Materialized)))
+	}
 	for _, r := range slices.Sorted(maps.Keys(g.LockedNames)) {
 		names := g.LockedNames[r]
 		if len(names) == 0 {
@@ -315,12 +321,15 @@ func namespaceDeleteRules() []admissionregistrationv1.RuleWithOperations {
 }
 
 // deletionCondition is the match condition of the namespace deletions
-// guard: the namespaces others inherit from.
+// guard: every namespace but those nobody can inherit from. Not only the
+// namespaces others inherit from now: one that became a parent a moment ago
+// (before this condition, synced from the mirror about once a second, named
+// it) must be judged too.
 func deletionCondition(g MatchInputs) string {
-	if len(g.Inherited) == 0 {
-		return "false"
+	if len(g.NeverInherited) == 0 {
+		return "true"
 	}
-	return "request.name in " + list(g.Inherited)
+	return "!(request.name in " + list(g.NeverInherited) + ")"
 }
 
 // fanoutCondition matches requests in the namespaces others inherit from.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/accessreview"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kindcontroller"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
@@ -59,6 +60,10 @@ type ExtraConfig struct {
 	// admission review (pkg/accessreview). Nil: Client's.
 	AccessReviews       authorizationclient.SubjectAccessReviewInterface
 	AccessReviewOptions accessreview.Options
+	// GuardLedger is the record the replicas' guards take turns on (a
+	// Lease in the server's namespace), so that replicas decide as one
+	// would. Nil: each replica decides with its own memory alone.
+	GuardLedger admission.Ledger
 	// Watch tunes the watch multiplexer.
 	Watch watchmux.Options
 	// SourceProgress is how often each tracked source is read for progress

@@ -44,6 +44,15 @@ func (c CompletedConfig) installGuards(gs *genericapiserver.GenericAPIServer, mu
 		// The parent-uid webhook reads parents from kube-apiserver.
 		guards.SetNamespaces(x.Client.CoreV1().Namespaces())
 	}
+	if x.GuardLedger != nil {
+		guards.SetLedger(x.GuardLedger)
+		if err := gs.AddPostStartHook("implicit-guard-record", func(ctx genericapiserver.PostStartHookContext) error {
+			guards.FollowLedger(ctx)
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+	}
 	for _, k := range x.Kinds {
 		if k.GlobalNamespace != "" {
 			guards.AddGlobalNamespace(k.GlobalNamespace)
@@ -65,6 +74,7 @@ func (c CompletedConfig) installGuards(gs *genericapiserver.GenericAPIServer, mu
 		GlobalNamespace: x.Policy.GlobalNamespace,
 		Source:          index,
 		Served:          group.Sources,
+		Materialized:    guards.MaterializedResources,
 	}
 	return guards, gs.AddPostStartHook("implicit-webhook-conditions", func(ctx genericapiserver.PostStartHookContext) error {
 		go sync.Run(ctx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -403,6 +404,17 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("host cluster client: %w", err)
 	}
+	// The replicas' guards take turns on a Lease in the server's namespace,
+	// on a connection of their own: one write per allowed guarded decision.
+	var ledger admission.Ledger
+	if o.PodNamespace != "" {
+		lc, err := kubernetes.NewForConfig(ownConnection(gc.ClientConfig, 100, 200))
+		if err != nil {
+			return nil, fmt.Errorf("host cluster client: %w", err)
+		}
+		identity, _ := os.Hostname()
+		ledger = &admission.LeaseLedger{Client: lc.CoordinationV1().Leases(o.PodNamespace), Name: admission.DefaultLedgerLease, Identity: identity}
+	}
 
 	var mat apiserver.MaterializeConfig
 	if o.config.materialized() {
@@ -454,6 +466,7 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 			Watch:                watchmux.Options{HistoryBytes: o.HistoryBytes},
 			SourceProgress:       o.SourceProgress,
 			Materialize:          mat,
+			GuardLedger:          ledger,
 		},
 	}, nil
 }

@@ -1,0 +1,81 @@
+package invariants
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestReplicaScenarios plays issue 39's second item in the model, each
+// race as it happens with two replicas whose mirrors lag (or within the
+// informers' lag on one): every step's outcome is fixed, and no invariant
+// may break.
+func TestReplicaScenarios(t *testing.T) {
+	s := newShared(t)
+	stayBehind := func(o op, to int) op { o.lag, o.lag2, o.to = 6, 6, to; return o }
+	noContent := srcEdit{content: 0}
+	for _, tc := range []struct {
+		name string
+		ops  []op
+		want []bool
+	}{{
+		// A plain create of a materialized kind's object, a moment
+		// before a lock of that name decided by the other replica (its
+		// mirror not showing the object yet).
+		name: "lock decided by the other replica over a create it has not seen",
+		ops: []op{
+			stayBehind(op{actor: "alice", kind: opCreate, resource: netpols, namespace: "c", name: "np-next", src: noContent}, 1),
+			stayBehind(op{actor: "org", kind: opCreate, resource: netpols, namespace: global, name: "np-next", src: srcEdit{content: 1, lock: set}}, 2),
+		},
+		want: []bool{true, false},
+	}, {
+		// c moves below f on one replica; f is deleted on the other,
+		// whose mirror (and the match condition synced from it) does not
+		// know f is a parent yet.
+		name: "namespace deleted on the other replica a moment after it became a parent",
+		ops: []op{
+			{actor: "alice", kind: opNSCreate, name: "f", ns: nsEdit{parent: set, parentN: "a"}},
+			stayBehind(op{actor: "alice", kind: opNSUpdate, name: "c", ns: nsEdit{parent: set, parentN: "f"}}, 1),
+			stayBehind(op{actor: "alice", kind: opNSDelete, name: "f"}, 2),
+		},
+		want: []bool{true, true, false},
+	}, {
+		// A stage label that makes a locked candidate stand in, in the
+		// namespace's view, under a name it holds an object of (its copy
+		// of the unlocked stable source, made its own).
+		name: "stage onto a locked candidate over a namespace's own object",
+		ops: []op{
+			{actor: "org", kind: opCreate, resource: netpols, namespace: global, name: "np-next",
+				src: srcEdit{content: 2, lock: set, candidate: set, candFor: "allow", selector: "implicit.dev/stage=canary"}},
+			{actor: "alice", kind: opCopyWrite, resource: netpols, namespace: "c", name: "allow", src: srcEdit{content: 0, dropCopyLabel: true}},
+			{actor: "ops", kind: opNSUpdate, name: "c", ns: nsEdit{stage: set, stageV: "canary"}},
+		},
+		want: []bool{true, true, false},
+	}, {
+		// A lock set above a namespace whose deletion began reaches its
+		// subtree, which loses it, unjudged, when the deletion ends.
+		name: "lock above a namespace being deleted",
+		ops: []op{
+			{actor: "alice", kind: opNSCreate, name: "f", ns: nsEdit{parent: set, parentN: "e"}},
+			{actor: "alice", kind: opNSCreate, name: "g", ns: nsEdit{parent: set, parentN: "f"}},
+			{actor: "alice", kind: opNSDelete, name: "f", held: true},
+			{actor: "org", kind: opCreate, resource: rolebindings, namespace: "e", name: "x", src: srcEdit{content: 1, lock: set}},
+			{actor: "alice", kind: opNSFinish, name: "f"},
+		},
+		want: []bool{true, true, true, false, true},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := mustHarness(t, s)
+			for i, o := range tc.ops {
+				if o.order == 0 {
+					o.order = uint64(i + 1)
+				}
+				if stored := h.run(o); stored != tc.want[i] {
+					t.Errorf("%s: stored %v, want %v; transcript:\n%s", o, stored, tc.want[i], strings.Join(h.transcript, "\n"))
+				}
+			}
+			for _, v := range h.violations {
+				t.Errorf("%s", v)
+			}
+		})
+	}
+}
