@@ -304,4 +304,29 @@ metadata:
 			}
 		})
 	}
+
+	t.Run("one reach", func(t *testing.T) {
+		t.Log("dk-org/dk-excl: dk-team-a and dk-sub inherit it; dk-team-b excludes it; dk-org is its own. The fan-out warning, reach, diff and rollout status count 2")
+		edit := dkRBAC("dk-org", "dk-excl", "", "view", "org:excl-reach")
+		warn := adm.kubectlStdin(t.Context(), strings.NewReader(edit), "apply", "--dry-run=server", "-f", "-")
+		if !strings.Contains(warn.stderr, "this change reaches 2 namespaces") {
+			t.Errorf("the fan-out warning: %q", warn.stderr)
+		}
+		adm.expect(0, func(r pluginRun) error {
+			if !strings.Contains(r.stdout, "reaches 2 namespace(s)") {
+				return errorf("reach does not count 2")
+			}
+			return nil
+		}, "reach", "rb", "dk-excl", "-n", "dk-org")
+		d := adm.kubectlStdin(t.Context(), strings.NewReader(edit), "implicit", "diff", "-f", "-")
+		if !strings.Contains(d.stdout, "reaches 2 namespace(s) besides its own") {
+			t.Errorf("diff does not count 2:\n%s%s", d.stdout, d.stderr)
+		}
+		adm.expect(0, func(r pluginRun) error {
+			if !strings.Contains(r.stdout, "0 namespace(s) see the candidate, 2 the stable version.") || strings.Contains(r.stdout, "dk-org ") {
+				return errorf("rollout status does not count 2, or counts dk-org")
+			}
+			return nil
+		}, "rollout", "status", "rb", "dk-excl", "-n", "dk-org")
+	})
 }
