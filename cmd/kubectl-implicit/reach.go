@@ -79,7 +79,10 @@ question. -o wide adds the view item, its candidate and overlays.`,
 				return err
 			}
 			name := args[1]
-			stable, candidates := o.candidateNames(cmd.Context(), dyn, args[0], resource, source, name)
+			stable, candidates, err := o.candidateNames(cmd.Context(), dyn, args[0], resource, source, name)
+			if err != nil {
+				return err
+			}
 			item := name
 			if stable != "" {
 				item = stable // a candidate shows under the name it stages
@@ -146,34 +149,39 @@ func viewItems(ctx context.Context, dyn dynamic.Interface, resource, name string
 // candidateNames reads the source object source/name: stable is the name it
 // stages when it is a candidate; candidates are the candidates for name
 // among source's objects otherwise. Who may not read the sources gets
-// neither: the view items alone answer then.
-func (o *options) candidateNames(ctx context.Context, dyn dynamic.Interface, kind, view, source, name string) (stable string, candidates []string) {
+// neither: the view items alone answer then. A source that does not exist,
+// and has no candidate staging its creation, is NotFound, as kubectl
+// answers for it.
+func (o *options) candidateNames(ctx context.Context, dyn dynamic.Interface, kind, view, source, name string) (stable string, candidates []string, err error) {
 	mapper, err := o.config.ToRESTMapper()
 	if err != nil {
-		return "", nil
+		return "", nil, nil
 	}
 	res, err := sourceResource(mapper, kind, view)
 	if err != nil {
-		return "", nil
+		return "", nil, nil
 	}
-	obj, err := dyn.Resource(res).Namespace(source).Get(ctx, name, metav1.GetOptions{})
-	if err == nil {
+	obj, getErr := dyn.Resource(res).Namespace(source).Get(ctx, name, metav1.GetOptions{})
+	if getErr == nil {
 		if c, _ := merge.ParseCandidate(name, obj.GetAnnotations()); c != nil {
-			return c.For, nil
+			return c.For, nil, nil
 		}
-	} else if !apierrors.IsNotFound(err) {
-		return "", nil
+	} else if !apierrors.IsNotFound(getErr) {
+		return "", nil, nil
 	}
 	list, err := dyn.Resource(res).Namespace(source).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return "", nil
+		return "", nil, nil
 	}
 	for _, it := range list.Items {
 		if it.GetName() != name && it.GetAnnotations()[merge.AnnotationCandidateFor] == name {
 			candidates = append(candidates, it.GetName())
 		}
 	}
-	return "", candidates
+	if getErr != nil && len(candidates) == 0 {
+		return "", nil, getErr
+	}
+	return "", candidates, nil
 }
 
 // reachedBy says how the view item it shows the source source/name (for a
