@@ -1,0 +1,145 @@
+package integration
+
+import (
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// hungServer accepts connections and never answers: a server behind its
+// APIService that hangs. It returns its URL.
+func hungServer(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return "https://" + l.Addr().String()
+}
+
+// TestPluginManners: kubectl implicit behaves as kubectl does where kubectl
+// has a habit: a question of a hung server ends within a request timeout and
+// says what to check; -v is klog's verbosity; a wrong argument count prints
+// the usage; can-i takes -q and --subresource and names local RBAC once; a
+// source that does not exist is NotFound; no server prints one error, not
+// client-go's log lines.
+func TestPluginManners(t *testing.T) {
+	kube, _ := admin(t)
+	ensureNamespace(t, kube, globalNS)
+	path := buildPlugin(t)
+	adm := pluginUser{t: t, name: "admin", path: path, kubeconfig: cp.KubeconfigPath(), home: t.TempDir()}
+	createNamespace(t, kube, "pm-team", nil, nil)
+
+	t.Run("a hung server", func(t *testing.T) {
+		url := hungServer(t)
+		start := time.Now()
+		r := adm.run(t.Context(), "why", "rolebinding", "x", "-n", "pm-team", "--server="+url, "--insecure-skip-tls-verify")
+		took := time.Since(start)
+		t.Logf("exit %d after %s\n%s", r.code, took.Round(time.Second), r.stderr)
+		if r.code != 1 {
+			t.Errorf("exit %d, want 1", r.code)
+		}
+		if !strings.Contains(r.stderr, "--request-timeout (default 10s)") || !strings.Contains(r.stderr, "kubectl get apiservice v1alpha1.implicit.dev") {
+			t.Errorf("the error does not say what to check:\n%s", r.stderr)
+		}
+		// Discovery's two requests (/api, /apis), 10s each: not kubectl's discovery
+		// timeout of 32s, nor a wait as long as the server holds on.
+		if took > 30*time.Second {
+			t.Errorf("a hung server held the question %s", took)
+		}
+	})
+
+	t.Run("ServiceUnavailable", func(t *testing.T) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"service unavailable","reason":"ServiceUnavailable","code":503}`))
+		}))
+		t.Cleanup(srv.Close)
+		r := adm.run(t.Context(), "tree", "pm-team", "--server="+srv.URL)
+		t.Logf("exit %d\n%s", r.code, r.stderr)
+		if r.code != 1 || !strings.Contains(r.stderr, "implicit.dev is unavailable") || !strings.Contains(r.stderr, "kubectl get apiservice v1alpha1.implicit.dev") {
+			t.Errorf("exit %d; the error does not say what to check:\n%s", r.code, r.stderr)
+		}
+	})
+
+	t.Run("no server: one error, no klog lines", func(t *testing.T) {
+		r := adm.run(t.Context(), "why", "rolebinding", "x", "-n", "pm-team", "--server=https://127.0.0.1:1")
+		t.Logf("exit %d\n%s", r.code, r.stderr)
+		if r.code != 1 || regexp.MustCompile(`(?m)^[EIW]\d{4} `).MatchString(r.stderr) || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+			t.Errorf("exit %d, want 1 with one error line:\n%s", r.code, r.stderr)
+		}
+	})
+
+	t.Run("-v is klog's verbosity", func(t *testing.T) {
+		adm.expect(0, func(r pluginRun) error {
+			if !strings.Contains(r.stderr, `"Response" verb="GET"`) || strings.Contains(r.stdout, "version") {
+				return errorf("-v=6 logs no request, or prints the version:\n%s", r.stderr)
+			}
+			return nil
+		}, "tree", "pm-team", "-v=6")
+	})
+
+	t.Run("a wrong argument count prints the usage", func(t *testing.T) {
+		r := adm.run(t.Context(), "reach", "rolebinding")
+		if r.code != 1 || !strings.Contains(r.stderr, "Usage:\n  kubectl implicit reach KIND NAME") || !strings.Contains(r.stderr, "See 'kubectl implicit reach -h'") {
+			t.Errorf("exit %d:\n%s", r.code, r.stderr)
+		}
+	})
+
+	t.Run("reach of a source that does not exist is NotFound", func(t *testing.T) {
+		r := adm.run(t.Context(), "reach", "rb", "nosuch", "-n", globalNS)
+		if r.code != 1 || !strings.Contains(r.stderr, `Error from server (NotFound): rolebindings.rbac.authorization.k8s.io "nosuch" not found`) {
+			t.Errorf("exit %d:\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	})
+
+	t.Run("can-i as kubectl auth can-i", func(t *testing.T) {
+		r := adm.run(t.Context(), "can-i", "get", "pods", "-n", "pm-team", "-q")
+		if r.code != 0 || r.stdout != "" {
+			t.Errorf("-q: exit %d, output %q", r.code, r.stdout)
+		}
+		r = adm.run(t.Context(), "can-i", "get", "pods", "--subresource=log", "-n", "pm-team", "-o", "json")
+		if r.code != 0 || !strings.Contains(r.stdout, `"subresource": "log"`) {
+			t.Errorf("--subresource: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		createRoleBinding(t, kube, "pm-team", "pm-viewers", "view", "pm-viewers")
+		config, err := cp.WriteUserKubeconfig("pm-viewer", "pm-viewers")
+		if err != nil {
+			t.Fatal(err)
+		}
+		viewer := pluginUser{t: t, name: "viewer", path: path, kubeconfig: config, home: t.TempDir()}
+		viewer.expect(0, func(r pluginRun) error {
+			if !strings.Contains(r.stdout, "yes\nlocal RBAC: allowed by RoleBinding \"pm-viewers/pm-team\"") {
+				return errorf("not one local RBAC prefix")
+			}
+			return nil
+		}, "can-i", "get", "pods", "-n", "pm-team")
+	})
+}
