@@ -1325,6 +1325,13 @@ func schema_pkg_apis_implicit_v1alpha1_PolicyParam(ref common.ReferenceCallback)
 							},
 						},
 					},
+					"candidate": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Candidate names the candidates the view item holds the content of, when the namespace is a canary of a staged rollout of the parameter (the view item's implicit.dev/candidate): the parameter the namespace is enforced with.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 				},
 				Required: []string{"name", "scope", "namespace"},
 			},
