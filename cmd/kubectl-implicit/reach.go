@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
@@ -87,10 +86,11 @@ question. -o wide adds the view item, its candidate and overlays.`,
 			if stable != "" {
 				item = stable // a candidate shows under the name it stages
 			}
-			items, err := viewItems(cmd.Context(), dyn, resource, item)
+			views, err := viewItemsReadable(cmd.Context(), dyn, resource, source, item)
 			if err != nil {
 				return err
 			}
+			items := views.items
 			out := Reach{APIVersion: "implicit.dev/v1alpha1", Kind: "Reach", Resource: resource, Source: source + "/" + name, Namespaces: []ReachedView{}}
 			for _, it := range items {
 				if it.GetNamespace() == source {
@@ -115,6 +115,7 @@ question. -o wide adds the view item, its candidate and overlays.`,
 				return printObject(w, o.output, out)
 			}
 			fmt.Fprintf(w, "%s/%s of %s reaches %d namespace(s).\n", resource, name, source, out.Count)
+			views.note(w, source)
 			if out.Count == 0 {
 				return nil
 			}
@@ -133,17 +134,6 @@ question. -o wide adds the view item, its candidate and overlays.`,
 			return t.flush()
 		},
 	}
-}
-
-// viewItems lists the view items named name in every namespace.
-func viewItems(ctx context.Context, dyn dynamic.Interface, resource, name string) ([]unstructured.Unstructured, error) {
-	list, err := dyn.Resource(gvr(resource)).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(),
-	})
-	if err != nil {
-		return nil, err
-	}
-	return slices.DeleteFunc(list.Items, func(it unstructured.Unstructured) bool { return it.GetName() != name }), nil
 }
 
 // candidateNames reads the source object source/name: stable is the name it

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
@@ -341,19 +340,11 @@ func candidatesOf(item *unstructured.Unstructured) []string {
 	return strings.Split(v, ",")
 }
 
-// viewsOf lists the view items named name in every namespace.
+// viewsOf lists the view items named name the requester may read (viewItemsReadable).
 func (r *rollout) viewsOf(ctx context.Context) ([]unstructured.Unstructured, error) {
-	list, err := r.dyn.Resource(gvr(r.view)).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("metadata.name", r.name).String(),
-	})
+	views, err := viewItemsReadable(ctx, r.dyn, r.view, r.namespace, r.name)
 	if err != nil {
 		return nil, err
 	}
-	out := list.Items[:0]
-	for _, it := range list.Items {
-		if it.GetName() == r.name {
-			out = append(out, it)
-		}
-	}
-	return out, nil
+	return views.items, nil
 }

@@ -329,4 +329,33 @@ metadata:
 			return nil
 		}, "rollout", "status", "rb", "dk-excl", "-n", "dk-org")
 	})
+
+	t.Run("a parent admin follows its own sources", func(t *testing.T) {
+		t.Log("admin of dk-org (and, inherited, of its subtree), not of the cluster: reach and rollout status answer within dk-org's subtree")
+		createRoleBinding(t, kube, "dk-org", "dk-org-admins", "admin", "dk-org-admins")
+		config, err := cp.WriteUserKubeconfig("dk-org-admin", "dk-org-admins")
+		if err != nil {
+			t.Fatal(err)
+		}
+		parent := pluginUser{t: t, name: "parent admin", path: path, kubeconfig: config, home: t.TempDir()}
+		parent.expect(0, func(r pluginRun) error {
+			if !strings.Contains(r.stdout, "reaches 2 namespace(s).") || !strings.Contains(r.stdout, "read within dk-org's subtree") {
+				return errorf("not answered within the subtree:\n%s", r.stderr)
+			}
+			return nil
+		}, "reach", "rb", "dk-excl", "-n", "dk-org")
+		parent.expect(0, func(r pluginRun) error {
+			if !strings.Contains(r.stdout, "0 namespace(s) see the candidate, 2 the stable version.") {
+				return errorf("rollout status:\n%s", r.stderr)
+			}
+			return nil
+		}, "rollout", "status", "rb", "dk-excl", "-n", "dk-org")
+		t.Log("a source of the global namespace is an org admin's question: the error says which permission would do")
+		parent.expect(1, func(r pluginRun) error {
+			if !strings.Contains(r.stderr, "an org admin's question, which needs list on rolebindings.implicit.dev at the cluster scope") {
+				return errorf("the error does not say which permission would do:\n%s", r.stderr)
+			}
+			return nil
+		}, "reach", "rb", "dk-locked", "-n", globalNS)
+	})
 }
