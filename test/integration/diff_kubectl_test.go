@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
@@ -182,6 +184,19 @@ metadata:
   labels:
     owner: platform
 `, "--server-side", "--field-manager=platform")
+
+	t.Log("a view item does not carry its source's kubectl.kubernetes.io/last-applied-configuration")
+	_, dyn := admin(t)
+	eventually(t, "dk-team-a's view of dk-viewers", func(ctx context.Context) error {
+		it, err := dyn.Resource(viewRoleBindings).Namespace("dk-team-a").Get(ctx, "dk-viewers", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if _, ok := it.GetAnnotations()["kubectl.kubernetes.io/last-applied-configuration"]; ok {
+			return errorf("the view item carries last-applied-configuration: %v", it.GetAnnotations())
+		}
+		return nil
+	})
 
 	for _, tc := range []struct {
 		name     string
