@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -372,5 +373,73 @@ metadata:
 			}
 			return nil
 		}, "reach", "rb", "dk-locked", "-n", globalNS)
+	})
+
+	t.Run("rollout status waits until the rollout completes", func(t *testing.T) {
+		candidate := func(selector string) string {
+			return dkRBAC("dk-org", "dk-viewers.wait", "  annotations:\n    implicit.dev/candidate-for: dk-viewers\n    implicit.dev/canary-selector: "+selector+"\n", "view", "org:wait")
+		}
+		t.Cleanup(func() {
+			adm.kubectl(t.Context(), "delete", "rolebinding", "dk-viewers.wait", "-n", "dk-org", "--ignore-not-found")
+		})
+		t.Log("an audit-only candidate: status prints its audit and says it never completes by itself")
+		apply(candidate("implicit.dev/stage=nobody"))
+		adm.expect(0, func(r pluginRun) error {
+			if !strings.Contains(r.stdout, "is audit-only (its selector matches no namespace): it never completes by itself") || !strings.Contains(r.stdout, "AUDIT") {
+				return errorf("no audit-only answer")
+			}
+			return nil
+		}, "rollout", "status", "rb", "dk-viewers", "-n", "dk-org")
+
+		t.Log("a candidate for the canaries: --watch=false returns; --timeout ends the wait with an error")
+		apply(candidate("implicit.dev/stage=canary"))
+		adm.expect(0, func(r pluginRun) error {
+			if !strings.Contains(r.stdout, "1 namespace(s) see the candidate") || strings.Contains(r.stdout, "complete") {
+				return errorf("not the open rollout")
+			}
+			return nil
+		}, "rollout", "status", "rb", "dk-viewers", "-n", "dk-org", "--watch=false")
+		r := adm.run(t.Context(), "rollout", "status", "rb", "dk-viewers", "-n", "dk-org", "--timeout=3s")
+		if r.code != 1 || !strings.Contains(r.stderr, "timed out waiting for the rollout of dk-org/dk-viewers") {
+			t.Errorf("--timeout: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+
+		t.Log("by default it waits: the abort completes the rollout")
+		waiting := exec.CommandContext(t.Context(), "kubectl", "implicit", "rollout", "status", "rb", "dk-viewers", "-n", "dk-org", "--timeout=2m")
+		waiting.Env = append(os.Environ(), "PATH="+adm.path, "KUBECONFIG="+adm.kubeconfig, "HOME="+adm.home)
+		stdout, err := waiting.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var errOut bytes.Buffer
+		waiting.Stderr = &errOut
+		if err := waiting.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Log("once it says it waits, abort")
+		var said strings.Builder
+		lines := bufio.NewScanner(stdout)
+		for lines.Scan() && !strings.HasPrefix(lines.Text(), "Waiting for the candidate") {
+			said.WriteString(lines.Text() + "\n")
+		}
+		said.WriteString(lines.Text() + "\n")
+		if a := adm.run(t.Context(), "rollout", "abort", "rb", "dk-viewers", "-n", "dk-org"); a.code != 0 {
+			t.Fatalf("rollout abort: exit %d\n%s%s", a.code, a.stdout, a.stderr)
+		}
+		for lines.Scan() {
+			said.WriteString(lines.Text() + "\n")
+		}
+		r = pluginRun{stdout: said.String(), stderr: errOut.String()}
+		var exit *exec.ExitError
+		if err := waiting.Wait(); errors.As(err, &exit) {
+			r.code = exit.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("rollout status: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		if r.code != 0 || !strings.Contains(r.stdout, "Waiting for the candidate to be promoted or aborted") ||
+			!strings.Contains(r.stdout, "rollout of rolebindings.rbac.authorization.k8s.io dk-org/dk-viewers complete: every namespace sees one version.") {
+			t.Errorf("rollout status did not wait for the abort and say the rollout completed")
+		}
 	})
 }
