@@ -322,6 +322,8 @@ metadata:
 	}
 
 	t.Run("one reach", func(t *testing.T) {
+		adm := adm
+		adm.t = t
 		t.Log("dk-org/dk-excl: dk-team-a and dk-sub inherit it; dk-team-b excludes it; dk-org is its own. The fan-out warning, reach, diff and rollout status count 2")
 		edit := dkRBAC("dk-org", "dk-excl", "", "view", "org:excl-reach")
 		warn := adm.kubectlStdin(t.Context(), strings.NewReader(edit), "apply", "--dry-run=server", "-f", "-")
@@ -376,6 +378,8 @@ metadata:
 	})
 
 	t.Run("rollout status waits until the rollout completes", func(t *testing.T) {
+		adm := adm
+		adm.t = t
 		candidate := func(selector string) string {
 			return dkRBAC("dk-org", "dk-viewers.wait", "  annotations:\n    implicit.dev/candidate-for: dk-viewers\n    implicit.dev/canary-selector: "+selector+"\n", "view", "org:wait")
 		}

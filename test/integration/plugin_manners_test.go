@@ -1,14 +1,20 @@
 package integration
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 )
 
 // hungServer accepts connections and never answers: a server behind its
@@ -98,6 +104,8 @@ func TestPluginManners(t *testing.T) {
 	})
 
 	t.Run("-v is klog's verbosity", func(t *testing.T) {
+		adm := adm
+		adm.t = t
 		adm.expect(0, func(r pluginRun) error {
 			if !strings.Contains(r.stderr, `"Response" verb="GET"`) || strings.Contains(r.stdout, "version") {
 				return errorf("-v=6 logs no request, or prints the version:\n%s", r.stderr)
@@ -141,5 +149,65 @@ func TestPluginManners(t *testing.T) {
 			}
 			return nil
 		}, "can-i", "get", "pods", "-n", "pm-team")
+	})
+
+	t.Run("the views' short names collide with nothing", func(t *testing.T) {
+		dc, err := discovery.NewDiscoveryClientForConfig(cp.AdminConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"rolebindings": "irb", "roles": "irole", "networkpolicies": "inetpol"}
+		var lists []*metav1.APIResourceList
+		eventually(t, "discovery with the views' short names", func(context.Context) error {
+			_, lists, err = dc.ServerGroupsAndResources()
+			if err != nil {
+				return err
+			}
+			for _, l := range lists {
+				if l.GroupVersion != "implicit.dev/v1alpha1" {
+					continue
+				}
+				for _, r := range l.APIResources {
+					if w, ok := want[r.Name]; ok && !slices.Contains(r.ShortNames, w) {
+						return errorf("%s.implicit.dev has short names %v, want %s", r.Name, r.ShortNames, w)
+					}
+				}
+			}
+			return nil
+		})
+		t.Log("no view's short name is another resource's (kubectl's own kinds, the CRDs installed), and no other short name is a view's")
+		views, others := map[string]string{}, map[string]string{}
+		for _, l := range lists {
+			gv, _ := schema.ParseGroupVersion(l.GroupVersion)
+			for _, r := range l.APIResources {
+				for _, sn := range r.ShortNames {
+					if gv.Group == "implicit.dev" {
+						views[sn] = r.Name
+					} else {
+						others[sn] = r.Name + "." + gv.Group
+					}
+				}
+			}
+		}
+		for sn, view := range views {
+			if other, ok := others[sn]; ok {
+				t.Errorf("the short name %s is %s.implicit.dev's and %s's", sn, view, other)
+			}
+		}
+		adm := adm
+		adm.t = t
+		createRoleBinding(t, kube, "pm-team", "pm-short", "view", "pm-short")
+		adm.expectKubectl(0, func(r pluginRun) error {
+			if !strings.Contains(r.stdout, "rolebinding.implicit.dev/pm-short") {
+				return errorf("kubectl get irb does not list the view")
+			}
+			return nil
+		}, "get", "irb", "-n", "pm-team", "-o", "name")
+		adm.expectKubectl(0, func(r pluginRun) error {
+			if !strings.Contains(r.stdout, "GROUP:      networking.k8s.io") {
+				return errorf("netpol is not NetworkPolicies' any more")
+			}
+			return nil
+		}, "explain", "netpol")
 	})
 }
