@@ -143,6 +143,14 @@ func TestPluginManners(t *testing.T) {
 			t.Fatal(err)
 		}
 		viewer := pluginUser{t: t, name: "viewer", path: path, kubeconfig: config, home: t.TempDir()}
+		t.Log("-o yaml keeps the inherited reason: pm-child inherits pm-team's binding")
+		createNamespace(t, kube, "pm-child", map[string]string{"implicit.dev/parent": "pm-team"}, nil)
+		viewer.expect(0, func(r pluginRun) error {
+			if !strings.Contains(r.stdout, "allowed: true") || !strings.Contains(r.stdout, "implicit.dev") || !strings.Contains(r.stdout, "pm-viewers") {
+				return errorf("-o yaml lacks the inherited reason")
+			}
+			return nil
+		}, "can-i", "get", "pods", "-n", "pm-child", "-o", "yaml")
 		viewer.expect(0, func(r pluginRun) error {
 			if !strings.Contains(r.stdout, "yes\nlocal RBAC: allowed by RoleBinding \"pm-viewers/pm-team\"") {
 				return errorf("not one local RBAC prefix")
