@@ -28,7 +28,7 @@ const inheritedReason = "implicit.dev: "
 func (o *options) canICommand() *cobra.Command {
 	var list bool
 	cmd := &cobra.Command{
-		Use:   "can-i VERB RESOURCE [NAME] -n NAMESPACE | can-i --list -n NAMESPACE",
+		Use:   "can-i VERB RESOURCE [NAME] [--subresource SUB] -n NAMESPACE | can-i --list -n NAMESPACE",
 		Short: "Check what you may do in a namespace, through local RBAC and inherited RoleBindings",
 		Long: `Check whether you may do something in a namespace, and why, as kubectl auth can-i
 does, with the rules inherited RoleBindings grant counted and named.
@@ -56,12 +56,14 @@ impersonate.`,
 				return o.canIList(cmd)
 			}
 			if len(args) < 2 || len(args) > 3 {
-				return fmt.Errorf("want VERB RESOURCE [NAME], or --list")
+				return usageErrorf("want VERB RESOURCE [NAME], or --list; got %d argument(s)", len(args))
 			}
 			return o.canI(cmd, args)
 		},
 	}
 	cmd.Flags().BoolVar(&list, "list", false, "List every rule you hold in the namespace, local and inherited, with where it comes from")
+	cmd.Flags().BoolVarP(&o.quiet, "quiet", "q", false, "If true, suppress output and just return the exit code, as kubectl auth can-i -q.")
+	cmd.Flags().StringVar(&o.subresource, "subresource", "", "SubResource such as pod/log or deployment/scale, as kubectl auth can-i --subresource.")
 	return cmd
 }
 
@@ -84,6 +86,9 @@ func (o *options) canI(cmd *cobra.Command, args []string) error {
 	if len(args) == 3 {
 		attrs.Name = args[2]
 	}
+	if o.subresource != "" {
+		attrs.Subresource = o.subresource
+	}
 	client, err := o.kubeClient()
 	if err != nil {
 		return err
@@ -93,12 +98,14 @@ func (o *options) canI(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	if !isTable(o.output) {
+	switch {
+	case o.quiet:
+	case !isTable(o.output):
 		review.APIVersion, review.Kind = authorizationv1.SchemeGroupVersion.String(), "SelfSubjectAccessReview"
 		if err := printObject(cmd.OutOrStdout(), o.output, review); err != nil {
 			return err
 		}
-	} else {
+	default:
 		printAccess(cmd.OutOrStdout(), review.Status)
 	}
 	if !review.Status.Allowed {
@@ -121,7 +128,8 @@ func printAccess(w io.Writer, st authorizationv1.SubjectAccessReviewStatus) {
 	case strings.HasPrefix(reason, inheritedReason):
 		fmt.Fprintln(w, "inherited: "+strings.TrimPrefix(reason, inheritedReason))
 	case reason != "":
-		fmt.Fprintln(w, "local RBAC: "+reason)
+		// kube-apiserver's RBAC authorizer says "RBAC: allowed by ...".
+		fmt.Fprintln(w, "local RBAC: "+strings.TrimPrefix(reason, "RBAC: "))
 	default:
 		fmt.Fprintln(w, "local RBAC")
 	}

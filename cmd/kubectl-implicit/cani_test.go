@@ -116,7 +116,7 @@ func TestCanI(t *testing.T) {
 		want     string
 	}{
 		{[]string{"create", "rolebindings"}, exitOK, "yes\ninherited: RoleBinding \"platform-admins\" inherited from namespace \"org\" (parent) grants ClusterRole admin\n"},
-		{[]string{"get", "pods", "web"}, exitOK, "yes\nlocal RBAC: RBAC: allowed by RoleBinding \"view/team-a\"\n"},
+		{[]string{"get", "pods", "web"}, exitOK, "yes\nlocal RBAC: allowed by RoleBinding \"view/team-a\"\n"},
 		{[]string{"delete", "secrets"}, 1, "no\n"},
 	} {
 		code, out, errOut := runPlugin(t, append(append(flags, "can-i", "-n", "team-a"), tc.args...)...)

@@ -182,6 +182,14 @@ func fakeServer(t *testing.T) *httptest.Server {
 			_ = json.NewEncoder(w).Encode(e)
 			return
 		}
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/rolebindings") && r.URL.Query().Get("dryRun") == "All" {
+			// diff's dry run of kubectl apply's create: the object as the
+			// server would store it (this fake holds no sources).
+			b, _ := io.ReadAll(r.Body)
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write(b)
+			return
+		}
 		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/previews") {
 			answerPreview(w, r)
 			return

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/resource"
+	"k8s.io/client-go/dynamic"
+	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -23,6 +26,7 @@ import (
 
 func (o *options) diffCommand() *cobra.Command {
 	var del bool
+	var mode applyMode
 	files := genericclioptions.FileNameFlags{
 		Usage:     "Files, directories or URLs of the source objects to preview; - for standard input.",
 		Filenames: &[]string{}, Kustomize: ptr.To(""), Recursive: ptr.To(false),
@@ -30,18 +34,27 @@ func (o *options) diffCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "diff -f FILENAME | -k DIRECTORY",
 		Short: "Preview what applying the files' sources (or deleting them) would change in every view",
-		Long: `Preview the edit of each source object read as kubectl apply reads them (files,
-directories with -R, kustomizations with -k, - for standard input) with a
-Preview (previews.implicit.dev): each namespace whose view item would be
-Added, Modified or Deleted, and each one a lock, a shadow or an exclusion keeps
-unchanged, then a field diff of each changed item (identical ones once, with
-their namespaces). A candidate's edit is previewed on the item it stages: its
-canary namespaces. Nothing is changed. Needs the permission the edit itself
-needs (create, update or delete of the source).
+		Long: `Preview what kubectl apply -f (or, with --server-side, kubectl apply
+--server-side; with --delete, kubectl delete -f) would change in every view.
+diff asks the live cluster, as kubectl diff does: it reads the files as
+kubectl apply reads them (directories with -R, kustomizations with -k, - for
+standard input), sends each apply as a server-side dry run (so it is the
+object the apply would store: the fields the file leaves out and those other
+managers set are kept, defaults and admission's changes are in), then asks a
+Preview (previews.implicit.dev) what that object changes: each namespace whose
+view item would be Added, Modified or Deleted, and each one a lock, a shadow or
+an exclusion keeps unchanged, then a field diff of each changed item (identical
+ones once, with their namespaces). A candidate in the files is previewed as a
+candidate: on the item it stages, in its canary namespaces. A Namespace whose
+parent, tenancy, stage or exclusion would change is listed with the change.
+Nothing is changed.
 
+An apply the server would refuse (an immutable field, a guard of
+implicit.dev, a forbidden write) is an error, as it is for kubectl diff.
 Exit status, as kubectl diff's: 0 when no view would change, 1 when some
 would, greater than 1 on error.`,
 		Example: `  kubectl implicit diff -f org-viewers.yaml
+  kubectl implicit diff -f org-viewers.yaml --server-side
   kubectl get rolebinding org-viewers.next -n implicit-global -o yaml | kubectl implicit diff -f -
   kubectl implicit diff -k overlays/prod
   kubectl implicit diff -f org-viewers.yaml --delete`,
@@ -74,53 +87,51 @@ would, greater than 1 on error.`,
 			if len(infos) == 0 {
 				return errors.New("no objects passed to diff")
 			}
+			if mode.forceConflicts && !mode.serverSide {
+				return errors.New("--force-conflicts only works with --server-side")
+			}
+			if mode.fieldManager == "" {
+				mode.fieldManager = clientSideFieldManager
+				if mode.serverSide {
+					mode.fieldManager = serverSideFieldManager
+				}
+			}
 			dyn, err := o.dynamicClient()
 			if err != nil {
 				return err
 			}
+			f := cmdutil.NewFactory(o.config)
 			var previews []*v1alpha1.Preview
+			var namespaces []namespaceChange
 			changed := false
 			for _, info := range infos {
-				obj, ok := info.Object.(*unstructured.Unstructured)
-				if !ok {
-					return fmt.Errorf("%s %s: not an object", info.Mapping.GroupVersionKind.Kind, info.Name)
-				}
-				resource, err := o.viewResource(info.Mapping.Resource.Resource)
-				if err != nil {
-					return err
-				}
-				ns := info.Namespace
-				if ns == "" {
-					ns = defaultNS
-				}
-				req := &v1alpha1.Preview{
-					TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "Preview"},
-					Spec:     v1alpha1.PreviewSpec{Resource: resource},
-				}
+				var edit *appliedEdit
 				if del {
-					req.Spec.Delete = info.Name
+					edit, err = dryRunDelete(info)
 				} else {
-					raw, err := json.Marshal(obj.Object)
-					if err != nil {
-						return err
+					edit, err = dryRunApply(f, info, mode, cmd.ErrOrStderr())
+				}
+				if err != nil {
+					return err // as the apply (or delete) would fail
+				}
+				if isNamespace(info) {
+					if c, ok := tenancyChange(edit); ok {
+						namespaces = append(namespaces, c)
+						changed = true
 					}
-					req.Spec.Object = &runtime.RawExtension{Raw: raw}
+					continue
 				}
-				content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(req)
+				p, err := o.preview(cmd.Context(), dyn, edit)
 				if err != nil {
 					return err
 				}
-				u, err := dyn.Resource(gvr(v1alpha1.ResourcePreviews)).Namespace(ns).Create(cmd.Context(), &unstructured.Unstructured{Object: content}, metav1.CreateOptions{})
-				if err != nil {
-					return fmt.Errorf("%s %s/%s: %w", resource, ns, info.Name, err)
-				}
-				p := &v1alpha1.Preview{}
-				if err := fromUnstructured(u.Object, p); err != nil {
-					return err
+				if p == nil {
+					continue // no view's source
 				}
 				previews = append(previews, p)
 				changed = changed || len(p.Status.Changed) > 0
 			}
+			printNamespaceChanges(cmd.OutOrStdout(), o.output, namespaces)
 			if err := o.printPreviews(cmd.OutOrStdout(), previews); err != nil {
 				return err
 			}
@@ -132,7 +143,46 @@ would, greater than 1 on error.`,
 	}
 	files.AddFlags(cmd.Flags())
 	cmd.Flags().BoolVar(&del, "delete", false, "Preview deleting the objects instead of applying them.")
+	cmd.Flags().BoolVar(&mode.serverSide, "server-side", false, "Preview kubectl apply --server-side: a server-side apply under --field-manager.")
+	cmd.Flags().StringVar(&mode.fieldManager, "field-manager", "", `The field manager of the apply, as kubectl apply's (default "kubectl-client-side-apply", with --server-side "kubectl").`)
+	cmd.Flags().BoolVar(&mode.forceConflicts, "force-conflicts", false, "With --server-side, take the fields other managers own, as kubectl apply --server-side --force-conflicts would.")
 	return cmd
+}
+
+// preview asks the server what edit would change in the views of its
+// kind (nil: the kind is no view's source).
+func (o *options) preview(ctx context.Context, dyn dynamic.Interface, edit *appliedEdit) (*v1alpha1.Preview, error) {
+	info := edit.info
+	resource, err := o.viewResource(info.Mapping.Resource.Resource)
+	if err != nil {
+		return nil, nil //nolint:nilerr // not a source kind: applying it changes no view
+	}
+	req := &v1alpha1.Preview{
+		TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "Preview"},
+		Spec:     v1alpha1.PreviewSpec{Resource: resource},
+	}
+	if edit.merged == nil {
+		req.Spec.Delete = info.Name
+	} else {
+		raw, err := json.Marshal(edit.merged.Object)
+		if err != nil {
+			return nil, err
+		}
+		req.Spec.Object = &runtime.RawExtension{Raw: raw}
+	}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(req)
+	if err != nil {
+		return nil, err
+	}
+	u, err := dyn.Resource(gvr(v1alpha1.ResourcePreviews)).Namespace(info.Namespace).Create(ctx, &unstructured.Unstructured{Object: content}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	p := &v1alpha1.Preview{}
+	if err := fromUnstructured(u.Object, p); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 func (o *options) printPreviews(w io.Writer, previews []*v1alpha1.Preview) error {
@@ -166,10 +216,10 @@ func (o *options) printPreviews(w io.Writer, previews []*v1alpha1.Preview) error
 			fmt.Fprintln(w)
 		}
 		st := p.Status
-		// status.reached counts the source's own namespace; a reach, as
-		// the guards' warnings and reach count it, is who inherits.
+		// status.reached is the reach the fan-out warning, reach and
+		// rollout status count (watchmux.Reach).
 		fmt.Fprintf(w, "%s %s/%s (%s): reaches %d namespace(s) besides its own, changes %d, kept unchanged %d.\n",
-			p.Spec.Resource, p.Namespace, st.Name, st.Operation, max(st.Reached-1, 0), len(st.Changed), len(st.Unchanged))
+			p.Spec.Resource, p.Namespace, st.Name, st.Operation, st.Reached, len(st.Changed), len(st.Unchanged))
 		if len(st.Changed)+len(st.Unchanged) == 0 {
 			continue
 		}

@@ -92,7 +92,7 @@ func TestDiff(t *testing.T) {
 		wantErrs string
 	}{
 		{name: "a file that changes nothing", args: []string{"-f", same}, code: exitOK,
-			want: []string{"rolebindings org/org-viewers (Update): reaches 1 namespace(s) besides its own, changes 0, kept unchanged 0."}, wantNot: []string{"diff -u"}},
+			want: []string{"rolebindings org/org-viewers (Update): reaches 2 namespace(s) besides its own, changes 0, kept unchanged 0."}, wantNot: []string{"diff -u"}},
 		{name: "a directory, recursively", args: []string{"-f", filepath.Join(dir, "tree"), "-R"}, code: exitOK,
 			want: []string{"org/org-viewers (Update)"}},
 		{name: "a directory without -R reads only its own files", args: []string{"-f", filepath.Join(dir, "tree")}, code: exitDiffError,

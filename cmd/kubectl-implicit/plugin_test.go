@@ -46,7 +46,7 @@ org
 func TestPrintPreviews(t *testing.T) {
 	t.Parallel()
 	p := &v1alpha1.Preview{Spec: v1alpha1.PreviewSpec{Resource: "rolebindings"}, Status: v1alpha1.PreviewStatus{
-		Operation: "Update", Name: "x", Reached: 3,
+		Operation: "Update", Name: "x", Reached: 1, // team-a; team-b shadows it
 		Changed: []v1alpha1.NamespaceChange{{Namespace: "team-a", Type: "Modified",
 			Before: &v1alpha1.ItemSummary{Source: v1alpha1.ItemReference{Namespace: "implicit-global", Name: "x", Scope: "global"}},
 			After:  &v1alpha1.ItemSummary{Source: v1alpha1.ItemReference{Namespace: "org", Name: "x", Scope: "parent"}, Overlays: []string{"team-a/x"}}}},
@@ -57,7 +57,7 @@ func TestPrintPreviews(t *testing.T) {
 	if err := (&options{}).printPreviews(&out, []*v1alpha1.Preview{p}); err != nil {
 		t.Fatal(err)
 	}
-	want := `rolebindings org/x (Update): reaches 2 namespace(s) besides its own, changes 1, kept unchanged 1.
+	want := `rolebindings org/x (Update): reaches 1 namespace(s) besides its own, changes 1, kept unchanged 1.
 NAMESPACE   CHANGE      BEFORE                       AFTER                          WHY
 team-a      Modified    implicit-global/x (global)   org/x (parent) +1 overlay(s)   -
 team-b      Unchanged   -                            -                              Shadowed by team-b

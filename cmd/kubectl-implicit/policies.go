@@ -99,7 +99,7 @@ func printPolicies(w io.Writer, ns string, st v1alpha1.PolicyReviewStatus) error
 				continue
 			}
 			for _, prm := range b.Params {
-				t.row(p.Name, kind, b.Name, action, p.ParamResource+"/"+prm.Name, paramSource(prm))
+				t.row(p.Name, kind, b.Name, action, p.ParamResource+"/"+paramName(prm), paramSource(prm))
 			}
 		}
 	}
@@ -125,8 +125,20 @@ func paramWanted(resource string, b v1alpha1.ReviewedBinding) string {
 
 // paramSource says where an inherited parameter comes from: its source's
 // scope and namespace, and the overlays merged onto it.
+// paramName is the parameter the namespace is enforced with: in a canary
+// of a staged rollout, the candidate whose content its view item holds.
+func paramName(p v1alpha1.PolicyParam) string {
+	if p.Candidate != "" {
+		return p.Candidate
+	}
+	return p.Name
+}
+
 func paramSource(p v1alpha1.PolicyParam) string {
 	s := p.Scope + " " + p.Namespace
+	if p.Candidate != "" {
+		s += " (candidate for " + p.Name + ")"
+	}
 	if len(p.Overlays) > 0 {
 		s += " + overlays " + strings.Join(p.Overlays, ",")
 	}

@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
@@ -79,15 +78,19 @@ question. -o wide adds the view item, its candidate and overlays.`,
 				return err
 			}
 			name := args[1]
-			stable, candidates := o.candidateNames(cmd.Context(), dyn, args[0], resource, source, name)
+			stable, candidates, err := o.candidateNames(cmd.Context(), dyn, args[0], resource, source, name)
+			if err != nil {
+				return err
+			}
 			item := name
 			if stable != "" {
 				item = stable // a candidate shows under the name it stages
 			}
-			items, err := viewItems(cmd.Context(), dyn, resource, item)
+			views, err := viewItemsReadable(cmd.Context(), dyn, resource, source, item)
 			if err != nil {
 				return err
 			}
+			items := views.items
 			out := Reach{APIVersion: "implicit.dev/v1alpha1", Kind: "Reach", Resource: resource, Source: source + "/" + name, Namespaces: []ReachedView{}}
 			for _, it := range items {
 				if it.GetNamespace() == source {
@@ -112,6 +115,7 @@ question. -o wide adds the view item, its candidate and overlays.`,
 				return printObject(w, o.output, out)
 			}
 			fmt.Fprintf(w, "%s/%s of %s reaches %d namespace(s).\n", resource, name, source, out.Count)
+			views.note(w, source)
 			if out.Count == 0 {
 				return nil
 			}
@@ -132,48 +136,42 @@ question. -o wide adds the view item, its candidate and overlays.`,
 	}
 }
 
-// viewItems lists the view items named name in every namespace.
-func viewItems(ctx context.Context, dyn dynamic.Interface, resource, name string) ([]unstructured.Unstructured, error) {
-	list, err := dyn.Resource(gvr(resource)).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(),
-	})
-	if err != nil {
-		return nil, err
-	}
-	return slices.DeleteFunc(list.Items, func(it unstructured.Unstructured) bool { return it.GetName() != name }), nil
-}
-
 // candidateNames reads the source object source/name: stable is the name it
 // stages when it is a candidate; candidates are the candidates for name
 // among source's objects otherwise. Who may not read the sources gets
-// neither: the view items alone answer then.
-func (o *options) candidateNames(ctx context.Context, dyn dynamic.Interface, kind, view, source, name string) (stable string, candidates []string) {
+// neither: the view items alone answer then. A source that does not exist,
+// and has no candidate staging its creation, is NotFound, as kubectl
+// answers for it.
+func (o *options) candidateNames(ctx context.Context, dyn dynamic.Interface, kind, view, source, name string) (stable string, candidates []string, err error) {
 	mapper, err := o.config.ToRESTMapper()
 	if err != nil {
-		return "", nil
+		return "", nil, nil
 	}
 	res, err := sourceResource(mapper, kind, view)
 	if err != nil {
-		return "", nil
+		return "", nil, nil
 	}
-	obj, err := dyn.Resource(res).Namespace(source).Get(ctx, name, metav1.GetOptions{})
-	if err == nil {
+	obj, getErr := dyn.Resource(res).Namespace(source).Get(ctx, name, metav1.GetOptions{})
+	if getErr == nil {
 		if c, _ := merge.ParseCandidate(name, obj.GetAnnotations()); c != nil {
-			return c.For, nil
+			return c.For, nil, nil
 		}
-	} else if !apierrors.IsNotFound(err) {
-		return "", nil
+	} else if !apierrors.IsNotFound(getErr) {
+		return "", nil, nil
 	}
 	list, err := dyn.Resource(res).Namespace(source).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return "", nil
+		return "", nil, nil
 	}
 	for _, it := range list.Items {
 		if it.GetName() != name && it.GetAnnotations()[merge.AnnotationCandidateFor] == name {
 			candidates = append(candidates, it.GetName())
 		}
 	}
-	return "", candidates
+	if getErr != nil && len(candidates) == 0 {
+		return "", nil, getErr
+	}
+	return "", candidates, nil
 }
 
 // reachedBy says how the view item it shows the source source/name (for a

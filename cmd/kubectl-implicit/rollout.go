@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
@@ -41,24 +40,33 @@ implicit.dev/stage the selector matches see it instead of the stable version.
 }
 
 func (o *options) rolloutStatusCommand() *cobra.Command {
-	return &cobra.Command{
+	w := rolloutWait{watch: true}
+	cmd := &cobra.Command{
 		Use:   "status KIND NAME -n NAMESPACE",
-		Short: "Show the stable source NAME, its candidate, and which namespaces see which version",
+		Short: "Show the stable source NAME, its candidate, and which namespaces see which version; wait until the rollout completes",
 		Long: `Show the stable source NAME of NAMESPACE and its candidate (the object of
 NAMESPACE annotated implicit.dev/candidate-for: NAME) with its canary selector,
-then, from the view of KIND in every namespace (-A: an org admin's question),
-the namespaces that see the candidate (view items annotated
-implicit.dev/candidate) and those that see the stable version.
+then, from the view of KIND in every namespace (-A: an org admin's question;
+a parent admin is answered within its namespace's subtree), the namespaces
+that see the candidate (view items annotated implicit.dev/candidate) and those
+that see the stable version. The source's own namespace is not counted.
+
+As kubectl rollout status, it then waits (unless --watch=false) until the
+rollout is complete: the candidate promoted or aborted, so that every
+namespace sees one version; --timeout bounds the wait. A candidate whose
+selector matches no namespace is audit-only: it is judged on live traffic
+outside any canary and never completes by itself (promote or abort it), so
+status prints its audit and returns.
 
 For a RoleBinding, an AUDIT section follows (a CandidateAudit,
 candidateaudits.implicit.dev): the requests the authorization webhook
 answered outside the candidate's canaries that the candidate would answer
 otherwise, would be denied or newly allowed, by subject and namespace, with
 the latest ones. It is the view of the replica that answered: each replica
-records the requests it answers. A candidate whose selector matches no
-namespace is audit-only.`,
+records the requests it answers.`,
 		Example: `  kubectl implicit rollout status rolebinding org-viewers -n implicit-global
-  kubectl implicit rollout status networkpolicy default-deny -n org -o yaml`,
+  kubectl implicit rollout status rolebinding org-viewers -n implicit-global --timeout=10m
+  kubectl implicit rollout status networkpolicy default-deny -n org -o yaml --watch=false`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.validateOutput(); err != nil {
@@ -68,17 +76,12 @@ namespace is audit-only.`,
 			if err != nil {
 				return err
 			}
-			st, err := r.status(cmd.Context())
-			if err != nil {
-				return err
-			}
-			r.audit(cmd.Context(), st)
-			if !isTable(o.output) {
-				return printObject(cmd.OutOrStdout(), o.output, st)
-			}
-			return printRolloutStatus(cmd.OutOrStdout(), st)
+			return o.rolloutStatus(cmd, r, w)
 		},
 	}
+	cmd.Flags().BoolVarP(&w.watch, "watch", "w", true, "Watch the rollout until it completes (the candidate promoted or aborted), as kubectl rollout status does.")
+	cmd.Flags().DurationVar(&w.timeout, "timeout", 0, "The length of time to wait before ending watch, zero means never. Any other values should contain a corresponding time unit (e.g. 1s, 2m, 3h).")
+	return cmd
 }
 
 func (o *options) rolloutPromoteCommand() *cobra.Command {
@@ -341,19 +344,11 @@ func candidatesOf(item *unstructured.Unstructured) []string {
 	return strings.Split(v, ",")
 }
 
-// viewsOf lists the view items named name in every namespace.
+// viewsOf lists the view items named name the requester may read (viewItemsReadable).
 func (r *rollout) viewsOf(ctx context.Context) ([]unstructured.Unstructured, error) {
-	list, err := r.dyn.Resource(gvr(r.view)).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("metadata.name", r.name).String(),
-	})
+	views, err := viewItemsReadable(ctx, r.dyn, r.view, r.namespace, r.name)
 	if err != nil {
 		return nil, err
 	}
-	out := list.Items[:0]
-	for _, it := range list.Items {
-		if it.GetName() == r.name {
-			out = append(out, it)
-		}
-	}
-	return out, nil
+	return views.items, nil
 }

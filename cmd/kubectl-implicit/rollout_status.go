@@ -85,6 +85,11 @@ func (r *rollout) status(ctx context.Context) (*RolloutStatus, error) {
 	ours := names(candidates)
 	for i := range items {
 		it := &items[i]
+		if it.GetNamespace() == r.namespace {
+			// The source's own namespace holds it as a local item: not
+			// reached, as no reach counts it (watchmux.Reach).
+			continue
+		}
 		as := ""
 		switch {
 		case it.GetLabels()[merge.LabelSourceNamespace] == r.namespace:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/version"
@@ -45,11 +47,18 @@ type options struct {
 	config  *genericclioptions.ConfigFlags
 	streams genericiooptions.IOStreams
 	output  string
+	// can-i's -q and --subresource.
+	quiet       bool
+	subresource string
 }
 
 // run executes the plugin with args and returns its exit code.
 func run(ctx context.Context, args []string, streams genericiooptions.IOStreams) int {
 	o := &options{config: genericclioptions.NewConfigFlags(true), streams: streams}
+	// A question answers in a moment or not at all: kubectl's
+	// --request-timeout, with a default that suits one (kubectl's own, 0,
+	// waits as long as the server holds the connection).
+	o.config.Timeout = ptr.To(defaultRequestTimeout)
 	// The server's warnings (the guards', a deprecation) print as kubectl
 	// prints them, "Warning: ..." on standard error, once each; client-go
 	// would log them with klog.
@@ -87,9 +96,11 @@ Every command exits 1 on an error, as kubectl does.`,
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
 	o.config.AddFlags(root.PersistentFlags())
+	addKlogFlags(root)
 	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: "+outputFormats+". Default: a table.")
 	root.AddCommand(o.treeCommand(), o.whyCommand(), o.reachCommand(), o.diffCommand(), o.rolloutCommand(), o.canICommand(), o.policiesCommand(), versionCommand())
 	o.addCompletions(root)
+	usageOnArgs(root)
 	cmd, err := root.ExecuteContextC(ctx)
 	switch {
 	case err == nil:
@@ -98,6 +109,13 @@ Every command exits 1 on an error, as kubectl does.`,
 		return exitChanged
 	}
 	printError(streams.ErrOut, err)
+	if hint := unavailableHint(err); hint != "" {
+		fmt.Fprintln(streams.ErrOut, hint)
+	}
+	var usage *usageError
+	if errors.As(err, &usage) && cmd != nil {
+		printUsage(streams.ErrOut, cmd)
+	}
 	if cmd != nil && cmd.Name() == "diff" {
 		return exitDiffError
 	}
@@ -186,6 +204,9 @@ func (o *options) viewResource(kind string) (string, error) {
 	r, err := mapper.ResourceFor(schema.GroupVersionResource{Group: v1alpha1.GroupName, Resource: name})
 	if err == nil {
 		return r.Resource, nil
+	}
+	if !meta.IsNoMatchError(err) {
+		return "", err // discovery failed: asking again would wait again
 	}
 	// Short names (netpol, a CRD's) are the source kinds': resolve them
 	// there; then the abbreviations users type that Kubernetes does not

@@ -23,7 +23,7 @@ became of it: Won, Shadowed, Overlaid, BlockedByLock, Excluded, and by which
 namespace (-o wide: and in words). NAME need not be in the view; a candidate
 is explained as the item it stages. Needs get on the view in the namespace.`,
 		Example: `  kubectl implicit why rolebinding org-viewers -n team-a
-  kubectl implicit why networkpolicies default-deny -n team-a -o yaml`,
+  kubectl implicit why networkpolicies default-deny-ingress -n team-a -o yaml`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.validateOutput(); err != nil {

@@ -13,9 +13,8 @@ import (
 
 // InheritedReach implements Index: how many namespaces other than the
 // source's own would see their view of resource change if the source
-// namespace/name became obj (nil: deleted). A reach is counted one way
-// everywhere (the candidates guard, kubectl implicit reach): the
-// namespaces that inherit the source, never its own.
+// namespace/name became obj (nil: deleted): watchmux.Reach, the one
+// definition of a reach, which previews and kubectl implicit count too.
 func (x *MuxIndex) InheritedReach(resource, namespace, name string, obj runtime.Object) (int, error) {
 	e := watchmux.Edit{Namespace: namespace, Name: name}
 	if obj != nil {
@@ -31,14 +30,7 @@ func (x *MuxIndex) InheritedReach(resource, namespace, name string, obj runtime.
 		if !isServed(r, resource) {
 			return
 		}
-		for _, ns := range r.Reached(resource, namespace) {
-			if ns == namespace {
-				continue
-			}
-			if !watchmux.SameView(r.Results(resource, ns, name), r.ResultsAfter(resource, ns, e)) {
-				n++
-			}
-		}
+		n = len(watchmux.Reach(r, resource, e))
 	})
 	return n, err
 }

@@ -280,7 +280,7 @@ func preview(r watchmux.Reader, resource string, edit watchmux.Edit, deleted boo
 	}
 	reached := r.Reached(resource, namespace)
 	sort.Strings(reached)
-	st.Reached = len(reached)
+	st.Reached = len(watchmux.Reach(r, resource, edit))
 	view := name
 	if edit.View != "" {
 		view = edit.View

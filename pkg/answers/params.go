@@ -31,7 +31,7 @@ func (a *Answers) Params(resource, namespace, name string, sel labels.Selector) 
 			if name == "" && !selects(sel, res) {
 				continue
 			}
-			p := v1alpha1.PolicyParam{Name: res.Item.Name, Scope: string(res.Scope), Namespace: res.Item.Namespace}
+			p := v1alpha1.PolicyParam{Name: res.Item.Name, Scope: string(res.Scope), Namespace: res.Item.Namespace, Candidate: res.Candidates()}
 			for _, o := range res.Overlays {
 				p.Overlays = append(p.Overlays, o.Namespace+"/"+o.Name)
 			}

@@ -14,13 +14,14 @@ import (
 // RoleBindings is the view of rbac.authorization.k8s.io/v1 rolebindings.
 func RoleBindings() Kind {
 	return Kind{
-		typed:    true,
-		Source:   rbacv1.SchemeGroupVersion.WithResource("rolebindings"),
-		Kind:     "RoleBinding",
-		Model:    "io.k8s.api.rbac.v1.RoleBinding",
-		Singular: "rolebinding",
-		New:      func() runtime.Object { return &rbacv1.RoleBinding{} },
-		NewList:  func() runtime.Object { return &rbacv1.RoleBindingList{} },
+		typed:      true,
+		Source:     rbacv1.SchemeGroupVersion.WithResource("rolebindings"),
+		Kind:       "RoleBinding",
+		Model:      "io.k8s.api.rbac.v1.RoleBinding",
+		Singular:   "rolebinding",
+		ShortNames: []string{"irb"},
+		New:        func() runtime.Object { return &rbacv1.RoleBinding{} },
+		NewList:    func() runtime.Object { return &rbacv1.RoleBindingList{} },
 		Columns: []metav1.TableColumnDefinition{
 			{Name: "Role", Type: "string", Description: "The role the binding grants: Role/<name> or ClusterRole/<name>."},
 			{Name: "Subjects", Type: "string", Description: "The users, groups and service accounts the binding grants it to."},
@@ -35,13 +36,14 @@ func RoleBindings() Kind {
 // Roles is the view of rbac.authorization.k8s.io/v1 roles.
 func Roles() Kind {
 	return Kind{
-		typed:    true,
-		Source:   rbacv1.SchemeGroupVersion.WithResource("roles"),
-		Kind:     "Role",
-		Model:    "io.k8s.api.rbac.v1.Role",
-		Singular: "role",
-		New:      func() runtime.Object { return &rbacv1.Role{} },
-		NewList:  func() runtime.Object { return &rbacv1.RoleList{} },
+		typed:      true,
+		Source:     rbacv1.SchemeGroupVersion.WithResource("roles"),
+		Kind:       "Role",
+		Model:      "io.k8s.api.rbac.v1.Role",
+		Singular:   "role",
+		ShortNames: []string{"irole"},
+		New:        func() runtime.Object { return &rbacv1.Role{} },
+		NewList:    func() runtime.Object { return &rbacv1.RoleList{} },
 		Columns: []metav1.TableColumnDefinition{
 			{Name: "Rules", Type: "integer", Description: "The number of policy rules."},
 		},
@@ -54,13 +56,14 @@ func Roles() Kind {
 // NetworkPolicies is the view of networking.k8s.io/v1 networkpolicies.
 func NetworkPolicies() Kind {
 	return Kind{
-		typed:    true,
-		Source:   networkingv1.SchemeGroupVersion.WithResource("networkpolicies"),
-		Kind:     "NetworkPolicy",
-		Model:    "io.k8s.api.networking.v1.NetworkPolicy",
-		Singular: "networkpolicy",
-		New:      func() runtime.Object { return &networkingv1.NetworkPolicy{} },
-		NewList:  func() runtime.Object { return &networkingv1.NetworkPolicyList{} },
+		typed:      true,
+		Source:     networkingv1.SchemeGroupVersion.WithResource("networkpolicies"),
+		Kind:       "NetworkPolicy",
+		Model:      "io.k8s.api.networking.v1.NetworkPolicy",
+		Singular:   "networkpolicy",
+		ShortNames: []string{"inetpol"},
+		New:        func() runtime.Object { return &networkingv1.NetworkPolicy{} },
+		NewList:    func() runtime.Object { return &networkingv1.NetworkPolicyList{} },
 		Columns: []metav1.TableColumnDefinition{
 			{Name: "Pod-Selector", Type: "string", Description: "The pods the policy selects."},
 			{Name: "Policy-Types", Type: "string", Description: "Ingress, Egress or both."},

@@ -50,6 +50,11 @@ type Kind struct {
 	// Kind and Singular name the source kind, reused by the view.
 	Kind     string
 	Singular string
+	// ShortNames are the view's short names in discovery (kubectl get irb):
+	// "i" and the source's customary abbreviation, so that none is a short
+	// name kubectl ships for its own kinds (netpol is NetworkPolicies') nor
+	// one of a CRD the cluster serves. Configured kinds have none.
+	ShortNames []string
 	// New and NewList return empty objects of the kind's Go types (typed
 	// kinds) or unstructured objects of the view's kind.
 	New     func() runtime.Object

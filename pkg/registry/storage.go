@@ -101,6 +101,7 @@ var (
 	_ rest.KindProvider             = &Storage{}
 	_ rest.SingularNameProvider     = &Storage{}
 	_ rest.CategoriesProvider       = &Storage{}
+	_ rest.ShortNamesProvider       = &Storage{}
 	_ rest.TableConvertor           = &Storage{}
 	_ rest.StorageMetadata          = &Storage{}
 	_ rest.GroupVersionKindProvider = &Storage{}
@@ -134,6 +135,10 @@ func (s *Storage) Kind() string { return s.kind.Kind }
 
 // GetSingularName implements rest.SingularNameProvider.
 func (s *Storage) GetSingularName() string { return s.kind.Singular }
+
+// ShortNames implements rest.ShortNamesProvider: the kind's (irb, irole,
+// inetpol), never the source's, which kubectl resolves to the source.
+func (s *Storage) ShortNames() []string { return s.kind.ShortNames }
 
 // Categories implements rest.CategoriesProvider: every view is in "implicit".
 func (s *Storage) Categories() []string { return []string{"implicit"} }

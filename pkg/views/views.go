@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	lru "github.com/hashicorp/golang-lru/v2"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -293,6 +294,9 @@ func item(namespace string, r merge.Result, rv string, stale Staleness, kind sch
 	m.SetLabels(lbls)
 
 	ann := withoutKeys(m.GetAnnotations(), merge.ProvenanceAnnotations)
+	// kubectl apply's record of the source's last applied file: the
+	// source's, which a view item (read-only, never applied) must not carry.
+	delete(ann, corev1.LastAppliedConfigAnnotation)
 	if r.Item.FromCandidate != "" {
 		// What made the object a candidate is not the view item's: it is
 		// the stable name's item, annotated with the candidate instead.

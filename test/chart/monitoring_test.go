@@ -84,7 +84,7 @@ func TestMonitoring(t *testing.T) {
 		t.Error("no Service implicit: the ServiceMonitor's job would not be the PrometheusRule's")
 	}
 
-	out, err := runHelm(t, "lint", "--strict", chartDir, "--namespace", namespace,
+	out, err := runHelm(t, "lint", "--strict", chartDir, "--namespace", namespace, "--set", testImage,
 		"--set", "grafanaDashboard.enabled=true", "--set", "prometheusRule.enabled=true", "--set", "serviceMonitor.enabled=true")
 	if err != nil || !strings.Contains(out, "0 chart(s) failed") {
 		t.Errorf("helm lint with the dashboard and the rules: %v\n%s", err, out)

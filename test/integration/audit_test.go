@@ -108,7 +108,7 @@ func TestCandidateAudit(t *testing.T) {
 			}
 		}
 		return nil
-	}, "rollout", "status", "rolebinding", "au-viewers", "-n", globalNS, "-o", "json")
+	}, "rollout", "status", "rolebinding", "au-viewers", "-n", globalNS, "-o", "json", "--watch=false")
 	c := st.Audit.Candidates[0]
 	if c.Name != "au-viewers.next" || c.Problem != "" || c.Since == "" || c.WouldDeny < 2 || c.WouldAllow < 1 || c.Judged < c.WouldDeny+c.WouldAllow {
 		t.Errorf("audit of the candidate: %+v", c)
@@ -132,7 +132,7 @@ func TestCandidateAudit(t *testing.T) {
 			}
 		}
 		return nil
-	}, "rollout", "status", "rolebinding", "au-viewers", "-n", globalNS)
+	}, "rollout", "status", "rolebinding", "au-viewers", "-n", globalNS, "--watch=false")
 
 	t.Log("a Warning Event on the candidate, and the counter")
 	eventually(t, "a CandidateWouldDeny Event on au-viewers.next", func(ctx context.Context) error {
@@ -190,7 +190,7 @@ func TestCandidateAudit(t *testing.T) {
 			return fmt.Errorf("candidates %v, audit %+v; want neither", st.Candidates, st.Audit)
 		}
 		return nil
-	}, "rollout", "status", "rolebinding", "au-viewers", "-n", globalNS, "-o", "json")
+	}, "rollout", "status", "rolebinding", "au-viewers", "-n", globalNS, "-o", "json", "--watch=false")
 	eventually(t, "the candidate's records dropped", func(context.Context) error {
 		if n := serverMetrics(t)["implicit_candidate_audits"]; n > held-1 {
 			return fmt.Errorf("implicit_candidate_audits %v, want at most %v", n, held-1)

@@ -55,6 +55,16 @@ func apStaged(t *testing.T, c *policyCluster) {
 	c.want(t, "st-canary", 4, "denied: over the limit 3")
 	c.want(t, "st-early", 4, "admitted")
 	c.want(t, "st-main", 4, "admitted")
+	t.Log("kubectl implicit policies names the parameter each namespace is enforced with: the canary's candidate")
+	plugin := pluginUser{t: t, name: "admin", path: buildPlugin(t), kubeconfig: c.cp.KubeconfigPath(), home: t.TempDir()}
+	for ns, want := range map[string]string{"st-canary": "configmaps/replica-limit.next", "st-main": "configmaps/replica-limit "} {
+		plugin.expect(0, func(r pluginRun) error {
+			if !strings.Contains(r.stdout, want) {
+				return errorf("%s: no parameter %q", ns, want)
+			}
+			return nil
+		}, "policies", "-n", ns)
+	}
 
 	t.Log("step 2, widened to the early namespaces: audited and warned there")
 	applyFile("steps/2-widen.yaml")

@@ -335,7 +335,7 @@ func TestStagedRollout(t *testing.T) {
 			return errorf("namespaces on the candidate %v, want st-a and st-b", on)
 		}
 		return nil
-	}, "rollout", "status", "rolebinding", "st-bind", "-n", globalNS, "-o", "json")
+	}, "rollout", "status", "rolebinding", "st-bind", "-n", globalNS, "-o", "json", "--watch=false")
 	adm.expect(0, nil, "rollout", "abort", "rolebinding", "st-bind", "-n", globalNS)
 	ws.expect(t, "aborted with kubectl implicit rollout abort", map[string][]string{"st-a": {"MODIFIED " + promoted.String()}, "st-b": {"MODIFIED " + promoted.String()}})
 

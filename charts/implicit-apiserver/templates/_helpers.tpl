@@ -212,6 +212,18 @@ cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ include "implicit-ap
 {{- if and .Values.hub.kubeconfigSecret (not .Values.hub.clusterName) -}}
 {{- fail "hub.clusterName is required with hub.kubeconfigSecret" -}}
 {{- end -}}
+{{- with .Values.webhooks.clientCA.pem -}}
+{{- if not (regexMatch "(?s)^\\s*-----BEGIN CERTIFICATE-----.+-----END CERTIFICATE-----\\s*$" .) -}}
+{{- fail "webhooks.clientCA.pem: not a PEM certificate bundle (-----BEGIN CERTIFICATE----- ... -----END CERTIFICATE-----): the CA of kube-apiserver's webhook client certificate" -}}
+{{- end -}}
+{{- end -}}
+{{- if .Values.admissionPolicyExample.enabled -}}
+{{- $configmaps := false -}}
+{{- range .Values.kinds }}{{ if and (eq (.group | default "") "") (eq .resource "configmaps") }}{{ $configmaps = true }}{{ end }}{{ end -}}
+{{- if not $configmaps -}}
+{{- fail "admissionPolicyExample.enabled needs kinds to serve configmaps (its parameter is the ConfigMap view replica-limit): add {group: \"\", version: v1, resource: configmaps} to kinds, with the kinds served by default you keep" -}}
+{{- end -}}
+{{- end -}}
 {{- if and .Values.webhooks.anonymous (not .Values.networkPolicy.from) -}}
 {{- fail "webhooks.anonymous needs networkPolicy.from: the control plane's addresses, so that nobody else reaches the anonymous admission endpoints" -}}
 {{- end -}}

@@ -239,8 +239,10 @@ type PreviewStatus struct {
 	Operation string `json:"operation"`
 	// Name is the source's name.
 	Name string `json:"name"`
-	// Reached is how many namespaces' views could change: the source's
-	// namespace and every namespace inheriting from it.
+	// Reached is the edit's reach: how many namespaces other than the
+	// source's own would see their view item change (those a lock, a
+	// shadow or an exclusion keeps unchanged are not reached). The
+	// fan-out warning counts the same.
 	Reached int `json:"reached"`
 	// Changed are the namespaces whose view item would change, sorted.
 	// +listType=atomic

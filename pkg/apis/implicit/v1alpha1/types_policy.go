@@ -94,4 +94,9 @@ type PolicyParam struct {
 	// top down.
 	// +listType=atomic
 	Overlays []string `json:"overlays,omitempty"`
+	// Candidate names the candidates the view item holds the content of,
+	// when the namespace is a canary of a staged rollout of the parameter
+	// (the view item's implicit.dev/candidate): the parameter the namespace
+	// is enforced with.
+	Candidate string `json:"candidate,omitempty"`
 }

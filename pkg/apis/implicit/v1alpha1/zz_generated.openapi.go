@@ -1325,6 +1325,13 @@ func schema_pkg_apis_implicit_v1alpha1_PolicyParam(ref common.ReferenceCallback)
 							},
 						},
 					},
+					"candidate": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Candidate names the candidates the view item holds the content of, when the namespace is a canary of a staged rollout of the parameter (the view item's implicit.dev/candidate): the parameter the namespace is enforced with.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 				},
 				Required: []string{"name", "scope", "namespace"},
 			},
@@ -1516,7 +1523,7 @@ func schema_pkg_apis_implicit_v1alpha1_PreviewStatus(ref common.ReferenceCallbac
 					},
 					"reached": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Reached is how many namespaces' views could change: the source's namespace and every namespace inheriting from it.",
+							Description: "Reached is the edit's reach: how many namespaces other than the source's own would see their view item change (those a lock, a shadow or an exclusion keeps unchanged are not reached). The fan-out warning counts the same.",
 							Default:     0,
 							Type:        []string{"integer"},
 							Format:      "int32",
