@@ -4,3 +4,6 @@ package watchmux
 // key ("namespaces", or a resource) is complete at rev, unchanged: what a
 // Tracker's list or bookmark tells a mux fed through one.
 func (m *Mux) Progress(key string, rev uint64) { m.progress(key, rev) }
+
+// PastWait is pastWait, for tests that step a fake clock past it.
+const PastWait = pastWait

@@ -25,7 +25,8 @@ type NamespaceResults struct {
 // (one namespace's lineage, or every source for all namespaces), whichever
 // replica issued the version. Another fingerprint, a version that is not
 // one, or revisions kube-apiserver has compacted answer 410 Gone; a version
-// ahead of this replica, 504.
+// ahead of this replica, 504; lists that fail for a passing reason, or
+// outlast pastWait (they go on for the next request), 429.
 func (m *Mux) ResultsAt(ctx context.Context, version, resource, namespace, name string) ([]NamespaceResults, error) {
 	want, err := rv.Parse(version)
 	if err != nil {
@@ -60,6 +61,12 @@ func (m *Mux) ResultsAt(ctx context.Context, version, resource, namespace, name 
 		if errors.Is(err, errNoLister) || apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 			resumeFailures.Inc()
 			return nil, gone(version, fmt.Sprintf("can't be served (%v): list again", err))
+		}
+		if passing(err) {
+			// Within the window: the client lists again after
+			// Retry-After (client-go's rest client does by itself), and
+			// finds the lists done by then, or still under way.
+			return nil, apierrors.NewTooManyRequests(fmt.Sprintf("resourceVersion %s can't be served now (%v): list again", version, err), 1)
 		}
 		return nil, apierrors.NewInternalError(fmt.Errorf("listing the sources at resourceVersion %s: %w", version, err))
 	}

@@ -124,7 +124,7 @@ type Mux struct {
 	// pos are the sources' revisions: the upstream state the views are at.
 	pos *positions
 	// past caches states of the sources at other replicas' versions.
-	past *pastCache
+	past *onceCache[string, *pastState]
 	// scoped caches the lists one-namespace past states are built from.
 	scoped *scopedLists
 	synced bool

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,51 +31,14 @@ type pastState struct {
 	after, before *state
 }
 
-// pastCache keeps the last few past states, shared by the watches that
-// resume from the same version (after a restart, most clients resume from
-// the same last event or bookmark), each built once.
-type pastCache struct {
-	mu      sync.Mutex
-	entries []*pastEntry // most recent last
-}
-
-type pastEntry struct {
-	key  string
-	once sync.Once
-	st   *pastState
-	err  error
-}
-
-// pastCacheSize bounds the past states kept: each holds the sources once.
+// pastCacheSize bounds the past states kept (Mux.past), shared by the
+// watches that resume from the same version (after a restart, most clients
+// resume from the same last event or bookmark), each built once: each
+// holds the sources once.
 const pastCacheSize = 4
 
-func newPastCache() *pastCache { return &pastCache{} }
-
-func (c *pastCache) get(key string, build func() (*pastState, error)) (*pastState, error) {
-	c.mu.Lock()
-	var e *pastEntry
-	for i, x := range c.entries {
-		if x.key == key {
-			e = x
-			c.entries = append(slices.Delete(c.entries, i, i+1), x)
-			break
-		}
-	}
-	if e == nil {
-		e = &pastEntry{key: key}
-		c.entries = append(c.entries, e)
-		if len(c.entries) > pastCacheSize {
-			c.entries = c.entries[1:]
-		}
-	}
-	c.mu.Unlock()
-	e.once.Do(func() { e.st, e.err = build() })
-	if e.err != nil {
-		c.mu.Lock()
-		c.entries = slices.DeleteFunc(c.entries, func(x *pastEntry) bool { return x == e })
-		c.mu.Unlock()
-	}
-	return e.st, e.err
+func newPastCache() *onceCache[string, *pastState] {
+	return newOnceCache[string](pastCacheSize, pastCacheSize, func(*pastState) int { return 1 })
 }
 
 // pastConfig is what a past state is merged with: the current
@@ -116,16 +78,29 @@ func (m *Mux) pastConfigLocked() pastConfig {
 // one): versions without history can't be served.
 var errNoLister = fmt.Errorf("no exact lister of the sources")
 
-// pastBuildTimeout bounds the lists of one past state.
+// pastBuildTimeout bounds the lists of one shared build (a past state, or
+// one exact list of the scoped caches). The requests that wait for it wait
+// pastWait at most.
 const pastBuildTimeout = time.Minute
 
-// pastStateOf returns the sources at want, listed from kube-apiserver. The
-// lists are shared by every watch that resumes from the same state, so
-// they don't end with the request that started them.
-func (m *Mux) pastStateOf(ctx context.Context, c pastConfig, want rv.Version) (*pastState, error) {
-	return m.past.get(rv.Version{Fingerprint: want.Fingerprint, Vector: want.Vector, Mid: midKey(want.Mid)}.String(), func() (*pastState, error) {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pastBuildTimeout)
+// sharedBuild is build with a context of its own, for a build the caches
+// share: its lists don't end with the request that started them, only
+// after pastBuildTimeout.
+func sharedBuild[V any](ctx context.Context, build func(ctx context.Context) (V, error)) func() (V, error) {
+	detached := context.WithoutCancel(ctx)
+	return func() (V, error) {
+		ctx, cancel := context.WithTimeout(detached, pastBuildTimeout)
 		defer cancel()
+		return build(ctx)
+	}
+}
+
+// pastStateOf returns the sources at want, listed from kube-apiserver. The
+// lists are shared by every watch that resumes from the same state; the
+// caller waits for them until ctx ends.
+func (m *Mux) pastStateOf(ctx context.Context, c pastConfig, want rv.Version) (*pastState, error) {
+	key := rv.Version{Fingerprint: want.Fingerprint, Vector: want.Vector, Mid: midKey(want.Mid)}.String()
+	return m.past.get(ctx, key, sharedBuild(ctx, func(ctx context.Context) (*pastState, error) {
 		lists := map[string][]runtime.Object{}
 		listAt := func(i int, rev uint64) ([]runtime.Object, error) {
 			key := c.keys[i]
@@ -161,7 +136,7 @@ func (m *Mux) pastStateOf(ctx context.Context, c pastConfig, want rv.Version) (*
 			out.before = c.build(lists)
 		}
 		return out, nil
-	})
+	}))
 }
 
 // midKey is the part of a Mid that names states (not the position).

@@ -145,10 +145,10 @@ func (m *Mux) pastFor(ctx context.Context, c pastConfig, want rv.Version, resour
 
 // pastStateIn returns the sources namespace's view of resource is merged
 // from at want (and, inside a change, before it).
+//
+// The lists are shared (sharedBuild): ctx bounds the wait for them, not
+// the lists.
 func (m *Mux) pastStateIn(ctx context.Context, c pastConfig, want rv.Version, resource, namespace string) (*pastState, error) {
-	// The lists are shared: they don't end with the request that started them.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pastBuildTimeout)
-	defer cancel()
 	index := func(key string) int {
 		i := sort.SearchStrings(c.keys, key)
 		if i < len(c.keys) && c.keys[i] == key {
@@ -171,7 +171,7 @@ func (m *Mux) pastStateIn(ctx context.Context, c pastConfig, want rv.Version, re
 		if err != nil {
 			return nil, err
 		}
-		return m.scoped.namespaces.get(rev, func() (map[string]*merge.Namespace, error) {
+		return m.scoped.namespaces.get(ctx, rev, sharedBuild(ctx, func(ctx context.Context) (map[string]*merge.Namespace, error) {
 			objs, err := f(ctx, strconv.FormatUint(rev, 10), "")
 			if err != nil {
 				return nil, fmt.Errorf("listing %s at revision %d: %w", namespacesKey, rev, err)
@@ -183,7 +183,7 @@ func (m *Mux) pastStateIn(ctx context.Context, c pastConfig, want rv.Version, re
 				}
 			}
 			return out, nil
-		})
+		}))
 	}
 	sourcesAt := func(key string, rev uint64, ns string) ([]runtime.Object, error) {
 		if rev == 0 {
@@ -195,7 +195,7 @@ func (m *Mux) pastStateIn(ctx context.Context, c pastConfig, want rv.Version, re
 		}
 		kr := keyRev{key, rev}
 		if ns != "" && m.scoped.count(kr, 0) {
-			byNS, err := m.scoped.full.get(kr, func() (map[string][]runtime.Object, error) {
+			byNS, err := m.scoped.full.get(ctx, kr, sharedBuild(ctx, func(ctx context.Context) (map[string][]runtime.Object, error) {
 				if !m.scoped.firstFull(kr) {
 					// Listed in full before and dropped since: not once
 					// more for each namespace that comes after.
@@ -217,19 +217,19 @@ func (m *Mux) pastStateIn(ctx context.Context, c pastConfig, want rv.Version, re
 					}
 				}
 				return out, nil
-			})
+			}))
 			if !errors.Is(err, errTooLarge) {
 				return byNS[ns], err
 			}
 		}
-		return m.scoped.sources.get(listKey{key, rev, ns}, func() ([]runtime.Object, error) {
+		return m.scoped.sources.get(ctx, listKey{key, rev, ns}, sharedBuild(ctx, func(ctx context.Context) ([]runtime.Object, error) {
 			m.scoped.count(kr, 1)
 			objs, err := f(ctx, strconv.FormatUint(rev, 10), ns)
 			if err != nil {
 				return nil, fmt.Errorf("listing %s in %q at revision %d: %w", key, ns, rev, err)
 			}
 			return objs, nil
-		})
+		}))
 	}
 
 	nsK := index(namespacesKey)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -81,15 +82,26 @@ func (c pastConfig) inTurn(t *pastTurn) pastConfig {
 // refused turn.
 const pastRetries = 3
 
+// pastWait bounds a request's wait for the lists of a past state (its turn
+// included), well within the request's timeout: they go on without it,
+// shared with the requests after it, and it is answered 429 (a list or a
+// watch again, after Retry-After), as kube-apiserver bounds its own waits.
+const pastWait = 10 * time.Second
+
+// errPastWait ends a wait for a past state's lists that took pastWait.
+var errPastWait = errors.New("the sources' lists at that version took longer than " + pastWait.String())
+
 // pastInTurn is pastFor with the lists of cache misses in the requester's
-// turn. A *pastRefused error is this request's refusal: its err is the
-// answer (429).
+// turn, waited for pastWait at most (errPastWait). A *pastRefused error is
+// this request's refusal: its err is the answer (429).
 func (m *Mux) pastInTurn(ctx context.Context, c pastConfig, want rv.Version, resource, namespace, version string) (*pastState, error) {
+	waitCtx, stop := m.bounded(ctx, pastWait, errPastWait)
+	defer stop()
 	for attempt := 0; ; attempt++ {
 		turn := &pastTurn{m: m, ctx: ctx, version: version}
-		p, err := m.pastFor(ctx, c.inTurn(turn), want, resource, namespace)
+		p, err := m.pastFor(waitCtx, c.inTurn(turn), want, resource, namespace)
 		var refused *pastRefused
-		if errors.As(err, &refused) && refused.turn != turn && attempt < pastRetries && ctx.Err() == nil {
+		if errors.As(err, &refused) && refused.turn != turn && attempt < pastRetries && waitCtx.Err() == nil {
 			// Another request's build this one waited for: its own turn
 			// may come.
 			continue
@@ -117,4 +129,24 @@ func (m *Mux) admitPast(ctx context.Context, version string) error {
 	}
 	pastStates.WithLabelValues("admitted").Inc()
 	return nil
+}
+
+// bounded returns ctx, ended with cause after d on the mux's clock; stop
+// releases it.
+func (m *Mux) bounded(ctx context.Context, d time.Duration, cause error) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	t := m.opts.Clock.NewTimer(d)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-t.C():
+			cancel(cause)
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		close(done)
+		t.Stop()
+		cancel(nil)
+	}
 }

@@ -257,10 +257,11 @@ func (w *watcher) resumed(r *resume, events []*Event) {
 
 // passing reports whether err, from listing the sources at a version, is
 // a passing failure of kube-apiserver or of the network (a timeout, a 429,
-// a 500 or 503, a refused or cut connection), not an answer about the
-// version (compacted: 410).
+// a 500 or 503, a refused or cut connection), or lists that outlasted the
+// request's wait (errPastWait), not an answer about the version
+// (compacted: 410).
 func passing(err error) bool {
-	return apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) ||
+	return errors.Is(err, errPastWait) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) ||
 		apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || errors.Is(err, context.DeadlineExceeded) ||
 		utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
 }
