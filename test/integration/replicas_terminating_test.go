@@ -1,0 +1,143 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+)
+
+// TestReplicasTerminatingParent is issue 39's Terminating case through two
+// replicas, each webhook call sent to either. A tenant with update and
+// delete on two namespaces under an org that holds a locked RoleBinding,
+// and no unlock, at the same moment moves one (tc-N) under the other
+// (tp-N) and deletes tp-N. Each alone is admitted; both would leave tc-N
+// under a namespace going away, losing the locked item when it goes. So
+// never both: whichever comes second, on either replica, is judged with the
+// first (the re-parent under a Terminating namespace is refused; the
+// deletion of a parent whose child would lose a locked item needs unlock).
+// Then, tp-N held Terminating (this control plane runs no namespace
+// controller), moving any child under it is refused on both replicas.
+func TestReplicasTerminatingParent(t *testing.T) {
+	rc := startReplicaCluster(t)
+	rc.spread.Store(true)
+	ctx := t.Context()
+	const org, rounds = "rt-org", 15
+	mkNamespace := func(name string, labels map[string]string) {
+		t.Helper()
+		if _, err := rc.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mkNamespace(org, nil)
+	if _, err := rc.kube.RbacV1().RoleBindings(org).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "rt-sec", Annotations: map[string]string{merge.AnnotationLocked: "true"}},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "rt-auditors"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for i := range rounds + 1 {
+		names = append(names, fmt.Sprintf("tc-%d", i), fmt.Sprintf("tp-%d", i))
+	}
+	if _, err := rc.kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "rt-bob"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, ResourceNames: names,
+			Verbs: []string{"get", "update", "patch", "delete"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "rt-bob"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "rt-bob"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "rt-bob"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bobCfg, err := rc.cp.UserConfig("rt-bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, err := kubernetes.NewForConfig(bobCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reparent := func(child, parent string) error {
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, merge.LabelParent, parent)
+		_, err := bob.CoreV1().Namespaces().Patch(ctx, child, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		return err
+	}
+	under := map[string]string{merge.LabelParent: org}
+	for i := range rounds + 1 {
+		mkNamespace(fmt.Sprintf("tc-%d", i), under)
+		mkNamespace(fmt.Sprintf("tp-%d", i), under)
+	}
+	// Both replicas' mirrors hold the namespaces before the races.
+	time.Sleep(2 * time.Second)
+
+	both, moved, deleted := 0, 0, 0
+	for i := range rounds {
+		child, parent := fmt.Sprintf("tc-%d", i), fmt.Sprintf("tp-%d", i)
+		var wg sync.WaitGroup
+		var moveErr, deleteErr error
+		start := make(chan struct{})
+		wg.Add(2)
+		go func() { defer wg.Done(); <-start; moveErr = reparent(child, parent) }()
+		go func() {
+			defer wg.Done()
+			<-start
+			deleteErr = bob.CoreV1().Namespaces().Delete(ctx, parent, metav1.DeleteOptions{})
+		}()
+		close(start)
+		wg.Wait()
+		switch {
+		case moveErr == nil && deleteErr == nil:
+			both++
+			t.Errorf("round %d: both admitted: %s moved under %s and %s deleted; %s loses %s/rt-sec, locked, without unlock", i, child, parent, parent, child, org)
+		case moveErr == nil:
+			moved++
+		case deleteErr == nil:
+			deleted++
+		default:
+			t.Logf("round %d: both refused (move: %v; delete: %v)", i, moveErr, deleteErr)
+		}
+		if i == 0 {
+			t.Logf("round 0: move: %v; delete: %v", moveErr, deleteErr)
+		}
+	}
+	t.Logf("%d of %d rounds admitted both; the move alone %d, the deletion alone %d; webhook calls: replica 1 %d, replica 2 %d",
+		both, rounds, moved, deleted, rc.calls[0].Load(), rc.calls[1].Load())
+
+	last := fmt.Sprintf("tp-%d", rounds)
+	if err := bob.CoreV1().Namespaces().Delete(ctx, last, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("deleting %s, which has no child: %v", last, err)
+	}
+	eventually(t, last+" is Terminating", func(ctx context.Context) error {
+		ns, err := rc.kube.CoreV1().Namespaces().Get(ctx, last, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if ns.DeletionTimestamp == nil {
+			return errorf("%s is %s", last, ns.Status.Phase)
+		}
+		return nil
+	})
+	for i := range 6 {
+		child := fmt.Sprintf("tc-%d", rounds)
+		if err := reparent(child, last); err == nil {
+			t.Fatalf("attempt %d: %s moved under the Terminating %s", i, child, last)
+		} else if i == 0 {
+			t.Logf("moving %s under the Terminating %s: %v", child, last, err)
+		}
+	}
+}
