@@ -433,13 +433,15 @@ metadata:
 		for lines.Scan() {
 			said.WriteString(lines.Text() + "\n")
 		}
-		r = pluginRun{stdout: said.String(), stderr: errOut.String()}
+		// Stderr is read once Wait has copied all of it.
+		r = pluginRun{stdout: said.String()}
 		var exit *exec.ExitError
 		if err := waiting.Wait(); errors.As(err, &exit) {
 			r.code = exit.ExitCode()
 		} else if err != nil {
 			t.Fatal(err)
 		}
+		r.stderr = errOut.String()
 		t.Logf("rollout status: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		if r.code != 0 || !strings.Contains(r.stdout, "Waiting for the candidate to be promoted or aborted") ||
 			!strings.Contains(r.stdout, "rollout of rolebindings.rbac.authorization.k8s.io dk-org/dk-viewers complete: every namespace sees one version.") {

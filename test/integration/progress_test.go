@@ -1,14 +1,17 @@
 package integration
 
 import (
-	"context"
 	"fmt"
+	"slices"
+	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/apiserver"
 	"github.com/implicit-dev/implicit-apiserver/pkg/resourceversion"
@@ -35,27 +38,69 @@ func TestQuietSourcesKeepUp(t *testing.T) {
 	}
 	_, before := viewList(t, dyn, "progress-probe", metav1.ListOptions{})
 	t.Logf("etcd at %d after the ConfigMap; the view's version then: %s", r, before)
+	// The vector's parts are the sources in key order: "namespaces" and
+	// each served kind's resource (its view's name). Kinds read through the
+	// dynamic informer factory (CRDs such as guardrails, when an earlier
+	// test installed one) are not tracked yet (docs/design.md, Limits):
+	// their parts move only with their own changes.
+	tracked := map[string]bool{"namespaces": true, "rolebindings": true, "roles": true, "networkpolicies": true}
 	start := time.Now()
 	// Two intervals and their jitter, plus the nudge's own interval.
 	within := 3*apiserver.DefaultSourceProgress + 10*time.Second
-	eventuallyWithin(t, time.Second, within, fmt.Sprintf("every part of the view's version at or past %d", r), func(ctx context.Context) error {
-		_, l, err := listViewItems(ctx, dyn, "progress-probe", metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		v, err := resourceversion.Parse(l.GetResourceVersion())
-		if err != nil {
-			return err
-		}
-		for i, part := range v.Vector {
-			if part < r {
-				return fmt.Errorf("version %s: part %d at %d", l.GetResourceVersion(), i, part)
+	var last error
+	deadline := time.Now().Add(within)
+	for {
+		last = func() error {
+			keys, err := sourceKeys(kube)
+			if err != nil {
+				return err
 			}
+			_, l, err := listViewItems(ctx, dyn, "progress-probe", metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			v, err := resourceversion.Parse(l.GetResourceVersion())
+			if err != nil {
+				return err
+			}
+			if len(v.Vector) != len(keys) {
+				return fmt.Errorf("version %s has %d parts; the served sources are %v", l.GetResourceVersion(), len(v.Vector), keys)
+			}
+			for i, part := range v.Vector {
+				if tracked[keys[i]] && part < r {
+					return fmt.Errorf("version %s: %s at %d", l.GetResourceVersion(), keys[i], part)
+				}
+			}
+			return nil
+		}()
+		if last == nil || time.Now().After(deadline) {
+			break
 		}
-		return nil
-	})
+		time.Sleep(time.Second)
+	}
+	if last != nil {
+		t.Fatalf("within %s, the tracked sources' parts did not reach %d: %v", within, r, last)
+	}
 	t.Logf("every part reached %d after %s", r, time.Since(start).Round(time.Second))
 	if err := kube.CoreV1().ConfigMaps("progress-probe").Delete(ctx, cm.Name, metav1.DeleteOptions{}); err != nil {
 		t.Error(err)
 	}
+}
+
+// sourceKeys are the mux's source keys in the vector's order: "namespaces"
+// and the resource of each view implicit.dev serves.
+func sourceKeys(kube kubernetes.Interface) ([]string, error) {
+	list, err := kube.Discovery().ServerResourcesForGroupVersion("implicit.dev/v1alpha1")
+	if err != nil {
+		return nil, err
+	}
+	keys := []string{"namespaces"}
+	for _, r := range list.APIResources {
+		if strings.Contains(r.Name, "/") || !slices.Contains(r.Verbs, "watch") {
+			continue
+		}
+		keys = append(keys, r.Name)
+	}
+	sort.Strings(keys)
+	return keys, nil
 }
