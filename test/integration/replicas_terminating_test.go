@@ -32,13 +32,23 @@ func TestReplicasTerminatingParent(t *testing.T) {
 	rc.spread.Store(true)
 	ctx := t.Context()
 	const org, rounds = "rt-org", 15
-	mkNamespace := func(name string, labels map[string]string) {
+	// This control plane registers no mutating webhook: a parent label
+	// comes with the parent's uid, as parent-uid.implicit.dev would write.
+	uids := map[string]string{}
+	mkNamespace := func(name, parent string) {
 		t.Helper()
-		if _, err := rc.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{}); err != nil {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if parent != "" {
+			ns.Labels = map[string]string{merge.LabelParent: parent}
+			ns.Annotations = map[string]string{merge.AnnotationParentUID: uids[parent]}
+		}
+		created, err := rc.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+		if err != nil {
 			t.Fatal(err)
 		}
+		uids[name] = string(created.UID)
 	}
-	mkNamespace(org, nil)
+	mkNamespace(org, "")
 	if _, err := rc.kube.RbacV1().RoleBindings(org).Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "rt-sec", Annotations: map[string]string{merge.AnnotationLocked: "true"}},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
@@ -73,14 +83,13 @@ func TestReplicasTerminatingParent(t *testing.T) {
 		t.Fatal(err)
 	}
 	reparent := func(child, parent string) error {
-		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, merge.LabelParent, parent)
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q},"annotations":{%q:%q}}}`, merge.LabelParent, parent, merge.AnnotationParentUID, uids[parent])
 		_, err := bob.CoreV1().Namespaces().Patch(ctx, child, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 		return err
 	}
-	under := map[string]string{merge.LabelParent: org}
 	for i := range rounds + 1 {
-		mkNamespace(fmt.Sprintf("tc-%d", i), under)
-		mkNamespace(fmt.Sprintf("tp-%d", i), under)
+		mkNamespace(fmt.Sprintf("tc-%d", i), org)
+		mkNamespace(fmt.Sprintf("tp-%d", i), org)
 	}
 	// Both replicas' mirrors hold the namespaces before the races.
 	time.Sleep(2 * time.Second)
