@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"net/http"
 	"os/exec"
 	"strings"
 	"sync"
@@ -416,31 +415,4 @@ func per100(n, total int) float64 {
 		return 0
 	}
 	return 100 * float64(n) / float64(total)
-}
-
-// readyz polls url until it answers 200, up to timeout.
-func readyz(ctx context.Context, client *http.Client, url string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	last := errors.New("not polled yet")
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := client.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("status %s", resp.Status)
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s not ready after %s: %w", url, timeout, last)
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
 }

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
+	"github.com/implicit-dev/implicit-apiserver/internal/netnshost"
 )
 
 const (
@@ -131,7 +132,7 @@ func TestSingleReplicaKill(t *testing.T) {
 	}
 	client := &http.Client{Transport: insecureTransport(), Timeout: 5 * time.Second}
 	u := "https://" + net.JoinHostPort(hosts[0].NSIP.String(), strconv.Itoa(replicaPort)) + "/readyz"
-	if err := readyz(ctx, client, u, 2*time.Minute); err != nil {
+	if err := netnshost.WaitReady(ctx, client, u, 2*time.Minute); err != nil {
 		t.Fatalf("the replica after its restart: %v\n%s", err, server.LogTail(40))
 	}
 	if err := setEndpointsReady(ctx, kube, true); err != nil {

@@ -24,7 +24,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
 	"github.com/implicit-dev/implicit-apiserver/internal/netnshost"
@@ -237,7 +236,7 @@ func startReplicas(ctx context.Context, t *testing.T, cp *controlplane.ControlPl
 		n := slices.IndexFunc(hosts, func(o netnshost.Host) bool { return o.NetNS == h.NetNS }) + 1
 		kubeconfig := filepath.Join(cp.WorkDir(), fmt.Sprintf("replica-%d.kubeconfig", n))
 		server := "https://" + net.JoinHostPort(h.HostIP.String(), apiServer.Port())
-		if err := rewriteServer(cp.KubeconfigPath(), kubeconfig, server); err != nil {
+		if err := netnshost.RewriteServer(cp.KubeconfigPath(), kubeconfig, server); err != nil {
 			t.Fatal(err)
 		}
 		wrapper, err := h.Wrapper(cp.WorkDir(), binary)
@@ -264,25 +263,12 @@ func startReplicas(ctx context.Context, t *testing.T, cp *controlplane.ControlPl
 	client := &http.Client{Transport: insecureTransport(), Timeout: 5 * time.Second}
 	for i, h := range hs {
 		u := "https://" + net.JoinHostPort(h.NSIP.String(), strconv.Itoa(replicaPort)) + "/readyz"
-		if err := readyz(ctx, client, u, controlplane.DefaultAPIServiceTimeout); err != nil {
+		if err := netnshost.WaitReady(ctx, client, u, controlplane.DefaultAPIServiceTimeout); err != nil {
 			t.Fatalf("replica at %s: %v\n%s", h.NSIP, err, servers[i].LogTail(40))
 		}
 		t.Logf("replica ready at %s (log %s)", u, servers[i].LogPath())
 	}
 	return servers
-}
-
-// rewriteServer writes to out the kubeconfig in, with every cluster's
-// server set to server.
-func rewriteServer(in, out, server string) error {
-	cfg, err := clientcmd.LoadFromFile(in)
-	if err != nil {
-		return err
-	}
-	for _, c := range cfg.Clusters {
-		c.Server = server
-	}
-	return clientcmd.WriteToFile(*cfg, out)
 }
 
 // replicaClient talks to one replica directly, as admin (the replica

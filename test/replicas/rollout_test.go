@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/implicit-dev/implicit-apiserver/internal/netnshost"
 )
 
 const (
@@ -130,7 +132,7 @@ func TestRollingRestart(t *testing.T) {
 			}
 		}
 		u := "https://" + net.JoinHostPort(h.NSIP.String(), strconv.Itoa(replicaPort)) + "/readyz"
-		if err := readyz(ctx, client, u, 2*time.Minute); err != nil {
+		if err := netnshost.WaitReady(ctx, client, u, 2*time.Minute); err != nil {
 			t.Fatalf("replica %d after its restart: %v\n%s", i+1, err, rc.servers[i].LogTail(40))
 		}
 		t.Logf("%s replica %d restarted, ready after %s", time.Now().Format("15:04:05.000"), i+1, time.Since(start).Round(time.Millisecond))

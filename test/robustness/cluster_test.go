@@ -3,7 +3,6 @@ package robustness
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -19,7 +18,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
@@ -94,7 +92,7 @@ func setUp(ctx context.Context, t *testing.T) *cluster {
 	c := &cluster{cp: cp, admin: cp.AdminConfig()}
 	for i, h := range hosts {
 		kubeconfig := filepath.Join(work, fmt.Sprintf("replica-%d.kubeconfig", i+1))
-		if err := rewriteServer(cp.KubeconfigPath(), kubeconfig, "https://"+net.JoinHostPort(h.HostIP.String(), apiServer.Port())); err != nil {
+		if err := netnshost.RewriteServer(cp.KubeconfigPath(), kubeconfig, "https://"+net.JoinHostPort(h.HostIP.String(), apiServer.Port())); err != nil {
 			t.Fatal(err)
 		}
 		wrapper, err := h.Wrapper(work, binary)
@@ -145,29 +143,10 @@ func (c *cluster) replicaReady(ctx context.Context, i int) error {
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 5 * time.Second}
 	defer client.CloseIdleConnections()
 	u := "https://" + net.JoinHostPort(hosts[i].NSIP.String(), strconv.Itoa(replicaPort)) + "/readyz"
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	var last error = errors.New("not polled yet")
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := client.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("status %s", resp.Status)
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("replica %d not ready at %s: %w\n%s", i+1, u, last, c.servers[i].LogTail(30))
-		case <-time.After(250 * time.Millisecond):
-		}
+	if err := netnshost.WaitReady(ctx, client, u, 2*time.Minute); err != nil {
+		return fmt.Errorf("replica %d: %w\n%s", i+1, err, c.servers[i].LogTail(30))
 	}
+	return nil
 }
 
 // setEndpointReady marks replica i's endpoint ready or not, as the
@@ -188,19 +167,6 @@ func (c *cluster) setEndpointReady(ctx context.Context, i int, ready bool) error
 		_, err = slices.Update(ctx, slice, metav1.UpdateOptions{})
 		return err
 	})
-}
-
-// rewriteServer writes to out the kubeconfig in, with every cluster's
-// server set to server.
-func rewriteServer(in, out, server string) error {
-	cfg, err := clientcmd.LoadFromFile(in)
-	if err != nil {
-		return err
-	}
-	for _, c := range cfg.Clusters {
-		c.Server = server
-	}
-	return clientcmd.WriteToFile(*cfg, out)
 }
 
 // replicaClient reads one replica directly, as admin; its serving
