@@ -39,7 +39,9 @@ func (l *trackedLW) IsWatchListSemanticsUnSupported() bool { return l.t.noWatchL
 // list under way; the last page (no continue) completes it at the list's
 // revision.
 func (l *trackedLW) ListWithContext(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
-	obj, err := l.t.inner.ListWithContext(ctx, options)
+	obj, err := retry(ctx, l.t.name, "list", l.t.retryFirst, l.t.retryMax, func() (runtime.Object, error) {
+		return l.t.inner.ListWithContext(ctx, options)
+	})
 	if err != nil {
 		return obj, err
 	}
@@ -75,7 +77,9 @@ func (l *trackedLW) ListWithContext(ctx context.Context, options metav1.ListOpti
 // the reflector through a goroutine that records each one first.
 func (l *trackedLW) WatchWithContext(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
 	options.TimeoutSeconds = l.t.timeoutSeconds(options)
-	w, err := l.t.inner.WatchWithContext(ctx, options)
+	w, err := retry(ctx, l.t.name, "watch", l.t.retryFirst, l.t.retryMax, func() (watch.Interface, error) {
+		return l.t.inner.WatchWithContext(ctx, options)
+	})
 	if err != nil {
 		return w, err
 	}

@@ -54,6 +54,9 @@ type Tracker struct {
 	noWatchList bool
 	// watchTimeout, when set, caps each watch's timeoutSeconds (SetProgress).
 	watchTimeout time.Duration
+	// retryFirst and retryMax bound the waits between calls sent again
+	// while kube-apiserver is unavailable (retry.go).
+	retryFirst, retryMax time.Duration
 
 	mu   sync.Mutex
 	sink Sink
@@ -88,6 +91,7 @@ func New(name string, lw cache.ListerWatcher) *Tracker {
 	return &Tracker{
 		name: name, inner: cache.ToListerWatcherWithContext(lw), shadow: map[string]string{},
 		noWatchList: ok && u.IsWatchListSemanticsUnSupported(),
+		retryFirst:  retryFirst, retryMax: retryMax,
 	}
 }
 
