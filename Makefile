@@ -141,7 +141,7 @@ unit: ## Unit tests (and fuzz seeds) with -race.
 	cd hack/image && $(GO) test $(GOFLAGS_TEST) ./...
 
 .PHONY: integration
-integration: build ## Integration tests against real etcd, kube-apiserver and the aggregation layer; the chart's tests (test/chart) with helm. The load tests (test/replicas) run after the others, with the machine to themselves.
+integration: build ## Integration tests against real etcd, kube-apiserver and the aggregation layer; the chart's tests (test/chart) with helm. The load tests (test/replicas, then test/robustness for 90 s) run after the others, with the machine to themselves.
 	@tools_bin=$$(hack/build-tools.sh etcd kube-apiserver kube-controller-manager helm) && \
 	export IMPLICIT_TOOLS_BIN="$$tools_bin" IMPLICIT_BINARY="$(abspath $(IMPLICIT_BIN))" && \
 	( $(GO) test $(GOFLAGS_TEST) -timeout 30m $$($(GO) list ./internal/controlplane/... ./test/... | grep -v -e /test/replicas -e /test/robustness) -v; rc=$$?; \
@@ -149,7 +149,7 @@ integration: build ## Integration tests against real etcd, kube-apiserver and th
 	rc=$${PIPESTATUS[0]}; \
 	if [[ $$rc != 0 ]]; then echo "integration tests failed; what the failed tests logged (full log in $(OUTPUT)/integration.log):"; hack/test-failures.sh $(OUTPUT)/integration.log | cut -c1-400; exit 1; fi
 
-# The robustness test (issue 38): on demand only while its findings are open (it skips in make integration).
+# The robustness test at length (make integration runs it for 90 s).
 ROBUSTNESS_DURATION   ?= 30m
 ROBUSTNESS_COMPACTION ?= 30s
 

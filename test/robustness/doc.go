@@ -13,10 +13,11 @@
 // a fresh list returns, with no ADDED for an item it held, no MODIFIED or
 // DELETED for one it did not, and versions that never go back in a stream.
 //
-// It runs only when IMPLICIT_ROBUSTNESS_DURATION is set (make robustness;
-// 90s for a short run), while its findings of issue 38 are open; IMPLICIT_ROBUSTNESS_SEED replays a seed's choices (the timing of
-// the servers is not replayed); IMPLICIT_ROBUSTNESS_COMPACTION sets
-// kube-apiserver's --etcd-compaction-interval (default 10s). Like
+// `make test` runs it for 90 seconds; IMPLICIT_ROBUSTNESS_DURATION sets
+// another length (make robustness: 30 minutes), IMPLICIT_ROBUSTNESS_SEED
+// replays a seed's choices (the timing of the servers is not replayed), and
+// IMPLICIT_ROBUSTNESS_COMPACTION sets kube-apiserver's
+// --etcd-compaction-interval (default 10s). Like
 // test/replicas it runs each replica in a network namespace of its own and
 // needs root; it shares test/replicas' host names and lock, so the two take
 // turns.

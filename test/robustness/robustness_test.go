@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -17,11 +16,6 @@ import (
 // quiet point after each: the writer and the faults stop, and every client
 // must come to hold what a fresh list returns. See the package comment.
 func TestRobustness(t *testing.T) {
-	if os.Getenv(durationEnv) == "" {
-		// Its findings (issue 38, docs/operations.md "Robustness under
-		// faults") are open: until they are fixed it runs on demand only.
-		t.Skipf("set %s (make robustness) to run it", durationEnv)
-	}
 	t.Logf("seed %d: replay its choices with %s=%d", seed, seedEnv, seed)
 	t.Cleanup(func() {
 		if t.Failed() {
