@@ -273,6 +273,7 @@ func (c CompletedConfig) newKindController(mux *watchmux.Mux, objects *views.Obj
 		Period:      x.KindPollInterval,
 		Clock:       x.Clock,
 		OnServe:     onServe,
+		Progress:    x.sourceProgress(),
 	})
 }
 

@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -90,6 +89,9 @@ type Config struct {
 	Clock clock.WithTicker
 	// OnServe is told of each source kind served at run time (the guards).
 	OnServe func(schema.GroupResource)
+	// Progress is how often the configured kinds' sources are read for
+	// progress and their watches renewed (pkg/sourcefeed); 0: never.
+	Progress time.Duration
 }
 
 // initialSyncTimeout bounds how long readiness waits for the kinds the host
@@ -109,11 +111,12 @@ type Controller struct {
 	dyn          dynamic.Interface
 	informers    informers.SharedInformerFactory
 	streams      map[schema.GroupVersionResource]Stream
-	factory      dynamicinformer.DynamicSharedInformerFactory
+	// factory reads the sources of the kinds not built in.
+	factory *trackedInformers
 	// hub, when set, feeds the global sources of every kind; hubFactory,
 	// when set, those of the kinds not built in.
 	hub        *Hub
-	hubFactory dynamicinformer.DynamicSharedInformerFactory
+	hubFactory *trackedInformers
 
 	mux       *watchmux.Mux
 	objects   *views.Objects
@@ -173,12 +176,12 @@ func New(c Config) (*Controller, error) {
 		checked:   make(chan struct{}),
 	}
 	if c.Dynamic != nil {
-		ctl.factory = dynamicinformer.NewDynamicSharedInformerFactory(c.Dynamic, 0)
+		ctl.factory = newTrackedInformers(c.Dynamic, "", c.Progress)
 	}
 	if c.Hub != nil {
 		ctl.hub = c.Hub
 		if c.Hub.Dynamic != nil {
-			ctl.hubFactory = dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.Hub.Dynamic, 0, c.Hub.GlobalNamespace, nil)
+			ctl.hubFactory = newTrackedInformers(c.Hub.Dynamic, c.Hub.GlobalNamespace, c.Progress)
 		}
 	}
 	for _, k := range c.Kinds {

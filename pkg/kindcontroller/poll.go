@@ -98,9 +98,9 @@ func (c *Controller) add(ctx context.Context, r kinds.Kind, res resolved) (<-cha
 	}
 	c.group.SetSchemas(kind, res.models)
 	if c.hubFactory != nil {
-		c.hubFactory.Start(ctx.Done())
+		c.hubFactory.Start(ctx)
 	}
-	c.factory.Start(ctx.Done())
+	c.factory.Start(ctx)
 	c.mu.Lock()
 	sk := c.kinds[resource]
 	sk.fingerprint, sk.fromCRD = res.fingerprint, res.fromCRD

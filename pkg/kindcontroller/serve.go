@@ -32,9 +32,11 @@ func (c *Controller) start(k kinds.Kind, o *merge.Options) ([]cache.InformerSync
 		}
 		c.objects.Add(resource, k.New)
 		view.WithKind(v1alpha1.SchemeGroupVersion.WithKind(k.Kind))
-		src.local = c.factory.ForResource(k.Source).Informer()
+		st := c.factory.For(k.Source)
+		src.local, src.localStream = st.Informer, st.Tracker
 		if c.hubFactory != nil {
-			src.hub = c.hubFactory.ForResource(k.Source).Informer()
+			st := c.hubFactory.For(k.Source)
+			src.hub, src.hubStream = st.Informer, st.Tracker
 		}
 	} else {
 		if o != nil {
