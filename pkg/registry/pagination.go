@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -136,7 +137,7 @@ type listScope struct {
 // at a past version (past: an exact list of an older version), or a kept
 // snapshot, by opts' resourceVersion, resourceVersionMatch, limit and
 // continue.
-func (s *Storage) paginate(opts *metainternalversion.ListOptions, sc listScope, list listFunc, past pastFunc, reach reachFunc) (page, error) {
+func (s *Storage) paginate(ctx context.Context, opts *metainternalversion.ListOptions, sc listScope, list listFunc, past pastFunc, reach reachFunc) (page, error) {
 	var o metainternalversion.ListOptions
 	if opts != nil {
 		o = *opts
@@ -146,8 +147,9 @@ func (s *Storage) paginate(opts *metainternalversion.ListOptions, sc listScope, 
 		if err != nil {
 			return page{}, err
 		}
-		return s.continueList(tok, o.Limit, sc, list, past, reach)
+		return s.continueList(ctx, tok, o.Limit, sc, list, past, reach)
 	}
+	changed := s.nextChange()
 	items, rv, err := list()
 	if err != nil {
 		return page{}, err
@@ -156,7 +158,7 @@ func (s *Storage) paginate(opts *metainternalversion.ListOptions, sc listScope, 
 	// or name the same state by later revisions): wait briefly for this
 	// one's, as kube-apiserver's watch cache waits for its store, catching
 	// up as a watch from that version does (reach), then answer 504.
-	for deadline := time.Now().Add(listAheadWait); ; {
+	for deadline := s.clock.Now().Add(listAheadWait); ; {
 		err := checkVersion(o.ResourceVersion, o.ResourceVersionMatch, rv)
 		if err == nil {
 			break
@@ -185,10 +187,10 @@ func (s *Storage) paginate(opts *metainternalversion.ListOptions, sc listScope, 
 			}
 			reach = nil // wait for the view's own version, below
 		}
-		if time.Now().After(deadline) {
+		if !s.awaitChange(ctx, changed, deadline) {
 			return page{}, err
 		}
-		time.Sleep(listAheadPoll)
+		changed = s.nextChange()
 		if items, rv, err = list(); err != nil {
 			return page{}, err
 		}
@@ -241,12 +243,13 @@ func reachList(version, rv string, exact bool, list listFunc, past pastFunc, rea
 }
 
 // continueList serves the page after tok's start key.
-func (s *Storage) continueList(tok continueToken, limit int64, sc listScope, list listFunc, past pastFunc, reach reachFunc) (page, error) {
+func (s *Storage) continueList(ctx context.Context, tok continueToken, limit int64, sc listScope, list listFunc, past pastFunc, reach reachFunc) (page, error) {
 	if tok.RV != "" {
 		if snap, ok := s.snapshots.get(snapshotKey{rv: tok.RV, scope: sc.key}); ok {
 			return pageOf(snap.items, snap.keys, snap.after(tok.Start), limit, tok.RV, sc.filtered), nil
 		}
 	}
+	changed := s.nextChange()
 	items, rv, err := list()
 	if err != nil {
 		return page{}, err
@@ -255,7 +258,7 @@ func (s *Storage) continueList(tok continueToken, limit int64, sc listScope, lis
 	// wait briefly for this one's, as for a list from such a version, then
 	// 504; the token is not too old, and a 410 would have the pager list
 	// in full.
-	for deadline := time.Now().Add(listAheadWait); tok.RV != ""; {
+	for deadline := s.clock.Now().Add(listAheadWait); tok.RV != ""; {
 		if o := resourceversion.CompareStrings(tok.RV, rv); o != resourceversion.Newer && o != resourceversion.Concurrent {
 			break
 		}
@@ -277,10 +280,10 @@ func (s *Storage) continueList(tok continueToken, limit int64, sc listScope, lis
 			}
 			reach = nil
 		}
-		if time.Now().After(deadline) {
+		if !s.awaitChange(ctx, changed, deadline) {
 			return page{}, tooLargeVersion(tok.RV, rv)
 		}
-		time.Sleep(listAheadPoll)
+		changed = s.nextChange()
 		if items, rv, err = list(); err != nil {
 			return page{}, err
 		}
@@ -350,12 +353,47 @@ func checkVersion(want string, match metav1.ResourceVersionMatch, rv string) err
 }
 
 // listAheadWait bounds a list's wait for a version ahead of this replica,
-// as kube-apiserver's watch cache bounds its own (3 s); it looks again
-// every listAheadPoll.
+// as kube-apiserver's watch cache bounds its own (3 s); it looks again at
+// each change of the view, or every listAheadPoll for a viewer that can't
+// say when it changes.
 const (
 	listAheadWait = 3 * time.Second
 	listAheadPoll = 250 * time.Millisecond
 )
+
+// nextChange is the viewer's signal of its next change (ChangeNotifier);
+// nil without one. Take it before reading the view, so that a change after
+// the read is not missed.
+func (s *Storage) nextChange() <-chan struct{} {
+	if n, ok := s.viewer.(ChangeNotifier); ok {
+		return n.NextChange()
+	}
+	return nil
+}
+
+// awaitChange waits, on the storage's clock, until changed is closed (the
+// view moved), or listAheadPoll passed when the viewer can't say (changed
+// nil), but not past deadline. It reports false at the deadline, or when
+// the request ended (ctx).
+func (s *Storage) awaitChange(ctx context.Context, changed <-chan struct{}, deadline time.Time) bool {
+	left := deadline.Sub(s.clock.Now())
+	if left <= 0 {
+		return false
+	}
+	if changed == nil {
+		left = min(left, listAheadPoll)
+	}
+	t := s.clock.NewTimer(left)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-changed:
+		return true
+	case <-t.C():
+		return s.clock.Now().Before(deadline)
+	}
+}
 
 // tooLargeVersion is kube-apiserver's answer to a version ahead of its
 // cache (storage.NewTooLargeResourceVersionError, whose numbers a vector

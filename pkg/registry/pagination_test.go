@@ -167,7 +167,7 @@ func TestListContinueConsistency(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			clock := clocktesting.NewFakePassiveClock(time.Now())
+			clock := clocktesting.NewFakeClock(time.Now())
 			viewer := newFakeViewer("rolebindings", pagedItems()...)
 			s := registry.NewStorage(group, kinds.RoleBindings(), viewer).WithClock(clock)
 			first, err := listPage(t, s, &metainternalversion.ListOptions{Limit: 2})
@@ -274,7 +274,7 @@ func TestListResourceVersion(t *testing.T) {
 // oldest one's continuation, once the view changed, is expired.
 func TestListSnapshotBounds(t *testing.T) {
 	t.Parallel()
-	clock := clocktesting.NewFakePassiveClock(time.Now())
+	clock := clocktesting.NewFakeClock(time.Now())
 	viewer := newFakeViewer("rolebindings", pagedItems()...)
 	s := registry.NewStorage(group, kinds.RoleBindings(), viewer).WithClock(clock)
 	var tokens []string

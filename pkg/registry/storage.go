@@ -64,6 +64,14 @@ type VersionReacher interface {
 	ReachVersion(ctx context.Context, version string) (current string, same bool, err error)
 }
 
+// ChangeNotifier is a Viewer that says when its views change: a list of a
+// version ahead of the view waits on it rather than polling.
+type ChangeNotifier interface {
+	// NextChange returns a channel closed at the views' next change; nil
+	// when the viewer can't say.
+	NextChange() <-chan struct{}
+}
+
 // ErrCannotReach is a VersionReacher's answer when its source of views
 // can't catch up: the list waits for the view's own version to move.
 var ErrCannotReach = errors.New("the viewer can't catch up with a version")
@@ -90,6 +98,8 @@ type Storage struct {
 	table  tableConvertor
 	// snapshots keeps paginated lists for their continuations.
 	snapshots *snapshots
+	// clock times a list's wait for a version ahead of the view.
+	clock clock.Clock
 }
 
 var (
@@ -109,12 +119,14 @@ var (
 
 // NewStorage returns the storage of kind's view in the API group group.
 func NewStorage(group string, kind kinds.Kind, viewer Viewer) *Storage {
-	return &Storage{kind: kind, group: group, viewer: viewer, table: newTableConvertor(kind), snapshots: newSnapshots(clock.RealClock{})}
+	return &Storage{kind: kind, group: group, viewer: viewer, table: newTableConvertor(kind), snapshots: newSnapshots(clock.RealClock{}), clock: clock.RealClock{}}
 }
 
-// WithClock sets the clock that ages the snapshots of paginated lists.
-func (s *Storage) WithClock(c clock.PassiveClock) *Storage {
+// WithClock sets the clock that ages the snapshots of paginated lists and
+// times a list's wait for a version ahead of the view.
+func (s *Storage) WithClock(c clock.Clock) *Storage {
 	s.snapshots = newSnapshots(c)
+	s.clock = c
 	return s
 }
 
@@ -184,7 +196,7 @@ func (s *Storage) List(ctx context.Context, opts *metainternalversion.ListOption
 	if r, ok := s.viewer.(VersionReacher); ok {
 		reach = func(version string) (string, bool, error) { return r.ReachVersion(ctx, version) }
 	}
-	p, err := s.paginate(opts, sc, func() ([]runtime.Object, string, error) { return s.listView(ctx, ns, sel) }, past, reach)
+	p, err := s.paginate(ctx, opts, sc, func() ([]runtime.Object, string, error) { return s.listView(ctx, ns, sel) }, past, reach)
 	if err != nil {
 		return nil, err
 	}

@@ -50,7 +50,24 @@ type reachMux interface {
 	ReachVersion(ctx context.Context, version string) (current string, same bool, err error)
 }
 
-var _ registry.VersionReacher = &View{}
+var (
+	_ registry.VersionReacher = &View{}
+	_ registry.ChangeNotifier = &View{}
+)
+
+// changeMux is a Mux that says when its views change: a *watchmux.Mux.
+type changeMux interface {
+	NextChange() <-chan struct{}
+}
+
+// NextChange implements registry.ChangeNotifier; nil (never) for a mux
+// that can't say.
+func (v *View) NextChange() <-chan struct{} {
+	if cm, ok := v.mux.(changeMux); ok {
+		return cm.NextChange()
+	}
+	return nil
+}
 
 // ReachVersion brings the view to version, ahead of its own, as a watch
 // from it is (see watchmux.Mux.ReachVersion). It implements

@@ -103,3 +103,43 @@ func TestChanged(t *testing.T) {
 		}
 	}
 }
+
+// closed reports whether ch is closed.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// TestNextChange: NextChange is closed by the sync and by each change after
+// it, for every reader that took it (a broadcast, unlike Changed), and not
+// by reads; a channel taken after a change waits for the next one.
+func TestNextChange(t *testing.T) {
+	t.Parallel()
+	m := muxOf(t, false, guardedWorld())
+	before := m.NextChange()
+	if closed(before) {
+		t.Fatalf("NextChange closed before sync")
+	}
+	m.MarkSynced()
+	if !closed(before) {
+		t.Errorf("NextChange not closed by the sync")
+	}
+	a, b := m.NextChange(), m.NextChange()
+	if _, err := m.Read(func(r watchmux.Reader) { r.LockedNames(rolebindings) }); err != nil {
+		t.Fatal(err)
+	}
+	if closed(a) {
+		t.Errorf("NextChange closed by a read")
+	}
+	putRB(global, "g1", locked)(m)
+	if !closed(a) || !closed(b) {
+		t.Errorf("a source change closed the readers' channels: %t, %t; want both", closed(a), closed(b))
+	}
+	if closed(m.NextChange()) {
+		t.Errorf("a channel taken after the change is closed already")
+	}
+}

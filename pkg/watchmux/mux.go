@@ -163,6 +163,10 @@ type Mux struct {
 	// changed gets a value, without blocking, after every applied change
 	// once synced: a coalescing signal for Changed.
 	changed chan struct{}
+	// next is closed, and replaced, at every applied change once synced:
+	// NextChange's broadcast; nextMu.
+	nextMu sync.Mutex
+	next   chan struct{}
 
 	// hub names the cluster the global sources come from when they are read
 	// from another cluster (AddSource with Source.Cluster); then the local
@@ -188,6 +192,7 @@ func New(policy merge.Policy, resources []string, objects Objects, opts Options)
 		byNamespace:   map[string][]*watcher{},
 		connections:   map[string]*connectionGroup{},
 		changed:       make(chan struct{}, 1),
+		next:          make(chan struct{}),
 	}
 	m.fanTurn = sync.NewCond(&m.fanMu)
 	for _, r := range resources {
@@ -255,6 +260,15 @@ func (m *Mux) Serving(resource string) bool {
 // reader that wants to follow it re-reads what it needs after each signal.
 // It has one reader: the admission webhook's ConditionSync.
 func (m *Mux) Changed() <-chan struct{} { return m.changed }
+
+// NextChange returns a channel closed at the mirror's next change (or
+// sync): a reader that waits for the views to move, such as a list of a
+// version ahead of them, takes it before it reads, then waits on it.
+func (m *Mux) NextChange() <-chan struct{} {
+	m.nextMu.Lock()
+	defer m.nextMu.Unlock()
+	return m.next
+}
 
 // LineageGeneration returns a key that changes whenever a view of
 // namespace, of one of its ancestors or of the global namespace changes, or

@@ -140,11 +140,15 @@ func (m *Mux) fanOutInTurn(ticket uint64, events []*Event, start time.Time) {
 	fanOutLatency.Observe(m.opts.Clock.Since(start).Seconds())
 }
 
-// signalChanged wakes the reader of Changed, without blocking: the signal
-// coalesces.
+// signalChanged wakes the reader of Changed, without blocking (the signal
+// coalesces), and every waiter on NextChange.
 func (m *Mux) signalChanged() {
 	select {
 	case m.changed <- struct{}{}:
 	default:
 	}
+	m.nextMu.Lock()
+	close(m.next)
+	m.next = make(chan struct{})
+	m.nextMu.Unlock()
 }
