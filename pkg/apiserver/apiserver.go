@@ -143,6 +143,7 @@ type Server struct {
 
 // New wires sources, views and storage into a GenericAPIServer.
 func (c CompletedConfig) New() (*Server, error) {
+	registerMetrics()
 	x := c.ExtraConfig
 	typed := kinds.Typed(x.Kinds)
 	objects := views.NewObjects(newObjects(typed), 0)

@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-base/metrics"
-	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
@@ -19,10 +18,6 @@ var hubStale = metrics.NewGaugeVec(&metrics.GaugeOpts{
 	Help:           "1 while the hub cluster of the global sources is unreachable and its last known sources are served (fail-static), else 0.",
 	StabilityLevel: metrics.ALPHA,
 }, []string{"cluster"})
-
-func init() {
-	legacyregistry.MustRegister(hubStale)
-}
 
 // hubHealth probes the hub cluster of the global sources. The informers keep
 // serving the last sources they read while it is down (fail-static); this

@@ -220,8 +220,11 @@ func TestPastStateTurns(t *testing.T) {
 	close(results)
 	after := pastStateCounts(t)
 	delta := func(result string) float64 { return after[result] - before[result] }
-	if got, want := delta("admitted")+delta("refused"), float64(1+flood+1); got != want {
-		t.Errorf("past_states admitted+refused grew by %v, want %v (one turn per request that listed): %v -> %v", got, want, before, after)
+	// Every request answered above asked a turn and is counted; a waiter
+	// that gave up while it waited for another request's lists asked none
+	// and is not.
+	if got, least, most := delta("admitted")+delta("refused"), float64(1+served+refused+1), float64(1+flood+1); got < least || got > most {
+		t.Errorf("past_states admitted+refused grew by %v, want %v to %v (one per turn asked): %v -> %v", got, least, most, before, after)
 	}
 	if delta("refused") < float64(flood-pastStateMaxWaiting-(pastStateBurst-1)) || delta("admitted") < float64(pastStateBurst+1) {
 		t.Errorf("past_states grew by admitted %v, refused %v; want at least %d and %d", delta("admitted"), delta("refused"), pastStateBurst+1, flood-pastStateMaxWaiting-(pastStateBurst-1))

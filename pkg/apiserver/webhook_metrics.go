@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"k8s.io/component-base/metrics"
-	"k8s.io/component-base/metrics/legacyregistry"
 
 	// rest_client_* metrics of the server's calls to the host (and hub)
 	// cluster, as metrics-server and kube-controller-manager register them.
@@ -58,10 +57,6 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"decision"})
 )
-
-func init() {
-	legacyregistry.MustRegister(admissionDuration, admissionDecisions, authorizeDuration, authorizeDecisions)
-}
 
 // Decisions, as the metrics label them.
 const (

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
@@ -30,6 +31,8 @@ import (
 // TestMain fails the package if any test or benchmark leaves a goroutine
 // behind: every ClusterRole informer must stop with its test.
 func TestMain(m *testing.M) {
+	// /metrics registers them in the server's wiring; the tests read them.
+	authz.RegisterMetrics(legacyregistry.MustRegister)
 	goleak.VerifyTestMain(m)
 }
 

@@ -1,8 +1,9 @@
 package authz
 
 import (
+	"sync"
+
 	"k8s.io/component-base/metrics"
-	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/renamedmetric"
 )
@@ -54,6 +55,13 @@ var (
 	})
 )
 
-func init() {
-	legacyregistry.MustRegister(decisions, decisionsCached.New, decisionsCached.Old, differences, candidateAudits)
+// RegisterMetrics registers the package's metrics with register (the
+// server's wiring passes legacyregistry.MustRegister); once per process,
+// later calls do nothing.
+func RegisterMetrics(register func(...metrics.Registerable)) {
+	registerOnce.Do(func() {
+		register(decisions, decisionsCached.New, decisionsCached.Old, differences, candidateAudits)
+	})
 }
+
+var registerOnce sync.Once

@@ -4,13 +4,17 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
+	"github.com/implicit-dev/implicit-apiserver/pkg/hierarchy"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
 // TestMain fails the package if any test leaves a goroutine behind.
 func TestMain(m *testing.M) {
+	// /metrics registers them in the server's wiring; the tests read them.
+	hierarchy.RegisterMetrics(legacyregistry.MustRegister)
 	goleak.VerifyTestMain(m)
 }
 

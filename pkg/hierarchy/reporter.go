@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/component-base/metrics"
-	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/renamedmetric"
@@ -42,9 +41,16 @@ var hierarchyErrors = renamedmetric.GaugeVec{
 	}, []string{"reason"}),
 }
 
-func init() {
-	legacyregistry.MustRegister(hierarchyErrors.New, hierarchyErrors.Old)
+// RegisterMetrics registers the package's metrics with register (the
+// server's wiring passes legacyregistry.MustRegister); once per process,
+// later calls do nothing.
+func RegisterMetrics(register func(...metrics.Registerable)) {
+	registerOnce.Do(func() {
+		register(hierarchyErrors.New, hierarchyErrors.Old)
+	})
 }
+
+var registerOnce sync.Once
 
 // Reporter reports parent cycles, missing or invalid parents,
 // parents that are not the namespace the label meant (ParentUIDMismatch) and

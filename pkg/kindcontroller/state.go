@@ -6,7 +6,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/component-base/metrics"
-	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/utils/clock"
 )
 
@@ -17,9 +16,16 @@ var configuredKinds = metrics.NewGaugeVec(&metrics.GaugeOpts{
 	StabilityLevel: metrics.ALPHA,
 }, []string{"resource", "state"})
 
-func init() {
-	legacyregistry.MustRegister(configuredKinds)
+// RegisterMetrics registers the package's metrics with register (the
+// server's wiring passes legacyregistry.MustRegister); once per process,
+// later calls do nothing.
+func RegisterMetrics(register func(...metrics.Registerable)) {
+	registerOnce.Do(func() {
+		register(configuredKinds)
+	})
 }
+
+var registerOnce sync.Once
 
 func setKindState(gvr schema.GroupVersionResource, state string) {
 	for _, s := range []string{"served", "waiting", "invalid"} {

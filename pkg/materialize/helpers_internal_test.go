@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
@@ -27,6 +28,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// /metrics registers them in the server's wiring; the tests read them.
+	RegisterMetrics(legacyregistry.MustRegister)
 	goleak.VerifyTestMain(m)
 }
 

@@ -1,8 +1,9 @@
 package materialize
 
 import (
+	"sync"
+
 	"k8s.io/component-base/metrics"
-	"k8s.io/component-base/metrics/legacyregistry"
 )
 
 var (
@@ -40,6 +41,13 @@ var (
 	}, []string{"resource"})
 )
 
-func init() {
-	legacyregistry.MustRegister(lag, pending, writes, driftRepaired, conflicts)
+// RegisterMetrics registers the package's metrics with register (the
+// server's wiring passes legacyregistry.MustRegister); once per process,
+// later calls do nothing.
+func RegisterMetrics(register func(...metrics.Registerable)) {
+	registerOnce.Do(func() {
+		register(lag, pending, writes, driftRepaired, conflicts)
+	})
 }
+
+var registerOnce sync.Once

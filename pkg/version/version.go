@@ -2,9 +2,9 @@ package version
 
 import (
 	"runtime"
+	"sync"
 
 	"k8s.io/component-base/metrics"
-	"k8s.io/component-base/metrics/legacyregistry"
 )
 
 // Version is implicit-apiserver's version. `make build` sets it with
@@ -26,7 +26,14 @@ var buildInfo = metrics.NewGaugeVec(&metrics.GaugeOpts{
 	StabilityLevel: metrics.ALPHA,
 }, []string{"version", "go_version"})
 
-func init() {
-	legacyregistry.MustRegister(buildInfo)
-	buildInfo.WithLabelValues(Version, runtime.Version()).Set(1)
+// RegisterMetrics registers the package's metrics with register (the
+// server's wiring passes legacyregistry.MustRegister); once per process,
+// later calls do nothing.
+func RegisterMetrics(register func(...metrics.Registerable)) {
+	registerOnce.Do(func() {
+		register(buildInfo)
+		buildInfo.WithLabelValues(Version, runtime.Version()).Set(1)
+	})
 }
+
+var registerOnce sync.Once

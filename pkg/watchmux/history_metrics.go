@@ -2,7 +2,6 @@ package watchmux
 
 import (
 	"k8s.io/component-base/metrics"
-	"k8s.io/component-base/metrics/legacyregistry"
 )
 
 // The watch history's size, for operators sizing --history-bytes and for
@@ -25,9 +24,6 @@ var (
 	})
 )
 
-func init() {
-	legacyregistry.MustRegister(historyEvents, historyBytes)
-}
 
 // reportLocked publishes the history's size.
 func (h *history) reportLocked() {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
@@ -26,6 +27,8 @@ import (
 // TestMain fails the package if any test or benchmark leaves a goroutine
 // behind: every watcher's goroutines must end with Stop, its context or Run's.
 func TestMain(m *testing.M) {
+	// /metrics registers them in the server's wiring; the tests read them.
+	watchmux.RegisterMetrics(legacyregistry.MustRegister)
 	goleak.VerifyTestMain(m)
 }
 

@@ -1,8 +1,9 @@
 package watchmux
 
 import (
+	"sync"
+
 	"k8s.io/component-base/metrics"
-	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/renamedmetric"
 )
@@ -113,7 +114,15 @@ var (
 	}, []string{"resource"})
 )
 
-func init() {
-	legacyregistry.MustRegister(resumedFromVector, pastStates, resumeFailures, fanOutLatency.New, fanOutLatency.Old, openWatchers.New, openWatchers.Old,
-		slowWatchersClosed.New, slowWatchersClosed.Old, eventsDelivered, sourceObjects, candidates, candidateNamespaces)
+// RegisterMetrics registers the package's metrics with register (the
+// server's wiring passes legacyregistry.MustRegister); once per process,
+// later calls do nothing.
+func RegisterMetrics(register func(...metrics.Registerable)) {
+	registerOnce.Do(func() {
+		register(resumedFromVector, pastStates, resumeFailures, fanOutLatency.New, fanOutLatency.Old, openWatchers.New, openWatchers.Old,
+			slowWatchersClosed.New, slowWatchersClosed.Old, eventsDelivered, sourceObjects, candidates, candidateNamespaces,
+			historyEvents, historyBytes)
+	})
 }
+
+var registerOnce sync.Once

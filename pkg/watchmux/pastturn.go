@@ -107,6 +107,9 @@ func (m *Mux) pastInTurn(ctx context.Context, c pastConfig, want rv.Version, res
 			continue
 		}
 		if errors.As(err, &refused) && refused.turn != turn {
+			// Refused with the request it waited for, without a turn of
+			// its own: a refusal all the same.
+			pastStates.WithLabelValues("refused").Inc()
 			err = &pastRefused{turn: turn, err: refused.err}
 		}
 		if err == nil && !turn.asked {

@@ -1,0 +1,40 @@
+package apiserver
+
+import (
+	"sync"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
+	"github.com/implicit-dev/implicit-apiserver/pkg/hierarchy"
+	"github.com/implicit-dev/implicit-apiserver/pkg/kindcontroller"
+	"github.com/implicit-dev/implicit-apiserver/pkg/materialize"
+	"github.com/implicit-dev/implicit-apiserver/pkg/version"
+	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
+)
+
+// registerMetrics registers every package's metrics, and the wiring's own,
+// in the legacy registry /metrics serves: the one place they are
+// registered (each package's RegisterMetrics, as metrics-server's), so a
+// package imported by the plugin or a test registers nothing by itself.
+func registerMetrics() {
+	register := legacyregistry.MustRegister
+	version.RegisterMetrics(register)
+	watchmux.RegisterMetrics(register)
+	hierarchy.RegisterMetrics(register)
+	authz.RegisterMetrics(register)
+	kindcontroller.RegisterMetrics(register)
+	materialize.RegisterMetrics(register)
+	registerOwnMetrics(register)
+}
+
+// registerOwnMetrics registers the wiring's metrics: the webhooks' and the
+// hub's.
+func registerOwnMetrics(register func(...metrics.Registerable)) {
+	ownMetricsOnce.Do(func() {
+		register(admissionDuration, admissionDecisions, authorizeDuration, authorizeDecisions, hubStale)
+	})
+}
+
+var ownMetricsOnce sync.Once
