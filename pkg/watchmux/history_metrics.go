@@ -24,7 +24,6 @@ var (
 	})
 )
 
-
 // reportLocked publishes the history's size.
 func (h *history) reportLocked() {
 	historyEvents.Set(float64(h.n))
