@@ -2,6 +2,7 @@ package sourcefeed
 
 import (
 	"context"
+	"maps"
 	"strconv"
 	"sync"
 	"time"
@@ -83,6 +84,9 @@ type mark struct {
 	at, n uint64
 	rev   uint64
 	list  bool
+	// same: the list holds exactly the store's objects, at the same
+	// versions; its deliveries change nothing.
+	same bool
 }
 
 // New returns a Tracker of the informer that lists and watches through lw.
@@ -192,7 +196,14 @@ func (t *Tracker) endBatchLocked(m mark) {
 	t.marks = t.marks[1:]
 	batch := t.batch
 	t.batch = nil
-	if t.sink != nil {
+	switch {
+	case t.sink == nil:
+	case m.same:
+		// A relist that found every object as it was (after a watch
+		// ended, or kube-apiserver restarted) is progress, not a change:
+		// the state is the same, complete at the list's revision.
+		t.sink.Progress(m.rev)
+	default:
 		t.sink.Apply(batch, m.rev)
 	}
 }
@@ -228,7 +239,7 @@ func (t *Tracker) listedLocked(items map[string]string, rev uint64) (undo func()
 	}
 	old := t.shadow
 	t.shadow = items
-	t.marks = append(t.marks, mark{at: t.forwarded, n: n, rev: rev, list: true})
+	t.marks = append(t.marks, mark{at: t.forwarded, n: n, rev: rev, list: true, same: maps.Equal(old, items)})
 	t.forwarded += n
 	t.settleLocked()
 	return func() {

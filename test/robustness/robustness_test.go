@@ -141,6 +141,7 @@ func TestRobustness(t *testing.T) {
 	gone := append([]string(nil), rec.gone...)
 	goneBy := maps.Clone(rec.goneByFault)
 	unexplained := append([]string(nil), rec.unexplained...)
+	recreated := len(rec.recreated)
 	rec.mu.Unlock()
 	t.Logf("clients answered 410: %d, by the fault before them: %v", len(gone), goneBy)
 	for _, g := range gone {
@@ -177,9 +178,9 @@ func TestRobustness(t *testing.T) {
 	if ws.total() == 0 || faults[restartKubeAPIServer]+faults[killReplica] == 0 {
 		t.Errorf("tested little: %d writes, faults %v", ws.total(), faults)
 	}
-	t.Logf("FIGURES seed=%d duration=%s compaction=%s writes=%d refused=%d namespaces_recreated=%d faults=%d %v quiet_checks=%d divergences=%d client_relists=%d answered_410=%d unexplained_410=%d server_relists=%d duplicated_added=%d unheld_events=%d out_of_order=%d events=%d",
+	t.Logf("FIGURES seed=%d duration=%s compaction=%s writes=%d refused=%d namespaces_recreated=%d faults=%d %v quiet_checks=%d divergences=%d client_relists=%d answered_410=%d recreated_410=%d unexplained_410=%d server_relists=%d duplicated_added=%d unheld_events=%d out_of_order=%d events=%d",
 		seed, elapsed.Round(time.Second), compaction, ws.total(), ws.refused, ws.recreated, sum(faults), faults, checks, divergences,
-		clientRelists, len(gone), len(unexplained), serverLists, events.duplicateAdded, events.unheld, events.outOfOrder, events.events)
+		clientRelists, len(gone), recreated, len(unexplained), serverLists, events.duplicateAdded, events.unheld, events.outOfOrder, events.events)
 }
 
 func lines(ss []string) string {
