@@ -200,6 +200,8 @@ func (h *harness) newGuards(mirror *watchmux.Mux) *admission.Guards {
 	g.SetServerIdentity(server)
 	g.Materialize(netpols)
 	g.SetClock(h.clock)
+	// A mirror never catches up within one decision here: no waiting.
+	g.SetMirrorWait(0)
 	return g
 }
 

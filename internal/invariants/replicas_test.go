@@ -62,6 +62,45 @@ func TestReplicaScenarios(t *testing.T) {
 			{actor: "alice", kind: opNSFinish, name: "f"},
 		},
 		want: []bool{true, true, true, false, true},
+	}, {
+		// f is deleted and created again under its name; the other
+		// replica's mirror still shows the first f Terminating when the
+		// second f, now a parent, is deleted through it.
+		name: "namespace deleted on a replica whose mirror shows its predecessor Terminating",
+		ops: []op{
+			{actor: "alice", kind: opNSCreate, name: "f", ns: nsEdit{parent: set, parentN: "a"}},
+			{actor: "alice", kind: opNSDelete, name: "f", held: true},
+			{actor: "alice", kind: opNSFinish, name: "f", lag2: 20},
+			{actor: "alice", kind: opNSCreate, name: "f", ns: nsEdit{parent: set, parentN: "a"}, lag2: 20, to: 1},
+			{actor: "alice", kind: opNSUpdate, name: "c", ns: nsEdit{parent: set, parentN: "f"}, lag2: 20, to: 1},
+			{actor: "alice", kind: opNSDelete, name: "f", lag2: 20, to: 2},
+		},
+		want: []bool{true, true, true, true, true, false},
+	}, {
+		// The same, and the second f holds a locked source its child
+		// inherits: deleting it is judged as a deletion outside a
+		// Terminating namespace, needing unlock.
+		name: "locked source deleted on a replica whose mirror shows its namespace's predecessor Terminating",
+		ops: []op{
+			{actor: "alice", kind: opNSCreate, name: "f", ns: nsEdit{parent: set, parentN: "a"}},
+			{actor: "alice", kind: opNSDelete, name: "f", held: true},
+			{actor: "alice", kind: opNSFinish, name: "f", lag2: 20},
+			{actor: "alice", kind: opNSCreate, name: "f", ns: nsEdit{parent: set, parentN: "a"}, lag2: 20, to: 1},
+			{actor: "org", kind: opCreate, resource: rolebindings, namespace: "f", name: "x", src: srcEdit{content: 1, lock: set}, lag2: 20, to: 1},
+			{actor: "alice", kind: opNSUpdate, name: "c", ns: nsEdit{parent: set, parentN: "f"}, lag2: 20, to: 1},
+			{actor: "alice", kind: opDelete, resource: rolebindings, namespace: "f", name: "x", lag2: 20, to: 2},
+		},
+		want: []bool{true, true, true, true, true, true, false},
+	}, {
+		// f is created and becomes c's parent on one replica; the other,
+		// whose mirror shows no f yet, is asked about its deletion.
+		name: "namespace deleted on a replica whose mirror does not show it yet",
+		ops: []op{
+			{actor: "alice", kind: opNSCreate, name: "f", ns: nsEdit{parent: set, parentN: "a"}, lag2: 20, to: 1},
+			{actor: "alice", kind: opNSUpdate, name: "c", ns: nsEdit{parent: set, parentN: "f"}, lag2: 20, to: 1},
+			{actor: "alice", kind: opNSDelete, name: "f", lag2: 20, to: 2},
+		},
+		want: []bool{true, true, false},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := mustHarness(t, s)

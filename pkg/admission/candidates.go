@@ -149,8 +149,14 @@ func (g *Guards) candidateLocks(ctx context.Context, req *admissionv1.AdmissionR
 			continue
 		}
 		// A candidate goes with its namespace, as a locked source does.
-		if req.Operation == admissionv1.Delete && g.index.Terminating(s.namespace) {
-			return allow()
+		if req.Operation == admissionv1.Delete {
+			terminating, err := g.namespaceTerminating(ctx, s.namespace)
+			if err != nil {
+				return unavailable(fmt.Errorf("reading whether namespace %s is being deleted: %w", s.namespace, err))
+			}
+			if terminating {
+				return allow()
+			}
 		}
 		allowed, reason, err := g.authz.Allowed(ctx, req.UserInfo, authorizationv1.ResourceAttributes{
 			Verb: UnlockVerb, Group: s.gr.Group, Resource: s.gr.Resource, Namespace: s.namespace, Name: stable,

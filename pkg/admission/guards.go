@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -127,6 +128,9 @@ type Guards struct {
 	// shared is the record the replicas' decisions take turns on
 	// (shared.go); nil: this replica decides with its own memory alone.
 	shared *sharedTurns
+	// mirrorWait is how long a namespace deletion waits for the mirror to
+	// show the namespace it deletes (namespace_deletions.go).
+	mirrorWait time.Duration
 
 	// identity is the server's own user, the writer of materialized
 	// copies; materialized the view resources delivered as copies
@@ -165,6 +169,7 @@ func NewGuards(index Index, authz Authorizer, served []schema.GroupResource, glo
 		materialized: map[string]bool{},
 		hierarchy:    assumptions{clock: clock.RealClock{}, ttl: assumeFor, byName: map[string]assumption{}},
 		recent:       newRecent(),
+		mirrorWait:   defaultMirrorWait,
 	}
 	for _, gr := range served {
 		g.served[gr] = gr.Resource

@@ -214,10 +214,20 @@ func TestLocks(t *testing.T) {
 			wantSAR:     []authorizationv1.ResourceAttributes{adminsUnlock},
 		},
 		{
-			name:        "delete of a locked object in a terminating namespace is allowed without asking",
+			name:            "delete of a locked object in a terminating namespace is allowed without asking",
+			index:           &fakeIndex{terminating: map[string]bool{global: true}},
+			hostTerminating: []string{global},
+			req:             request(del, rolebindings, global, "admins", roleBinding(global, "admins", isLocked), nil),
+			wantAllowed:     true,
+		},
+		{
+			// The mirror lags: it shows a namespace of that name that was
+			// deleted before this one was created.
+			name:        "delete of a locked object in a namespace the mirror alone shows terminating needs unlock",
 			index:       &fakeIndex{terminating: map[string]bool{global: true}},
 			req:         request(del, rolebindings, global, "admins", roleBinding(global, "admins", isLocked), nil),
-			wantAllowed: true,
+			wantMessage: []string{objName, `"unlock"`, "deleting it"},
+			wantSAR:     []authorizationv1.ResourceAttributes{adminsUnlock},
 		},
 		{
 			name:        "update of a locked object in a terminating namespace still needs unlock",

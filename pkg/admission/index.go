@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
@@ -135,6 +136,18 @@ func (x *MuxIndex) IsTenant(namespace string) (tenant bool) {
 func (x *MuxIndex) Terminating(namespace string) (terminating bool) {
 	_ = x.read(func(r watchmux.Reader) { terminating = r.Terminating(namespace) })
 	return terminating
+}
+
+// NamespaceUID is the uid of the namespace of that name the mirror holds
+// (found: it holds one).
+func (x *MuxIndex) NamespaceUID(namespace string) (uid types.UID, found bool) {
+	_ = x.read(func(r watchmux.Reader) {
+		var ns *merge.Namespace
+		if ns, found = r.Namespace(namespace); found {
+			uid = ns.UID
+		}
+	})
+	return uid, found
 }
 
 // SourceLocked implements Index: whether the source object namespace/name

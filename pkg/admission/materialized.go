@@ -97,8 +97,14 @@ func (g *Guards) Materialized(ctx context.Context, req *admissionv1.AdmissionReq
 			g.recent.adopt(recentKey{s.resource, s.namespace, s.name}, s.obj)
 		}
 		return d
-	case req.Operation == admissionv1.Delete && g.index.Terminating(s.namespace):
-		return allow()
+	case req.Operation == admissionv1.Delete:
+		terminating, err := g.namespaceTerminating(ctx, s.namespace)
+		if err != nil {
+			return unavailable(fmt.Errorf("reading whether namespace %s is being deleted: %w", s.namespace, err))
+		}
+		if terminating {
+			return allow()
+		}
 	}
 	verb := "update"
 	if req.Operation == admissionv1.Delete {

@@ -195,11 +195,22 @@ func TestMaterialized(t *testing.T) {
 			wantWarnings: []string{`implicit.dev: networkpolicies.networking.k8s.io "deny" in namespace "team-a" is a materialized copy of implicit-global/deny: implicit-apiserver writes it back as the view says`},
 		},
 		{
-			name:        "a copy goes with its namespace",
+			name:            "a copy goes with its namespace",
+			identity:        server,
+			index:           &fakeIndex{terminating: map[string]bool{team: true}},
+			hostTerminating: []string{team},
+			req:             request(del, networkpolicies, team, "deny", np(cp()...), nil),
+			wantAllowed:     true,
+		},
+		{
+			// The mirror lags behind the namespace's deletion and
+			// creation again.
+			name:        "a copy in a namespace the mirror alone shows terminating is judged",
 			identity:    server,
 			index:       &fakeIndex{terminating: map[string]bool{team: true}},
 			req:         request(del, networkpolicies, team, "deny", np(cp()...), nil),
-			wantAllowed: true,
+			wantMessage: []string{`the "delete" permission on the source`},
+			wantSAR:     []authorizationv1.ResourceAttributes{{Verb: "delete", Group: "networking.k8s.io", Resource: "networkpolicies", Namespace: global, Name: "deny"}},
 		},
 		{
 			name:        "a copy whose source namespace is unknown is refused",

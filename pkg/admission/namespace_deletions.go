@@ -2,10 +2,14 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // NamespaceDeletions guards the deletion of a namespace whose sources
@@ -26,8 +30,21 @@ func (g *Guards) NamespaceDeletions(ctx context.Context, req *admissionv1.Admiss
 	// namespace going away, or below one), so the DELETEs that follow take
 	// no more than was judged. docs/security.md, "Held in Terminating",
 	// names what remains.
-	if g.index.Terminating(req.Name) {
+	// Whether it terminates is read from the request's old object, the
+	// namespace as kube-apiserver has it, never from the mirror alone: a
+	// mirror that lags may still show a namespace of that name that was
+	// deleted before this one was created.
+	terminating, err := namespaceDeleting(req)
+	if err != nil {
+		if terminating, err = g.namespaceTerminating(ctx, req.Name); err != nil {
+			return unavailable(fmt.Errorf("reading whether namespace %s is being deleted: %w", req.Name, err))
+		}
+	}
+	if terminating {
 		return allow()
+	}
+	if d := g.mirrorShows(ctx, req); !d.allowed {
+		return d
 	}
 	g.hierarchy.mu.Lock()
 	assumed := g.hierarchy.currentLocked(g.index)
@@ -78,4 +95,65 @@ func DeletionWarning(namespace string, losers []string) string {
 		names = fmt.Sprintf("%s and %d more", strings.Join(losers[:show], ", "), len(losers)-show)
 	}
 	return fmt.Sprintf("implicit.dev: deleting namespace %s takes inherited items from %d namespaces: %s", namespace, len(losers), names)
+}
+
+// namespaceDeleting reports whether the namespace a DELETE request's old
+// object carries has a deletionTimestamp; an error when the request
+// carries none (kube-apiserver always sends it).
+func namespaceDeleting(req *admissionv1.AdmissionRequest) (bool, error) {
+	old, err := decode(req.OldObject)
+	if err != nil {
+		return false, err
+	}
+	if old == nil {
+		return false, errors.New("the request carries no old object")
+	}
+	return old.GetDeletionTimestamp() != nil, nil
+}
+
+// defaultMirrorWait bounds how long a namespace deletion waits for the
+// mirror to show the namespace it deletes: the informers' usual lag is far
+// shorter.
+const defaultMirrorWait = 2 * time.Second
+
+// SetMirrorWait sets how long a namespace deletion waits for the mirror to
+// show the namespace it deletes (default 2 s; 0: not at all), then answers
+// 503.
+func (g *Guards) SetMirrorWait(d time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.mirrorWait = d
+}
+
+// mirrorShows waits until the mirror shows the namespace req deletes as
+// kube-apiserver has it (its uid), at most mirrorWait: what its deletion
+// takes is computed from the mirror's subtree of that name, and a mirror
+// that lags may hold no namespace of that name, or one deleted before this
+// one was created, whose subtree (the children whose parent-uid names this
+// one) it can't tell. Unavailable (503: the failure policy applies, the
+// client retries) if it does not.
+func (g *Guards) mirrorShows(ctx context.Context, req *admissionv1.AdmissionRequest) decision {
+	uids, ok := g.index.(interface {
+		NamespaceUID(namespace string) (types.UID, bool)
+	})
+	old, err := decode(req.OldObject)
+	if !ok || err != nil || old == nil || old.GetUID() == "" {
+		return allow()
+	}
+	shows := func(context.Context) (bool, error) {
+		uid, found := uids.NamespaceUID(req.Name)
+		return found && uid == old.GetUID(), nil
+	}
+	if done, _ := shows(ctx); done {
+		return allow()
+	}
+	g.mu.RLock()
+	limit := g.mirrorWait
+	g.mu.RUnlock()
+	if limit > 0 {
+		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, limit, false, shows); err == nil {
+			return allow()
+		}
+	}
+	return unavailable(fmt.Errorf("namespace %s (uid %s): this replica's informers do not show it yet, so what its deletion takes can't be judged; try again", req.Name, old.GetUID()))
 }
