@@ -185,7 +185,7 @@ func TestControllerPollsOnTheClock(t *testing.T) {
 	host := &clienttesting.Fake{}
 	clock := clocktesting.NewFakeClock(time.Now())
 	c, err := New(Config{
-		Kinds:     ks,
+		Kinds: ks,
 		// The reads of the host's short names are not counted.
 		Discovery: &shortNamesHost{FakeDiscovery: &fakediscovery.FakeDiscovery{Fake: host}},
 		Dynamic:   dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()),
