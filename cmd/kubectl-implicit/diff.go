@@ -46,8 +46,9 @@ view item would be Added, Modified or Deleted, and each one a lock, a shadow or
 an exclusion keeps unchanged, then a field diff of each changed item (identical
 ones once, with their namespaces). A candidate in the files is previewed as a
 candidate: on the item it stages, in its canary namespaces. A Namespace whose
-parent, tenancy, stage or exclusion would change is listed with the change.
-Nothing is changed.
+parent, tenancy, stage or exclusion would change is listed with the change,
+then each view item it and its subtree would gain, lose or see change (with
+-o json or yaml, a Preview of the Namespace per view). Nothing is changed.
 
 An apply the server would refuse (an immutable field, a guard of
 implicit.dev, a forbidden write) is an error, as it is for kubectl diff.
