@@ -46,8 +46,9 @@ view item would be Added, Modified or Deleted, and each one a lock, a shadow or
 an exclusion keeps unchanged, then a field diff of each changed item (identical
 ones once, with their namespaces). A candidate in the files is previewed as a
 candidate: on the item it stages, in its canary namespaces. A Namespace whose
-parent, tenancy, stage or exclusion would change is listed with the change.
-Nothing is changed.
+parent, tenancy, stage or exclusion would change is listed with the change,
+then each view item it and its subtree would gain, lose or see change (with
+-o json or yaml, a Preview of the Namespace per view). Nothing is changed.
 
 An apply the server would refuse (an immutable field, a guard of
 implicit.dev, a forbidden write) is an error, as it is for kubectl diff.
@@ -115,10 +116,20 @@ would, greater than 1 on error.`,
 					return err // as the apply (or delete) would fail
 				}
 				if isNamespace(info) {
-					if c, ok := tenancyChange(edit); ok {
-						namespaces = append(namespaces, c)
-						changed = true
+					c, ok := tenancyChange(edit)
+					if !ok {
+						continue
 					}
+					namespaces = append(namespaces, c)
+					changed = true
+					if edit.merged == nil {
+						continue // a namespace deleted takes its views along
+					}
+					ps, err := o.previewNamespace(cmd.Context(), dyn, edit)
+					if err != nil {
+						return err
+					}
+					previews = append(previews, ps...)
 					continue
 				}
 				p, err := o.preview(cmd.Context(), dyn, edit)
@@ -211,11 +222,22 @@ func (o *options) printPreviews(w io.Writer, previews []*v1alpha1.Preview) error
 		}
 		return nil
 	}
-	for i, p := range previews {
-		if i > 0 {
+	shown := 0
+	for _, p := range previews {
+		if isNamespacePreview(p) && len(p.Status.Changed) == 0 && p.Status.Hidden == 0 {
+			continue // the namespace's line says what changes
+		}
+		if shown > 0 {
 			fmt.Fprintln(w)
 		}
+		shown++
 		st := p.Status
+		if isNamespacePreview(p) {
+			if err := printNamespacePreview(w, p); err != nil {
+				return err
+			}
+			continue
+		}
 		// status.reached is the reach the fan-out warning, reach and
 		// rollout status count (watchmux.Reach).
 		fmt.Fprintf(w, "%s %s/%s (%s): reaches %d namespace(s) besides its own, changes %d, kept unchanged %d.\n",
@@ -273,6 +295,9 @@ func printFieldDiffs(w io.Writer, p *v1alpha1.Preview) error {
 			return err
 		}
 		name := p.Status.Name
+		if c.Name != "" {
+			name = c.Name // a Namespace's preview: one of its items
+		}
 		for _, s := range []*v1alpha1.ItemSummary{c.After, c.Before} {
 			if s != nil {
 				name = s.Source.Name // a candidate's: the item it stages

@@ -1,12 +1,21 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
 
 	"k8s.io/cli-runtime/pkg/resource"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -72,6 +81,84 @@ func shown(v string, ok bool) string {
 		return "(none)"
 	}
 	return fmt.Sprintf("%q", v)
+}
+
+// previewNamespace asks a Preview of each view served what the Namespace
+// as the apply would store it changes in its and its subtree's views (-o
+// json and yaml print each; the table those with changes).
+func (o *options) previewNamespace(ctx context.Context, dyn dynamic.Interface, edit *appliedEdit) ([]*v1alpha1.Preview, error) {
+	disc, err := o.config.ToDiscoveryClient()
+	if err != nil {
+		return nil, err
+	}
+	views, err := disc.ServerResourcesForGroupVersion(v1alpha1.SchemeGroupVersion.String())
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(edit.merged.Object)
+	if err != nil {
+		return nil, err
+	}
+	var out []*v1alpha1.Preview
+	for _, r := range views.APIResources {
+		if strings.Contains(r.Name, "/") || !slices.Contains(r.Categories, "implicit") {
+			continue
+		}
+		req := &v1alpha1.Preview{
+			TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "Preview"},
+			Spec:     v1alpha1.PreviewSpec{Resource: r.Name, Object: &runtime.RawExtension{Raw: raw}},
+		}
+		content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(req)
+		if err != nil {
+			return nil, err
+		}
+		u, err := dyn.Resource(gvr(v1alpha1.ResourcePreviews)).Namespace(edit.info.Name).Create(ctx, &unstructured.Unstructured{Object: content}, metav1.CreateOptions{})
+		if err != nil {
+			return nil, err
+		}
+		p := &v1alpha1.Preview{}
+		if err := fromUnstructured(u.Object, p); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// isNamespacePreview reports whether p previews a Namespace's change.
+func isNamespacePreview(p *v1alpha1.Preview) bool {
+	for _, c := range p.Status.Changed {
+		if c.Name != "" {
+			return true
+		}
+	}
+	if p.Spec.Object == nil {
+		return false
+	}
+	var tm struct{ APIVersion, Kind string }
+	return json.Unmarshal(p.Spec.Object.Raw, &tm) == nil && tm.APIVersion == "v1" && tm.Kind == "Namespace"
+}
+
+// printNamespacePreview prints the view items a Namespace's change adds,
+// removes or changes, namespace by namespace, then their field diffs.
+func printNamespacePreview(w io.Writer, p *v1alpha1.Preview) error {
+	st := p.Status
+	fmt.Fprintf(w, "%s in namespace/%s and its subtree: changes %d item(s) in %d namespace(s) besides %s.\n",
+		p.Spec.Resource, st.Name, len(st.Changed), st.Reached, st.Name)
+	if st.Hidden > 0 {
+		fmt.Fprintf(w, "%d namespace(s) whose view you may not list are left out.\n", st.Hidden)
+	}
+	if len(st.Changed) == 0 {
+		return nil
+	}
+	t := newTable(w, "NAMESPACE", "NAME", "CHANGE", "BEFORE", "AFTER")
+	for _, c := range st.Changed {
+		t.row(c.Namespace, c.Name, c.Type, summaryCell(c.Before), summaryCell(c.After))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	return printFieldDiffs(w, p)
 }
 
 // printNamespaceChanges prints the namespaces whose tenancy changes, in

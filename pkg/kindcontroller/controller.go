@@ -140,6 +140,8 @@ type Controller struct {
 	// checked is closed once every kind was asked about once.
 	checked     chan struct{}
 	checkedOnce sync.Once
+	// shortNamesRead is when the host's short names were last read.
+	shortNamesRead time.Time
 }
 
 // servedKind is a kind whose sources are read, and the storage of its view.
@@ -151,6 +153,9 @@ type servedKind struct {
 	synced      bool
 	// fromCRD: the kind's columns were read from its CRD (crdgone.go).
 	fromCRD bool
+	// withheld are the kind's short names another resource of the host
+	// has (shortnames.go).
+	withheld []string
 }
 
 // New feeds the built-in kinds of c to the mux, which must have
@@ -222,23 +227,27 @@ func (c *Controller) HasChecked() bool {
 }
 
 // Run serves the built-in kinds at once, then polls the host for the
-// others until ctx is cancelled.
+// others until ctx is cancelled. Every shortNamesEvery it withholds the
+// views' short names that another resource of the host has taken.
 func (c *Controller) Run(ctx context.Context) {
+	c.shortNamesDue()
+	c.withholdShortNames()
 	if err := c.publish(); err != nil {
 		klog.ErrorS(err, "Serving the views failed")
 	}
-	if len(c.unstructured) == 0 {
-		c.checkedOnce.Do(func() { close(c.checked) })
-		return
-	}
-	defer c.factory.Shutdown()
-	if c.hubFactory != nil {
-		defer c.hubFactory.Shutdown()
+	if len(c.unstructured) > 0 {
+		defer c.factory.Shutdown()
+		if c.hubFactory != nil {
+			defer c.hubFactory.Shutdown()
+		}
 	}
 	t := c.clock.NewTicker(c.period)
 	defer t.Stop()
 	for {
-		synced := c.poll(ctx)
+		var synced []<-chan struct{}
+		if len(c.unstructured) > 0 {
+			synced = c.poll(ctx)
+		}
 		// Ready once every kind the host has at start is served: a restart
 		// must not hide a view that kube-apiserver's discovery still lists.
 		c.checkedOnce.Do(func() {
@@ -258,6 +267,11 @@ func (c *Controller) Run(ctx context.Context) {
 			}
 			close(c.checked)
 		})
+		if c.shortNamesDue() && c.withholdShortNames() {
+			if err := c.publish(); err != nil {
+				klog.ErrorS(err, "Serving the views' short names failed")
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return

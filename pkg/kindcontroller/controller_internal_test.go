@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/registry/rest"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/informers"
@@ -36,6 +37,8 @@ type fakeGroup struct {
 	schemas []string
 	// columns are the printer column names of each kind of the last Set.
 	columns map[string][]string
+	// shortNames are each view's short names in the last Set.
+	shortNames map[string][]string
 }
 
 func (g *fakeGroup) SetSchemas(k kinds.Kind, _ servedgroup.HostSchemas) {
@@ -57,7 +60,11 @@ func (g *fakeGroup) Set(views []servedgroup.View) error {
 	slices.Sort(resources)
 	g.sets = append(g.sets, resources)
 	g.columns = map[string][]string{}
+	g.shortNames = map[string][]string{}
 	for _, v := range views {
+		if sn, ok := v.Storage.(rest.ShortNamesProvider); ok {
+			g.shortNames[v.Kind.Resource()] = sn.ShortNames()
+		}
 		for _, c := range v.Kind.Columns {
 			g.columns[v.Kind.Resource()] = append(g.columns[v.Kind.Resource()], c.Name)
 		}
@@ -143,7 +150,8 @@ func TestControllerServesBuiltInKindsAtOnce(t *testing.T) {
 	if c.HasChecked() {
 		t.Error("checked before running")
 	}
-	c.Run(context.Background())
+	runController(t, c)
+	waitFor(t, "the first publish", c.HasChecked)
 	if want := []string{"networkpolicies", "rolebindings", "roles"}; !slices.Equal(group.last(), want) {
 		t.Errorf("served %v, want %v", group.last(), want)
 	}
@@ -177,8 +185,9 @@ func TestControllerPollsOnTheClock(t *testing.T) {
 	host := &clienttesting.Fake{}
 	clock := clocktesting.NewFakeClock(time.Now())
 	c, err := New(Config{
-		Kinds:     ks,
-		Discovery: &fakediscovery.FakeDiscovery{Fake: host},
+		Kinds: ks,
+		// The reads of the host's short names are not counted.
+		Discovery: &shortNamesHost{FakeDiscovery: &fakediscovery.FakeDiscovery{Fake: host}},
 		Dynamic:   dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()),
 		Mux:       mux,
 		Objects:   objects,

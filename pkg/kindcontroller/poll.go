@@ -141,6 +141,7 @@ func (c *Controller) update(r kinds.Kind, res resolved) error {
 	c.mu.Lock()
 	sk := c.kinds[resource]
 	sk.kind, sk.storage, sk.fingerprint, sk.fromCRD = kind, newStorage(kind, sk.view), res.fingerprint, res.fromCRD
+	sk.storage.WithholdShortNames(sk.withheld)
 	synced := sk.synced
 	c.mu.Unlock()
 	klog.InfoS("Configured kind changed in the host: serving its new schema", "resource", r.Source.String())

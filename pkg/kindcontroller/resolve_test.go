@@ -465,6 +465,18 @@ func (h fakeHost) start(t *testing.T) discovery.DiscoveryInterface {
 		}
 		writeJSON(w, h.resources)
 	})
+	// The whole discovery, read for the short names other resources have.
+	mux.HandleFunc("/api", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, metav1.APIVersions{})
+	})
+	mux.HandleFunc("/apis", func(w http.ResponseWriter, _ *http.Request) {
+		groups := metav1.APIGroupList{}
+		if h.resources != nil {
+			gv := metav1.GroupVersionForDiscovery{GroupVersion: "policy.example.com/v1", Version: "v1"}
+			groups.Groups = append(groups.Groups, metav1.APIGroup{Name: "policy.example.com", Versions: []metav1.GroupVersionForDiscovery{gv}, PreferredVersion: gv})
+		}
+		writeJSON(w, groups)
+	})
 	mux.HandleFunc("/openapi/v3", func(w http.ResponseWriter, _ *http.Request) {
 		paths := map[string]any{"api/v1": map[string]any{"serverRelativeURL": "/openapi/v3/api/v1?hash=C"}}
 		if h.indexed {

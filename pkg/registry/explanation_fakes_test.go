@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -80,3 +81,11 @@ func (f *fakeQuestions) Preview(resource, namespace, name string, obj runtime.Ob
 }
 
 func (f *fakeQuestions) EmptyObject(string) runtime.Object { return &rbacv1.RoleBinding{} }
+
+func (f *fakeQuestions) PreviewNamespace(resource string, ns *corev1.Namespace) (v1alpha1.PreviewStatus, error) {
+	f.previewed = &previewCall{resource: resource, namespace: ns.Name, name: ns.Name, obj: ns}
+	if f.preview != nil {
+		return *f.preview, nil
+	}
+	return v1alpha1.PreviewStatus{Name: ns.Name, Operation: v1alpha1.OperationUpdate}, nil
+}

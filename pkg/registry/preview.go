@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -26,6 +27,9 @@ type Previewer interface {
 	Preview(resource, namespace, name string, obj runtime.Object) (v1alpha1.PreviewStatus, error)
 	// EmptyObject returns an empty source object of resource.
 	EmptyObject(resource string) runtime.Object
+	// PreviewNamespace tells what the views of resource in ns and its
+	// subtree would show if ns had ns's labels and annotations.
+	PreviewNamespace(resource string, ns *corev1.Namespace) (v1alpha1.PreviewStatus, error)
 }
 
 // PreviewStorage serves previews.implicit.dev, a create-only review in the
@@ -86,6 +90,12 @@ func (s *PreviewStorage) Create(ctx context.Context, obj runtime.Object, validat
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("spec.resource: implicit.dev serves no view %q", resource))
 	}
 	source := kind.Source.GroupResource()
+	if ns, ok, err := proposedNamespace(in.Spec.Object); ok || err != nil {
+		if err != nil {
+			return nil, err
+		}
+		return s.previewNamespace(ctx, in, resource, ns, validate)
+	}
 
 	var next runtime.Object
 	name := in.Spec.Delete

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -100,6 +102,9 @@ type Storage struct {
 	snapshots *snapshots
 	// clock times a list's wait for a version ahead of the view.
 	clock clock.Clock
+	// withheld are the kind's short names left out of discovery while
+	// another resource of the host has them (WithholdShortNames).
+	withheld atomic.Pointer[[]string]
 }
 
 var (
@@ -149,8 +154,36 @@ func (s *Storage) Kind() string { return s.kind.Kind }
 func (s *Storage) GetSingularName() string { return s.kind.Singular }
 
 // ShortNames implements rest.ShortNamesProvider: the kind's (irb, irole,
-// inetpol), never the source's, which kubectl resolves to the source.
-func (s *Storage) ShortNames() []string { return s.kind.ShortNames }
+// inetpol), never the source's, which kubectl resolves to the source, and
+// none that is withheld.
+func (s *Storage) ShortNames() []string {
+	w := s.withheld.Load()
+	if w == nil || len(*w) == 0 {
+		return s.kind.ShortNames
+	}
+	out := make([]string, 0, len(s.kind.ShortNames))
+	for _, n := range s.kind.ShortNames {
+		if !slices.Contains(*w, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// WithholdShortNames leaves names (those of the kind's short names another
+// resource of the host cluster has) out of ShortNames, replacing what was
+// withheld, and reports whether ShortNames changed. The group is installed
+// again for discovery to say so.
+func (s *Storage) WithholdShortNames(names []string) bool {
+	var kept []string
+	for _, n := range s.kind.ShortNames {
+		if slices.Contains(names, n) {
+			kept = append(kept, n)
+		}
+	}
+	prev := s.withheld.Swap(&kept)
+	return prev == nil && len(kept) > 0 || prev != nil && !slices.Equal(*prev, kept)
+}
 
 // Categories implements rest.CategoriesProvider: every view is in "implicit".
 func (s *Storage) Categories() []string { return []string{"implicit"} }

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -207,6 +208,11 @@ metadata:
 		// canary is where a candidate's content shows ("": the source's own namespace).
 		canary string
 		want   int // the exit class both agree on
+		// subtree are the namespaces whose views a Namespace's edit may
+		// change; revert is the kubectl command that undoes the edit once
+		// it was applied to compare the preview with the views.
+		subtree []string
+		revert  []string
 	}{
 		{name: "the file as applied changes nothing", manifest: viewers, want: 0},
 		{name: "a partial file changing the subject keeps the labels", want: 1,
@@ -238,7 +244,11 @@ metadata:
 		{name: "an invalid binding", want: 2,
 			manifest: "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: dk-bad\n  namespace: dk-org\nroleRef:\n  kind: ClusterRole\n  name: \"\"\n"},
 		{name: "a namespace's new parent", want: 1,
-			manifest: dkNamespace("dk-sub", "    implicit.dev/parent: dk-other\n")},
+			manifest: dkNamespace("dk-sub", "    implicit.dev/parent: dk-other\n"),
+			subtree:  []string{"dk-sub"}, revert: []string{"label", "namespace", "dk-sub", "implicit.dev/parent=dk-team-a", "--overwrite"}},
+		{name: "a namespace's new exclusion", want: 1,
+			manifest: "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: dk-team-a\n  annotations:\n    implicit.dev/exclude: rolebindings/dk-viewers\n",
+			subtree:  []string{"dk-team-a", "dk-sub"}, revert: []string{"annotate", "namespace", "dk-team-a", "implicit.dev/exclude-"}},
 		{name: "a namespace's parent that makes a cycle is refused", want: 2,
 			manifest: dkNamespace("dk-org", "    implicit.dev/parent: dk-sub\n")},
 		{name: "deleting a source", delete: true, want: 1,
@@ -283,7 +293,11 @@ metadata:
 			if oracle == 2 && !strings.Contains(table.stderr, "rror") {
 				t.Errorf("a refused apply prints no error: %q", table.stderr)
 			}
-			if oracle != 1 || tc.delete || len(merged) == 0 || strings.Contains(tc.manifest, "kind: Namespace") {
+			if oracle == 1 && strings.Contains(tc.manifest, "kind: Namespace") {
+				dkNamespaceViews(t, adm, tc.manifest, tc.subtree, tc.revert)
+				return
+			}
+			if oracle != 1 || tc.delete || len(merged) == 0 {
 				return
 			}
 			t.Log("the object kubectl would store is what the views show after the edit")
@@ -448,4 +462,116 @@ metadata:
 			t.Errorf("rollout status did not wait for the abort and say the rollout completed")
 		}
 	})
+}
+
+// dkViewFields is what a view item and a preview's item summary both show:
+// every field but apiVersion, kind and metadata, and the source's namespace.
+func dkViewFields(obj map[string]any, sourceNamespace string) map[string]any {
+	out := map[string]any{"sourceNamespace": sourceNamespace}
+	for k, v := range obj {
+		if k != "apiVersion" && k != "kind" && k != "metadata" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// dkViews lists the views of resource in each namespace: namespace/name ->
+// dkViewFields.
+func dkViews(t *testing.T, resource string, namespaces []string) map[string]map[string]any {
+	t.Helper()
+	_, dyn := admin(t)
+	out := map[string]map[string]any{}
+	for _, ns := range namespaces {
+		l, err := dyn.Resource(v1alpha1.SchemeGroupVersion.WithResource(resource)).Namespace(ns).List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range l.Items {
+			out[ns+"/"+it.GetName()] = dkViewFields(it.Object, it.GetLabels()["implicit.dev/source-namespace"])
+		}
+	}
+	return out
+}
+
+// dkNamespaceViews: the preview of a Namespace's edit (diff -o json) is what
+// the views show once the edit is applied for real, item by item in each
+// namespace of its subtree, every view served; then revert undoes it and
+// the views are back.
+func dkNamespaceViews(t *testing.T, adm pluginUser, manifest string, subtree, revert []string) {
+	t.Helper()
+	js := adm.kubectlStdin(t.Context(), strings.NewReader(manifest), "implicit", "diff", "-f", "-", "-o", "json")
+	var list struct{ Items []v1alpha1.Preview }
+	var previews []v1alpha1.Preview
+	if err := json.Unmarshal([]byte(js.stdout), &list); err == nil && len(list.Items) > 0 {
+		previews = list.Items
+	} else {
+		var p v1alpha1.Preview
+		if err := json.Unmarshal([]byte(js.stdout), &p); err != nil {
+			t.Fatalf("diff -o json: %v\n%s%s", err, js.stdout, js.stderr)
+		}
+		previews = []v1alpha1.Preview{p}
+	}
+	if len(previews) == 0 {
+		t.Fatalf("diff -o json shows no preview of the namespace's change:\n%s%s", js.stdout, js.stderr)
+	}
+	before := map[string]map[string]map[string]any{}
+	want := map[string]map[string]map[string]any{}
+	changes := 0
+	for _, p := range previews {
+		r := p.Spec.Resource
+		before[r] = dkViews(t, r, subtree)
+		want[r] = map[string]map[string]any{}
+		for k, v := range before[r] {
+			want[r][k] = v
+		}
+		for _, c := range p.Status.Changed {
+			changes++
+			key := c.Namespace + "/" + c.Name
+			if !slices.Contains(subtree, c.Namespace) {
+				t.Errorf("%s: a change outside the subtree %v: %s", r, subtree, key)
+			}
+			if c.After == nil {
+				delete(want[r], key)
+				continue
+			}
+			var content map[string]any
+			if err := json.Unmarshal(c.After.Content.Raw, &content); err != nil {
+				t.Fatal(err)
+			}
+			want[r][key] = dkViewFields(content, c.After.Source.Namespace)
+		}
+		t.Logf("%s: the preview says %d change(s) in %v", r, len(p.Status.Changed), subtree)
+	}
+	if changes == 0 {
+		t.Errorf("the namespace's change previews no view change:\n%s", js.stdout)
+	}
+	t.Log("applied for real, the views are what the preview said")
+	if r := adm.kubectlStdin(t.Context(), strings.NewReader(manifest), "apply", "-f", "-"); r.code != 0 {
+		t.Fatalf("kubectl apply: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	undo := func() {
+		if r := adm.kubectl(context.Background(), revert...); r.code != 0 {
+			t.Fatalf("kubectl %s: exit %d\n%s%s", strings.Join(revert, " "), r.code, r.stdout, r.stderr)
+		}
+		for r, b := range before {
+			eventually(t, "the views back after the revert", func(context.Context) error {
+				if got := dkViews(t, r, subtree); !reflect.DeepEqual(got, b) {
+					return errorf("%s: %v, want %v", r, got, b)
+				}
+				return nil
+			})
+		}
+	}
+	defer undo()
+	for r, w := range want {
+		eventually(t, r+" views as previewed", func(context.Context) error {
+			if got := dkViews(t, r, subtree); !reflect.DeepEqual(got, w) {
+				g, _ := yaml.Marshal(got)
+				ww, _ := yaml.Marshal(w)
+				return errorf("%s views after the edit:\n%s\nthe preview said:\n%s", r, g, ww)
+			}
+			return nil
+		})
+	}
 }

@@ -205,7 +205,11 @@ type PreviewSpec struct {
 	// Resource is the view resource of the source kind: rolebindings, ...
 	Resource string `json:"resource"`
 	// Object is the proposed source object, as JSON of the source kind.
-	// Its namespace, if set, must be the Preview's.
+	// Its namespace, if set, must be the Preview's. It may instead be a
+	// v1 Namespace named as the Preview's namespace: the preview then
+	// tells how the views of resource in that namespace and its subtree
+	// would change with the Namespace's new labels and annotations (its
+	// parent, tenancy, stage or exclusions), item by item.
 	// +kubebuilder:pruning:PreserveUnknownFields
 	Object *runtime.RawExtension `json:"object,omitempty"`
 	// Delete names the source object to delete.
@@ -261,6 +265,9 @@ type PreviewStatus struct {
 type NamespaceChange struct {
 	// Namespace is the viewing namespace.
 	Namespace string `json:"namespace"`
+	// Name is the view item's name, set in the preview of a Namespace,
+	// whose changes are of several items.
+	Name string `json:"name,omitempty"`
 	// Type: Added, Modified or Deleted.
 	Type string `json:"type"`
 	// Before and After summarize the view item (nil: not in the view).

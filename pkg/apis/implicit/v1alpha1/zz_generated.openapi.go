@@ -1209,6 +1209,13 @@ func schema_pkg_apis_implicit_v1alpha1_NamespaceChange(ref common.ReferenceCallb
 							Format:      "",
 						},
 					},
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is the view item's name, set in the preview of a Namespace, whose changes are of several items.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"type": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Type: Added, Modified or Deleted.",
@@ -1478,7 +1485,7 @@ func schema_pkg_apis_implicit_v1alpha1_PreviewSpec(ref common.ReferenceCallback)
 					},
 					"object": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Object is the proposed source object, as JSON of the source kind. Its namespace, if set, must be the Preview's.",
+							Description: "Object is the proposed source object, as JSON of the source kind. Its namespace, if set, must be the Preview's. It may instead be a v1 Namespace named as the Preview's namespace: the preview then tells how the views of resource in that namespace and its subtree would change with the Namespace's new labels and annotations (its parent, tenancy, stage or exclusions), item by item.",
 							Ref:         ref(runtime.RawExtension{}.OpenAPIModelName()),
 						},
 					},
