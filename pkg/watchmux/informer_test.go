@@ -53,7 +53,7 @@ func TestInformers(t *testing.T) {
 			<-done
 			factory.Shutdown()
 		})
-		// Informers that never start never sync: let a minute of the bubble's
+		// Informers that never start never sync: on purpose, let a minute of the bubble's
 		// clock pass and every goroutine do all it can before looking.
 		time.Sleep(time.Minute)
 		synctest.Wait()
