@@ -53,8 +53,9 @@ func TestInformers(t *testing.T) {
 			<-done
 			factory.Shutdown()
 		})
-		// Informers that never start never sync: on purpose, let a minute of the bubble's
-		// clock pass and every goroutine do all it can before looking.
+		// Informers that never start never sync: on purpose, let a minute
+		// of the bubble's clock pass and every goroutine do all it can
+		// before looking.
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if m.HasSynced() {
