@@ -87,10 +87,10 @@ var (
 // sourceRV numbers the test source objects' versions, as etcd would.
 var sourceRV atomic.Uint64
 
-// objOpt decorates a test source object.
-type objOpt func(*metav1.ObjectMeta)
+// objOpt decorates a test source object; locked is internal/testfixture's.
+type objOpt = testfixture.ObjectOpt
 
-func locked(m *metav1.ObjectMeta) { m.Annotations[merge.AnnotationLocked] = "true" }
+var locked = testfixture.Locked
 
 func label(k, v string) objOpt {
 	return func(m *metav1.ObjectMeta) { m.Labels[k] = v }
