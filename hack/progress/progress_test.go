@@ -74,7 +74,7 @@ func TestStepSaysWhatItDoes(t *testing.T) {
 				out := &lines{start: time.Now()}
 				s := step{what: "building implicit-apiserver", why: "make run", expect: "about 6 minutes on 2 cores", every: DefaultEvery}
 				err := s.run(t.Context(), out, func(context.Context) error {
-					time.Sleep(tc.takes)
+					time.Sleep(tc.takes) // on purpose: the build takes tc.takes of the bubble's clock
 					return tc.err
 				})
 				if !errors.Is(err, tc.err) {

@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,26 +11,38 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/implicit-dev/implicit-apiserver/internal/testwait"
 )
 
-// waitGone waits until pid is dead: gone, or a zombie waiting for whoever
-// inherited it to reap it.
-func waitGone(t *testing.T, pid int) {
+// waitGone waits until every pid is dead: gone, or a zombie waiting for
+// whoever inherited it to reap it.
+func waitGone(t *testing.T, pids ...int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-			return
+	testwait.Within(t, 20*time.Millisecond, 5*time.Second, fmt.Sprintf("processes %v to end", pids), func(context.Context) error {
+		var alive []int
+		for _, pid := range pids {
+			if !gone(pid) {
+				alive = append(alive, pid)
+			}
 		}
-		// /proc/<pid>/stat is "pid (comm) state ..."; Linux only, and this
-		// test runs only where the kill above does not settle it.
-		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if i := strings.LastIndexByte(string(stat), ')'); err == nil && i >= 0 && strings.HasPrefix(string(stat[i+1:]), " Z") {
-			return
+		if len(alive) > 0 {
+			return fmt.Errorf("processes %v still alive", alive)
 		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	})
+}
+
+// gone reports whether pid is dead: gone, or a zombie.
+func gone(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
 	}
-	t.Errorf("process %d still alive", pid)
+	// /proc/<pid>/stat is "pid (comm) state ..."; Linux only, and this
+	// test runs only where the kill above does not settle it.
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	i := strings.LastIndexByte(string(stat), ')')
+	return err == nil && i >= 0 && strings.HasPrefix(string(stat[i+1:]), " Z")
 }
 
 // startShell runs a shell that runs leader, then child in a background
@@ -43,16 +56,16 @@ func startShell(t *testing.T, ctx context.Context, leader, child string, stopTim
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	var pid int
+	testwait.Within(t, 20*time.Millisecond, 5*time.Second, "the shell to write its child's pid", func(context.Context) error {
 		data, err := os.ReadFile(pidFile)
-		if pid, convErr := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && convErr == nil {
-			return p, pid
+		if err != nil {
+			return err
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatal("the shell never wrote its child's pid")
-	return nil, 0
+		pid, err = strconv.Atoi(strings.TrimSpace(string(data)))
+		return err
+	})
+	return p, pid
 }
 
 func TestProcessStops(t *testing.T) {
@@ -101,8 +114,7 @@ func TestProcessStops(t *testing.T) {
 			if (err != nil) != tt.wantErr {
 				t.Errorf("stop error = %v, want error: %v", err, tt.wantErr)
 			}
-			waitGone(t, p.Pid())
-			waitGone(t, child)
+			waitGone(t, p.Pid(), child)
 			if err := p.Stop(); (err != nil) != tt.wantErr {
 				t.Errorf("second Stop = %v, want the same outcome", err)
 			}

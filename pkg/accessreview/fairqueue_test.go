@@ -10,6 +10,8 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/implicit-dev/implicit-apiserver/internal/testwait"
 )
 
 // released collects the users whose questions the queue let through, in
@@ -36,23 +38,11 @@ func (r *released) snapshot() []string {
 	return append([]string(nil), r.users...)
 }
 
-// eventually polls cond until it holds or a deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // step advances clk by one token's time once the queue has scheduled its
 // next dispatch.
 func step(t *testing.T, clk *clocktesting.FakeClock) {
 	t.Helper()
-	eventually(t, "the next dispatch to be scheduled", clk.HasWaiters)
+	testwait.For(t, "the next dispatch to be scheduled", clk.HasWaiters)
 	clk.Step(100 * time.Millisecond)
 }
 
@@ -86,12 +76,12 @@ func TestFairQueue(t *testing.T) {
 					got.add("flood", q.wait(ctx, u))
 				})
 			}
-			eventually(t, "the flood to wait", func() bool { return q.waitingCount() == flood-1 })
+			testwait.For(t, "the flood to wait", func() bool { return q.waitingCount() == flood-1 })
 			wg.Go(func() { got.add("bob", q.wait(ctx, bob)) })
-			eventually(t, "bob to wait", func() bool { return q.waitingCount() == flood })
+			testwait.For(t, "bob to wait", func() bool { return q.waitingCount() == flood })
 			for tokens := 1; ; tokens++ {
 				step(t, clk)
-				eventually(t, "a question released", func() bool { return len(got.snapshot()) == 1+tokens })
+				testwait.For(t, "a question released", func() bool { return len(got.snapshot()) == 1+tokens })
 				if got.snapshot()[tokens] == "bob" {
 					if tokens > 2 {
 						t.Errorf("bob's question passed with token %d after the flood's first, want at most 2 (order %v)", tokens, got.snapshot())
@@ -106,7 +96,7 @@ func TestFairQueue(t *testing.T) {
 			for q.waitingCount() > 0 {
 				n := len(got.snapshot())
 				step(t, clk)
-				eventually(t, "the flood to go on", func() bool { return len(got.snapshot()) == n+1 })
+				testwait.For(t, "the flood to go on", func() bool { return len(got.snapshot()) == n+1 })
 			}
 			wg.Wait()
 			if len(got.errs) > 0 || len(got.users) != flood+1 {
@@ -126,16 +116,16 @@ func TestFairQueueUsersOfATenant(t *testing.T) {
 	var wg sync.WaitGroup
 	flooder, other := sa("mine", "flooder"), sa("mine", "ci")
 	wg.Go(func() { got.add("first", q.wait(ctx, flooder)) })
-	eventually(t, "the first token taken", func() bool { return len(got.snapshot()) == 1 })
+	testwait.For(t, "the first token taken", func() bool { return len(got.snapshot()) == 1 })
 	for range 5 {
 		wg.Go(func() { got.add("flooder", q.wait(ctx, flooder)) })
 	}
-	eventually(t, "the flood to wait", func() bool { return q.waitingCount() == 5 })
+	testwait.For(t, "the flood to wait", func() bool { return q.waitingCount() == 5 })
 	wg.Go(func() { got.add("ci", q.wait(ctx, other)) })
-	eventually(t, "ci to wait", func() bool { return q.waitingCount() == 6 })
+	testwait.For(t, "ci to wait", func() bool { return q.waitingCount() == 6 })
 	for i := 1; i <= 2; i++ {
 		step(t, clk)
-		eventually(t, "a question released", func() bool { return len(got.snapshot()) == 1+i })
+		testwait.For(t, "a question released", func() bool { return len(got.snapshot()) == 1+i })
 	}
 	if s := got.snapshot(); s[1] != "ci" && s[2] != "ci" {
 		t.Errorf("order %v: ci's question should pass within two tokens", s)
@@ -143,7 +133,7 @@ func TestFairQueueUsersOfATenant(t *testing.T) {
 	for q.waitingCount() > 0 {
 		n := q.waitingCount()
 		step(t, clk)
-		eventually(t, "the flood to go on", func() bool { return q.waitingCount() < n })
+		testwait.For(t, "the flood to go on", func() bool { return q.waitingCount() < n })
 	}
 	wg.Wait()
 }
@@ -164,16 +154,16 @@ func TestFairQueueBounds(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() { got.add("quitter", q.wait(gaveUp, alice)) })
 	wg.Go(func() { got.add("alice", q.wait(ctx, alice)) })
-	eventually(t, "two of alice's to wait", func() bool { return q.waitingCount() == 2 })
+	testwait.For(t, "two of alice's to wait", func() bool { return q.waitingCount() == 2 })
 	if err := q.wait(ctx, alice); !errors.Is(err, ErrTooManyWaiting) {
 		t.Errorf("alice's third waiting question: %v, want ErrTooManyWaiting", err)
 	}
 	wg.Go(func() { got.add("bob", q.wait(ctx, bob)) })
-	eventually(t, "bob to wait", func() bool { return q.waitingCount() == 3 })
+	testwait.For(t, "bob to wait", func() bool { return q.waitingCount() == 3 })
 	cancel()
-	eventually(t, "the quitter to leave", func() bool { return q.waitingCount() == 2 })
+	testwait.For(t, "the quitter to leave", func() bool { return q.waitingCount() == 2 })
 	step(t, clk)
-	eventually(t, "one released", func() bool { return len(got.snapshot()) == 1 })
+	testwait.For(t, "one released", func() bool { return len(got.snapshot()) == 1 })
 	step(t, clk)
 	wg.Wait()
 	if s := got.snapshot(); len(s) != 2 || len(got.errs) != 1 || !errors.Is(got.errs[0], context.Canceled) {

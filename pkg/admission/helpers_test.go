@@ -303,10 +303,11 @@ func updateNamespace(name string) authorizationv1.ResourceAttributes {
 	return authorizationv1.ResourceAttributes{Verb: "update", Resource: "namespaces", Namespace: name, Name: name}
 }
 
-// objOpt decorates a test source object.
-type objOpt func(*metav1.ObjectMeta)
+// objOpt decorates a test source object; isLocked is internal/testfixture's
+// Locked.
+type objOpt = testfixture.ObjectOpt
 
-func isLocked(m *metav1.ObjectMeta) { m.Annotations[merge.AnnotationLocked] = "true" }
+var isLocked = testfixture.Locked
 
 func annotated(k, v string) objOpt {
 	return func(m *metav1.ObjectMeta) { m.Annotations[k] = v }

@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"sync"
 	"testing"
@@ -16,6 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/implicit-dev/implicit-apiserver/internal/testwait"
 )
 
 const (
@@ -258,25 +261,23 @@ func stored(client *fake.Clientset) (*admissionregistrationv1.ValidatingWebhookC
 // shadow and fanout.
 func waitForConditions(t *testing.T, client *fake.Clientset, shadow, fanout string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	var got []string
-	for time.Now().Before(deadline) {
+	want := []string{shadow, fanout}
+	testwait.Within(t, 5*time.Millisecond, 20*time.Second, fmt.Sprintf("the conditions %q", want), func(context.Context) error {
 		cfg, err := stored(client)
 		if err != nil {
 			t.Fatalf("reading the configuration: %v", err)
 		}
-		got = nil
+		var got []string
 		for _, w := range cfg.Webhooks {
 			if w.Name == WebhookShadows || w.Name == WebhookFanout {
 				got = append(got, w.MatchConditions[0].Expression)
 			}
 		}
-		if reflect.DeepEqual(got, []string{shadow, fanout}) {
-			return
+		if !reflect.DeepEqual(got, want) {
+			return fmt.Errorf("conditions %q", got)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("conditions %q, want %q", got, []string{shadow, fanout})
+		return nil
+	})
 }
 
 func TestConditionSyncRun(t *testing.T) {
@@ -392,13 +393,12 @@ func TestConditionSyncRunStopsOnCancel(t *testing.T) {
 // waitForWaiters waits until Run waits on n timers of the fake clock.
 func waitForWaiters(t *testing.T, clk *testingclock.FakeClock, n int) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for clk.Waiters() != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("the clock has %d waiters, want %d", clk.Waiters(), n)
+	testwait.Within(t, testwait.Interval, 20*time.Second, fmt.Sprintf("%d waiters on the clock", n), func(context.Context) error {
+		if got := clk.Waiters(); got != n {
+			return fmt.Errorf("the clock has %d waiters", got)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // conditions are the shadows and fanout webhooks' synced conditions stored.

@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/implicit-dev/implicit-apiserver/internal/testwait"
 )
 
 // fakeHub answers /readyz with 200 while up, else 500, and counts the probes.
@@ -101,11 +102,7 @@ func TestHubHealthProbesOnTheClock(t *testing.T) {
 	})
 	waitUntil := func(what string, cond func() bool) {
 		t.Helper()
-		if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-			return cond(), nil
-		}); err != nil {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
+		testwait.For(t, what, cond)
 	}
 	for want := int32(1); want <= 3; want++ {
 		waitUntil("the next probe to wait on the clock", clock.HasWaiters)

@@ -12,9 +12,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/implicit-dev/implicit-apiserver/internal/testwait"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
@@ -505,10 +505,7 @@ func TestAuthorizeClusterRoleResync(t *testing.T) {
 	}
 	// Two rounds of resyncs: the authorizer's handler has seen the first.
 	rounds := int64(2 * len(testClusterRoles()))
-	if err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, wait.ForeverTestTimeout, true,
-		func(context.Context) (bool, error) { return resyncs.Load() >= rounds, nil }); err != nil {
-		t.Fatalf("saw %d resync updates, want %d", resyncs.Load(), rounds)
-	}
+	testwait.For(t, fmt.Sprintf("%d resync updates", rounds), func() bool { return resyncs.Load() >= rounds })
 	if d := f.authorize(t, alice); !d.Allowed {
 		t.Fatalf("Authorize(%+v) = %+v", alice, d)
 	}

@@ -15,13 +15,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
+	"github.com/implicit-dev/implicit-apiserver/internal/testwait"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
@@ -90,10 +90,10 @@ var (
 // sourceRV numbers the test source objects' versions, as etcd would.
 var sourceRV atomic.Uint64
 
-// objOpt decorates a test source object.
-type objOpt func(*metav1.ObjectMeta)
+// objOpt decorates a test source object; locked is internal/testfixture's.
+type objOpt = testfixture.ObjectOpt
 
-func locked(m *metav1.ObjectMeta) { m.Annotations[merge.AnnotationLocked] = "true" }
+var locked = testfixture.Locked
 
 func label(k, v string) objOpt {
 	return func(m *metav1.ObjectMeta) { m.Labels[k] = v }
@@ -256,15 +256,12 @@ func (f *fixture) authorize(tb testing.TB, attrs authz.Attributes) authz.Decisio
 // change reaches the authorizer through the informer, asynchronously.
 func (f *fixture) eventually(t *testing.T, attrs authz.Attributes, want bool) {
 	t.Helper()
-	var got authz.Decision
-	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, wait.ForeverTestTimeout, true,
-		func(context.Context) (bool, error) {
-			got = f.authorize(t, attrs)
-			return got.Allowed == want, nil
-		})
-	if err != nil {
-		t.Fatalf("Authorize(%+v) = %+v, want allowed %v", attrs, got, want)
-	}
+	testwait.Within(t, 5*time.Millisecond, testwait.Timeout, fmt.Sprintf("Authorize(%+v) to be allowed %v", attrs, want), func(context.Context) error {
+		if got := f.authorize(t, attrs); got.Allowed != want {
+			return fmt.Errorf("Authorize = %+v", got)
+		}
+		return nil
+	})
 }
 
 // updateClusterRole replaces a ClusterRole through the fake clientset.

@@ -2,7 +2,6 @@ package hierarchy_test
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"strings"
 	"testing"
@@ -80,14 +79,7 @@ func TestReporterLimits(t *testing.T) {
 	}
 	waitGauge := func(want map[string]float64) {
 		t.Helper()
-		var got map[string]float64
-		err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
-			got = hierarchyGauge(t)
-			return fmt.Sprint(got) == fmt.Sprint(want), nil
-		})
-		if err != nil {
-			t.Fatalf("implicit_hierarchy_problem_namespaces = %v, want %v", got, want)
-		}
+		waitForGauge(t, want)
 	}
 	waitGauge(map[string]float64{"Cycle": 0, "MissingParent": 0, "InvalidParent": 0, "DepthExceeded": 1, "ParentUIDMismatch": 1})
 

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/component-base/metrics/legacyregistry"
 
+	"github.com/implicit-dev/implicit-apiserver/internal/testwait"
 	"github.com/implicit-dev/implicit-apiserver/pkg/hierarchy"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
@@ -58,6 +59,17 @@ func hierarchyGauge(t *testing.T) map[string]float64 {
 		return map[string]float64{"deprecated implicit_hierarchy_errors differs: " + fmt.Sprint(old): 0}
 	}
 	return got
+}
+
+// waitForGauge waits until implicit_hierarchy_problem_namespaces reads want.
+func waitForGauge(t *testing.T, want map[string]float64) {
+	t.Helper()
+	testwait.Within(t, 10*time.Millisecond, testwait.Timeout, fmt.Sprintf("implicit_hierarchy_problem_namespaces = %v", want), func(context.Context) error {
+		if got := hierarchyGauge(t); fmt.Sprint(got) != fmt.Sprint(want) {
+			return fmt.Errorf("it reads %v", got)
+		}
+		return nil
+	})
 }
 
 func hierarchyGaugeNamed(t *testing.T, name string) map[string]float64 {
@@ -136,17 +148,7 @@ func TestReporter(t *testing.T) {
 		sort.Strings(got)
 		return got
 	}
-	waitGauge := func(t *testing.T, want map[string]float64) {
-		t.Helper()
-		var got map[string]float64
-		err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
-			got = hierarchyGauge(t)
-			return fmt.Sprint(got) == fmt.Sprint(want), nil
-		})
-		if err != nil {
-			t.Fatalf("implicit_hierarchy_problem_namespaces = %v, want %v", got, want)
-		}
-	}
+	waitGauge := waitForGauge
 	update := func(t *testing.T, ns *corev1.Namespace) {
 		t.Helper()
 		if _, err := client.CoreV1().Namespaces().Update(ctx, ns, metav1.UpdateOptions{}); err != nil {

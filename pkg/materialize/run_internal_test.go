@@ -8,9 +8,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/implicit-dev/implicit-apiserver/internal/testwait"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 )
 
@@ -34,13 +34,7 @@ func TestRun(t *testing.T) {
 
 	waitFor := func(what string, ok func() error) {
 		t.Helper()
-		var last error
-		if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-			last = ok()
-			return last == nil, nil
-		}); err != nil {
-			t.Fatalf("%s: %v", what, last)
-		}
+		testwait.Within(t, 20*time.Millisecond, 10*time.Second, what, func(context.Context) error { return ok() })
 	}
 	app := func(ns, name string) string {
 		o := host.objects(t, ns)[name]

@@ -21,6 +21,7 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/implicit-dev/implicit-apiserver/internal/testwait"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
@@ -47,6 +48,30 @@ func listPage(t *testing.T, s *registry.Storage, opts *metainternalversion.ListO
 		return nil, err
 	}
 	return obj.(*rbacv1.RoleBindingList), nil
+}
+
+// whileListing calls list on another goroutine and, once it has read
+// viewer (and found it behind the version it asks for), calls catchUp: the
+// list must then wait for the view to reach that version.
+func whileListing(t *testing.T, viewer *fakeViewer, list func() (*rbacv1.RoleBindingList, error), catchUp func()) (*rbacv1.RoleBindingList, error) {
+	t.Helper()
+	_, before := viewer.calls()
+	type result struct {
+		l   *rbacv1.RoleBindingList
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		l, err := list()
+		done <- result{l, err}
+	}()
+	testwait.For(t, "the list to read the view", func() bool {
+		_, lists := viewer.calls()
+		return len(lists) > len(before)
+	})
+	catchUp()
+	r := <-done
+	return r.l, r.err
 }
 
 func names(l *rbacv1.RoleBindingList) []string {
@@ -331,11 +356,9 @@ func TestListWaitsForAVersionAhead(t *testing.T) {
 	t.Parallel()
 	viewer := newFakeViewer("rolebindings", pagedItems()...)
 	s := registry.NewStorage(group, kinds.RoleBindings(), viewer)
-	go func() {
-		time.Sleep(500 * time.Millisecond)
-		viewer.change("f7.v4712", pagedItems()...)
-	}()
-	l, err := listPage(t, s, &metainternalversion.ListOptions{ResourceVersion: "f7.v4712", ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
+	l, err := whileListing(t, viewer, func() (*rbacv1.RoleBindingList, error) {
+		return listPage(t, s, &metainternalversion.ListOptions{ResourceVersion: "f7.v4712", ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
+	}, func() { viewer.change("f7.v4712", pagedItems()...) })
 	if err != nil || l.ResourceVersion != "f7.v4712" {
 		t.Fatalf("List = %v, %v; want the view at f7.v4712", l, err)
 	}
@@ -358,11 +381,9 @@ func TestListContinueWaitsForAVersionAhead(t *testing.T) {
 	viewerB := newFakeViewer("rolebindings", pagedItems()...)
 	viewerB.change("f7.v4711.s2d0000000000005", pagedItems()...)
 	b := registry.NewStorage(group, kinds.RoleBindings(), viewerB)
-	go func() {
-		time.Sleep(500 * time.Millisecond)
-		viewerB.change("f7.v4712.s2d0000000000006", pagedItems()...)
-	}()
-	second, err := listPage(t, b, &metainternalversion.ListOptions{Limit: 2, Continue: first.Continue})
+	second, err := whileListing(t, viewerB, func() (*rbacv1.RoleBindingList, error) {
+		return listPage(t, b, &metainternalversion.ListOptions{Limit: 2, Continue: first.Continue})
+	}, func() { viewerB.change("f7.v4712.s2d0000000000006", pagedItems()...) })
 	if err != nil {
 		t.Fatalf("continue on a replica behind the token: %v, want the next page once it catches up", err)
 	}

@@ -15,10 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/implicit-dev/implicit-apiserver/internal/testwait"
 	"github.com/implicit-dev/implicit-apiserver/pkg/sourcefeed"
 )
 
@@ -210,23 +210,20 @@ func (r *recorder) Progress(rev uint64) {
 // waitFor waits until the calls end with want.
 func (r *recorder) waitFor(t *testing.T, want ...string) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+	testwait.Within(t, 5*time.Millisecond, 10*time.Second, fmt.Sprintf("the sink calls to end with %v", want), func(context.Context) error {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		if len(r.calls) < len(want) {
-			return false, nil
+		if len(r.calls) >= len(want) {
+			var got []string
+			for _, c := range r.calls[len(r.calls)-len(want):] {
+				got = append(got, c.String())
+			}
+			if slices.Equal(got, want) {
+				return nil
+			}
 		}
-		var got []string
-		for _, c := range r.calls[len(r.calls)-len(want):] {
-			got = append(got, c.String())
-		}
-		return slices.Equal(got, want), nil
+		return fmt.Errorf("sink calls %v", r.calls)
 	})
-	if err != nil {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		t.Fatalf("sink calls %v, want them to end with %v", r.calls, want)
-	}
 }
 
 func (r *recorder) count() int {

@@ -23,15 +23,13 @@ func stage(s string) nsOpt {
 
 // candidate makes a source a candidate for forName, seen by the canaries.
 func candidate(forName string) objOpt {
-	return func(o metav1.Object) {
-		a := o.GetAnnotations()
-		if a == nil {
-			a = map[string]string{}
+	return func(m *metav1.ObjectMeta) {
+		if m.Annotations == nil {
+			m.Annotations = map[string]string{}
 		}
-		a[merge.AnnotationCandidateFor] = forName
-		a[merge.AnnotationCanarySelector] = merge.LabelStage + "=canary"
-		a["note"] = "staged"
-		o.SetAnnotations(a)
+		m.Annotations[merge.AnnotationCandidateFor] = forName
+		m.Annotations[merge.AnnotationCanarySelector] = merge.LabelStage + "=canary"
+		m.Annotations["note"] = "staged"
 	}
 }
 

@@ -120,16 +120,14 @@ var (
 	namespace = testfixture.Namespace
 )
 
-// objOpt decorates a test source object.
-type objOpt func(metav1.Object)
+// objOpt decorates a test source object, as in the other packages' tests.
+type objOpt = testfixture.ObjectOpt
 
-func locked(o metav1.Object) {
-	a := o.GetAnnotations()
-	if a == nil {
-		a = map[string]string{}
+func locked(m *metav1.ObjectMeta) {
+	if m.Annotations == nil {
+		m.Annotations = map[string]string{}
 	}
-	a[merge.AnnotationLocked] = "true"
-	o.SetAnnotations(a)
+	m.Annotations[merge.AnnotationLocked] = "true"
 }
 
 func sourceMeta(namespace, name string, opts ...objOpt) metav1.ObjectMeta {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/implicit-dev/implicit-apiserver/internal/testwait"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -166,7 +167,7 @@ func TestAddResourceAddSource(t *testing.T) {
 	}
 	before := currentRV(t, m)
 	factory.Start(ctx.Done())
-	waitUntil(t, "the roles informer syncs", reg.HasSynced)
+	testwait.For(t, "the roles informer syncs", reg.HasSynced)
 	expectQuiet(t, m, before, "the initial objects of a pending resource")
 
 	m.MarkResourceSynced(roles)

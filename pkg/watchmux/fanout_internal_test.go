@@ -13,6 +13,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/implicit-dev/implicit-apiserver/internal/testwait"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -114,13 +115,7 @@ func TestHealthyWatcherSurvivesStuckOne(t *testing.T) {
 		defer close(fed)
 		put("a", "e3")
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for !clock.HasWaiters() {
-		if time.Now().After(deadline) {
-			t.Fatal("the fan-out did not wait on its budget")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.For(t, "the fan-out to wait on its budget", clock.HasWaiters)
 	// Meanwhile the healthy watcher drains its buffer: it delivers e1 and
 	// takes e2.
 	gate <- struct{}{}

@@ -14,6 +14,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/implicit-dev/implicit-apiserver/internal/testwait"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
@@ -86,34 +87,47 @@ func TestSlowWatchers(t *testing.T) {
 	// Non-blocking sends come first: the reader has the third event while
 	// the fan-out still waits for the stuck ones.
 	reader.waitFor(t, 3)
-	waitUntil(t, "the fan-out waits on its budget", clock.HasWaiters)
+	testwait.For(t, "the fan-out waits on its budget", clock.HasWaiters)
 	select {
 	case <-fed:
 		t.Fatal("the fan-out did not wait for the stuck watchers")
 	default:
 	}
 	// While the fan-out waits, and a next change waits for its turn, reads
-	// go on: neither holds the state lock. (The pause lets the next change
-	// reach its wait; without it the check would pass vacuously, never
-	// wrongly.)
+	// go on: neither holds the state lock. Reads go on until one sees the
+	// next change's version: that change has then released the lock and
+	// waits for its turn (it cannot fan out before the budget is stepped).
+	before := currentRV(t, m)
 	next := make(chan struct{})
 	go func() {
 		defer close(next)
 		putRB("org", "while-waiting")(m)
 	}()
-	time.Sleep(100 * time.Millisecond)
-	read := make(chan error, 1)
-	go func() {
-		_, err := m.Read(func(r watchmux.Reader) { r.Results(rolebindings, "solo", "") })
-		read <- err
-	}()
-	select {
-	case err := <-read:
-		if err != nil {
-			t.Fatal(err)
+	testwait.For(t, "a read to see the version of the change waiting for its turn", func() bool {
+		type result struct {
+			rv  string
+			err error
 		}
-	case <-time.After(waitTimeout):
-		t.Fatal("a read waited for a fan-out blocked on a slow watcher")
+		read := make(chan result, 1)
+		go func() {
+			rv, err := m.Read(func(r watchmux.Reader) { r.Results(rolebindings, "solo", "") })
+			read <- result{rv, err}
+		}()
+		select {
+		case r := <-read:
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			return parseRV(t, r.rv) > before
+		case <-time.After(waitTimeout):
+			t.Fatal("a read waited for a fan-out blocked on a slow watcher")
+		}
+		return false
+	})
+	select {
+	case <-next:
+		t.Fatal("the next change fanned out before the fan-out blocked on the stuck watchers ended")
+	default:
 	}
 	clock.Step(budget)
 	<-fed
@@ -178,7 +192,7 @@ func TestSlowWatcherCatchesUp(t *testing.T) {
 		case <-time.After(waitTimeout):
 			t.Fatalf("event %d did not come", i)
 		}
-		time.Sleep(time.Millisecond) // slower than the feed: the buffer fills
+		time.Sleep(time.Millisecond) // on purpose: slower than the feed, so the buffer fills
 	}
 	<-fed
 }
@@ -247,7 +261,7 @@ func TestRun(t *testing.T) {
 		defer close(done)
 		m.Run(ctx)
 	}()
-	waitUntil(t, "Run marks the mux synced", m.HasSynced)
+	testwait.For(t, "Run marks the mux synced", m.HasSynced)
 	var fs []*follower
 	for _, ns := range []string{"", "solo", "org", "kube-system"} {
 		fs = append(fs, watchAndFollow(t, m, watchmux.WatchOptions{Namespace: ns}))
@@ -287,7 +301,7 @@ func TestWatchAfterRunEnded(t *testing.T) {
 		defer close(done)
 		m.Run(ctx)
 	}()
-	waitUntil(t, "Run marks the mux synced", m.HasSynced)
+	testwait.For(t, "Run marks the mux synced", m.HasSynced)
 	synced := rvText(currentRV(t, m))
 	cancel()
 	<-done

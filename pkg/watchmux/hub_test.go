@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/implicit-dev/implicit-apiserver/internal/testwait"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -53,7 +54,7 @@ func TestHubGlobalSources(t *testing.T) {
 	})
 	hubFactory.Start(runCtx.Done())
 	memberFactory.Start(runCtx.Done())
-	waitUntil(t, "the informers sync", m.HasSynced)
+	testwait.For(t, "the informers sync", m.HasSynced)
 
 	var results []merge.Result
 	read := func() {
@@ -100,7 +101,7 @@ func TestHubGlobalSources(t *testing.T) {
 	if _, err := member.RbacV1().RoleBindings(global).Update(ctx, mg, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the member's update is applied", func() bool {
+	testwait.For(t, "the member's update is applied", func() bool {
 		list, err := memberFactory.Rbac().V1().RoleBindings().Lister().RoleBindings(global).Get("member-global")
 		return err == nil && list.Labels["edited"] == "true"
 	})

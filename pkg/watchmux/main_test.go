@@ -1,6 +1,7 @@
 package watchmux_test
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
+	"github.com/implicit-dev/implicit-apiserver/internal/testwait"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/resourceversion"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
@@ -291,22 +293,20 @@ func (f *follower) received() []watch.Event {
 // waitFor returns the first n events, failing the test if they don't come.
 func (f *follower) waitFor(t testing.TB, n int) []watch.Event {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		evs := f.received()
+	var evs []watch.Event
+	testwait.Within(t, testwait.Interval, waitTimeout, fmt.Sprintf("%d events", n), func(context.Context) error {
+		evs = f.received()
 		if len(evs) >= n {
-			return evs[:n]
+			return nil
 		}
 		select {
 		case <-f.closed:
 			t.Fatalf("watch closed after %d events, want %d: %v", len(evs), n, describeEvents(evs))
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("got %d events after %v, want %d: %v", len(evs), waitTimeout, n, describeEvents(evs))
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return fmt.Errorf("got %d: %v", len(evs), describeEvents(evs))
+	})
+	return evs[:n]
 }
 
 // waitClosed fails the test unless the watch's result channel closes.

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/implicit-dev/implicit-apiserver/internal/testwait"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -49,7 +50,7 @@ func TestMaterializedCopiesAreNoSources(t *testing.T) {
 		factory.Shutdown()
 	})
 	factory.Start(runCtx.Done())
-	waitUntil(t, "the informers sync", m.HasSynced)
+	testwait.For(t, "the informers sync", m.HasSynced)
 	if !m.Serving(rolebindings) || m.Serving("roles") {
 		t.Errorf("Serving(rolebindings) = %v, Serving(roles) = %v; want true, false", m.Serving(rolebindings), m.Serving("roles"))
 	}
@@ -79,11 +80,11 @@ func TestMaterializedCopiesAreNoSources(t *testing.T) {
 		}
 	}
 	update("team-a", "c1", false)
-	waitUntil(t, "c1, without the label, is a local source", func() bool {
+	testwait.For(t, "c1, without the label, is a local source", func() bool {
 		return slices.Equal(items(), []string{global + "/g1", "team-a/c1", "team-a/g1"})
 	})
 	update(global, "g1", true)
-	waitUntil(t, "g1, labelled, leaves every view", func() bool {
+	testwait.For(t, "g1, labelled, leaves every view", func() bool {
 		return slices.Equal(items(), []string{"team-a/c1"})
 	})
 }

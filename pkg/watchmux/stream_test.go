@@ -8,18 +8,17 @@ import (
 	"strconv"
 	"sync"
 	"testing"
-	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
+	"github.com/implicit-dev/implicit-apiserver/internal/testwait"
 	"github.com/implicit-dev/implicit-apiserver/pkg/sourcefeed"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -135,11 +134,7 @@ func trackedReplica(t *testing.T, c *fakeCluster, lw *clusterLW) *watchmux.Mux {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go inf.RunWithContext(ctx)
-	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
-		return reg.HasSynced(), nil
-	}); err != nil {
-		t.Fatal("the informer never synced")
-	}
+	testwait.For(t, "the informer to sync", reg.HasSynced)
 	m.MarkSynced()
 	return m
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/implicit-dev/implicit-apiserver/internal/testwait"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/resourceversion"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
@@ -384,7 +386,7 @@ func TestBookmarks(t *testing.T) {
 		cancel()
 		<-done
 	})
-	waitUntil(t, "the mux syncs and its bookmark ticker starts", func() bool { return m.HasSynced() && clock.HasWaiters() })
+	testwait.For(t, "the mux syncs and its bookmark ticker starts", func() bool { return m.HasSynced() && clock.HasWaiters() })
 	synced := rvText(currentRV(t, m))
 
 	withBookmarks := watchAndFollow(t, m, watchmux.WatchOptions{Namespace: "solo", ResourceVersion: synced, AllowBookmarks: true})
@@ -462,7 +464,7 @@ func TestBookmarksWhileQuiet(t *testing.T) {
 		cancel()
 		<-done
 	})
-	waitUntil(t, "the mux syncs and its bookmark ticker starts", func() bool { return m.HasSynced() && clock.HasWaiters() })
+	testwait.For(t, "the mux syncs and its bookmark ticker starts", func() bool { return m.HasSynced() && clock.HasWaiters() })
 	views, _ := readViews(t, m, rolebindings)
 	inSolo := 0
 	for k := range views {
@@ -543,18 +545,6 @@ func TestBookmarksWhileQuiet(t *testing.T) {
 	}
 }
 
-// waitUntil polls cond until it holds, failing the test after waitTimeout.
-func waitUntil(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func TestWatchFilters(t *testing.T) {
 	t.Parallel()
 	scopeIs := func(scope merge.Scope) func(runtime.Object) bool {
@@ -619,52 +609,57 @@ func TestWatchFilters(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			m := syncedMux(t, watchmux.Options{})
-			opts := tt.opts
-			opts.AllowBookmarks = true
-			f := watchAndFollow(t, m, opts)
-			putRB("team-a", "g1")(m) // shadows g1 in team-a and team-a-1
-			delRB("team-a", "g1")(m)
-			putRB("team-a", "l1")(m)
-			putRB(global, "g1")(m)
-			delRB(global, "g1")(m)
-			putRB("solo", "last")(m)
-			got := f.waitFor(t, len(tt.want))
-			// Events of one change reach namespaces in any order: compare
-			// each namespace's sequence.
-			byNS := func(lines []string) map[string][]string {
-				out := map[string][]string{}
-				for _, l := range lines {
-					_, key, _ := strings.Cut(l, " ")
-					ns, _, _ := strings.Cut(key, "/")
-					out[ns] = append(out[ns], l)
+			// In a bubble, synctest.Wait says when the fan-out has sent
+			// everything it will: the check that no other event came is not
+			// vacuous.
+			synctest.Test(t, func(t *testing.T) {
+				m := syncedMux(t, watchmux.Options{})
+				opts := tt.opts
+				opts.AllowBookmarks = true
+				f := watchAndFollow(t, m, opts)
+				putRB("team-a", "g1")(m) // shadows g1 in team-a and team-a-1
+				delRB("team-a", "g1")(m)
+				putRB("team-a", "l1")(m)
+				putRB(global, "g1")(m)
+				delRB(global, "g1")(m)
+				putRB("solo", "last")(m)
+				got := f.waitFor(t, len(tt.want))
+				// Events of one change reach namespaces in any order: compare
+				// each namespace's sequence.
+				byNS := func(lines []string) map[string][]string {
+					out := map[string][]string{}
+					for _, l := range lines {
+						_, key, _ := strings.Cut(l, " ")
+						ns, _, _ := strings.Cut(key, "/")
+						out[ns] = append(out[ns], l)
+					}
+					return out
 				}
-				return out
-			}
-			var g []string
-			for _, ev := range got {
-				g = append(g, describeEvent(ev))
-			}
-			gotBy, wantBy := byNS(g), byNS(tt.want)
-			for ns := range wantBy {
-				if !slices.Equal(gotBy[ns], wantBy[ns]) {
-					t.Errorf("%s:\n got %q\nwant %q", ns, gotBy[ns], wantBy[ns])
+				var g []string
+				for _, ev := range got {
+					g = append(g, describeEvent(ev))
 				}
-			}
-			for ns := range gotBy {
-				if _, ok := wantBy[ns]; !ok {
-					t.Errorf("unexpected events in %s: %q", ns, gotBy[ns])
+				gotBy, wantBy := byNS(g), byNS(tt.want)
+				for ns := range wantBy {
+					if !slices.Equal(gotBy[ns], wantBy[ns]) {
+						t.Errorf("%s:\n got %q\nwant %q", ns, gotBy[ns], wantBy[ns])
+					}
 				}
-			}
-			for _, ev := range got {
-				if ev.Type == watch.Deleted && opts.Matches != nil && !opts.Matches(ev.Object) {
-					t.Errorf("%s carries an object outside the selector: the item as it last matched is expected", describeEvent(ev))
+				for ns := range gotBy {
+					if _, ok := wantBy[ns]; !ok {
+						t.Errorf("unexpected events in %s: %q", ns, gotBy[ns])
+					}
 				}
-			}
-			time.Sleep(10 * time.Millisecond)
-			if extra := f.received()[len(tt.want):]; len(extra) > 0 {
-				t.Errorf("unexpected events: %q", describeEvents(extra))
-			}
+				for _, ev := range got {
+					if ev.Type == watch.Deleted && opts.Matches != nil && !opts.Matches(ev.Object) {
+						t.Errorf("%s carries an object outside the selector: the item as it last matched is expected", describeEvent(ev))
+					}
+				}
+				synctest.Wait()
+				if extra := f.received()[len(tt.want):]; len(extra) > 0 {
+					t.Errorf("unexpected events: %q", describeEvents(extra))
+				}
+			})
 		})
 	}
 }

@@ -4,11 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/implicit-dev/implicit-apiserver/internal/testwait"
 )
 
 // resourceOf is what kubectl calls each side's RoleBindings.
@@ -224,7 +227,8 @@ func TestKubectlWait(t *testing.T) {
 	outs := map[target]*syncBuffer{}
 	for _, tg := range []target{native, view} {
 		done[tg], outs[tg] = make(chan error, 1), &syncBuffer{}
-		cmd := exec.CommandContext(t.Context(), "kubectl", "--kubeconfig="+cp.KubeconfigPath(), "--cache-dir="+t.TempDir(), "wait", "-n", w.ns,
+		// -v=6 logs each request, so that the test sees the watch start.
+		cmd := exec.CommandContext(t.Context(), "kubectl", "--kubeconfig="+cp.KubeconfigPath(), "--cache-dir="+t.TempDir(), "-v=6", "wait", "-n", w.ns,
 			resourceOf(tg)+"/rb-a", "--for=jsonpath={.metadata.labels.tier}=gold", "--timeout=60s")
 		cmd.Stdout, cmd.Stderr = outs[tg], outs[tg]
 		if err := cmd.Start(); err != nil {
@@ -233,13 +237,22 @@ func TestKubectlWait(t *testing.T) {
 		ch := done[tg]
 		go func() { ch <- cmd.Wait() }()
 	}
-	// kubectl wait lists first: give it the unmatched item before the change.
-	time.Sleep(2 * time.Second) // not an assertion: the change must come after the wait started
+	// kubectl wait lists first, then watches: the change comes once both
+	// watch, after they have seen the unmatched item.
+	for _, tg := range []target{native, view} {
+		testwait.Within(t, 100*time.Millisecond, converge, string(tg)+": kubectl wait to watch", func(context.Context) error {
+			if out := outs[tg].String(); !strings.Contains(out, "watch=true") {
+				return fmt.Errorf("no watch request yet: %s", out)
+			}
+			return nil
+		})
+	}
 	w.relabel("rb-a", map[string]string{"tier": "gold"})
 	for _, tg := range []target{native, view} {
 		select {
 		case err := <-done[tg]:
-			t.Logf("%s: %s", tg, strings.TrimSpace(outs[tg].String()))
+			out := strings.TrimSpace(outs[tg].String())
+			t.Logf("%s: %s", tg, out[strings.LastIndexByte(out, '\n')+1:]) // its answer, after -v=6's requests
 			if err != nil || !strings.Contains(outs[tg].String(), "condition met") {
 				t.Errorf("%s: kubectl wait: %v: %s", tg, err, outs[tg].String())
 			}

@@ -10,10 +10,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
+	"github.com/implicit-dev/implicit-apiserver/internal/testwait"
 )
 
 // kindConverge bounds how long a configured kind takes to be served once its
@@ -73,16 +73,11 @@ func createGuardrail(t *testing.T, dyn dynamic.Interface, u *unstructured.Unstru
 	})
 }
 
+// eventually polls check every half second until it returns nil, failing
+// the test with its last error after timeout.
 func eventually(t *testing.T, timeout time.Duration, what string, check func(ctx context.Context) error) {
 	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		last = check(ctx)
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: %v", what, last)
-	}
+	testwait.Within(t, 500*time.Millisecond, timeout, what, check)
 }
 
 // guardView checks a member's view item of the hub's guardrail: the hub's,

@@ -372,7 +372,7 @@ func TestMemberWithoutHubNotReady(t *testing.T) {
 		if code, _ := readyz(t.Context()); code == http.StatusOK {
 			t.Fatalf("ready without ever reading its hub:\n%s", body)
 		}
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // on purpose: the looks span 3s of an unreached hub
 	}
 }
 

@@ -107,7 +107,7 @@ func azPastTTL(t *testing.T, since time.Time) {
 	t.Helper()
 	if d := time.Until(since.Add(azTTL + 100*time.Millisecond)); d > 0 {
 		t.Logf("waiting %s, until kubectl auth can-i's answers from before are out of kube-apiserver's cache", d.Round(time.Millisecond))
-		time.Sleep(d)
+		time.Sleep(d) // on purpose: kube-apiserver's cache says nothing of its expiries
 	}
 }
 
@@ -587,7 +587,7 @@ func TestAuthzOutage(t *testing.T) {
 		if d > azQuick {
 			t.Errorf("az-gina's list took %s while implicit-apiserver is down, want under %s", d.Round(time.Millisecond), azQuick)
 		}
-		time.Sleep(1100 * time.Millisecond) // past unauthorizedTTL: kube-apiserver calls the webhook again
+		time.Sleep(1100 * time.Millisecond) // on purpose: past unauthorizedTTL, kube-apiserver calls the webhook again
 	}
 	if n := statuses["500 Internal Server Error naming the webhook"]; n > 0 {
 		t.Logf("NOTE: %d of 3 refusals of an inherited-only grant were 500, not 403: kube-apiserver turns the unreachable webhook's error into 500 when nothing allows", n)

@@ -113,7 +113,13 @@ func TestPerKindGlobalNamespace(t *testing.T) {
 // self-signed serving certificate.
 func directClient(t *testing.T, url string) dynamic.Interface {
 	t.Helper()
-	cfg := cp.AdminConfig()
+	return directClientOf(t, cp, url)
+}
+
+// directClientOf is directClient for a server of the control plane c.
+func directClientOf(t *testing.T, c *controlplane.ControlPlane, url string) dynamic.Interface {
+	t.Helper()
+	cfg := c.AdminConfig()
 	cfg.Host = url
 	cfg.TLSClientConfig = rest.TLSClientConfig{
 		Insecure: true,

@@ -13,7 +13,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
@@ -737,7 +736,24 @@ func TestGuardsReapplied(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(2 * time.Second) // ConditionSync writes at most once a second: let it settle.
+	// ConditionSync writes at most once a second: wait until it has left
+	// the configuration alone for two of its intervals, so that no write it
+	// had pending brings the conditions back after the re-apply.
+	var writtenRV string
+	var writtenAt time.Time
+	eventually(t, "ConditionSync to leave the configuration alone for 2s", func(ctx context.Context) error {
+		cfg, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, controlplane.GuardsConfiguration, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cfg.ResourceVersion != writtenRV {
+			writtenRV, writtenAt = cfg.ResourceVersion, time.Now()
+		}
+		if d := time.Since(writtenAt); d < 2*time.Second {
+			return errorf("the configuration was written %s ago", d.Round(time.Millisecond))
+		}
+		return nil
+	})
 
 	t.Log("re-applying the webhook configuration, as written by admission.Configuration (synced conditions \"false\")")
 	if err := cp.RegisterGuards(t.Context(), implicit, servedSources()); err != nil {
@@ -745,14 +761,7 @@ func TestGuardsReapplied(t *testing.T) {
 	}
 	t.Logf("no source changes; the shadow and fanout guards must come back within %s (ConditionSync re-checks every 30s)", gdReapplied)
 	start := time.Now()
-	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, gdReapplied, true, func(ctx context.Context) (bool, error) {
-		last = shadowRefused(ctx)
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("the shadow guard after %s: %v", time.Since(start).Round(time.Millisecond), last)
-	}
+	eventuallyWithin(t, 500*time.Millisecond, gdReapplied, "the shadow guard to refuse again", shadowRefused)
 	t.Logf("the shadow guard is back after %s", time.Since(start).Round(time.Millisecond))
 	gdWaitFanoutCondition(t, kube, globalNS)
 }

@@ -14,12 +14,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
 	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
+	"github.com/implicit-dev/implicit-apiserver/internal/testwait"
 )
 
 var (
@@ -163,20 +163,17 @@ func describe(m map[string]viewItem) string {
 func waitForView(t *testing.T, dyn dynamic.Interface, gvr schema.GroupVersionResource, namespace, prefix string, want map[string]viewItem) map[string]*unstructured.Unstructured {
 	t.Helper()
 	var items map[string]*unstructured.Unstructured
-	var last string
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, converge, true, func(ctx context.Context) (bool, error) {
+	testwait.Within(t, 200*time.Millisecond, converge, "the view "+gvr.Resource+" in "+namespace, func(ctx context.Context) error {
 		var err error
 		items, err = listView(ctx, dyn, gvr, namespace, prefix, metav1.ListOptions{})
 		if err != nil {
-			last = err.Error()
-			return false, nil
+			return err
 		}
-		last = describe(summarize(items))
-		return last == describe(want), nil
+		if got := describe(summarize(items)); got != describe(want) {
+			return fmt.Errorf("\n got  %s\n want %s", got, describe(want))
+		}
+		return nil
 	})
-	if err != nil {
-		t.Fatalf("view %s in %s:\n got  %s\n want %s", gvr.Resource, namespace, last, describe(want))
-	}
 	return items
 }
 
@@ -189,14 +186,7 @@ func eventually(t *testing.T, what string, check func(ctx context.Context) error
 // eventuallyWithin is eventually with its own poll interval and bound.
 func eventuallyWithin(t *testing.T, interval, timeout time.Duration, what string, check func(ctx context.Context) error) {
 	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), interval, timeout, true, func(ctx context.Context) (bool, error) {
-		last = check(ctx)
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: %v", what, last)
-	}
+	testwait.Within(t, interval, timeout, what, check)
 }
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }

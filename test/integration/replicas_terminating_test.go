@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -91,8 +90,15 @@ func TestReplicasTerminatingParent(t *testing.T) {
 		mkNamespace(fmt.Sprintf("tc-%d", i), org)
 		mkNamespace(fmt.Sprintf("tp-%d", i), org)
 	}
-	// Both replicas' mirrors hold the namespaces before the races.
-	time.Sleep(2 * time.Second)
+	// Both replicas' mirrors hold the namespaces before the races: each
+	// one's view of every namespace holds the org's locked rt-sec.
+	for r, s := range rc.replicas {
+		t.Logf("waiting until replica %d holds the %d namespaces under %s", r+1, len(names), org)
+		dyn := directClientOf(t, rc.cp, s.URL())
+		for _, ns := range names {
+			waitForView(t, dyn, viewRoleBindings, ns, "rt-", map[string]viewItem{"rt-sec": {Scope: "parent", Source: org}})
+		}
+	}
 
 	both, moved, deleted := 0, 0, 0
 	for i := range rounds {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -136,8 +138,20 @@ func (ws nsWatches) expect(t *testing.T, step string, want map[string][]string) 
 func (ws nsWatches) expectDescribed(t *testing.T, step string, want map[string][]string, describe func(*unstructured.Unstructured) string) {
 	t.Helper()
 	got := map[string][]string{}
-	deadline := time.Now().Add(converge)
-	quietUntil := time.Time{}
+	// One select over every watch, the deadline and, once every wanted
+	// event came, the quiet window: anything more within a second and a
+	// half is an extra event.
+	names := slices.Sorted(maps.Keys(ws))
+	cases := make([]reflect.SelectCase, len(names), len(names)+2)
+	for i, ns := range names {
+		cases[i] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ws[ns].ResultChan())}
+	}
+	deadline := time.NewTimer(converge)
+	defer deadline.Stop()
+	var quiet <-chan time.Time
+	cases = append(cases,
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(deadline.C)},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(quiet)})
 	for {
 		complete := true
 		for ns, w := range want {
@@ -145,34 +159,30 @@ func (ws nsWatches) expectDescribed(t *testing.T, step string, want map[string][
 				complete = false
 			}
 		}
-		if complete && quietUntil.IsZero() {
-			// Anything more within a second and a half is an extra event.
-			quietUntil = time.Now().Add(1500 * time.Millisecond)
+		if complete && quiet == nil {
+			quiet = time.After(1500 * time.Millisecond)
+			cases[len(names)+1].Chan = reflect.ValueOf(quiet)
 		}
-		if !quietUntil.IsZero() && time.Now().After(quietUntil) {
-			break
+		i, v, ok := reflect.Select(cases)
+		if i == len(names)+1 {
+			break // quiet
 		}
-		if time.Now().After(deadline) {
+		if i == len(names) {
 			t.Fatalf("%s: events %v, want %v (not all within %s)", step, got, want, converge)
 		}
-		for ns, w := range ws {
-			select {
-			case e, ok := <-w.ResultChan():
-				if !ok {
-					t.Fatalf("%s: the watch of %s ended", step, ns)
-				}
-				if e.Type == watch.Error {
-					t.Fatalf("%s: error event in %s: %v", step, ns, apierrors.FromObject(e.Object))
-				}
-				desc := string(e.Type)
-				if u, ok := e.Object.(*unstructured.Unstructured); ok {
-					desc += " " + describe(u)
-				}
-				got[ns] = append(got[ns], desc)
-			default:
-			}
+		ns := names[i]
+		if !ok {
+			t.Fatalf("%s: the watch of %s ended", step, ns)
 		}
-		time.Sleep(20 * time.Millisecond)
+		e := v.Interface().(watch.Event)
+		if e.Type == watch.Error {
+			t.Fatalf("%s: error event in %s: %v", step, ns, apierrors.FromObject(e.Object))
+		}
+		desc := string(e.Type)
+		if u, ok := e.Object.(*unstructured.Unstructured); ok {
+			desc += " " + describe(u)
+		}
+		got[ns] = append(got[ns], desc)
 	}
 	for ns := range ws {
 		if !slices.Equal(got[ns], want[ns]) {

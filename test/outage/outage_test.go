@@ -16,6 +16,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	aggregator "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
+	"github.com/implicit-dev/implicit-apiserver/internal/testwait"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
@@ -145,12 +147,12 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
 	canI := func() result { return timed("auth", "can-i", "list", "pods", "-n", "team-a-dev", "--as=alice") }
 	until := func(what string, limit time.Duration, f func() bool) {
 		t.Helper()
-		for start := time.Now(); time.Since(start) < limit; time.Sleep(250 * time.Millisecond) {
-			if f() {
-				return
+		testwait.Within(t, 250*time.Millisecond, limit, what, func(context.Context) error {
+			if !f() {
+				return fmt.Errorf("not yet")
 			}
-		}
-		t.Fatalf("%s: not within %s", what, limit)
+			return nil
+		})
 	}
 	apiServiceAvailable := func() bool {
 		svc, err := agg.ApiregistrationV1().APIServices().Get(ctx, controlplane.APIServiceName, metav1.GetOptions{})
@@ -186,12 +188,10 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
 	// The aggregator's availability check, watched from the pause on.
 	unavailable := make(chan time.Duration, 1)
 	go func() {
-		for ctx.Err() == nil {
-			if !apiServiceAvailable() {
-				unavailable <- time.Since(paused)
-				return
-			}
-			time.Sleep(250 * time.Millisecond)
+		if wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(context.Context) (bool, error) {
+			return !apiServiceAvailable(), nil
+		}) == nil {
+			unavailable <- time.Since(paused)
 		}
 	}()
 
@@ -238,7 +238,8 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
 	}
 	r = view()
 	fig("paused, view read once the APIService is unavailable: %s, ok=%v: %s", r.d.Round(time.Millisecond), r.ok, r.out)
-	// Held for a while, so that the recovery below is from a long pause.
+	// Held for a while on purpose, so that the recovery below is from a
+	// long pause.
 	hold := 30 * time.Second
 	time.Sleep(hold)
 	ns, err := kube.CoreV1().Namespaces().Get(ctx, "doomed", metav1.GetOptions{})

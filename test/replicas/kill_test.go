@@ -114,7 +114,7 @@ func TestSingleReplicaKill(t *testing.T) {
 		killWatchers, killInformers, len(kubectls))
 
 	endWrites := startWriter(ctx, runCtx, endRun, t, kube)
-	time.Sleep(beforeKill)
+	time.Sleep(beforeKill) // on purpose: the writer writes before the kill
 
 	killed := time.Now()
 	if err := server.Kill(); err != nil {
@@ -126,7 +126,7 @@ func TestSingleReplicaKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("replica killed (SIGKILL), its endpoint not ready; starting it again in %s with the same binary and flags", downFor)
-	time.Sleep(downFor)
+	time.Sleep(downFor) // on purpose: the replica stays down, as a crashed container
 	if err := server.Restart(ctx); err != nil {
 		t.Fatalf("starting the replica again: %v", err)
 	}
@@ -154,7 +154,7 @@ func TestSingleReplicaKill(t *testing.T) {
 	} else {
 		t.Logf("every informer-style client watches again %s after the kill", time.Since(killed).Round(time.Millisecond))
 	}
-	time.Sleep(afterReady)
+	time.Sleep(afterReady) // on purpose: the writer writes after the replica is back
 	endWrites()
 
 	// Every client ends with what a fresh list of its scope returns.

@@ -120,7 +120,7 @@ func TestRollingRestart(t *testing.T) {
 		if err := rc.cp.RegisterAPIServiceEndpoints(ctx, replicaPort, others...); err != nil {
 			t.Fatalf("draining replica %d: %v", i+1, err)
 		}
-		time.Sleep(settle)
+		time.Sleep(settle) // on purpose: the drain's grace, as a pod's preStop delay
 		start := time.Now()
 		if err := rc.servers[i].Restart(ctx); err != nil {
 			// A replica that outlives its grace period is killed, as a
@@ -139,10 +139,11 @@ func TestRollingRestart(t *testing.T) {
 		if err := rc.cp.RegisterAPIServiceEndpoints(ctx, replicaPort, all...); err != nil {
 			t.Fatalf("replica %d back in the endpoints: %v", i+1, err)
 		}
-		time.Sleep(settle)
+		time.Sleep(settle) // on purpose: the clients' time back on the restarted replica
 	}
-	// Past the clients' longest watch, so that every one renewed at least
-	// once after the restarts, on either replica.
+	// On purpose: the writer goes on past the clients' longest watch, so
+	// that every one renewed at least once after the restarts, on either
+	// replica.
 	time.Sleep(2 * rolloutWatch)
 	endWrites()
 

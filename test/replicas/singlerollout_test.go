@@ -66,7 +66,7 @@ func TestSingleReplicaRollout(t *testing.T) {
 	}
 	runCtx, endRun := context.WithCancel(clientCtx)
 	endWrites := startWriter(ctx, runCtx, endRun, t, kube)
-	time.Sleep(beforeKill)
+	time.Sleep(beforeKill) // on purpose: the writer writes before the rollout
 
 	t.Log("the new replica starts and joins the endpoints")
 	next := startReplicas(ctx, t, rc.cp, hosts[1:2], delay)[0]
@@ -74,7 +74,7 @@ func TestSingleReplicaRollout(t *testing.T) {
 	if err := rc.cp.RegisterAPIServiceEndpoints(ctx, replicaPort, hosts[0].NSIP, hosts[1].NSIP); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(settle)
+	time.Sleep(settle) // on purpose: the aggregator's grace to see the new endpoint, as a readiness delay
 
 	t.Logf("the old replica is deleted: SIGTERM (%s) while it leaves the endpoints", delay)
 	stopped := time.Now()
@@ -100,7 +100,7 @@ func TestSingleReplicaRollout(t *testing.T) {
 	} else {
 		t.Logf("every informer-style client watches again %s after SIGTERM", time.Since(stopped).Round(time.Millisecond))
 	}
-	time.Sleep(afterReady)
+	time.Sleep(afterReady) // on purpose: the writer writes after the rollout
 	endWrites()
 
 	for _, d := range waitSameAsFresh(ctx, rc.admin, scopes, held) {
