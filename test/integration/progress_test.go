@@ -56,40 +56,29 @@ func TestQuietSourcesKeepUp(t *testing.T) {
 	start := time.Now()
 	// Two intervals and their jitter, plus the nudge's own interval.
 	within := 3*apiserver.DefaultSourceProgress + 10*time.Second
-	var last error
-	deadline := time.Now().Add(within)
-	for {
-		last = func() error {
-			keys, err := sourceKeys(kube)
-			if err != nil {
-				return err
-			}
-			_, l, err := listViewItems(ctx, dyn, "progress-probe", metav1.ListOptions{})
-			if err != nil {
-				return err
-			}
-			v, err := resourceversion.Parse(l.GetResourceVersion())
-			if err != nil {
-				return err
-			}
-			if len(v.Vector) != len(keys) {
-				return fmt.Errorf("version %s has %d parts; the served sources are %v", l.GetResourceVersion(), len(v.Vector), keys)
-			}
-			for i, part := range v.Vector {
-				if part < r {
-					return fmt.Errorf("version %s: %s at %d", l.GetResourceVersion(), keys[i], part)
-				}
-			}
-			return nil
-		}()
-		if last == nil || time.Now().After(deadline) {
-			break
+	eventuallyWithin(t, time.Second, within, fmt.Sprintf("every source's part reaches %d (the ConfigMap's revision)", r), func(ctx context.Context) error {
+		keys, err := sourceKeys(kube)
+		if err != nil {
+			return err
 		}
-		time.Sleep(time.Second)
-	}
-	if last != nil {
-		t.Fatalf("within %s, the tracked sources' parts did not reach %d: %v", within, r, last)
-	}
+		_, l, err := listViewItems(ctx, dyn, "progress-probe", metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		v, err := resourceversion.Parse(l.GetResourceVersion())
+		if err != nil {
+			return err
+		}
+		if len(v.Vector) != len(keys) {
+			return fmt.Errorf("version %s has %d parts; the served sources are %v", l.GetResourceVersion(), len(v.Vector), keys)
+		}
+		for i, part := range v.Vector {
+			if part < r {
+				return fmt.Errorf("version %s: %s at %d", l.GetResourceVersion(), keys[i], part)
+			}
+		}
+		return nil
+	})
 	t.Logf("every part reached %d after %s", r, time.Since(start).Round(time.Second))
 	if err := kube.CoreV1().ConfigMaps("progress-probe").Delete(ctx, cm.Name, metav1.DeleteOptions{}); err != nil {
 		t.Error(err)
