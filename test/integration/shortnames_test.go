@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/discovery"
 )
@@ -92,7 +93,10 @@ func TestShortNameTakenByCRD(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, "kubectl resolves irb to the CRD", func(ctx context.Context) error {
+	// kube-aggregator refreshes an APIService's aggregated discovery about
+	// once a minute: kubectl, even with a fresh cache, may see the old
+	// short names until then.
+	eventuallyWithin(t, time.Second, discoveryRefresh, "kubectl resolves irb to the CRD", func(ctx context.Context) error {
 		r := getIRB(ctx)
 		if r.code != 0 || !strings.Contains(r.stdout, "ironbar.metal.example.com/sn-bar") || strings.Contains(r.stdout, "rolebinding") {
 			return errorf("kubectl get irb: exit %d\n%s%s", r.code, r.stdout, r.stderr)
@@ -115,7 +119,7 @@ func TestShortNameTakenByCRD(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, "kubectl resolves irb to the view", func(ctx context.Context) error {
+	eventuallyWithin(t, time.Second, discoveryRefresh, "kubectl resolves irb to the view", func(ctx context.Context) error {
 		if r := getIRB(ctx); r.code != 0 || !strings.Contains(r.stdout, "rolebinding.implicit.dev/sn-binding") {
 			return errorf("kubectl get irb: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
