@@ -16,7 +16,6 @@ import (
 	"k8s.io/cli-runtime/pkg/resource"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
 // namespaceChange is an applied Namespace whose place in the hierarchy or
@@ -32,10 +31,10 @@ var tenancyKeys = []struct {
 	key   string
 	label bool
 }{
-	{merge.LabelParent, true},
-	{merge.LabelInherit, true},
-	{merge.LabelStage, true},
-	{merge.AnnotationExclude, false},
+	{v1alpha1.LabelParent, true},
+	{v1alpha1.LabelInherit, true},
+	{v1alpha1.LabelStage, true},
+	{v1alpha1.AnnotationExclude, false},
 }
 
 // isNamespace reports whether info is a core Namespace.

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -164,7 +165,7 @@ func (o *options) candidateNames(ctx context.Context, dyn dynamic.Interface, kin
 		return "", nil, nil
 	}
 	for _, it := range list.Items {
-		if it.GetName() != name && it.GetAnnotations()[merge.AnnotationCandidateFor] == name {
+		if it.GetName() != name && it.GetAnnotations()[v1alpha1.AnnotationCandidateFor] == name {
 			candidates = append(candidates, it.GetName())
 		}
 	}
@@ -177,16 +178,16 @@ func (o *options) candidateNames(ctx context.Context, dyn dynamic.Interface, kin
 // reachedBy says how the view item it shows the source source/name (for a
 // candidate, stable is the name it stages; candidates are name's own).
 func reachedBy(it unstructured.Unstructured, source, name, stable string, candidates []string) (ReachedView, bool) {
-	r := ReachedView{Namespace: it.GetNamespace(), Scope: it.GetLabels()[merge.LabelScope], Item: it.GetName()}
+	r := ReachedView{Namespace: it.GetNamespace(), Scope: it.GetLabels()[v1alpha1.LabelScope], Item: it.GetName()}
 	ann := it.GetAnnotations()
-	if ov := ann[merge.AnnotationOverlays]; ov != "" {
+	if ov := ann[v1alpha1.AnnotationOverlays]; ov != "" {
 		r.Overlays = strings.Split(ov, ",")
 	}
 	var seen []string
-	if v := ann[merge.AnnotationCandidate]; v != "" {
+	if v := ann[v1alpha1.AnnotationCandidate]; v != "" {
 		seen = strings.Split(v, ",")
 	}
-	fromSource := it.GetLabels()[merge.LabelSourceNamespace] == source
+	fromSource := it.GetLabels()[v1alpha1.LabelSourceNamespace] == source
 	overlay := slices.Contains(r.Overlays, source+"/"+it.GetName())
 	switch {
 	case stable != "":

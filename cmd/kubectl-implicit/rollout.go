@@ -17,7 +17,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
 func (o *options) rolloutCommand() *cobra.Command {
@@ -263,7 +262,7 @@ func (r *rollout) load(ctx context.Context) (*unstructured.Unstructured, []unstr
 	}
 	var candidates []unstructured.Unstructured
 	for _, it := range list.Items {
-		if it.GetName() != r.name && it.GetAnnotations()[merge.AnnotationCandidateFor] == r.name {
+		if it.GetName() != r.name && it.GetAnnotations()[v1alpha1.AnnotationCandidateFor] == r.name {
 			candidates = append(candidates, it)
 		}
 	}
@@ -279,7 +278,7 @@ func (r *rollout) load(ctx context.Context) (*unstructured.Unstructured, []unstr
 func (r *rollout) candidate(candidates []unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	switch len(candidates) {
 	case 0:
-		return nil, fmt.Errorf("%s in namespace %q has no candidate (no object annotated %s: %s)", r.ref(r.name), r.namespace, merge.AnnotationCandidateFor, r.name)
+		return nil, fmt.Errorf("%s in namespace %q has no candidate (no object annotated %s: %s)", r.ref(r.name), r.namespace, v1alpha1.AnnotationCandidateFor, r.name)
 	case 1:
 		return &candidates[0], nil
 	}
@@ -337,7 +336,7 @@ func (r *rollout) deleteCandidate(ctx context.Context, cand *unstructured.Unstru
 // candidatesOf lists the candidate names a view item shows
 // (implicit.dev/candidate: the base's candidate, then any overlay's).
 func candidatesOf(item *unstructured.Unstructured) []string {
-	v := item.GetAnnotations()[merge.AnnotationCandidate]
+	v := item.GetAnnotations()[v1alpha1.AnnotationCandidate]
 	if v == "" {
 		return nil
 	}

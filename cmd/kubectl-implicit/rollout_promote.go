@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -184,9 +185,9 @@ func (r *rollout) promoted(stable, cand *unstructured.Unstructured) (out *unstru
 	maps.Copy(labels, cand.GetLabels())
 	for k, v := range cand.GetAnnotations() {
 		switch k {
-		case merge.AnnotationCandidateFor, merge.AnnotationCanarySelector, lastApplied:
+		case v1alpha1.AnnotationCandidateFor, v1alpha1.AnnotationCanarySelector, lastApplied:
 			continue
-		case merge.AnnotationLocked, merge.AnnotationMerge:
+		case v1alpha1.AnnotationLocked, v1alpha1.AnnotationMerge:
 			if stable != nil {
 				if sv, ok := stable.GetAnnotations()[k]; !ok || sv != v {
 					held = append(held, k)

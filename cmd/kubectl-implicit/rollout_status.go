@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -72,7 +73,7 @@ func (r *rollout) status(ctx context.Context) (*RolloutStatus, error) {
 		StableExists: stable != nil, Candidates: []RolloutCandidate{}, Namespaces: []NamespaceVersion{},
 	}
 	for _, c := range candidates {
-		rc := RolloutCandidate{Name: c.GetName(), UID: string(c.GetUID()), Selector: c.GetAnnotations()[merge.AnnotationCanarySelector]}
+		rc := RolloutCandidate{Name: c.GetName(), UID: string(c.GetUID()), Selector: c.GetAnnotations()[v1alpha1.AnnotationCanarySelector]}
 		if _, err := merge.ParseCandidate(c.GetName(), c.GetAnnotations()); err != nil {
 			rc.Problem = err.Error()
 		}
@@ -92,9 +93,9 @@ func (r *rollout) status(ctx context.Context) (*RolloutStatus, error) {
 		}
 		as := ""
 		switch {
-		case it.GetLabels()[merge.LabelSourceNamespace] == r.namespace:
+		case it.GetLabels()[v1alpha1.LabelSourceNamespace] == r.namespace:
 			as = "source"
-		case slices.Contains(strings.Split(it.GetAnnotations()[merge.AnnotationOverlays], ","), r.namespace+"/"+r.name):
+		case slices.Contains(strings.Split(it.GetAnnotations()[v1alpha1.AnnotationOverlays], ","), r.namespace+"/"+r.name):
 			as = "overlay"
 		default:
 			continue // another namespace's source of the same name

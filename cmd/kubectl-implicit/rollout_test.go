@@ -18,7 +18,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clienttesting "k8s.io/client-go/testing"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 const globalNS = "implicit-global"
@@ -141,7 +141,7 @@ func binding(name string, uid types.UID, rv string, annotations map[string]strin
 }
 
 func candidateAnnotations(forName string, extra ...string) map[string]string {
-	a := map[string]string{merge.AnnotationCandidateFor: forName, merge.AnnotationCanarySelector: merge.LabelStage + "=canary"}
+	a := map[string]string{v1alpha1.AnnotationCandidateFor: forName, v1alpha1.AnnotationCanarySelector: v1alpha1.LabelStage + "=canary"}
 	for i := 0; i+1 < len(extra); i += 2 {
 		a[extra[i]] = extra[i+1]
 	}
@@ -152,13 +152,13 @@ func candidateAnnotations(forName string, extra ...string) map[string]string {
 // overlaid by overlays, built from candidate ("" for none).
 func viewItem(ns, sourceNS, overlays, candidate string) *unstructured.Unstructured {
 	u := object("implicit.dev/v1alpha1", "RoleBinding", ns, "org-viewers", "stable-uid", "1", nil, nil)
-	u.SetLabels(map[string]string{merge.LabelSourceNamespace: sourceNS, merge.LabelScope: "global"})
+	u.SetLabels(map[string]string{v1alpha1.LabelSourceNamespace: sourceNS, v1alpha1.LabelScope: "global"})
 	a := map[string]string{}
 	if overlays != "" {
-		a[merge.AnnotationOverlays] = overlays
+		a[v1alpha1.AnnotationOverlays] = overlays
 	}
 	if candidate != "" {
-		a[merge.AnnotationCandidate] = candidate
+		a[v1alpha1.AnnotationCandidate] = candidate
 	}
 	u.SetAnnotations(a)
 	return u
@@ -246,7 +246,7 @@ func TestRolloutStatus(t *testing.T) {
 		{
 			name: "two candidates and a malformed one",
 			objs: []runtime.Object{stable, cand,
-				binding("org-viewers.again", "again-uid", "10", map[string]string{merge.AnnotationCandidateFor: "org-viewers", merge.AnnotationCanarySelector: "team=a"}, "view", "y"),
+				binding("org-viewers.again", "again-uid", "10", map[string]string{v1alpha1.AnnotationCandidateFor: "org-viewers", v1alpha1.AnnotationCanarySelector: "team=a"}, "view", "y"),
 				viewItem("team-b", globalNS, "", "")},
 			source: "org-viewers",
 			want: &RolloutStatus{
@@ -339,7 +339,7 @@ func TestRolloutPromote(t *testing.T) {
 	t.Parallel()
 	// A locked stable source with labels of its own; a candidate that
 	// repeats neither the lock nor the tier label (issue 24, item 3).
-	stable := binding("org-viewers", "stable-uid", "7", map[string]string{merge.AnnotationLocked: "true", lastApplied: "stable's", "note": "stable's"}, "view", "org:viewers")
+	stable := binding("org-viewers", "stable-uid", "7", map[string]string{v1alpha1.AnnotationLocked: "true", lastApplied: "stable's", "note": "stable's"}, "view", "org:viewers")
 	stable.SetLabels(map[string]string{"tier": "org", "owner": "platform"})
 	cand := binding("org-viewers.next", "cand-uid", "8", candidateAnnotations("org-viewers", lastApplied, "candidate's", "note", "candidate's", "reviewed", "yes"), "view", "org:viewers", "org:auditors")
 	cand.SetLabels(map[string]string{"owner": "release"})
@@ -347,7 +347,7 @@ func TestRolloutPromote(t *testing.T) {
 	// The bindings as promoted: the stable one's metadata, the candidate's
 	// subjects, and its labels and annotations (less the candidate ones)
 	// added to the stable one's, whose lock stays.
-	promotedBinding := binding("org-viewers", "stable-uid", "7", map[string]string{merge.AnnotationLocked: "true", lastApplied: "stable's", "note": "candidate's", "reviewed": "yes"}, "view", "org:viewers", "org:auditors")
+	promotedBinding := binding("org-viewers", "stable-uid", "7", map[string]string{v1alpha1.AnnotationLocked: "true", lastApplied: "stable's", "note": "candidate's", "reviewed": "yes"}, "view", "org:viewers", "org:auditors")
 	promotedBinding.SetLabels(map[string]string{"tier": "org", "owner": "release"})
 	created := binding("org-viewers", "", "", map[string]string{"note": "candidate's", "reviewed": "yes"}, "view", "org:viewers", "org:auditors")
 	created.SetLabels(map[string]string{"owner": "release"})
@@ -355,11 +355,11 @@ func TestRolloutPromote(t *testing.T) {
 	// An unlocked stable source whose candidate stages a lock and an
 	// overlay: neither is promoted, and the output says so.
 	plain := binding("org-viewers", "stable-uid", "7", nil, "view", "org:viewers")
-	lockingCand := binding("org-viewers.next", "cand-uid", "8", candidateAnnotations("org-viewers", merge.AnnotationLocked, "true", merge.AnnotationMerge, "overlay"), "view", "org:auditors")
+	lockingCand := binding("org-viewers.next", "cand-uid", "8", candidateAnnotations("org-viewers", v1alpha1.AnnotationLocked, "true", v1alpha1.AnnotationMerge, "overlay"), "view", "org:auditors")
 	plainPromoted := binding("org-viewers", "stable-uid", "7", nil, "view", "org:auditors")
 	// A staged creation keeps the candidate's lock: there is no stable lock to keep.
-	lockedCreation := binding("org-viewers.next", "cand-uid", "8", candidateAnnotations("org-viewers", merge.AnnotationLocked, "true"), "view", "org:auditors")
-	lockedCreated := binding("org-viewers", "", "", map[string]string{merge.AnnotationLocked: "true"}, "view", "org:auditors")
+	lockedCreation := binding("org-viewers.next", "cand-uid", "8", candidateAnnotations("org-viewers", v1alpha1.AnnotationLocked, "true"), "view", "org:auditors")
+	lockedCreated := binding("org-viewers", "", "", map[string]string{v1alpha1.AnnotationLocked: "true"}, "view", "org:auditors")
 
 	policy := func(name string, uid types.UID, rv string, annotations map[string]string, spec map[string]any) *unstructured.Unstructured {
 		return object("networking.k8s.io/v1", "NetworkPolicy", globalNS, name, uid, rv, annotations, map[string]any{"spec": spec})
@@ -531,7 +531,7 @@ func TestRolloutPromote(t *testing.T) {
 		},
 		{
 			name: "a malformed candidate is refused", source: rbSource, stable: "org-viewers",
-			objs:          []runtime.Object{stable, binding("org-viewers.next", "cand-uid", "8", map[string]string{merge.AnnotationCandidateFor: "org-viewers"}, "view", "x")},
+			objs:          []runtime.Object{stable, binding("org-viewers.next", "cand-uid", "8", map[string]string{v1alpha1.AnnotationCandidateFor: "org-viewers"}, "view", "x")},
 			wantErr:       func(err error) bool { return err != nil && strings.Contains(err.Error(), "is malformed") },
 			verbs:         []string{"get org-viewers", "list"},
 			wantStable:    stable,

@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
 // TestTreeNotTenantMarks: tree tells the global namespace from one that
@@ -77,13 +76,13 @@ func TestReachedBy(t *testing.T) {
 		u := unstructured.Unstructured{}
 		u.SetName("ci-bot")
 		u.SetNamespace(ns)
-		u.SetLabels(map[string]string{merge.LabelSourceNamespace: sourceNS, merge.LabelScope: "global"})
+		u.SetLabels(map[string]string{v1alpha1.LabelSourceNamespace: sourceNS, v1alpha1.LabelScope: "global"})
 		ann := map[string]string{}
 		if overlays != "" {
-			ann[merge.AnnotationOverlays] = overlays
+			ann[v1alpha1.AnnotationOverlays] = overlays
 		}
 		if candidate != "" {
-			ann[merge.AnnotationCandidate] = candidate
+			ann[v1alpha1.AnnotationCandidate] = candidate
 		}
 		u.SetAnnotations(ann)
 		return u

@@ -37,6 +37,7 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
@@ -219,15 +220,15 @@ func (h *harness) setup() {
 	for _, ns := range []struct{ name, parent string }{{global, ""}, {"p", ""}, {"a", "p"}, {"b", "a"}, {"c", "p"}, {"d", "p"}, {"e", ""}} {
 		n := newNamespace(ns.name)
 		if ns.parent != "" {
-			n.Labels[merge.LabelParent] = ns.parent
-			n.Annotations = map[string]string{merge.AnnotationParentUID: string(h.w.namespaces[ns.parent].UID)}
+			n.Labels[v1alpha1.LabelParent] = ns.parent
+			n.Annotations = map[string]string{v1alpha1.AnnotationParentUID: string(h.w.namespaces[ns.parent].UID)}
 		}
 		h.store("org", nil, n)
 	}
 	src := func(resource, namespace, name string, v int, locked bool) {
 		o := newSource(resource, namespace, name, v)
 		if locked {
-			metaOf(o).SetAnnotations(map[string]string{merge.AnnotationLocked: "true"})
+			metaOf(o).SetAnnotations(map[string]string{v1alpha1.AnnotationLocked: "true"})
 		}
 		h.store("org", nil, o)
 	}
@@ -276,7 +277,7 @@ func (h *harness) storeLag(writer string, old, obj runtime.Object, lag lags) {
 		}
 		m.SetResourceVersion(h.w.nextRV())
 		st := &stored{obj: obj, writer: writer}
-		if c := m.GetAnnotations()[merge.AnnotationCandidateFor]; c != "" {
+		if c := m.GetAnnotations()[v1alpha1.AnnotationCandidateFor]; c != "" {
 			if s, ok := h.w.objs[key{resource, k.namespace, c}]; ok {
 				st.stableLocked = merge.IsLocked(metaOf(s.obj).GetAnnotations())
 			}

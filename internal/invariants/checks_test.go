@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -354,7 +355,7 @@ func (h *harness) materialize() {
 			c := &networkingv1.NetworkPolicy{
 				TypeMeta: metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
 				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{
-					merge.LabelMaterialized: "true", merge.LabelScope: w.scope, merge.LabelSourceNamespace: w.source,
+					v1alpha1.LabelMaterialized: "true", v1alpha1.LabelScope: w.scope, v1alpha1.LabelSourceNamespace: w.source,
 				}},
 				Spec: w.spec,
 			}
@@ -417,7 +418,7 @@ func (h *harness) checkMaterialized() {
 					item = "new/lock-over-existing"
 				}
 				h.violateState("materialized "+k.String()+" "+v.Item.Namespace, invMaterialized, item, "the real object %s is %s's own (no %s), while the view shows the locked %s from %s: what the CNI enforces is not the view",
-					k, st.writer, merge.LabelMaterialized, v.Scope, v.Item.Namespace)
+					k, st.writer, v1alpha1.LabelMaterialized, v.Scope, v.Item.Namespace)
 			}
 		}
 	})

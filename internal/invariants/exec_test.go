@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // run plays op as kube-apiserver would serve it, then lets the materializer
@@ -158,7 +158,7 @@ func (h *harness) build(a *actor, o op) (request, bool) {
 		applySrcEdit(obj, o.src)
 		if o.kind == opCopyWrite && o.src.dropCopyLabel {
 			l := labelsOf(metaOf(obj))
-			delete(l, merge.LabelMaterialized)
+			delete(l, v1alpha1.LabelMaterialized)
 			metaOf(obj).SetLabels(l)
 		}
 		r.op, r.old, r.obj = admissionv1.Update, cur.obj.DeepCopyObject(), obj
@@ -178,28 +178,28 @@ func applyNSEdit(n *corev1.Namespace, e nsEdit) {
 	}
 	switch e.parent {
 	case set:
-		n.Labels[merge.LabelParent] = e.parentN
+		n.Labels[v1alpha1.LabelParent] = e.parentN
 	case clear:
-		delete(n.Labels, merge.LabelParent)
+		delete(n.Labels, v1alpha1.LabelParent)
 	}
 	switch e.inherit {
 	case set:
-		n.Labels[merge.LabelInherit] = "false"
+		n.Labels[v1alpha1.LabelInherit] = "false"
 	case clear:
-		delete(n.Labels, merge.LabelInherit)
+		delete(n.Labels, v1alpha1.LabelInherit)
 	}
 	switch e.stage {
 	case set:
-		n.Labels[merge.LabelStage] = e.stageV
+		n.Labels[v1alpha1.LabelStage] = e.stageV
 	case clear:
-		delete(n.Labels, merge.LabelStage)
+		delete(n.Labels, v1alpha1.LabelStage)
 	}
 	a := annotationsOf(n)
 	switch e.exclude {
 	case set:
-		a[merge.AnnotationExclude] = e.exclV
+		a[v1alpha1.AnnotationExclude] = e.exclV
 	case clear:
-		delete(a, merge.AnnotationExclude)
+		delete(a, v1alpha1.AnnotationExclude)
 	}
 	if len(a) == 0 {
 		a = nil
@@ -221,10 +221,10 @@ func applySrcEdit(obj runtime.Object, e srcEdit) {
 			delete(a, k)
 		}
 	}
-	flag(e.lock, merge.AnnotationLocked, "true")
-	flag(e.overlay, merge.AnnotationMerge, "overlay")
-	flag(e.candidate, merge.AnnotationCandidateFor, e.candFor)
-	flag(e.candidate, merge.AnnotationCanarySelector, e.selector)
+	flag(e.lock, v1alpha1.AnnotationLocked, "true")
+	flag(e.overlay, v1alpha1.AnnotationMerge, "overlay")
+	flag(e.candidate, v1alpha1.AnnotationCandidateFor, e.candFor)
+	flag(e.candidate, v1alpha1.AnnotationCanarySelector, e.selector)
 	if len(a) == 0 {
 		a = nil
 	}

@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // An op is one request of one actor, with every random choice fixed in it
@@ -137,7 +137,7 @@ func (o op) String() string {
 			add(fmt.Sprintf("canary-selector=%q", o.src.selector))
 		}
 		if o.src.dropCopyLabel {
-			add("-" + merge.LabelMaterialized)
+			add("-" + v1alpha1.LabelMaterialized)
 		}
 	}
 	if len(parts) > 0 {

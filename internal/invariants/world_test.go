@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // The world is what etcd holds: namespaces and source objects (copies
@@ -93,7 +93,7 @@ func (w *world) below(name string) map[string]bool {
 	out := map[string]bool{}
 	for n := range w.namespaces {
 		seen := map[string]bool{n: true}
-		for cur := w.namespaces[n].Labels[merge.LabelParent]; cur != "" && !seen[cur]; {
+		for cur := w.namespaces[n].Labels[v1alpha1.LabelParent]; cur != "" && !seen[cur]; {
 			if cur == name {
 				out[n] = true
 				break
@@ -103,7 +103,7 @@ func (w *world) below(name string) map[string]bool {
 			if !ok {
 				break
 			}
-			cur = p.Labels[merge.LabelParent]
+			cur = p.Labels[v1alpha1.LabelParent]
 		}
 	}
 	return out
@@ -392,4 +392,4 @@ func labelsOf(m metav1.Object) map[string]string {
 	return l
 }
 
-func isCopy(o runtime.Object) bool { return o != nil && merge.IsMaterialized(metaOf(o).GetLabels()) }
+func isCopy(o runtime.Object) bool { return o != nil && v1alpha1.IsMaterialized(metaOf(o).GetLabels()) }

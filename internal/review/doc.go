@@ -1,9 +1,5 @@
-// Package review reads and answers the reviews kube-apiserver POSTs to
-// implicit-apiserver's webhooks: the AdmissionReviews of the guards
-// (pkg/admission) and the SubjectAccessReviews of the authorization webhook
-// (pkg/authz).
-//
-// It owns only the HTTP exchange (method, size bound, JSON decoding and
-// encoding, the review's apiVersion and kind); what each webhook decides
-// stays in its package.
+// Package review forwards to pkg/webhook, where the review plumbing of the
+// webhooks moved (issue 41). It is kept only so that pkg/admission, being
+// restructured apart, builds unchanged; new code imports pkg/webhook, and
+// this package goes once pkg/admission does.
 package review

@@ -1,50 +1,6 @@
 package review
 
-import (
-	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
+import "github.com/implicit-dev/implicit-apiserver/pkg/webhook"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-)
-
-// Type is the type of a review a webhook is sent, such as
-// admission.k8s.io/v1 AdmissionReview.
-type Type struct {
-	APIVersion string
-	Kind       string
-	// MaxBytes bounds a request body.
-	MaxBytes int64
-}
-
-// Decode reads the review of r's body into obj. On failure (not a POST, a
-// body that cannot be read or is over MaxBytes, not JSON of the review) it
-// has answered the request with the error and returns false.
-func (t Type) Decode(w http.ResponseWriter, r *http.Request, obj any) bool {
-	if r.Method != http.MethodPost {
-		http.Error(w, fmt.Sprintf("POST an %s %s", t.APIVersion, t.Kind), http.StatusMethodNotAllowed)
-		return false
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, t.MaxBytes+1))
-	if err != nil || int64(len(body)) > t.MaxBytes {
-		http.Error(w, fmt.Sprintf("reading the %s failed or it is too large", t.Kind), http.StatusBadRequest)
-		return false
-	}
-	if err := json.Unmarshal(body, obj); err != nil {
-		http.Error(w, fmt.Sprintf("not an %s %s: %v", t.APIVersion, t.Kind, err), http.StatusBadRequest)
-		return false
-	}
-	return true
-}
-
-// Write answers with obj as JSON, with the review's apiVersion and kind
-// when obj has no apiVersion (as the request it answers may not have had).
-func (t Type) Write(w http.ResponseWriter, obj runtime.Object) error {
-	if tm, ok := obj.GetObjectKind().(*metav1.TypeMeta); ok && tm.APIVersion == "" {
-		tm.APIVersion, tm.Kind = t.APIVersion, t.Kind
-	}
-	w.Header().Set("Content-Type", "application/json")
-	return json.NewEncoder(w).Encode(obj)
-}
+// Type is an alias of webhook.Type.
+type Type = webhook.Type

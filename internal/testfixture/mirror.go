@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -102,7 +103,7 @@ func NextResourceVersion() string { return strconv.FormatUint(sourceRV.Add(1), 1
 type ObjectOpt func(*metav1.ObjectMeta)
 
 // Locked annotates a source object locked.
-func Locked(m *metav1.ObjectMeta) { m.Annotations[merge.AnnotationLocked] = "true" }
+func Locked(m *metav1.ObjectMeta) { m.Annotations[v1alpha1.AnnotationLocked] = "true" }
 
 // SourceMeta returns the metadata of a new source object, with a new
 // resourceVersion.

@@ -82,7 +82,7 @@ func hierarchy(r watchmux.Reader, namespace string) v1alpha1.HierarchyStatus {
 	l := r.Lineage(namespace)
 	h := v1alpha1.HierarchyStatus{Tenant: l.Tenant}
 	if l.Namespace != nil {
-		h.Parent = l.Namespace.Labels[merge.LabelParent]
+		h.Parent = l.Namespace.Labels[v1alpha1.LabelParent]
 		h.NotTenant = notTenant(r, l)
 	}
 	for _, a := range l.Ancestors {

@@ -13,7 +13,6 @@ import (
 	tf "github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 	"github.com/implicit-dev/implicit-apiserver/pkg/answers"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
 // questionsWorld is the hierarchy (tf.Hierarchy) with:
@@ -225,10 +224,10 @@ func TestServesBeforeSync(t *testing.T) {
 func TestQuestionExplainCandidate(t *testing.T) {
 	t.Parallel()
 	candidate := func(m *metav1.ObjectMeta) {
-		m.Annotations[merge.AnnotationCandidateFor] = "g-open"
-		m.Annotations[merge.AnnotationCanarySelector] = merge.LabelStage + "=canary"
+		m.Annotations[v1alpha1.AnnotationCandidateFor] = "g-open"
+		m.Annotations[v1alpha1.AnnotationCanarySelector] = v1alpha1.LabelStage + "=canary"
 	}
-	canary := func(ns *corev1.Namespace) { ns.Labels[merge.LabelStage] = "canary" }
+	canary := func(ns *corev1.Namespace) { ns.Labels[v1alpha1.LabelStage] = "canary" }
 	m := answersOf(t, true, append(tf.Hierarchy(),
 		tf.AddNamespace(tf.Namespace("team-a", tf.Parent("org"), canary)),
 		putRB(global, "g-open"),

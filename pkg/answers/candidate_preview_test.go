@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	tf "github.com/implicit-dev/implicit-apiserver/internal/testfixture"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // TestQuestionPreviewCandidate: the edit of a candidate is previewed on the
@@ -21,10 +21,10 @@ import (
 func TestQuestionPreviewCandidate(t *testing.T) {
 	t.Parallel()
 	candidate := func(m *metav1.ObjectMeta) {
-		m.Annotations[merge.AnnotationCandidateFor] = "g-open"
-		m.Annotations[merge.AnnotationCanarySelector] = merge.LabelStage + "=canary"
+		m.Annotations[v1alpha1.AnnotationCandidateFor] = "g-open"
+		m.Annotations[v1alpha1.AnnotationCanarySelector] = v1alpha1.LabelStage + "=canary"
 	}
-	canary := func(ns *corev1.Namespace) { ns.Labels[merge.LabelStage] = "canary" }
+	canary := func(ns *corev1.Namespace) { ns.Labels[v1alpha1.LabelStage] = "canary" }
 	live := tf.SourceRoleBinding(global, "g-open.next", candidate)
 	m := answersOf(t, true, append(tf.Hierarchy(),
 		tf.AddNamespace(tf.Namespace("team-a", tf.Parent("org"), canary)),

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	tf "github.com/implicit-dev/implicit-apiserver/internal/testfixture"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // TestExplainMessages (issue 27): a namespace that does not exist has no
@@ -19,10 +19,10 @@ import (
 func TestExplainMessages(t *testing.T) {
 	t.Parallel()
 	candidate := func(m *metav1.ObjectMeta) {
-		m.Annotations[merge.AnnotationCandidateFor] = "g-open"
-		m.Annotations[merge.AnnotationCanarySelector] = merge.LabelStage + "=canary"
+		m.Annotations[v1alpha1.AnnotationCandidateFor] = "g-open"
+		m.Annotations[v1alpha1.AnnotationCanarySelector] = v1alpha1.LabelStage + "=canary"
 	}
-	canary := func(ns *corev1.Namespace) { ns.Labels[merge.LabelStage] = "canary" }
+	canary := func(ns *corev1.Namespace) { ns.Labels[v1alpha1.LabelStage] = "canary" }
 	m := answersOf(t, true, append(questionsWorld(),
 		tf.AddNamespace(tf.Namespace("team-b", tf.Parent("org"), canary)),
 		putRB(global, "g-open.next", candidate),

@@ -16,7 +16,7 @@ func notTenant(r watchmux.Reader, l merge.Lineage) string {
 		return ""
 	case slices.Contains(r.GlobalNamespaces(), ns.Name):
 		return v1alpha1.NotTenantGlobal
-	case ns.Labels[merge.LabelInherit] == "false" && !r.Policy().Excluded[ns.Name]:
+	case ns.Labels[v1alpha1.LabelInherit] == "false" && !r.Policy().Excluded[ns.Name]:
 		return v1alpha1.NotTenantOptedOut
 	}
 	return v1alpha1.NotTenantExcluded

@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
 // TestParams: a paramRef resolves in a namespace's view, by name or by
@@ -36,7 +35,7 @@ func TestParams(t *testing.T) {
 		t.Errorf("excluded by name: %+v, %v; want none", got, err)
 	}
 	ls, ok, err := m.NamespaceLabels("team-a")
-	if err != nil || !ok || ls[merge.LabelParent] != "org" {
+	if err != nil || !ok || ls[v1alpha1.LabelParent] != "org" {
 		t.Errorf("NamespaceLabels(team-a): %v %v %v", ls, ok, err)
 	}
 	if _, ok, err := m.NamespaceLabels("nowhere"); err != nil || ok {

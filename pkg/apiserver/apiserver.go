@@ -17,13 +17,13 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/accessreview"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
-	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kindcontroller"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/servedgroup"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
+	"github.com/implicit-dev/implicit-apiserver/pkg/webhook"
 )
 
 // ExtraConfig is implicit-apiserver's own configuration.
@@ -77,7 +77,7 @@ type ExtraConfig struct {
 	Hub *HubConfig
 	// WebhookCallers may call the webhook endpoints (/authorize and
 	// /admission/*); AnonymousWebhooks opens the admission ones to anyone.
-	WebhookCallers    authz.Callers
+	WebhookCallers    webhook.Callers
 	AnonymousWebhooks bool
 	// Materialize writes the views of the Kinds delivered as real objects
 	// (pkg/materialize).

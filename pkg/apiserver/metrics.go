@@ -6,12 +6,17 @@ import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 
+	// rest_client_* metrics of the server's calls to the host (and hub)
+	// cluster, as metrics-server and kube-controller-manager register them.
+	_ "k8s.io/component-base/metrics/prometheus/restclient"
+
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/hierarchy"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kindcontroller"
 	"github.com/implicit-dev/implicit-apiserver/pkg/materialize"
 	"github.com/implicit-dev/implicit-apiserver/pkg/version"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
+	"github.com/implicit-dev/implicit-apiserver/pkg/webhook"
 )
 
 // registerMetrics registers every package's metrics, and the wiring's own,
@@ -26,14 +31,14 @@ func registerMetrics() {
 	authz.RegisterMetrics(register)
 	kindcontroller.RegisterMetrics(register)
 	materialize.RegisterMetrics(register)
+	webhook.RegisterMetrics(register)
 	registerOwnMetrics(register)
 }
 
-// registerOwnMetrics registers the wiring's metrics: the webhooks' and the
-// hub's.
+// registerOwnMetrics registers the wiring's metrics: the hub's.
 func registerOwnMetrics(register func(...metrics.Registerable)) {
 	ownMetricsOnce.Do(func() {
-		register(admissionDuration, admissionDecisions, authorizeDuration, authorizeDecisions, hubStale)
+		register(hubStale)
 	})
 }
 

@@ -13,10 +13,11 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/servedgroup"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
+	"github.com/implicit-dev/implicit-apiserver/pkg/webhook"
 )
 
 // installGuards serves the admission guards on their paths, each wrapped by
-// callers and measured (webhook_metrics.go), and keeps the webhook configuration's match conditions current.
+// callers and measured (pkg/webhook), and keeps the webhook configuration's match conditions current.
 // The guards know the built-in kinds from the start; the kind controller
 // tells them of the others as it serves them.
 func (c CompletedConfig) installGuards(gs *genericapiserver.GenericAPIServer, mux *watchmux.Mux, group *servedgroup.Group, callers func(http.Handler) http.Handler) (*admission.Guards, error) {
@@ -62,7 +63,7 @@ func (c CompletedConfig) installGuards(gs *genericapiserver.GenericAPIServer, mu
 		return nil, err
 	}
 	for _, p := range admission.Paths {
-		gs.Handler.NonGoRestfulMux.Handle(p, measureAdmission(p, callers(guards.Handler(p))))
+		gs.Handler.NonGoRestfulMux.Handle(p, webhook.MeasureAdmission(p, callers(guards.Handler(p))))
 	}
 	if x.Client == nil || x.WebhookConfiguration == "" {
 		return guards, nil
@@ -91,7 +92,7 @@ func (c CompletedConfig) newAuthorizer(mux *watchmux.Mux) (*authz.Authorizer, er
 
 // installAuthorizer serves the authorization webhook.
 func (c CompletedConfig) installAuthorizer(gs *genericapiserver.GenericAPIServer, authorizer *authz.Authorizer) {
-	gs.Handler.NonGoRestfulMux.Handle(authz.Path, measureAuthorize(c.ExtraConfig.WebhookCallers.Require(authorizer.Handler())))
+	gs.Handler.NonGoRestfulMux.Handle(authz.Path, webhook.MeasureAuthorize(c.ExtraConfig.WebhookCallers.Require(authorizer.Handler())))
 }
 
 // webhookCallers prepares the webhook endpoints' own authentication, before
@@ -100,14 +101,14 @@ func (c CompletedConfig) installAuthorizer(gs *genericapiserver.GenericAPIServer
 // verify would be refused), and the serving TLS configuration requests
 // client certificates advertising the webhook client CA too (a client only
 // sends a certificate signed by an advertised CA). It returns what wraps
-// each admission guard: authz.Callers.Require, or nothing with
+// each admission guard: webhook.Callers.Require, or nothing with
 // AnonymousWebhooks; /authorize always requires a certificate.
 func (c CompletedConfig) webhookCallers() (func(http.Handler) http.Handler, error) {
 	x := c.ExtraConfig
 	gc := c.GenericConfig
 	paths := append([]string{authz.Path}, admission.Paths...)
 	if gc.Authentication.Authenticator != nil {
-		gc.Authentication.Authenticator = authz.SkipAuthentication(gc.Authentication.Authenticator, paths)
+		gc.Authentication.Authenticator = webhook.SkipAuthentication(gc.Authentication.Authenticator, paths)
 	}
 	if x.WebhookCallers.CA != nil {
 		if err := gc.Authentication.ApplyClientCert(x.WebhookCallers.CA, gc.SecureServing); err != nil {

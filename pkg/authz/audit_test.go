@@ -11,13 +11,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
 // nobody is a canary selector that matches no namespace: an audit-only
 // candidate.
-const nobody = merge.LabelStage + " in (nobody)"
+const nobody = v1alpha1.LabelStage + " in (nobody)"
 
 // auditWorld is a global binding that grants group g view, and a candidate
 // that replaces g with h, selected by selector; tenants t1 and t2 with no
@@ -195,7 +195,7 @@ func TestAuditPrune(t *testing.T) {
 // at all once the namespace's stage is selected.
 func TestAuditCanaries(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, fixtureOptions{clusterRoles: testClusterRoles()}, auditWorld(merge.LabelStage+"=canary")...)
+	f := newFixture(t, fixtureOptions{clusterRoles: testClusterRoles()}, auditWorld(v1alpha1.LabelStage+"=canary")...)
 	f.authorize(t, podReader("alice", []string{"g"}, "t3")) // the canary
 	f.authorize(t, podReader("alice", []string{"g"}, "t1"))
 	if got := audits(t, f); got.Judged != 1 || got.WouldDeny != 1 || got.Keys[0].Namespace != "t1" {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/testwait"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
@@ -77,7 +78,7 @@ func world() []runtime.Object {
 		roleBinding("shadowing", "global-locked-editors", clusterRoleRef("edit"), []rbacv1.Subject{user("mallory")}),
 		role("escalation", "global-role", rule("*", "*", "*")),
 		roleBinding("spoofing", "spoof", clusterRoleRef("admin"), []rbacv1.Subject{user("alice")},
-			label(merge.LabelScope, string(merge.ScopeGlobal)), label(merge.LabelSourceNamespace, global)),
+			label(v1alpha1.LabelScope, string(merge.ScopeGlobal)), label(v1alpha1.LabelSourceNamespace, global)),
 		roleBinding("team-a", "local-admins", clusterRoleRef("admin"), []rbacv1.Subject{user("lou")}),
 	}
 }

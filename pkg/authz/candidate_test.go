@@ -9,19 +9,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // stage labels a namespace implicit.dev/stage.
 func stage(s string) nsOpt {
-	return func(ns *corev1.Namespace) { ns.Labels[merge.LabelStage] = s }
+	return func(ns *corev1.Namespace) { ns.Labels[v1alpha1.LabelStage] = s }
 }
 
 // candidateFor makes a source a candidate for forName, seen by selector.
 func candidateFor(forName, selector string) objOpt {
 	return func(m *metav1.ObjectMeta) {
-		m.Annotations[merge.AnnotationCandidateFor] = forName
-		m.Annotations[merge.AnnotationCanarySelector] = selector
+		m.Annotations[v1alpha1.AnnotationCandidateFor] = forName
+		m.Annotations[v1alpha1.AnnotationCanarySelector] = selector
 	}
 }
 
@@ -37,7 +37,7 @@ func stagedWorld() []runtime.Object {
 		namespace("t5", stage("prod")),
 		roleBinding(global, "org-viewers", clusterRoleRef("view"), []rbacv1.Subject{group("viewers")}),
 		roleBinding(global, "org-viewers.next", clusterRoleRef("view"), []rbacv1.Subject{group("viewers"), user("carol")},
-			candidateFor("org-viewers", merge.LabelStage+"=canary")),
+			candidateFor("org-viewers", v1alpha1.LabelStage+"=canary")),
 	}
 }
 
@@ -82,7 +82,7 @@ func TestAuthorizeCandidate(t *testing.T) {
 	apply(f.mux, false, namespace("t2", stage("prod")))
 	check("t2 moved to prod", "t4", "t5")
 	apply(f.mux, false, roleBinding(global, "org-viewers.next", clusterRoleRef("view"), []rbacv1.Subject{group("viewers"), user("carol")},
-		candidateFor("org-viewers", merge.LabelStage+" in (canary,prod)")))
+		candidateFor("org-viewers", v1alpha1.LabelStage+" in (canary,prod)")))
 	check("the selector widened", "t2", "t4", "t5")
 	apply(f.mux, true, roleBinding(global, "org-viewers.next", clusterRoleRef("view"), nil))
 	check("aborted")

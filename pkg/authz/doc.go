@@ -32,7 +32,7 @@
 // bounded, per candidate (shadow.go, audit.go): the audit before enforce
 // that candidateaudits.implicit.dev and kubectl implicit rollout status show.
 //
-// Callers (callers.go) keeps the webhook endpoints, this one and the
-// admission guards', to kube-apiserver: a client certificate signed by the
-// webhook client CA, checked by an HTTP middleware the server wraps them in.
+// The webhook's transport (who may call it, the review's decoding and
+// writing, its request metrics) is pkg/webhook's, shared with the admission
+// guards.
 package authz

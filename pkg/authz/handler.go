@@ -8,14 +8,14 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/implicit-dev/implicit-apiserver/internal/review"
+	"github.com/implicit-dev/implicit-apiserver/pkg/webhook"
 )
 
 // Path is the authorization webhook's path on implicit-apiserver's secure port.
 const Path = "/authorize"
 
 // subjectAccessReview is what the webhook is sent.
-var subjectAccessReview = review.Type{APIVersion: "authorization.k8s.io/v1", Kind: "SubjectAccessReview", MaxBytes: 1 << 20}
+var subjectAccessReview = webhook.Type{APIVersion: "authorization.k8s.io/v1", Kind: "SubjectAccessReview", MaxBytes: 1 << 20}
 
 // Handler answers SubjectAccessReviews (authorization.k8s.io/v1) from a.
 // Namespaced resource requests an inherited binding grants are allowed;

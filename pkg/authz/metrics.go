@@ -12,7 +12,7 @@ const cachedHelp = "Authorization decisions answered from the decision cache."
 
 var (
 	// decisions is superseded by implicit_authorize_decisions_total, which
-	// the server counts where it serves Path (pkg/apiserver), beside the
+	// the server counts where the answer is written (pkg/webhook), beside the
 	// request latency: kept, as deprecated, for one release.
 	decisions = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace:      "implicit",

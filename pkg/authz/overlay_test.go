@@ -10,13 +10,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
 // overlay annotates a source object implicit.dev/merge: overlay.
-func overlay(m *metav1.ObjectMeta) { m.Annotations[merge.AnnotationMerge] = "overlay" }
+func overlay(m *metav1.ObjectMeta) { m.Annotations[v1alpha1.AnnotationMerge] = "overlay" }
 
 // subjects is a shorthand for a subject list.
 func subjects(s ...rbacv1.Subject) []rbacv1.Subject { return s }

@@ -7,8 +7,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
 // quotaUpdate asks to update a ResourceQuota in namespace, as user.
@@ -121,8 +121,8 @@ func TestAuthorizeRoleResolution(t *testing.T) {
 			},
 			steps: []step{
 				{name: "the candidates staged", objs: []runtime.Object{
-					withMeta(role("p", "reader-next", rule("*", "*", "*")), candidateFor("reader", merge.LabelStage+"=canary")),
-					withMeta(role("p", "creator-next", rule("*", "*", "*")), candidateFor("creator", merge.LabelStage+"=canary")),
+					withMeta(role("p", "reader-next", rule("*", "*", "*")), candidateFor("reader", v1alpha1.LabelStage+"=canary")),
+					withMeta(role("p", "creator-next", rule("*", "*", "*")), candidateFor("creator", v1alpha1.LabelStage+"=canary")),
 				}, checks: []check{
 					{attrs: configMapReader("alice", "c"), want: []string{"Role p/reader"}},
 					{attrs: quotaUpdate("alice", "c")},

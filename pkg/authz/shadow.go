@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -116,8 +117,8 @@ func auditTargets(r watchmux.Reader, namespace string) []auditTarget {
 		return nil
 	}
 	stage := labels.Set{}
-	if v, ok := l.Namespace.Labels[merge.LabelStage]; ok {
-		stage[merge.LabelStage] = v
+	if v, ok := l.Namespace.Labels[v1alpha1.LabelStage]; ok {
+		stage[v1alpha1.LabelStage] = v
 	}
 	var out []auditTarget
 	scan := func(ns string) {

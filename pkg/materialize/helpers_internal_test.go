@@ -21,6 +21,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
@@ -216,7 +217,7 @@ func (h *fakeHost) objects(t testing.TB, namespace string) map[string]*unstructu
 func (h *fakeHost) list(t testing.TB) lister {
 	return func(_ kinds.Kind, namespace string) ([]*unstructured.Unstructured, error) {
 		var out []*unstructured.Unstructured
-		sel := labels.SelectorFromSet(labels.Set{merge.LabelMaterialized: "true"})
+		sel := labels.SelectorFromSet(labels.Set{v1alpha1.LabelMaterialized: "true"})
 		for _, o := range h.objects(t, namespace) {
 			if sel.Matches(labels.Set(o.GetLabels())) {
 				out = append(out, o)
@@ -248,7 +249,7 @@ func tenantObject(namespace, name string) *networkingv1.NetworkPolicy {
 func staleCopy(namespace, srcNS, name, app, rv string) *networkingv1.NetworkPolicy {
 	np := netpol(namespace, name, app, "5")
 	np.UID = types.UID("uid-copy-" + namespace + "-" + name)
-	np.Labels = map[string]string{merge.LabelMaterialized: "true", merge.LabelScope: "global", merge.LabelSourceNamespace: srcNS}
-	np.Annotations = map[string]string{merge.AnnotationSourceUID: "uid-" + srcNS + "-" + name, merge.AnnotationSourceResourceVersion: rv}
+	np.Labels = map[string]string{v1alpha1.LabelMaterialized: "true", v1alpha1.LabelScope: "global", v1alpha1.LabelSourceNamespace: srcNS}
+	np.Annotations = map[string]string{v1alpha1.AnnotationSourceUID: "uid-" + srcNS + "-" + name, v1alpha1.AnnotationSourceResourceVersion: rv}
 	return np
 }

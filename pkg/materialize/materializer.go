@@ -26,8 +26,8 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
@@ -199,7 +199,7 @@ func (r *run) follow(ctx context.Context, k kinds.Kind) {
 		return
 	}
 	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(r.m.dyn, 0, metav1.NamespaceAll, func(o *metav1.ListOptions) {
-		o.LabelSelector = labels.SelectorFromSet(labels.Set{merge.LabelMaterialized: "true"}).String()
+		o.LabelSelector = labels.SelectorFromSet(labels.Set{v1alpha1.LabelMaterialized: "true"}).String()
 	})
 	inf := factory.ForResource(k.Source).Informer()
 	if _, err := inf.AddEventHandler(r.copyHandler(k)); err != nil {
@@ -267,7 +267,7 @@ func namespaceOf(obj runtime.Object) string {
 func (r *run) copyHandler(k kinds.Kind) cache.ResourceEventHandler {
 	note := func(obj any) {
 		u, ok := obj.(*unstructured.Unstructured)
-		if !ok || !merge.IsMaterialized(u.GetLabels()) {
+		if !ok || !v1alpha1.IsMaterialized(u.GetLabels()) {
 			return
 		}
 		key := copyKey{k.Resource(), u.GetNamespace(), u.GetName()}
@@ -301,7 +301,7 @@ func (r *run) copyHandler(k kinds.Kind) cache.ResourceEventHandler {
 // sourceVersion is what a copy or a desired copy says of its source.
 func sourceVersion(u *unstructured.Unstructured) string {
 	a := u.GetAnnotations()
-	return a[merge.AnnotationSourceUID] + "/" + a[merge.AnnotationSourceResourceVersion]
+	return a[v1alpha1.AnnotationSourceUID] + "/" + a[v1alpha1.AnnotationSourceResourceVersion]
 }
 
 func (r *run) enqueue(namespace string) {
@@ -377,7 +377,7 @@ func (r *run) copyLister(k kinds.Kind, namespace string) ([]*unstructured.Unstru
 	for _, o := range objs {
 		// The informer lists copies only; an object that just lost the
 		// label may still be in it: it is no copy.
-		if u, ok := o.(*unstructured.Unstructured); ok && merge.IsMaterialized(u.GetLabels()) {
+		if u, ok := o.(*unstructured.Unstructured); ok && v1alpha1.IsMaterialized(u.GetLabels()) {
 			out = append(out, u)
 		}
 	}

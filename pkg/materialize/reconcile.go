@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
@@ -100,7 +101,7 @@ func (m *Materializer) reconcileKind(ctx context.Context, k kinds.Kind, namespac
 			case err != nil:
 				errs = append(errs, err)
 				continue
-			case !merge.IsMaterialized(live.GetLabels()):
+			case !v1alpha1.IsMaterialized(live.GetLabels()):
 				m.conflict(k, namespace, live, w)
 				continue
 			default:
@@ -180,7 +181,7 @@ func (m *Materializer) write(ctx context.Context, k kinds.Kind, client resourceC
 			case gerr != nil:
 				// Gone again, or unreadable: retried from a fresh read.
 				return 0, fmt.Errorf("creating the copy %s: %w; reading what holds its name: %w", w.GetName(), err, gerr)
-			case !merge.IsMaterialized(live.GetLabels()):
+			case !v1alpha1.IsMaterialized(live.GetLabels()):
 				return 0, &tenantHolds{object: live}
 			}
 			// A copy of the server's own, not yet in the informer:
@@ -259,7 +260,7 @@ func (m *Materializer) conflict(k kinds.Kind, namespace string, tenant, w *unstr
 	m.reported[key] = string(tenant.GetUID())
 	formerCopy := m.uids[key] == tenant.GetUID()
 	m.mu.Unlock()
-	source := w.GetLabels()[merge.LabelSourceNamespace] + "/" + w.GetName()
+	source := w.GetLabels()[v1alpha1.LabelSourceNamespace] + "/" + w.GetName()
 	if formerCopy {
 		klog.InfoS("A materialized copy is no copy any more: a write made it its writer's own", "resource", k.Resource(),
 			"object", klog.KRef(namespace, tenant.GetName()), "source", source)
@@ -267,13 +268,13 @@ func (m *Materializer) conflict(k kinds.Kind, namespace string, tenant, w *unstr
 	}
 	conflicts.WithLabelValues(k.Resource()).Inc()
 	klog.InfoS("Inherited item not materialized: an object of the namespace's own holds its name", "resource", k.Resource(),
-		"object", klog.KRef(namespace, tenant.GetName()), "source", source, "scope", w.GetLabels()[merge.LabelScope])
+		"object", klog.KRef(namespace, tenant.GetName()), "source", source, "scope", w.GetLabels()[v1alpha1.LabelScope])
 	if m.recorder != nil {
 		// On the tenant's object, in its namespace: `kubectl describe` of
 		// it and the namespace's `kubectl get events` show it to its owners.
 		m.recorder.Eventf(tenant, corev1.EventTypeWarning, "MaterializeConflict",
 			"the inherited %s %s from %s is not materialized in %s: this object (without %s) holds its name",
-			k.Resource(), tenant.GetName(), source, namespace, merge.LabelMaterialized)
+			k.Resource(), tenant.GetName(), source, namespace, v1alpha1.LabelMaterialized)
 	}
 }
 
@@ -288,7 +289,7 @@ func desiredCopy(k kinds.Kind, namespace string, item runtime.Object) (*unstruct
 		return nil, false, err
 	}
 	in := &unstructured.Unstructured{Object: content}
-	if in.GetLabels()[merge.LabelScope] == string(merge.ScopeLocal) {
+	if in.GetLabels()[v1alpha1.LabelScope] == string(merge.ScopeLocal) {
 		return nil, false, nil
 	}
 	out := &unstructured.Unstructured{Object: map[string]any{}}
@@ -306,7 +307,7 @@ func desiredCopy(k kinds.Kind, namespace string, item runtime.Object) (*unstruct
 	if lbls == nil {
 		lbls = map[string]string{}
 	}
-	lbls[merge.LabelMaterialized] = "true"
+	lbls[v1alpha1.LabelMaterialized] = "true"
 	out.SetLabels(lbls)
 	ann := in.GetAnnotations()
 	delete(ann, corev1.LastAppliedConfigAnnotation)

@@ -13,8 +13,8 @@ import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/testutil"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
 // sources: a global default-deny and a global web policy; org's web policy
@@ -37,11 +37,11 @@ func describeCopies(t *testing.T, objs map[string]*unstructured.Unstructured) (c
 	copies = map[string]copyOf{}
 	for name, o := range objs {
 		app, _, _ := unstructured.NestedString(o.Object, "spec", "podSelector", "matchLabels", "app")
-		if !merge.IsMaterialized(o.GetLabels()) {
+		if !v1alpha1.IsMaterialized(o.GetLabels()) {
 			own = append(own, name)
 			continue
 		}
-		copies[name] = copyOf{o.GetLabels()[merge.LabelSourceNamespace], o.GetLabels()[merge.LabelScope], app}
+		copies[name] = copyOf{o.GetLabels()[v1alpha1.LabelSourceNamespace], o.GetLabels()[v1alpha1.LabelScope], app}
 	}
 	slices.Sort(own)
 	return copies, own
@@ -166,14 +166,14 @@ func TestReconcile(t *testing.T) {
 				t.Errorf("the namespace's own objects %v, want %v", own, tt.wantOwn)
 			}
 			for name, o := range host.objects(t, tt.namespace) {
-				if merge.IsMaterialized(o.GetLabels()) && tt.wantCopies[name].source != "" {
+				if v1alpha1.IsMaterialized(o.GetLabels()) && tt.wantCopies[name].source != "" {
 					want := "uid-" + tt.wantCopies[name].source + "-" + name
-					if got := o.GetAnnotations()[merge.AnnotationSourceUID]; got != want {
+					if got := o.GetAnnotations()[v1alpha1.AnnotationSourceUID]; got != want {
 						t.Errorf("copy %s: source uid %q, want %q", name, got, want)
 					}
 				}
 			}
-			if own := host.objects(t, tt.namespace)["mine"]; own != nil && merge.IsMaterialized(own.GetLabels()) {
+			if own := host.objects(t, tt.namespace)["mine"]; own != nil && v1alpha1.IsMaterialized(own.GetLabels()) {
 				t.Errorf("the local item was turned into a copy: %v", own.Object)
 			}
 			if d := counter(t, driftRepaired.WithLabelValues("networkpolicies")) - drift0; d != tt.wantDrift {
@@ -241,8 +241,8 @@ func TestReconcileDeletedCopyIsDrift(t *testing.T) {
 func TestDesiredCopy(t *testing.T) {
 	t.Parallel()
 	item := netpol("team-b", "default-deny", "all", "42")
-	item.Labels = map[string]string{"team": "x", merge.LabelScope: "global", merge.LabelSourceNamespace: global}
-	item.Annotations = map[string]string{merge.AnnotationSourceUID: "u", "kubectl.kubernetes.io/last-applied-configuration": "{}"}
+	item.Labels = map[string]string{"team": "x", v1alpha1.LabelScope: "global", v1alpha1.LabelSourceNamespace: global}
+	item.Annotations = map[string]string{v1alpha1.AnnotationSourceUID: "u", "kubectl.kubernetes.io/last-applied-configuration": "{}"}
 	item.ManagedFields = nil
 	c, ok, err := desiredCopy(npKind, "team-b", item)
 	if err != nil || !ok {
@@ -257,16 +257,16 @@ func TestDesiredCopy(t *testing.T) {
 	if _, has := c.Object["metadata"].(map[string]any)["creationTimestamp"]; has {
 		t.Error("the copy keeps a creationTimestamp")
 	}
-	wantLabels := map[string]string{"team": "x", merge.LabelScope: "global", merge.LabelSourceNamespace: global, merge.LabelMaterialized: "true"}
+	wantLabels := map[string]string{"team": "x", v1alpha1.LabelScope: "global", v1alpha1.LabelSourceNamespace: global, v1alpha1.LabelMaterialized: "true"}
 	if !mapsEqual(c.GetLabels(), wantLabels) {
 		t.Errorf("labels %v, want %v", c.GetLabels(), wantLabels)
 	}
-	if !mapsEqual(c.GetAnnotations(), map[string]string{merge.AnnotationSourceUID: "u"}) {
+	if !mapsEqual(c.GetAnnotations(), map[string]string{v1alpha1.AnnotationSourceUID: "u"}) {
 		t.Errorf("annotations %v, want the provenance only", c.GetAnnotations())
 	}
 
 	local := netpol("team-b", "mine", "x", "1")
-	local.Labels = map[string]string{merge.LabelScope: "local"}
+	local.Labels = map[string]string{v1alpha1.LabelScope: "local"}
 	if _, ok, _ := desiredCopy(npKind, "team-b", local); ok {
 		t.Error("a local item has a copy")
 	}

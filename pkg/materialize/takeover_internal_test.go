@@ -14,8 +14,8 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
 // TestReconcileNeverTakesOver plays the races between the materializer's
@@ -61,7 +61,7 @@ func TestReconcileNeverTakesOver(t *testing.T) {
 		} else if e := <-rec.Events; !strings.HasPrefix(e, "Warning MaterializeConflict ") {
 			t.Errorf("event %q, want a MaterializeConflict", e)
 		}
-		if c := host.objects(t, "team-b")["web"]; c == nil || !merge.IsMaterialized(c.GetLabels()) {
+		if c := host.objects(t, "team-b")["web"]; c == nil || !v1alpha1.IsMaterialized(c.GetLabels()) {
 			t.Errorf("the other inherited item has no copy: %v", c)
 		}
 	})
@@ -114,7 +114,7 @@ func adopt(t *testing.T, host *fakeHost, namespace, name, app string) {
 	t.Helper()
 	u := host.objects(t, namespace)[name].DeepCopy()
 	lbls := u.GetLabels()
-	delete(lbls, merge.LabelMaterialized)
+	delete(lbls, v1alpha1.LabelMaterialized)
 	u.SetLabels(lbls)
 	if err := unstructured.SetNestedStringMap(u.Object, map[string]string{"app": app}, "spec", "podSelector", "matchLabels"); err != nil {
 		t.Fatal(err)
@@ -145,7 +145,7 @@ func checkTenantObject(t *testing.T, o *unstructured.Unstructured, app string) {
 		t.Fatal("the tenant's object is gone")
 	}
 	got, _, _ := unstructured.NestedString(o.Object, "spec", "podSelector", "matchLabels", "app")
-	if merge.IsMaterialized(o.GetLabels()) || got != app {
+	if v1alpha1.IsMaterialized(o.GetLabels()) || got != app {
 		t.Errorf("the tenant's object was taken over: labels %v, selects app %q, want %q", o.GetLabels(), got, app)
 	}
 }

@@ -1,35 +1,41 @@
 package merge
 
-import "fmt"
+import (
+	"fmt"
 
-// Outcome is what became of one scope's item of a name in a view.
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
+)
+
+// Outcome is what became of one scope's item of a name in a view. Its values
+// are the API's (v1alpha1's Outcome constants), said once there.
 type Outcome string
 
 const (
 	// Won: the item is the view's (the base, when overlays are merged onto it).
-	Won Outcome = "Won"
+	Won Outcome = v1alpha1.OutcomeWon
 	// Shadowed: a lower scope's item of the same name replaced it.
-	Shadowed Outcome = "Shadowed"
+	Shadowed Outcome = v1alpha1.OutcomeShadowed
 	// Overlaid: the item is merged onto the inherited one.
-	Overlaid Outcome = "Overlaid"
+	Overlaid Outcome = v1alpha1.OutcomeOverlaid
 	// BlockedByLock: the item could not shadow the locked inherited one.
-	BlockedByLock Outcome = "BlockedByLock"
+	BlockedByLock Outcome = v1alpha1.OutcomeBlockedByLock
 	// Excluded: a lower scope's exclusion removed it.
-	Excluded Outcome = "Excluded"
+	Excluded Outcome = v1alpha1.OutcomeExcluded
 	// NoItem: the scope holds no item of the name.
-	NoItem Outcome = "NoItem"
+	NoItem Outcome = v1alpha1.OutcomeNoItem
 )
 
-// ExclusionEffect says what one exclusion did to a name.
+// ExclusionEffect says what one exclusion did to a name. Its values are the
+// API's (v1alpha1's Effect constants), said once there.
 type ExclusionEffect string
 
 const (
 	// ExclusionRemoved: it removed the inherited item.
-	ExclusionRemoved ExclusionEffect = "Removed"
+	ExclusionRemoved ExclusionEffect = v1alpha1.EffectRemoved
 	// ExclusionBlocked: the inherited item is locked.
-	ExclusionBlocked ExclusionEffect = "BlockedByLock"
+	ExclusionBlocked ExclusionEffect = v1alpha1.EffectBlockedByLock
 	// ExclusionIdle: nothing of the name was inherited at that point.
-	ExclusionIdle ExclusionEffect = "NothingInherited"
+	ExclusionIdle ExclusionEffect = v1alpha1.EffectNothingInherited
 )
 
 // ExclusionStep is one exclusion of a level that matches the name.

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 )
@@ -125,9 +126,9 @@ func viewMeta(namespace, name string, scope merge.Scope, sourceNS string) metav1
 		Namespace: namespace,
 		Name:      name,
 		Labels: map[string]string{
-			merge.LabelScope:           string(scope),
-			merge.LabelSourceNamespace: sourceNS,
-			"team":                     namespace,
+			v1alpha1.LabelScope:           string(scope),
+			v1alpha1.LabelSourceNamespace: sourceNS,
+			"team":                        namespace,
 		},
 	}
 }

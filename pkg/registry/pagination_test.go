@@ -22,6 +22,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/testwait"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
@@ -123,7 +124,7 @@ func TestListPages(t *testing.T) {
 			want: []pageMeta{{names: []string{"a-b/p", "a-b/q", "a-b/r", "a/x", "a/y"}, rv: fakeRV}},
 		},
 		{
-			name: "a selector: no remaining count, as kube-apiserver", limit: 2, label: merge.LabelScope + "=local",
+			name: "a selector: no remaining count, as kube-apiserver", limit: 2, label: v1alpha1.LabelScope + "=local",
 			want: []pageMeta{
 				{names: []string{"a-b/p", "a-b/r"}, rv: fakeRV, more: true},
 				{names: []string{"a/x", "a/y"}, rv: fakeRV},
@@ -136,7 +137,7 @@ func TestListPages(t *testing.T) {
 			s := registry.NewStorage(group, kinds.RoleBindings(), newFakeViewer("rolebindings", pagedItems()...))
 			opts := &metainternalversion.ListOptions{Limit: tt.limit, ResourceVersion: tt.rv}
 			if tt.label != "" {
-				opts.LabelSelector = labels.SelectorFromSet(labels.Set{merge.LabelScope: "local"})
+				opts.LabelSelector = labels.SelectorFromSet(labels.Set{v1alpha1.LabelScope: "local"})
 			}
 			var got []pageMeta
 			for range 10 {

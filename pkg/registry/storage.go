@@ -22,8 +22,8 @@ import (
 	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
 	"k8s.io/utils/clock"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
 // Viewer computes view items. Every object it returns is the caller's to keep.
@@ -407,7 +407,7 @@ func (s *Storage) RejectWrite(ctx context.Context, verb, namespace, name string)
 		obj, err := s.viewer.Get(ctx, namespace, name)
 		m, merr := meta.Accessor(obj)
 		if err == nil && merr == nil {
-			where = fmt.Sprintf("edit the source %s %q in namespace %q instead", src, name, m.GetLabels()[merge.LabelSourceNamespace])
+			where = fmt.Sprintf("edit the source %s %q in namespace %q instead", src, name, m.GetLabels()[v1alpha1.LabelSourceNamespace])
 			break
 		}
 		where = fmt.Sprintf("create or edit %s %q in namespace %q, one of its ancestors, or the global namespace instead", src, name, namespace)

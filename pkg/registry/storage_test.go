@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
@@ -127,27 +128,27 @@ func TestStorageList(t *testing.T) {
 		},
 		{
 			name:      "label selector on scope, all namespaces",
-			opts:      &metainternalversion.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{merge.LabelScope: "global"})},
+			opts:      &metainternalversion.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{v1alpha1.LabelScope: "global"})},
 			want:      []string{"team-a/org-viewers", "team-b/org-viewers"},
 			wantLists: []string{""},
 		},
 		{
 			name:      "label selector on a source label, one namespace",
 			namespace: "team-b",
-			opts:      &metainternalversion.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{"team": "team-b", merge.LabelScope: "parent"})},
+			opts:      &metainternalversion.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{"team": "team-b", v1alpha1.LabelScope: "parent"})},
 			want:      []string{"team-b/dept-rb"},
 			wantLists: []string{"team-b"},
 		},
 		{
 			name:      "label selector matching nothing",
-			opts:      &metainternalversion.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{merge.LabelScope: "nowhere"})},
+			opts:      &metainternalversion.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{v1alpha1.LabelScope: "nowhere"})},
 			want:      []string{},
 			wantLists: []string{""},
 		},
 		{
 			name: "who sees this global object: scope=global and metadata.name, all namespaces",
 			opts: &metainternalversion.ListOptions{
-				LabelSelector: labels.SelectorFromSet(labels.Set{merge.LabelScope: "global"}),
+				LabelSelector: labels.SelectorFromSet(labels.Set{v1alpha1.LabelScope: "global"}),
 				FieldSelector: fields.OneTermEqualSelector("metadata.name", "org-viewers"),
 			},
 			want:      []string{"team-a/org-viewers", "team-b/org-viewers"},

@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
 // tableConvertor prints view items: NAME, the kind's own columns, SCOPE,
@@ -80,10 +80,10 @@ func (t tableConvertor) ConvertToTable(_ context.Context, obj runtime.Object, op
 		}
 		cells := []any{m.GetName()}
 		cells = append(cells, t.cells(it)...)
-		cells = append(cells, m.GetLabels()[merge.LabelScope], m.GetLabels()[merge.LabelSourceNamespace], age(m.GetCreationTimestamp()))
+		cells = append(cells, m.GetLabels()[v1alpha1.LabelScope], m.GetLabels()[v1alpha1.LabelSourceNamespace], age(m.GetCreationTimestamp()))
 		annotations := m.GetAnnotations()
-		cells = append(cells, fmt.Sprint(annotations[merge.AnnotationLocked] == "true"),
-			orNone(annotations[merge.AnnotationOverlays]), orNone(truncate(annotations[merge.AnnotationConflict], maxConflictCell)))
+		cells = append(cells, fmt.Sprint(annotations[v1alpha1.AnnotationLocked] == "true"),
+			orNone(annotations[v1alpha1.AnnotationOverlays]), orNone(truncate(annotations[v1alpha1.AnnotationConflict], maxConflictCell)))
 		table.Rows = append(table.Rows, metav1.TableRow{Cells: cells, Object: runtime.RawExtension{Object: it}})
 	}
 	return table, nil

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
@@ -92,9 +93,9 @@ func TestTableRows(t *testing.T) {
 	}
 	merged := rb("ClusterRole", "view", subject(rbacv1.UserKind, "", "alice"))
 	merged.Annotations = map[string]string{
-		merge.AnnotationLocked:   "true",
-		merge.AnnotationOverlays: "org-platform, team-a",
-		merge.AnnotationConflict: "team-a: roleRef is set by the locked implicit-global/rb and was kept; subjects[name=bob] is set by the locked source and was kept",
+		v1alpha1.AnnotationLocked:   "true",
+		v1alpha1.AnnotationOverlays: "org-platform, team-a",
+		v1alpha1.AnnotationConflict: "team-a: roleRef is set by the locked implicit-global/rb and was kept; subjects[name=bob] is set by the locked source and was kept",
 	}
 	tests := []struct {
 		name string

@@ -18,8 +18,8 @@ import (
 	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
 	"k8s.io/utils/ptr"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 )
 
@@ -110,7 +110,7 @@ func TestStorageWatch(t *testing.T) {
 		},
 		{
 			name:          "label selector",
-			opts:          &metainternalversion.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{merge.LabelScope: "global"})},
+			opts:          &metainternalversion.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{v1alpha1.LabelScope: "global"})},
 			wantNamespace: "",
 			wantMatched:   []string{"team-a/org-viewers", "team-b/org-viewers"},
 		},

@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 )
 
@@ -28,7 +28,7 @@ type fakeViewer struct{ registry.Viewer }
 func (fakeViewer) item() *rbacv1.RoleBinding {
 	return &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{
 		Namespace: "team-a", Name: "org-viewers",
-		Labels: map[string]string{merge.LabelSourceNamespace: "implicit-global"},
+		Labels: map[string]string{v1alpha1.LabelSourceNamespace: "implicit-global"},
 	}}
 }
 

@@ -12,13 +12,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
 )
 
 // stage labels a namespace implicit.dev/stage.
 func stage(s string) nsOpt {
-	return func(ns *corev1.Namespace) { ns.Labels[merge.LabelStage] = s }
+	return func(ns *corev1.Namespace) { ns.Labels[v1alpha1.LabelStage] = s }
 }
 
 // candidate makes a source a candidate for forName, seen by the canaries.
@@ -27,8 +28,8 @@ func candidate(forName string) objOpt {
 		if m.Annotations == nil {
 			m.Annotations = map[string]string{}
 		}
-		m.Annotations[merge.AnnotationCandidateFor] = forName
-		m.Annotations[merge.AnnotationCanarySelector] = merge.LabelStage + "=canary"
+		m.Annotations[v1alpha1.AnnotationCandidateFor] = forName
+		m.Annotations[v1alpha1.AnnotationCanarySelector] = v1alpha1.LabelStage + "=canary"
 		m.Annotations["note"] = "staged"
 	}
 }
@@ -66,10 +67,10 @@ func TestCandidateItem(t *testing.T) {
 	want := wantItem(next, "team-a", merge.ScopeGlobal, "", rv)
 	want.Name = "g"
 	want.UID = views.UID(stable.UID, "team-a")
-	delete(want.Annotations, merge.AnnotationCandidateFor)
-	delete(want.Annotations, merge.AnnotationCanarySelector)
-	want.Annotations[merge.AnnotationSourceUID] = string(stable.UID)
-	want.Annotations[merge.AnnotationCandidate] = "g.next"
+	delete(want.Annotations, v1alpha1.AnnotationCandidateFor)
+	delete(want.Annotations, v1alpha1.AnnotationCanarySelector)
+	want.Annotations[v1alpha1.AnnotationSourceUID] = string(stable.UID)
+	want.Annotations[v1alpha1.AnnotationCandidate] = "g.next"
 	if rb := got.(*rbacv1.RoleBinding); !equalItems(rb, want) {
 		t.Errorf("team-a/g:\n got %+v\nwant %+v", rb.ObjectMeta, want.ObjectMeta)
 	}
@@ -173,8 +174,8 @@ func TestCandidateItemSplices(t *testing.T) {
 			}
 			obj := spliced.(runtime.CacheableObject).GetObject()
 			acc, _ := meta.Accessor(obj)
-			if acc.GetName() != "g" || acc.GetUID() != views.UID(r.Item.UID, ns) || acc.GetAnnotations()[merge.AnnotationCandidate] != "g.next" {
-				t.Errorf("%s: item %s uid %s candidate %q, want g, %s, g.next", ns, acc.GetName(), acc.GetUID(), acc.GetAnnotations()[merge.AnnotationCandidate], views.UID(r.Item.UID, ns))
+			if acc.GetName() != "g" || acc.GetUID() != views.UID(r.Item.UID, ns) || acc.GetAnnotations()[v1alpha1.AnnotationCandidate] != "g.next" {
+				t.Errorf("%s: item %s uid %s candidate %q, want g, %s, g.next", ns, acc.GetName(), acc.GetUID(), acc.GetAnnotations()[v1alpha1.AnnotationCandidate], views.UID(r.Item.UID, ns))
 			}
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/resourceversion"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
@@ -127,7 +128,7 @@ func locked(m *metav1.ObjectMeta) {
 	if m.Annotations == nil {
 		m.Annotations = map[string]string{}
 	}
-	m.Annotations[merge.AnnotationLocked] = "true"
+	m.Annotations[v1alpha1.AnnotationLocked] = "true"
 }
 
 func sourceMeta(namespace, name string, opts ...objOpt) metav1.ObjectMeta {
@@ -173,7 +174,7 @@ func summary(t *testing.T, obj runtime.Object) string {
 	if err != nil {
 		t.Fatalf("view item %T: %v", obj, err)
 	}
-	return fmt.Sprintf("%s %s %s", m.GetName(), m.GetLabels()[merge.LabelScope], m.GetLabels()[merge.LabelSourceNamespace])
+	return fmt.Sprintf("%s %s %s", m.GetName(), m.GetLabels()[v1alpha1.LabelScope], m.GetLabels()[v1alpha1.LabelSourceNamespace])
 }
 
 func summaries(t *testing.T, objs []runtime.Object) []string {

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
 )
@@ -20,7 +21,7 @@ func TestHubProvenance(t *testing.T) {
 	t.Parallel()
 	since := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	spoofed := roleBinding("team-a", "local")
-	spoofed.Annotations = map[string]string{merge.AnnotationSourceCluster: "evil", merge.AnnotationSourceStaleSince: "never"}
+	spoofed.Annotations = map[string]string{v1alpha1.AnnotationSourceCluster: "evil", v1alpha1.AnnotationSourceStaleSince: "never"}
 
 	tests := []struct {
 		name        string
@@ -51,11 +52,11 @@ func TestHubProvenance(t *testing.T) {
 				t.Fatal(err)
 			}
 			ann := acc.GetAnnotations()
-			if ann[merge.AnnotationSourceCluster] != tc.wantCluster {
-				t.Errorf("source-cluster %q, want %q", ann[merge.AnnotationSourceCluster], tc.wantCluster)
+			if ann[v1alpha1.AnnotationSourceCluster] != tc.wantCluster {
+				t.Errorf("source-cluster %q, want %q", ann[v1alpha1.AnnotationSourceCluster], tc.wantCluster)
 			}
-			if ann[merge.AnnotationSourceStaleSince] != tc.wantSince {
-				t.Errorf("source-stale-since %q, want %q", ann[merge.AnnotationSourceStaleSince], tc.wantSince)
+			if ann[v1alpha1.AnnotationSourceStaleSince] != tc.wantSince {
+				t.Errorf("source-stale-since %q, want %q", ann[v1alpha1.AnnotationSourceStaleSince], tc.wantSince)
 			}
 		})
 	}

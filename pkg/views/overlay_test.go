@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
 )
@@ -44,7 +45,7 @@ func TestOverlaidItem(t *testing.T) {
 	r, merged := overlaid()
 	plain := spoofing(global, "plain")
 	want := wantItem(merged, "team", merge.ScopeGlobal, "", "1")
-	want.Annotations[merge.AnnotationOverlays] = "org/g1,team/g1"
+	want.Annotations[v1alpha1.AnnotationOverlays] = "org/g1,team/g1"
 	wantPlain := wantItem(plain, "team", merge.ScopeGlobal, "", "1")
 
 	view := views.New(rolebindings, fakeSource{results: []merge.Result{
@@ -80,8 +81,8 @@ func TestOverlaidItem(t *testing.T) {
 				t.Errorf("item =\n%#v\nwant\n%#v", rb, tt.want)
 			}
 			// The points of the merge, spelled out.
-			if rb.Annotations[merge.AnnotationSourceUID] != string(sourceUID(global, rb.Name)) ||
-				rb.Labels[merge.LabelSourceNamespace] != global || rb.Labels[merge.LabelScope] != string(merge.ScopeGlobal) {
+			if rb.Annotations[v1alpha1.AnnotationSourceUID] != string(sourceUID(global, rb.Name)) ||
+				rb.Labels[v1alpha1.LabelSourceNamespace] != global || rb.Labels[v1alpha1.LabelScope] != string(merge.ScopeGlobal) {
 				t.Errorf("provenance = %v %v, want the global base's", rb.Labels, rb.Annotations)
 			}
 			if rb.UID != views.UID(sourceUID(global, rb.Name), "team") {
@@ -92,7 +93,7 @@ func TestOverlaidItem(t *testing.T) {
 	if rb := viewObject(t, got); len(rb.Subjects) != 3 || rb.Labels["tier"] != "gold" {
 		t.Errorf("Get = subjects %v, labels %v; want the merged object's", rb.Subjects, rb.Labels)
 	}
-	if base := r.Item.Object.(*rbacv1.RoleBinding); base.Annotations[merge.AnnotationOverlays] != "spoofed/overlay" || len(merged.Subjects) != 3 {
+	if base := r.Item.Object.(*rbacv1.RoleBinding); base.Annotations[v1alpha1.AnnotationOverlays] != "spoofed/overlay" || len(merged.Subjects) != 3 {
 		t.Error("serving the item changed its base or its merged object")
 	}
 }
@@ -104,7 +105,7 @@ func widget(namespace, name, color string) *unstructured.Unstructured {
 		"kind":       "Widget",
 		"metadata": map[string]any{
 			"namespace": namespace, "name": name, "uid": string(sourceUID(namespace, name)), "resourceVersion": "7",
-			"annotations": map[string]any{merge.AnnotationOverlays: "spoofed/overlay"},
+			"annotations": map[string]any{v1alpha1.AnnotationOverlays: "spoofed/overlay"},
 		},
 		"spec": map[string]any{"color": color},
 	}}
@@ -152,7 +153,7 @@ func TestUnstructuredKinds(t *testing.T) {
 				if c, _, _ := unstructured.NestedString(u.Object, "spec", "color"); c != colors[i] {
 					t.Errorf("%s: color = %q, want %q", u.GetName(), c, colors[i])
 				}
-				if a := u.GetAnnotations()[merge.AnnotationOverlays]; a != overlays[i] {
+				if a := u.GetAnnotations()[v1alpha1.AnnotationOverlays]; a != overlays[i] {
 					t.Errorf("%s: overlays = %q, want %q", u.GetName(), a, overlays[i])
 				}
 			}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
 )
@@ -26,18 +27,18 @@ func spoofing(namespace, name string) *rbacv1.RoleBinding {
 	rb.Generation = 3
 	rb.CreationTimestamp = metav1.Unix(1700000000, 0)
 	rb.Labels = map[string]string{
-		"app":                      "billing",
-		merge.LabelScope:           "global",
-		merge.LabelSourceNamespace: "implicit-global",
-		merge.LabelParent:          "kept-as-is",
+		"app":                         "billing",
+		v1alpha1.LabelScope:           "global",
+		v1alpha1.LabelSourceNamespace: "implicit-global",
+		v1alpha1.LabelParent:          "kept-as-is",
 	}
 	rb.Annotations = map[string]string{
-		"note":                                "hello",
-		merge.AnnotationConflict:              "spoofed conflict",
-		merge.AnnotationSourceUID:             "spoofed-uid",
-		merge.AnnotationSourceResourceVersion: "1",
-		merge.AnnotationSourceCluster:         "spoofed-hub",
-		merge.AnnotationOverlays:              "spoofed/overlay",
+		"note":                                   "hello",
+		v1alpha1.AnnotationConflict:              "spoofed conflict",
+		v1alpha1.AnnotationSourceUID:             "spoofed-uid",
+		v1alpha1.AnnotationSourceResourceVersion: "1",
+		v1alpha1.AnnotationSourceCluster:         "spoofed-hub",
+		v1alpha1.AnnotationOverlays:              "spoofed/overlay",
 	}
 	rb.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: "owner-uid"}}
 	rb.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "rbac.authorization.k8s.io/v1"}}
@@ -54,28 +55,28 @@ func wantItem(source *rbacv1.RoleBinding, namespace string, scope merge.Scope, c
 	want.OwnerReferences = nil
 	want.ManagedFields = nil
 	want.Labels = map[string]string{
-		merge.LabelScope:           string(scope),
-		merge.LabelSourceNamespace: source.Namespace,
+		v1alpha1.LabelScope:           string(scope),
+		v1alpha1.LabelSourceNamespace: source.Namespace,
 	}
 	for k, v := range source.Labels {
-		if k != merge.LabelScope && k != merge.LabelSourceNamespace {
+		if k != v1alpha1.LabelScope && k != v1alpha1.LabelSourceNamespace {
 			want.Labels[k] = v
 		}
 	}
 	want.Annotations = map[string]string{
-		merge.AnnotationSourceUID:             string(source.UID),
-		merge.AnnotationSourceResourceVersion: source.ResourceVersion,
+		v1alpha1.AnnotationSourceUID:             string(source.UID),
+		v1alpha1.AnnotationSourceResourceVersion: source.ResourceVersion,
 	}
 	for k, v := range source.Annotations {
 		switch k {
-		case merge.AnnotationConflict, merge.AnnotationSourceUID, merge.AnnotationSourceResourceVersion,
-			merge.AnnotationSourceCluster, merge.AnnotationOverlays:
+		case v1alpha1.AnnotationConflict, v1alpha1.AnnotationSourceUID, v1alpha1.AnnotationSourceResourceVersion,
+			v1alpha1.AnnotationSourceCluster, v1alpha1.AnnotationOverlays:
 		default:
 			want.Annotations[k] = v
 		}
 	}
 	if conflict != "" {
-		want.Annotations[merge.AnnotationConflict] = conflict
+		want.Annotations[v1alpha1.AnnotationConflict] = conflict
 	}
 	return want
 }
@@ -83,7 +84,7 @@ func wantItem(source *rbacv1.RoleBinding, namespace string, scope merge.Scope, c
 func TestProvenance(t *testing.T) {
 	t.Parallel()
 	globalSpoof := spoofing(global, "global-spoof")
-	globalSpoof.Labels[merge.LabelScope] = "local" // claims to be local
+	globalSpoof.Labels[v1alpha1.LabelScope] = "local" // claims to be local
 	parentSpoof := spoofing("org", "parent-spoof")
 	localSpoof := spoofing("team", "local-spoof")
 	plain := roleBinding(global, "plain") // no labels or annotations at all
@@ -130,7 +131,7 @@ func TestProvenance(t *testing.T) {
 			if rb.ManagedFields != nil || rb.OwnerReferences != nil {
 				t.Errorf("managedFields = %v, ownerReferences = %v; want both cleared", rb.ManagedFields, rb.OwnerReferences)
 			}
-			if rb.Annotations[merge.AnnotationSourceCluster] != "" || rb.Annotations[merge.AnnotationOverlays] != "" {
+			if rb.Annotations[v1alpha1.AnnotationSourceCluster] != "" || rb.Annotations[v1alpha1.AnnotationOverlays] != "" {
 				t.Errorf("spoofed source-cluster or overlays annotation kept: %v", rb.Annotations)
 			}
 		})

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
@@ -308,14 +309,14 @@ func TestViewWatch(t *testing.T) {
 		if evRV <= parseRV(t, listRV) || evRV > parseRV(t, currentRV(t, mux)) {
 			t.Errorf("resourceVersion = %s, want the event's: after the list's %s, at most the mux's %s", rb.ResourceVersion, listRV, currentRV(t, mux))
 		}
-		if rb.Labels[merge.LabelScope] != string(merge.ScopeGlobal) || rb.Labels[merge.LabelSourceNamespace] != global {
+		if rb.Labels[v1alpha1.LabelScope] != string(merge.ScopeGlobal) || rb.Labels[v1alpha1.LabelSourceNamespace] != global {
 			t.Errorf("labels = %v, want scope global from %s", rb.Labels, global)
 		}
-		if got, want := rb.Annotations[merge.AnnotationSourceResourceVersion], "8"; got != want {
-			t.Errorf("%s = %q, want the new source version %q", merge.AnnotationSourceResourceVersion, got, want)
+		if got, want := rb.Annotations[v1alpha1.AnnotationSourceResourceVersion], "8"; got != want {
+			t.Errorf("%s = %q, want the new source version %q", v1alpha1.AnnotationSourceResourceVersion, got, want)
 		}
-		if got, want := rb.Annotations[merge.AnnotationSourceUID], string(sourceUID(global, "org-viewers")); got != want {
-			t.Errorf("%s = %q, want %q", merge.AnnotationSourceUID, got, want)
+		if got, want := rb.Annotations[v1alpha1.AnnotationSourceUID], string(sourceUID(global, "org-viewers")); got != want {
+			t.Errorf("%s = %q, want %q", v1alpha1.AnnotationSourceUID, got, want)
 		}
 		if want := views.UID(sourceUID(global, "org-viewers"), "team"); rb.UID != want {
 			t.Errorf("uid = %q, want the view's %q", rb.UID, want)
@@ -361,7 +362,7 @@ func TestViewWatch(t *testing.T) {
 			} else {
 				last = rv
 			}
-			got[rb.Namespace] = rb.Labels[merge.LabelScope]
+			got[rb.Namespace] = rb.Labels[v1alpha1.LabelScope]
 		}
 		want := map[string]string{global: "local", "team": "global", "other": "global"}
 		if !reflect.DeepEqual(got, want) {
@@ -381,7 +382,7 @@ func TestViewWatch(t *testing.T) {
 		{name: "Name limits the watch to one item", req: registry.WatchRequest{Name: "local"}},
 		{name: "Matches filters the view items", req: registry.WatchRequest{Matches: func(obj runtime.Object) bool {
 			m, err := meta.Accessor(obj)
-			return err == nil && m.GetLabels()[merge.LabelScope] == string(merge.ScopeLocal)
+			return err == nil && m.GetLabels()[v1alpha1.LabelScope] == string(merge.ScopeLocal)
 		}}},
 	}
 	for _, tt := range filters {
@@ -475,7 +476,7 @@ func TestObjects(t *testing.T) {
 		rb := viewObject(t, got)
 		want := rb.DeepCopy()
 		if rb.Namespace != "team" || rb.ResourceVersion != "42" || rb.UID != views.UID(src.UID, "team") ||
-			rb.Labels[merge.LabelScope] != "global" || rb.Labels[merge.LabelSourceNamespace] != global {
+			rb.Labels[v1alpha1.LabelScope] != "global" || rb.Labels[v1alpha1.LabelSourceNamespace] != global {
 			t.Errorf("Item = %#v, want team's view at resourceVersion 42", rb)
 		}
 		again, err := objs.Item(rolebindings.Resource, "team", r, "42")

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
 )
@@ -99,7 +100,7 @@ func spliceSources(name, label, subject string, port int32) map[string]runtime.O
 		return metav1.ObjectMeta{
 			Name: name, Namespace: global, UID: types.UID("uid-" + name), ResourceVersion: "42",
 			Labels:      map[string]string{"team": label},
-			Annotations: map[string]string{merge.AnnotationLocked: "true", "note": subject},
+			Annotations: map[string]string{v1alpha1.AnnotationLocked: "true", "note": subject},
 		}
 	}
 	return map[string]runtime.Object{

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
@@ -288,37 +289,37 @@ func item(namespace string, r merge.Result, rv string, stale Staleness, kind sch
 	m.SetManagedFields(nil)
 	m.SetOwnerReferences(nil)
 
-	lbls := withoutKeys(m.GetLabels(), merge.ProvenanceLabels)
-	lbls[merge.LabelScope] = string(r.Scope)
-	lbls[merge.LabelSourceNamespace] = r.Item.Namespace
+	lbls := withoutKeys(m.GetLabels(), v1alpha1.ProvenanceLabels)
+	lbls[v1alpha1.LabelScope] = string(r.Scope)
+	lbls[v1alpha1.LabelSourceNamespace] = r.Item.Namespace
 	m.SetLabels(lbls)
 
-	ann := withoutKeys(m.GetAnnotations(), merge.ProvenanceAnnotations)
+	ann := withoutKeys(m.GetAnnotations(), v1alpha1.ProvenanceAnnotations)
 	// kubectl apply's record of the source's last applied file: the
 	// source's, which a view item (read-only, never applied) must not carry.
 	delete(ann, corev1.LastAppliedConfigAnnotation)
 	if r.Item.FromCandidate != "" {
 		// What made the object a candidate is not the view item's: it is
 		// the stable name's item, annotated with the candidate instead.
-		delete(ann, merge.AnnotationCandidateFor)
-		delete(ann, merge.AnnotationCanarySelector)
+		delete(ann, v1alpha1.AnnotationCandidateFor)
+		delete(ann, v1alpha1.AnnotationCanarySelector)
 	}
 	if staged != "" {
-		ann[merge.AnnotationCandidate] = staged
+		ann[v1alpha1.AnnotationCandidate] = staged
 	}
-	ann[merge.AnnotationSourceUID] = string(sourceUID)
-	ann[merge.AnnotationSourceResourceVersion] = sourceRV
+	ann[v1alpha1.AnnotationSourceUID] = string(sourceUID)
+	ann[v1alpha1.AnnotationSourceResourceVersion] = sourceRV
 	if len(r.Conflicts) > 0 {
-		ann[merge.AnnotationConflict] = r.Conflict()
+		ann[v1alpha1.AnnotationConflict] = r.Conflict()
 	}
 	if len(r.Overlays) > 0 {
-		ann[merge.AnnotationOverlays] = r.OverlaySources()
+		ann[v1alpha1.AnnotationOverlays] = r.OverlaySources()
 	}
 	if r.Item.Cluster != "" {
-		ann[merge.AnnotationSourceCluster] = r.Item.Cluster
+		ann[v1alpha1.AnnotationSourceCluster] = r.Item.Cluster
 		if stale != nil {
 			if since, ok := stale(); ok {
-				ann[merge.AnnotationSourceStaleSince] = since.UTC().Format(time.RFC3339)
+				ann[v1alpha1.AnnotationSourceStaleSince] = since.UTC().Format(time.RFC3339)
 			}
 		}
 	}

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -440,19 +440,19 @@ func TestViewConflict(t *testing.T) {
 					t.Fatalf("%s: %v", get.how, err)
 				}
 				m, _ := meta.Accessor(obj)
-				conflict, ok := m.GetAnnotations()[merge.AnnotationConflict]
+				conflict, ok := m.GetAnnotations()[v1alpha1.AnnotationConflict]
 				if len(tt.want) == 0 {
 					if ok {
-						t.Errorf("%s: unexpected %s: %q", get.how, merge.AnnotationConflict, conflict)
+						t.Errorf("%s: unexpected %s: %q", get.how, v1alpha1.AnnotationConflict, conflict)
 					}
 					continue
 				}
 				if !ok {
-					t.Fatalf("%s: no %s annotation, want one naming %q", get.how, merge.AnnotationConflict, tt.want)
+					t.Fatalf("%s: no %s annotation, want one naming %q", get.how, v1alpha1.AnnotationConflict, tt.want)
 				}
 				for _, w := range tt.want {
 					if !strings.Contains(conflict, w) {
-						t.Errorf("%s: %s = %q, want it to name %q", get.how, merge.AnnotationConflict, conflict, w)
+						t.Errorf("%s: %s = %q, want it to name %q", get.how, v1alpha1.AnnotationConflict, conflict, w)
 					}
 				}
 			}

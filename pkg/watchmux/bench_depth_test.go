@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
@@ -34,7 +34,7 @@ func benchChainMux(maxDepth int) *watchmux.Mux {
 	for i := range benchChainLength {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchChainNS(i), Labels: map[string]string{}, Annotations: map[string]string{}}}
 		if i > 0 {
-			ns.Labels[merge.LabelParent] = benchChainNS(i - 1)
+			ns.Labels[v1alpha1.LabelParent] = benchChainNS(i - 1)
 		}
 		m.OnNamespace(ns, false)
 	}
@@ -131,7 +131,7 @@ func BenchmarkDeepChain(b *testing.B) {
 				m.OnNamespace(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 					Name:        benchChainNS(0),
 					Labels:      map[string]string{},
-					Annotations: map[string]string{merge.AnnotationExclude: exclusions[i%2]},
+					Annotations: map[string]string{v1alpha1.AnnotationExclude: exclusions[i%2]},
 				}}, false)
 			}
 			b.ReportMetric(float64(processCPU(b)-cpu)/float64(b.N), "cpu-ns/op")

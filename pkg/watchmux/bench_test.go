@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
@@ -59,7 +59,7 @@ func benchMuxOf(size benchSize) *watchmux.Mux {
 		for c := range benchChildren {
 			m.OnNamespace(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 				Name:   benchChild(o, c),
-				Labels: map[string]string{merge.LabelParent: fmt.Sprintf("org-%03d", o)},
+				Labels: map[string]string{v1alpha1.LabelParent: fmt.Sprintf("org-%03d", o)},
 			}}, false)
 		}
 	}

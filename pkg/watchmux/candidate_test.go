@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
@@ -26,7 +26,7 @@ func staged(more ...step) []step {
 		addNS(namespace("team-a-1", parent("team-a"))),
 		addNS(namespace("solo")),
 		putRB(global, "g"),
-		putRB(global, "g.next", candidateFor("g", merge.LabelStage+"=canary")),
+		putRB(global, "g.next", candidateFor("g", v1alpha1.LabelStage+"=canary")),
 	}, more...)
 }
 
@@ -66,8 +66,8 @@ func changeEvents(t *testing.T, m *watchmux.Mux, change ...step) []string {
 func describeStaged(ev watch.Event) string {
 	acc, _ := meta.Accessor(ev.Object)
 	a := acc.GetAnnotations()
-	s := describeEvent(ev) + " uid=" + a[merge.AnnotationSourceUID]
-	if c := a[merge.AnnotationCandidate]; c != "" {
+	s := describeEvent(ev) + " uid=" + a[v1alpha1.AnnotationSourceUID]
+	if c := a[v1alpha1.AnnotationCandidate]; c != "" {
 		s += " candidate=" + c
 	}
 	return s
@@ -129,7 +129,7 @@ func TestStagedEvents(t *testing.T) {
 	}{{
 		name:   "editing the candidate changes the canaries' items and the global namespace's own",
 		setup:  staged(),
-		change: []step{putRB(global, "g.next", candidateFor("g", merge.LabelStage+"=canary"))},
+		change: []step{putRB(global, "g.next", candidateFor("g", v1alpha1.LabelStage+"=canary"))},
 		want: []string{
 			"MODIFIED implicit-global/g.next local@implicit-global uid=uid-implicit-global-g.next",
 			"MODIFIED team-a/g global@implicit-global " + stable + " candidate=g.next",
@@ -148,7 +148,7 @@ func TestStagedEvents(t *testing.T) {
 	}, {
 		name:   "widening the selector",
 		setup:  staged(),
-		change: []step{putRB(global, "g.next", candidateFor("g", merge.LabelStage+" in (canary,prod)"))},
+		change: []step{putRB(global, "g.next", candidateFor("g", v1alpha1.LabelStage+" in (canary,prod)"))},
 		want: []string{
 			"MODIFIED implicit-global/g.next local@implicit-global uid=uid-implicit-global-g.next",
 			"MODIFIED team-a/g global@implicit-global " + stable + " candidate=g.next",
@@ -178,14 +178,14 @@ func TestStagedEvents(t *testing.T) {
 	}, {
 		name:   "a staged creation is added for the canaries only, with the candidate's uid",
 		setup:  staged(),
-		change: []step{putRB(global, "new.next", candidateFor("new", merge.LabelStage+"=canary"))},
+		change: []step{putRB(global, "new.next", candidateFor("new", v1alpha1.LabelStage+"=canary"))},
 		want: []string{
 			"ADDED implicit-global/new.next local@implicit-global uid=uid-implicit-global-new.next",
 			"ADDED team-a/new global@implicit-global uid=uid-implicit-global-new.next candidate=new.next",
 		},
 	}, {
 		name:   "a staged creation promoted: the canary's item takes the source's uid",
-		setup:  staged(putRB(global, "new.next", candidateFor("new", merge.LabelStage+"=canary"))),
+		setup:  staged(putRB(global, "new.next", candidateFor("new", v1alpha1.LabelStage+"=canary"))),
 		change: []step{putRB(global, "new")},
 		want: []string{
 			"ADDED implicit-global/new local@implicit-global uid=uid-implicit-global-new",
@@ -211,7 +211,7 @@ func TestStagedEvents(t *testing.T) {
 	}, {
 		name:   "a candidate moved to another stable name",
 		setup:  staged(putRB(global, "h")),
-		change: []step{putRB(global, "g.next", candidateFor("h", merge.LabelStage+"=canary"))},
+		change: []step{putRB(global, "g.next", candidateFor("h", v1alpha1.LabelStage+"=canary"))},
 		want: []string{
 			"MODIFIED implicit-global/g.next local@implicit-global uid=uid-implicit-global-g.next",
 			"MODIFIED team-a/g global@implicit-global " + stable,
@@ -228,7 +228,7 @@ func TestStagedEvents(t *testing.T) {
 	}, {
 		name:   "a second candidate for the name: none applies",
 		setup:  staged(),
-		change: []step{putRB(global, "g.other", candidateFor("g", merge.LabelStage+"=prod"))},
+		change: []step{putRB(global, "g.other", candidateFor("g", v1alpha1.LabelStage+"=prod"))},
 		want: []string{
 			"ADDED implicit-global/g.other local@implicit-global uid=uid-implicit-global-g.other",
 			"MODIFIED team-a/g global@implicit-global " + stable,
@@ -238,7 +238,7 @@ func TestStagedEvents(t *testing.T) {
 		// through the batch path: the canary below the parent must be an
 		// exception, on the parent's staged creation.
 		name:   "a parent's candidate for a global name: the batch of a global edit leaves its canaries out",
-		setup:  staged(putRB(global, "q"), putRB("org", "q.org", candidateFor("q", merge.LabelStage+"=canary"))),
+		setup:  staged(putRB(global, "q"), putRB("org", "q.org", candidateFor("q", v1alpha1.LabelStage+"=canary"))),
 		change: []step{putRB(global, "q")},
 		want: []string{
 			"MODIFIED implicit-global/q local@implicit-global uid=uid-implicit-global-q",
@@ -249,7 +249,7 @@ func TestStagedEvents(t *testing.T) {
 		},
 	}, {
 		name:   "a parent's candidate for a global name, which a global lock then blocks",
-		setup:  staged(putRB(global, "q"), putRB("org", "q.org", candidateFor("q", merge.LabelStage+"=canary"))),
+		setup:  staged(putRB(global, "q"), putRB("org", "q.org", candidateFor("q", v1alpha1.LabelStage+"=canary"))),
 		change: []step{putRB(global, "q", locked)},
 		want: []string{
 			"MODIFIED implicit-global/q local@implicit-global uid=uid-implicit-global-q",
@@ -261,8 +261,8 @@ func TestStagedEvents(t *testing.T) {
 		},
 	}, {
 		name:   "a global candidate for a locked name stays locked: a parent's staged creation is blocked",
-		setup:  staged(putRB(global, "g", locked), putRB("org", "g.org", candidateFor("g", merge.LabelStage+"=canary"))),
-		change: []step{putRB(global, "g.next", candidateFor("g", merge.LabelStage+"=canary"))},
+		setup:  staged(putRB(global, "g", locked), putRB("org", "g.org", candidateFor("g", v1alpha1.LabelStage+"=canary"))),
+		change: []step{putRB(global, "g.next", candidateFor("g", v1alpha1.LabelStage+"=canary"))},
 		want: []string{
 			"MODIFIED implicit-global/g.next local@implicit-global uid=uid-implicit-global-g.next",
 			"MODIFIED team-a/g global@implicit-global conflict " + stable + " candidate=g.next",
@@ -270,7 +270,7 @@ func TestStagedEvents(t *testing.T) {
 	}, {
 		name:   "a parent's candidate stages a creation in its subtree only",
 		setup:  staged(),
-		change: []step{putRB("org", "p.next", candidateFor("p", merge.LabelStage+"=canary"))},
+		change: []step{putRB("org", "p.next", candidateFor("p", v1alpha1.LabelStage+"=canary"))},
 		want: []string{
 			"ADDED org/p.next local@org uid=uid-org-p.next",
 			"ADDED team-a/p parent@org uid=uid-org-p.next candidate=p.next",
@@ -295,7 +295,7 @@ func TestStageLabelEvents(t *testing.T) {
 	stable := "uid=uid-implicit-global-g"
 	setup := staged(
 		putRB(global, "h"),
-		putRB(global, "h.next", candidateFor("h", merge.LabelStage+" in (canary,early)")),
+		putRB(global, "h.next", candidateFor("h", v1alpha1.LabelStage+" in (canary,early)")),
 		putRB(global, "k"),
 	)
 	cases := []struct {

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	rv "github.com/implicit-dev/implicit-apiserver/pkg/resourceversion"
 )
 
@@ -184,7 +184,7 @@ func (m *Mux) mirrorsLocked(key string, objs []runtime.Object) bool {
 		if err != nil {
 			return false
 		}
-		if merge.IsMaterialized(acc.GetLabels()) ||
+		if v1alpha1.IsMaterialized(acc.GetLabels()) ||
 			m.hub != "" && cluster == "" && acc.GetNamespace() == m.st.policy.GlobalNamespace {
 			continue
 		}

@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/testwait"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
@@ -22,7 +22,7 @@ import (
 func TestMaterializedCopiesAreNoSources(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	copyOf := func(m *metav1.ObjectMeta) { m.Labels[merge.LabelMaterialized] = "true" }
+	copyOf := func(m *metav1.ObjectMeta) { m.Labels[v1alpha1.LabelMaterialized] = "true" }
 	client := fake.NewClientset(
 		namespace(global), namespace("team-a"),
 		roleBinding(global, "g1"), roleBinding("team-a", "c1", copyOf),
@@ -71,9 +71,9 @@ func TestMaterializedCopiesAreNoSources(t *testing.T) {
 		}
 		rb.ResourceVersion = nextRV()
 		if materialized {
-			rb.Labels[merge.LabelMaterialized] = "true"
+			rb.Labels[v1alpha1.LabelMaterialized] = "true"
 		} else {
-			delete(rb.Labels, merge.LabelMaterialized)
+			delete(rb.Labels, v1alpha1.LabelMaterialized)
 		}
 		if _, err := client.RbacV1().RoleBindings(ns).Update(ctx, rb, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
@@ -27,7 +27,7 @@ func lineageCluster() (*fakeCluster, func(ns, name, user string) fakeChange) {
 	for i := range 20 {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("team-%02d", i), UID: types.UID(fmt.Sprintf("uid-team-%02d", i))}}
 		if i == 3 {
-			ns.Labels = map[string]string{merge.LabelParent: "org"}
+			ns.Labels = map[string]string{v1alpha1.LabelParent: "org"}
 		}
 		c.write("namespaces", ns, false)
 	}

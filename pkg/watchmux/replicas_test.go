@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
@@ -325,7 +325,7 @@ func (w *writer) namespace(name string) fakeChange {
 	w.seqN++
 	ns.Labels = map[string]string{}
 	if name != global && w.rng.IntN(2) == 0 {
-		ns.Labels[merge.LabelParent] = replicaTeams[w.rng.IntN(len(replicaTeams))]
+		ns.Labels[v1alpha1.LabelParent] = replicaTeams[w.rng.IntN(len(replicaTeams))]
 	}
 	w.nss[name] = ns
 	return w.c.write("namespaces", ns, false)

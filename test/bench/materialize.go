@@ -19,7 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // materializeConfig is the ImplicitConfiguration of the bench's
@@ -120,7 +120,7 @@ func (b *bench) watchCopies(ctx context.Context, expect []string) (*copyWatch, e
 	}
 	c := cs[0]
 	const path = "/apis/networking.k8s.io/v1/networkpolicies"
-	selector := merge.LabelMaterialized + "=true"
+	selector := v1alpha1.LabelMaterialized + "=true"
 	body, err := c.get(ctx, path, url.Values{"labelSelector": {selector}})
 	if err != nil {
 		return nil, fmt.Errorf("list copies: %w", err)

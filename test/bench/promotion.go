@@ -10,12 +10,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // everyStage selects every namespace without an implicit.dev/stage label,
 // which is every tenant of the bench: a candidate with it reaches them all.
-const everyStage = "!" + merge.LabelStage
+const everyStage = "!" + v1alpha1.LabelStage
 
 // promotionRounds measures a staged change of global-0 (issue 19) on the
 // open view fleet f, -promotion-runs times: a candidate whose selector
@@ -43,7 +43,7 @@ func (b *bench) promotionRounds(ctx context.Context, f *fleet, gr *gResult) erro
 		c := &rbacv1.RoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: candidate, Namespace: globalNS,
 				Labels:      map[string]string{labelBench: staged},
-				Annotations: map[string]string{merge.AnnotationCandidateFor: name, merge.AnnotationCanarySelector: everyStage}},
+				Annotations: map[string]string{v1alpha1.AnnotationCandidateFor: name, v1alpha1.AnnotationCanarySelector: everyStage}},
 			RoleRef: stable.RoleRef, Subjects: stable.Subjects,
 		}
 		r := newRound(name, staged, len(b.tenants), len(b.tenants), b.o.viewAll)

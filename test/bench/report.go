@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // results are the whole sweep's figures; results.json holds them as
@@ -330,7 +330,7 @@ func (r *results) materializeMarkdown(p func(string, ...any), mp func(samples) s
 			dur(n.Copy.Unthrottled.median()), dur(n.Copy.QPS50.median()), view, len(m.Edits))
 	}
 	p("")
-	p("Each edit is one label patch of the global NetworkPolicy %s in %s, timed until one native -A watch of the copies (labelSelector %s=true) has, for every namespace that inherits (the tenants, their orgs and default), an ADDED or MODIFIED of its copy carrying the edit's label; the create is the policy's creation, timed the same way (a new copy costs a read of its name and an apply: two requests through the materializer's rate limit). Writes/s are copies over that time. copies / QPS is the rate limiter's pace at the QPS used, its burst aside; copies / 50 the same at the server's default --materialize-qps (HNC's rate). The copy baseline is the RoleBinding copies of the table above (N tenant copies written by the client); the view column is the G=%d view propagation of the first table.", matPolicy, globalNS, merge.LabelMaterialized, firstG(ns))
+	p("Each edit is one label patch of the global NetworkPolicy %s in %s, timed until one native -A watch of the copies (labelSelector %s=true) has, for every namespace that inherits (the tenants, their orgs and default), an ADDED or MODIFIED of its copy carrying the edit's label; the create is the policy's creation, timed the same way (a new copy costs a read of its name and an apply: two requests through the materializer's rate limit). Writes/s are copies over that time. copies / QPS is the rate limiter's pace at the QPS used, its burst aside; copies / 50 the same at the server's default --materialize-qps (HNC's rate). The copy baseline is the RoleBinding copies of the table above (N tenant copies written by the client); the view column is the G=%d view propagation of the first table.", matPolicy, globalNS, v1alpha1.LabelMaterialized, firstG(ns))
 	p("")
 	p("| N | writes per edit (implicit_materialize_writes_total) | per copy | create writes | mean namespace lag over the edits (implicit_materialize_lag_seconds) | pending after | implicit-apiserver CPU per write | kube-apiserver | etcd | copy watch reconnects |")
 	p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")

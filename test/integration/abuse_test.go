@@ -27,9 +27,9 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/cmd/server"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
 // The abuse suite: what a hostile tenant, with admin in their own namespaces
@@ -230,7 +230,7 @@ func TestAbuseHugeInputs(t *testing.T) {
 		entries = append(entries, fmt.Sprintf("rolebindings/x%05d", i))
 	}
 	entries = append(entries, "rolebindings/ab-org-viewers")
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, merge.AnnotationExclude, strings.Join(entries, ","))
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.AnnotationExclude, strings.Join(entries, ","))
 	if _, err := mallory.kube.CoreV1().Namespaces().Patch(ctx, "ab-huge", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatalf("patching the exclusion list (%d bytes): %v", len(patch), err)
 	}
@@ -285,7 +285,7 @@ func TestAbuseFlapping(t *testing.T) {
 		parent := []string{"ab-flap-p1", "ab-flap-p2"}[i%2]
 		begin := time.Now()
 		if _, err := mallory.kube.CoreV1().Namespaces().Patch(ctx, "ab-flap", types.MergePatchType,
-			[]byte(fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, merge.LabelParent, parent)), metav1.PatchOptions{}); err != nil {
+			[]byte(fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, v1alpha1.LabelParent, parent)), metav1.PatchOptions{}); err != nil {
 			t.Fatalf("parent change %d: %v", i, err)
 		}
 		took = append(took, time.Since(begin))
@@ -307,11 +307,11 @@ func TestAbuseFlapping(t *testing.T) {
 				var labels string
 				switch (i + c) % 3 {
 				case 0:
-					labels = fmt.Sprintf(`{%q:"ab-flap-p1",%q:null}`, merge.LabelParent, merge.LabelInherit)
+					labels = fmt.Sprintf(`{%q:"ab-flap-p1",%q:null}`, v1alpha1.LabelParent, v1alpha1.LabelInherit)
 				case 1:
-					labels = fmt.Sprintf(`{%q:"ab-flap-p2",%q:null}`, merge.LabelParent, merge.LabelInherit)
+					labels = fmt.Sprintf(`{%q:"ab-flap-p2",%q:null}`, v1alpha1.LabelParent, v1alpha1.LabelInherit)
 				default:
-					labels = fmt.Sprintf(`{%q:null,%q:"false"}`, merge.LabelParent, merge.LabelInherit)
+					labels = fmt.Sprintf(`{%q:null,%q:"false"}`, v1alpha1.LabelParent, v1alpha1.LabelInherit)
 				}
 				_, err := mallory.kube.CoreV1().Namespaces().Patch(ctx, "ab-flap", types.MergePatchType,
 					[]byte(`{"metadata":{"labels":`+labels+`}}`), metav1.PatchOptions{})
@@ -332,7 +332,7 @@ func TestAbuseFlapping(t *testing.T) {
 	}
 
 	t.Log("settle on parent ab-flap-p2: the view follows the last labels")
-	settle := fmt.Sprintf(`{"metadata":{"labels":{%q:"ab-flap-p2",%q:null}}}`, merge.LabelParent, merge.LabelInherit)
+	settle := fmt.Sprintf(`{"metadata":{"labels":{%q:"ab-flap-p2",%q:null}}}`, v1alpha1.LabelParent, v1alpha1.LabelInherit)
 	if _, err := mallory.kube.CoreV1().Namespaces().Patch(ctx, "ab-flap", types.MergePatchType, []byte(settle), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // auditStatus is what rollout status -o json says of the audit.
@@ -63,7 +63,7 @@ func TestCandidateAudit(t *testing.T) {
 
 	t.Log("au-viewers grants au-g view everywhere; its candidate au-viewers.next, to au-h, selects no namespace: audit only")
 	createRoleBinding(t, kube, globalNS, "au-viewers", "view", "au-g")
-	createRoleBinding(t, kube, globalNS, "au-viewers.next", "view", "au-h", candidateOf("au-viewers", merge.LabelStage+" in (au-nobody)"))
+	createRoleBinding(t, kube, globalNS, "au-viewers.next", "view", "au-h", candidateOf("au-viewers", v1alpha1.LabelStage+" in (au-nobody)"))
 	waitForVersions(t, dyn, "both tenants see the stable version", "au-viewers", map[string]rbVersion{
 		"au-t1": {group: "au-g"}, "au-t2": {group: "au-g"},
 	})

@@ -7,7 +7,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // TestLockAfterCandidate is issue 24's fourth hole, through kube-apiserver:
@@ -22,26 +22,26 @@ func TestLockAfterCandidate(t *testing.T) {
 	adm := gdAdmin(t)
 	alice := gdUser(t, "gdc-alice")
 	gdNamespace(t, kube, "gdc-org", nil, nil)
-	gdNamespace(t, kube, "gdc-team", map[string]string{merge.LabelParent: "gdc-org"}, nil)
+	gdNamespace(t, kube, "gdc-team", map[string]string{v1alpha1.LabelParent: "gdc-org"}, nil)
 	gdBindUser(t, kube, "gdc-org", "gdc-alice-admin", "ClusterRole", "admin", "gdc-alice")
 
 	t.Log("alice writes gdc-rb and the candidate gdc-rb-next in her namespace")
 	createRoleBinding(t, kube, "gdc-org", "gdc-rb", "view", "gdc-readers")
 	alice.ok("create", "rolebinding", "gdc-rb-next", "-n", "gdc-org", "--clusterrole=view", "--group=gdc-alice-friends")
 	alice.ok("annotate", "rolebinding", "gdc-rb-next", "-n", "gdc-org",
-		merge.AnnotationCandidateFor+"=gdc-rb", merge.AnnotationCanarySelector+"=!"+merge.LabelStage)
+		v1alpha1.AnnotationCandidateFor+"=gdc-rb", v1alpha1.AnnotationCanarySelector+"=!"+v1alpha1.LabelStage)
 
 	t.Log("the org admin locks gdc-rb: refused while the candidate is open")
 	adm.refused([]string{`open candidate "gdc-rb-next"`, "promote it", "abort it"},
-		"annotate", "rolebinding", "gdc-rb", "-n", "gdc-org", merge.AnnotationLocked+"=true")
+		"annotate", "rolebinding", "gdc-rb", "-n", "gdc-org", v1alpha1.AnnotationLocked+"=true")
 
 	t.Log("the candidate is aborted: now the lock is admitted")
 	adm.ok("delete", "rolebinding", "gdc-rb-next", "-n", "gdc-org")
-	adm.ok("annotate", "rolebinding", "gdc-rb", "-n", "gdc-org", merge.AnnotationLocked+"=true")
+	adm.ok("annotate", "rolebinding", "gdc-rb", "-n", "gdc-org", v1alpha1.AnnotationLocked+"=true")
 	t.Cleanup(func() {
 		rb, err := kube.RbacV1().RoleBindings("gdc-org").Get(context.Background(), "gdc-rb", metav1.GetOptions{})
 		if err == nil {
-			delete(rb.Annotations, merge.AnnotationLocked)
+			delete(rb.Annotations, v1alpha1.AnnotationLocked)
 			_, _ = kube.RbacV1().RoleBindings("gdc-org").Update(context.Background(), rb, metav1.UpdateOptions{})
 		}
 	})
@@ -53,8 +53,8 @@ metadata:
   name: gdc-rb-again
   namespace: gdc-org
   annotations:
-    `+merge.AnnotationCandidateFor+`: gdc-rb
-    `+merge.AnnotationCanarySelector+`: "!`+merge.LabelStage+`"
+    `+v1alpha1.AnnotationCandidateFor+`: gdc-rb
+    `+v1alpha1.AnnotationCanarySelector+`: "!`+v1alpha1.LabelStage+`"
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}
 subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: gdc-alice-friends}]
 `, []string{"which is locked", `"unlock"`}, "create", "-f", "-")
@@ -70,7 +70,7 @@ func TestDeleteParentNeedsUnlock(t *testing.T) {
 	kube, dyn := admin(t)
 	alice := gdUser(t, "gdd-alice")
 	gdNamespace(t, kube, "gdd-org", nil, nil)
-	gdNamespace(t, kube, "gdd-team", map[string]string{merge.LabelParent: "gdd-org"}, nil)
+	gdNamespace(t, kube, "gdd-team", map[string]string{v1alpha1.LabelParent: "gdd-org"}, nil)
 	deleter := &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: "gdd-namespace-deleter"},
 		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "delete"}}},

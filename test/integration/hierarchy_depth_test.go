@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -70,7 +71,7 @@ func TestHierarchyDepthCap(t *testing.T) {
 	for i := 0; i <= deepest; i++ {
 		var labels map[string]string
 		if i > 0 {
-			labels = map[string]string{merge.LabelParent: name(i - 1)}
+			labels = map[string]string{v1alpha1.LabelParent: name(i - 1)}
 		}
 		createNamespace(t, kube, name(i), labels, nil)
 	}
@@ -104,8 +105,8 @@ func TestHierarchyParentRecreated(t *testing.T) {
 	parent := createNamespace(t, kube, "hr-parent", nil, nil)
 	createRoleBinding(t, kube, "hr-parent", "hr-team-admins", "admin", "team:admins")
 	t.Logf("hr-recorded records hr-parent's uid %s; hr-legacy will have only the label (created after hr-parent)", parent.UID)
-	createNamespace(t, kube, "hr-recorded", map[string]string{merge.LabelParent: "hr-parent"},
-		map[string]string{merge.AnnotationParentUID: string(parent.UID)})
+	createNamespace(t, kube, "hr-recorded", map[string]string{v1alpha1.LabelParent: "hr-parent"},
+		map[string]string{v1alpha1.AnnotationParentUID: string(parent.UID)})
 	// hr-legacy stands for a namespace labelled before the parent-uid
 	// webhook existed: created after hr-parent, labelled while the guards
 	// (validating and mutating) are not registered, so it records no uid and
@@ -123,12 +124,12 @@ func TestHierarchyParentRecreated(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			ns.Labels[merge.LabelParent] = "hr-parent"
-			delete(ns.Annotations, merge.AnnotationParentUID)
+			ns.Labels[v1alpha1.LabelParent] = "hr-parent"
+			delete(ns.Annotations, v1alpha1.AnnotationParentUID)
 			if ns, err = kube.CoreV1().Namespaces().Update(ctx, ns, metav1.UpdateOptions{}); err != nil {
 				return err
 			}
-			if uid, ok := ns.Annotations[merge.AnnotationParentUID]; ok {
+			if uid, ok := ns.Annotations[v1alpha1.AnnotationParentUID]; ok {
 				return errorf("the parent-uid webhook still recorded %s", uid)
 			}
 			legacy = ns

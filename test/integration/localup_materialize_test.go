@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // TestLocalUpAdminOverCopy runs `make run` with NetworkPolicies delivered
@@ -95,14 +95,14 @@ func TestLocalUpAdminOverCopy(t *testing.T) {
 	t.Log("the same apply over the copy of the locked default-deny-ingress is refused, naming the lock")
 	r = admin.kubectlWithInput(ctx, netpolYAML("org-platform", "default-deny-ingress", "org-deny"), "apply", "-f", "-")
 	t.Logf("$ kubectl apply -f - (org-platform/default-deny-ingress)  (exit %d)\n%s%s", r.code, r.stdout, r.stderr)
-	if r.code == 0 || !strings.Contains(r.stderr, "denied the request") || !strings.Contains(r.stderr, merge.AnnotationLocked) {
-		t.Errorf("the apply over the locked item's copy: exit %d, want a refusal naming %s", r.code, merge.AnnotationLocked)
+	if r.code == 0 || !strings.Contains(r.stderr, "denied the request") || !strings.Contains(r.stderr, v1alpha1.AnnotationLocked) {
+		t.Errorf("the apply over the locked item's copy: exit %d, want a refusal naming %s", r.code, v1alpha1.AnnotationLocked)
 	}
 	np, err := kube.NetworkingV1().NetworkPolicies("org-platform").Get(ctx, "default-deny-ingress", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !merge.IsMaterialized(np.Labels) || len(np.Spec.PodSelector.MatchLabels) != 0 {
+	if !v1alpha1.IsMaterialized(np.Labels) || len(np.Spec.PodSelector.MatchLabels) != 0 {
 		t.Errorf("org-platform/default-deny-ingress changed: labels %v, selector %v", np.Labels, np.Spec.PodSelector.MatchLabels)
 	}
 
@@ -135,7 +135,7 @@ func checkOwn(t *testing.T, kube kubernetes.Interface, namespace, name, key, val
 	if key == "app" {
 		got = np.Spec.PodSelector.MatchLabels[key]
 	}
-	if merge.IsMaterialized(np.Labels) || np.Labels[merge.LabelScope] != "" || np.Annotations[merge.AnnotationSourceUID] != "" || got != value {
+	if v1alpha1.IsMaterialized(np.Labels) || np.Labels[v1alpha1.LabelScope] != "" || np.Annotations[v1alpha1.AnnotationSourceUID] != "" || got != value {
 		t.Errorf("%s/%s is not the admin's (%s=%s): labels %v, annotations %v, selector %v",
 			namespace, name, key, value, np.Labels, np.Annotations, np.Spec.PodSelector.MatchLabels)
 	}

@@ -20,7 +20,7 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // matGlobal is the global namespace of networkpolicies for the
@@ -62,9 +62,9 @@ func TestMaterialize(t *testing.T) {
 
 	createNamespace(t, kube, matGlobal, nil, nil)
 	createNamespace(t, kube, "mat-org", nil, nil)
-	createNamespace(t, kube, "mat-team-a", map[string]string{merge.LabelParent: "mat-org"}, nil)
+	createNamespace(t, kube, "mat-team-a", map[string]string{v1alpha1.LabelParent: "mat-org"}, nil)
 	createNamespace(t, kube, "mat-team-b", nil, nil)
-	createNamespace(t, kube, "mat-excluded", map[string]string{merge.LabelInherit: "false"}, nil)
+	createNamespace(t, kube, "mat-excluded", map[string]string{v1alpha1.LabelInherit: "false"}, nil)
 	tenants := []string{"mat-org", "mat-team-a", "mat-team-b"}
 	t.Cleanup(func() { deleteAllCopies(t, kube) })
 
@@ -114,14 +114,14 @@ func TestMaterialize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if merge.IsMaterialized(own.Labels) || own.Spec.PodSelector.MatchLabels["app"] != "own" {
+	if v1alpha1.IsMaterialized(own.Labels) || own.Spec.PodSelector.MatchLabels["app"] != "own" {
 		t.Errorf("mat-team-a/mat-own was changed: labels %v, selector %v", own.Labels, own.Spec.PodSelector.MatchLabels)
 	}
 	orgWeb, err := kube.NetworkingV1().NetworkPolicies("mat-org").Get(ctx, "mat-web", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if merge.IsMaterialized(orgWeb.Labels) || orgWeb.Spec.PodSelector.MatchLabels["app"] != "org-web" {
+	if v1alpha1.IsMaterialized(orgWeb.Labels) || orgWeb.Spec.PodSelector.MatchLabels["app"] != "org-web" {
 		t.Errorf("mat-org/mat-web (a source, local in mat-org) was changed: labels %v, selector %v", orgWeb.Labels, orgWeb.Spec.PodSelector.MatchLabels)
 	}
 	for _, ns := range []string{"mat-excluded", matGlobal} {
@@ -133,7 +133,7 @@ func TestMaterialize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if deny.Labels[merge.LabelScope] != "global" || deny.Annotations[merge.AnnotationSourceUID] == "" {
+	if deny.Labels[v1alpha1.LabelScope] != "global" || deny.Annotations[v1alpha1.AnnotationSourceUID] == "" {
 		t.Errorf("the copy mat-team-b/mat-deny lacks its provenance: labels %v, annotations %v", deny.Labels, deny.Annotations)
 	}
 	managers := []string{}
@@ -169,7 +169,7 @@ func TestMaterialize(t *testing.T) {
 		if err != nil {
 			return errorf("update: %v, want it admitted", err)
 		}
-		if merge.IsMaterialized(got.Labels) || got.Labels[merge.LabelScope] != "" {
+		if v1alpha1.IsMaterialized(got.Labels) || got.Labels[v1alpha1.LabelScope] != "" {
 			return errorf("the edited copy keeps the label or its provenance: %v", got.Labels)
 		}
 		return nil
@@ -178,7 +178,7 @@ func TestMaterialize(t *testing.T) {
 		t.Errorf("the tenant's delete of a copy: %v, want Forbidden", err)
 	}
 	forged := policy("mat-team-b", "mat-forged", "x")
-	forged.Labels = map[string]string{merge.LabelMaterialized: "true"}
+	forged.Labels = map[string]string{v1alpha1.LabelMaterialized: "true"}
 	if _, err := tenant.NetworkingV1().NetworkPolicies("mat-team-b").Create(ctx, forged, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("the tenant's create with the label: %v, want Forbidden", err)
 	}
@@ -187,7 +187,7 @@ func TestMaterialize(t *testing.T) {
 		"the lock keeps it in mat-team-b's view (the view item's conflict names the blocked shadow), but the tenant's object is never overwritten")
 	createPolicy(t, kube, "mat-team-b", "mat-locked", "team-b-own")
 	locked := policy(matGlobal, "mat-locked", "global-locked")
-	locked.Annotations = map[string]string{merge.AnnotationLocked: "true"}
+	locked.Annotations = map[string]string{v1alpha1.AnnotationLocked: "true"}
 	if _, err := kube.NetworkingV1().NetworkPolicies(matGlobal).Create(ctx, locked, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestMaterialize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if merge.IsMaterialized(own.Labels) || own.Spec.PodSelector.MatchLabels["app"] != "team-b-own" {
+	if v1alpha1.IsMaterialized(own.Labels) || own.Spec.PodSelector.MatchLabels["app"] != "team-b-own" {
 		t.Errorf("mat-team-b's own mat-locked was overwritten: labels %v, selector %v", own.Labels, own.Spec.PodSelector.MatchLabels)
 	}
 
@@ -301,7 +301,7 @@ func withoutOwnCopy(t *testing.T) {
 	}
 	eventually(t, "kube-apiserver no longer calls the own-copy webhook", func(ctx context.Context) error {
 		copies, err := kube.NetworkingV1().NetworkPolicies("").List(ctx, metav1.ListOptions{
-			LabelSelector: labels.SelectorFromSet(labels.Set{merge.LabelMaterialized: "true"}).String(), Limit: 1,
+			LabelSelector: labels.SelectorFromSet(labels.Set{v1alpha1.LabelMaterialized: "true"}).String(), Limit: 1,
 		})
 		if err != nil || len(copies.Items) == 0 {
 			return errorf("no copy to try: %v", err)
@@ -312,7 +312,7 @@ func withoutOwnCopy(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if !merge.IsMaterialized(got.Labels) {
+		if !v1alpha1.IsMaterialized(got.Labels) {
 			return errorf("a dry-run update of %s/%s still loses the label", c.Namespace, c.Name)
 		}
 		return nil
@@ -348,14 +348,14 @@ func createPolicy(t *testing.T, kube kubernetes.Interface, namespace, name, app 
 func copiesIn(t *testing.T, kube kubernetes.Interface, namespace string) map[string]string {
 	t.Helper()
 	list, err := kube.NetworkingV1().NetworkPolicies(namespace).List(t.Context(), metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(labels.Set{merge.LabelMaterialized: "true"}).String(),
+		LabelSelector: labels.SelectorFromSet(labels.Set{v1alpha1.LabelMaterialized: "true"}).String(),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]string{}
 	for _, np := range list.Items {
-		out[np.Name] = np.Labels[merge.LabelSourceNamespace] + ":" + np.Spec.PodSelector.MatchLabels["app"]
+		out[np.Name] = np.Labels[v1alpha1.LabelSourceNamespace] + ":" + np.Spec.PodSelector.MatchLabels["app"]
 	}
 	return out
 }
@@ -405,7 +405,7 @@ func logContains(path, s string) bool {
 // too, and are gone.
 func deleteAllCopies(t *testing.T, kube kubernetes.Interface) {
 	list, err := kube.NetworkingV1().NetworkPolicies("").List(context.Background(), metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(labels.Set{merge.LabelMaterialized: "true"}).String(),
+		LabelSelector: labels.SelectorFromSet(labels.Set{v1alpha1.LabelMaterialized: "true"}).String(),
 	})
 	if err != nil {
 		t.Errorf("listing copies left: %v", err)

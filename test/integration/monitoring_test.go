@@ -21,7 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 const (
@@ -256,7 +256,7 @@ func monitoringTraffic(t *testing.T, ctx context.Context) sets.Set[string] {
 	createPolicy(t, kube, monGlobal, "mon-deny", "")
 	createPolicy(t, kube, "mon-team-b", "mon-locked", "own")
 	locked := policy(monGlobal, "mon-locked", "global")
-	locked.Annotations = map[string]string{merge.AnnotationLocked: "true"}
+	locked.Annotations = map[string]string{v1alpha1.AnnotationLocked: "true"}
 	if _, err := kube.NetworkingV1().NetworkPolicies(monGlobal).Create(ctx, locked, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

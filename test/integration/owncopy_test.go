@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // ownGlobal is the global namespace of networkpolicies for this test's
@@ -41,7 +41,7 @@ func TestMaterializedCopyMadeOwn(t *testing.T) {
 
 	createNamespace(t, kube, ownGlobal, nil, nil)
 	createNamespace(t, kube, "own-org", nil, nil)
-	createNamespace(t, kube, "own-team-a", map[string]string{merge.LabelParent: "own-org"}, nil)
+	createNamespace(t, kube, "own-team-a", map[string]string{v1alpha1.LabelParent: "own-org"}, nil)
 	createNamespace(t, kube, "own-other", nil, nil)
 	t.Cleanup(func() { deleteAllCopies(t, kube) })
 
@@ -72,7 +72,7 @@ func TestMaterializedCopyMadeOwn(t *testing.T) {
 	t.Log("own-global holds own-deny (every pod) and the locked own-locked: every tenant gets copies of both")
 	createPolicy(t, kube, ownGlobal, "own-deny", "")
 	lockedPolicy := policy(ownGlobal, "own-locked", "global-locked")
-	lockedPolicy.Annotations = map[string]string{merge.AnnotationLocked: "true"}
+	lockedPolicy.Annotations = map[string]string{v1alpha1.AnnotationLocked: "true"}
 	if _, err := kube.NetworkingV1().NetworkPolicies(ownGlobal).Create(ctx, lockedPolicy, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ spec:
 		if err != nil {
 			t.Fatalf("%s: %v", when, err)
 		}
-		if merge.IsMaterialized(np.Labels) || np.Labels[merge.LabelScope] != "" || np.Annotations[merge.AnnotationSourceUID] != "" ||
+		if v1alpha1.IsMaterialized(np.Labels) || np.Labels[v1alpha1.LabelScope] != "" || np.Annotations[v1alpha1.AnnotationSourceUID] != "" ||
 			np.Spec.PodSelector.MatchLabels["app"] != "org-deny" {
 			t.Errorf("%s: own-org/own-deny is not the admin's: labels %v, annotations %v, selector %v",
 				when, np.Labels, np.Annotations, np.Spec.PodSelector.MatchLabels)
@@ -132,13 +132,13 @@ spec:
 
 	t.Log("the same apply over the copy of the locked own-locked is refused, naming the lock")
 	orgAdmin.refusedWithInput(strings.ReplaceAll(orgDeny, "name: own-deny", "name: own-locked"),
-		[]string{"materialized copy of the locked global source " + ownGlobal + "/own-locked", merge.AnnotationLocked, "can't be shadowed"},
+		[]string{"materialized copy of the locked global source " + ownGlobal + "/own-locked", v1alpha1.AnnotationLocked, "can't be shadowed"},
 		"apply", "-f", "-")
 	np, err := kube.NetworkingV1().NetworkPolicies("own-org").Get(ctx, "own-locked", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !merge.IsMaterialized(np.Labels) || np.Spec.PodSelector.MatchLabels["app"] != "global-locked" {
+	if !v1alpha1.IsMaterialized(np.Labels) || np.Spec.PodSelector.MatchLabels["app"] != "global-locked" {
 		t.Errorf("own-org/own-locked changed: labels %v, selector %v", np.Labels, np.Spec.PodSelector.MatchLabels)
 	}
 

@@ -15,7 +15,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // TestPluginConventions runs kubectl implicit as users type it, the binary
@@ -32,7 +32,7 @@ func TestPluginConventions(t *testing.T) {
 	kube, dyn := admin(t)
 	ensureNamespace(t, kube, globalNS)
 	createNamespace(t, kube, "pv-org", nil, nil)
-	createNamespace(t, kube, "pv-team", map[string]string{"implicit.dev/parent": "pv-org", merge.LabelStage: "canary"}, nil)
+	createNamespace(t, kube, "pv-team", map[string]string{"implicit.dev/parent": "pv-org", v1alpha1.LabelStage: "canary"}, nil)
 	createRoleBinding(t, kube, globalNS, "pv-bind", "view", "pv:stable")
 	u := pluginUser{t: t, name: "admin", path: buildPlugin(t), kubeconfig: cp.KubeconfigPath(), home: t.TempDir()}
 	is := func(want string) func(pluginRun) error {
@@ -141,7 +141,7 @@ func TestPluginConventions(t *testing.T) {
 	u.expectKubectl(0, completes("pv-org", "pv-team"), "__complete", "implicit", "tree", "pv-")
 
 	t.Log("a candidate: reach and diff understand it")
-	createRoleBinding(t, kube, globalNS, "pv-bind.next", "view", "pv:next", candidateOf("pv-bind", merge.LabelStage+"=canary"))
+	createRoleBinding(t, kube, globalNS, "pv-bind.next", "view", "pv:next", candidateOf("pv-bind", v1alpha1.LabelStage+"=canary"))
 	waitForVersions(t, dyn, "pv-team sees the candidate", "pv-bind", map[string]rbVersion{"pv-team": {group: "pv:next", candidate: "pv-bind.next"}})
 	u.expect(0, matches(`(?m)^pv-team\s+candidate\s+global\s+pv-bind\s+pv-bind\.next\s`, `(?m)^pv-org\s+source\s+global\s+pv-bind\s+<none>\s`),
 		"reach", "rb", "pv-bind", "-n", globalNS, "-o", "wide")
@@ -160,8 +160,8 @@ metadata:
   name: pv-bind.next
   namespace: `+globalNS+`
   annotations:
-    `+merge.AnnotationCandidateFor+`: pv-bind
-    `+merge.AnnotationCanarySelector+`: `+merge.LabelStage+`=canary
+    `+v1alpha1.AnnotationCandidateFor+`: pv-bind
+    `+v1alpha1.AnnotationCanarySelector+`: `+v1alpha1.LabelStage+`=canary
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}
 subjects:
 - {apiGroup: rbac.authorization.k8s.io, kind: Group, name: "pv:next"}

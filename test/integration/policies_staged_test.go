@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // apExample is the staged admission-policy example (docs/policies.md).
@@ -19,8 +19,8 @@ var apExample = filepath.Join(repoRoot, "artifacts/config/admission-policies")
 // where enforcing, a warning (and an audit annotation) where auditing,
 // nothing elsewhere.
 func apStaged(t *testing.T, c *policyCluster) {
-	c.namespace(t, "st-canary", map[string]string{merge.LabelStage: "canary"}, nil)
-	c.namespace(t, "st-early", map[string]string{merge.LabelStage: "early"}, nil)
+	c.namespace(t, "st-canary", map[string]string{v1alpha1.LabelStage: "canary"}, nil)
+	c.namespace(t, "st-early", map[string]string{v1alpha1.LabelStage: "early"}, nil)
 	c.namespace(t, "st-main", nil, nil)
 	applyFile := func(name string) {
 		t.Helper()

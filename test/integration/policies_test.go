@@ -9,7 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // apReplicasPolicy is a ValidatingAdmissionPolicy limiting a Deployment's
@@ -51,7 +51,7 @@ spec:
 func apReplicaLimit(ns, name string, max int, locked bool) string {
 	ann := ""
 	if locked {
-		ann = fmt.Sprintf(`, annotations: {%q: "true"}`, merge.AnnotationLocked)
+		ann = fmt.Sprintf(`, annotations: {%q: "true"}`, v1alpha1.AnnotationLocked)
 	}
 	return fmt.Sprintf(`apiVersion: params.example.com/v1
 kind: ReplicaLimit
@@ -64,7 +64,7 @@ spec: {maxReplicas: %d}
 func apLimitsConfigMap(ns, name string, max int, locked bool) string {
 	ann := ""
 	if locked {
-		ann = fmt.Sprintf(`, annotations: {%q: "true"}`, merge.AnnotationLocked)
+		ann = fmt.Sprintf(`, annotations: {%q: "true"}`, v1alpha1.AnnotationLocked)
 	}
 	return fmt.Sprintf(`apiVersion: v1
 kind: ConfigMap
@@ -96,7 +96,7 @@ func TestAdmissionPolicies(t *testing.T) {
 func apInherited(t *testing.T, c *policyCluster) {
 	sel := map[string]string{"ap-suite": "crd"}
 	c.namespace(t, "ap-org", sel, nil)
-	c.namespace(t, "ap-team", map[string]string{"ap-suite": "crd", merge.LabelParent: "ap-org"}, nil)
+	c.namespace(t, "ap-team", map[string]string{"ap-suite": "crd", v1alpha1.LabelParent: "ap-org"}, nil)
 	c.namespace(t, "ap-solo", sel, nil)
 	c.namespace(t, "ap-solo2", sel, nil)
 	c.namespace(t, "ap-free", sel, nil)
@@ -156,8 +156,8 @@ func apInherited(t *testing.T, c *policyCluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("ap-free's view: conflict %q", v.GetAnnotations()[merge.AnnotationConflict])
-	if !strings.Contains(v.GetAnnotations()[merge.AnnotationConflict], "ap-free/replicas") {
+	t.Logf("ap-free's view: conflict %q", v.GetAnnotations()[v1alpha1.AnnotationConflict])
+	if !strings.Contains(v.GetAnnotations()[v1alpha1.AnnotationConflict], "ap-free/replicas") {
 		t.Errorf("ap-free's view names no blocked overlay: %v", v.GetAnnotations())
 	}
 }
@@ -171,7 +171,7 @@ func apConfigMaps(t *testing.T, c *policyCluster) {
 	sel := map[string]string{"ap-suite": "cm"}
 	c.namespace(t, "ap-cm-a", sel, nil)
 	c.namespace(t, "ap-cm-own", sel, nil)
-	c.namespace(t, "ap-cm-x", sel, map[string]string{merge.AnnotationExclude: "configmaps/ap-cm-limits"})
+	c.namespace(t, "ap-cm-x", sel, map[string]string{v1alpha1.AnnotationExclude: "configmaps/ap-cm-limits"})
 	c.apply(t, apReplicasPolicy("ap-cm", "ConfigMap", "int(params.data.maxReplicas)", "Fail"))
 	c.apply(t, apBinding("ap-cm", "ap-cm", "ap-cm-limits", "Allow", "ap-suite=cm", "Deny"))
 	c.apply(t, apLimitsConfigMap(globalNS, "ap-cm-limits", 3, false))
@@ -197,7 +197,7 @@ func apConfigMaps(t *testing.T, c *policyCluster) {
 // applied in every tenant on their next admission.
 func apMutating(t *testing.T, c *policyCluster) {
 	c.namespace(t, "ap-mu-org", map[string]string{"ap-suite": "mu"}, nil)
-	c.namespace(t, "ap-mu-team", map[string]string{"ap-suite": "mu", merge.LabelParent: "ap-mu-org"}, nil)
+	c.namespace(t, "ap-mu-team", map[string]string{"ap-suite": "mu", v1alpha1.LabelParent: "ap-mu-org"}, nil)
 	c.namespace(t, "ap-mu-solo", map[string]string{"ap-suite": "mu"}, nil)
 	c.apply(t, `apiVersion: admissionregistration.k8s.io/v1
 kind: MutatingAdmissionPolicy
@@ -273,7 +273,7 @@ func apOutageMatrix(t *testing.T, c *policyCluster) {
 	}
 	for _, m := range cells {
 		c.namespace(t, m.ns(), map[string]string{"ap-matrix": m.ns()}, nil)
-		c.namespace(t, m.ns()+"-x", map[string]string{"ap-matrix": m.ns()}, map[string]string{merge.AnnotationExclude: "configmaps/ap-m-limits"})
+		c.namespace(t, m.ns()+"-x", map[string]string{"ap-matrix": m.ns()}, map[string]string{v1alpha1.AnnotationExclude: "configmaps/ap-m-limits"})
 		c.apply(t, apBinding(m.ns(), "ap-m-"+strings.ToLower(m.failurePolicy), "ap-m-limits", m.notFound, "ap-matrix="+m.ns(), "Deny"))
 	}
 	// What the excluded namespace meets: exempt under Allow; under Deny,

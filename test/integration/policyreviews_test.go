@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
 // TestPolicyReviews: kubectl implicit policies -n NS, run by a namespace
@@ -20,8 +19,8 @@ import (
 func TestPolicyReviews(t *testing.T) {
 	c := startPolicyCluster(t)
 	c.namespace(t, "pr-org", map[string]string{"pr-suite": "x", "pr-stage": "canary"}, nil)
-	c.namespace(t, "pr-team", map[string]string{"pr-suite": "x", merge.LabelParent: "pr-org"}, nil)
-	c.namespace(t, "pr-x", map[string]string{"pr-suite": "x"}, map[string]string{merge.AnnotationExclude: "configmaps/pr-limits"})
+	c.namespace(t, "pr-team", map[string]string{"pr-suite": "x", v1alpha1.LabelParent: "pr-org"}, nil)
+	c.namespace(t, "pr-x", map[string]string{"pr-suite": "x"}, map[string]string{v1alpha1.AnnotationExclude: "configmaps/pr-limits"})
 	c.apply(t, apReplicasPolicy("pr-replicas", "ConfigMap", "int(params.data.maxReplicas)", "Fail"))
 	c.apply(t, apBinding("pr-warn", "pr-replicas", "pr-limits", "Allow", "pr-suite=x", "Warn"))
 	c.apply(t, apBinding("pr-deny", "pr-replicas", "pr-limits", "Deny", "pr-stage=canary", "Deny"))

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // TestPromoteKeepsStableLock promotes, with kubectl implicit rollout
@@ -26,7 +26,7 @@ func TestPromoteKeepsStableLock(t *testing.T) {
 	t.Log("pk-bind: locked, tier=org, binds pk:stable; its candidate pk-bind.next binds pk:next, labelled release=next, with no lock annotation")
 	createRoleBinding(t, kube, globalNS, "pk-bind", "view", "pk:stable", locked, withLabel("tier", "org"))
 	createRoleBinding(t, kube, globalNS, "pk-bind.next", "view", "pk:next",
-		candidateOf("pk-bind", merge.LabelStage+"=canary"), withLabel("release", "next"))
+		candidateOf("pk-bind", v1alpha1.LabelStage+"=canary"), withLabel("release", "next"))
 	waitForVersions(t, dyn, "the canary sees the candidate, the other the stable version", "pk-bind", map[string]rbVersion{
 		"pk-a": {group: "pk:next", candidate: "pk-bind.next"}, "pk-b": {group: "pk:stable"},
 	})
@@ -42,15 +42,15 @@ func TestPromoteKeepsStableLock(t *testing.T) {
 	if len(rb.Subjects) != 1 || rb.Subjects[0].Name != "pk:next" {
 		t.Errorf("promoted subjects %v, want the candidate's pk:next", rb.Subjects)
 	}
-	if got := rb.Annotations[merge.AnnotationLocked]; got != "true" {
-		t.Errorf("promoted source's %s is %q, want \"true\": the promotion unlocked it (annotations %v)", merge.AnnotationLocked, got, rb.Annotations)
+	if got := rb.Annotations[v1alpha1.AnnotationLocked]; got != "true" {
+		t.Errorf("promoted source's %s is %q, want \"true\": the promotion unlocked it (annotations %v)", v1alpha1.AnnotationLocked, got, rb.Annotations)
 	}
 	for k, want := range map[string]string{"tier": "org", "release": "next"} {
 		if got := rb.Labels[k]; got != want {
 			t.Errorf("promoted source's label %s is %q, want %q (labels %v)", k, got, want, rb.Labels)
 		}
 	}
-	for _, k := range []string{merge.AnnotationCandidateFor, merge.AnnotationCanarySelector} {
+	for _, k := range []string{v1alpha1.AnnotationCandidateFor, v1alpha1.AnnotationCanarySelector} {
 		if _, ok := rb.Annotations[k]; ok {
 			t.Errorf("promoted source carries the candidate annotation %s", k)
 		}
@@ -65,8 +65,8 @@ func TestPromoteKeepsStableLock(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if got := u.GetAnnotations()[merge.AnnotationLocked]; got != "true" {
-			return errorf("pk-b's pk-bind has %s %q, want \"true\"", merge.AnnotationLocked, got)
+		if got := u.GetAnnotations()[v1alpha1.AnnotationLocked]; got != "true" {
+			return errorf("pk-b's pk-bind has %s %q, want \"true\"", v1alpha1.AnnotationLocked, got)
 		}
 		return nil
 	})
@@ -87,7 +87,7 @@ func TestPromoteStagedCreationEvents(t *testing.T) {
 	createNamespace(t, kube, "pc-b", nil, nil)
 
 	t.Log("pc-new does not exist; its candidate pc-new.next reaches the canary pc-a only")
-	cand := createRoleBinding(t, kube, globalNS, "pc-new.next", "view", "pc:new", candidateOf("pc-new", merge.LabelStage+"=canary"))
+	cand := createRoleBinding(t, kube, globalNS, "pc-new.next", "view", "pc:new", candidateOf("pc-new", v1alpha1.LabelStage+"=canary"))
 	t.Cleanup(func() {
 		err := kube.RbacV1().RoleBindings(globalNS).Delete(context.Background(), "pc-new", metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {

@@ -27,7 +27,7 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // replicasConfiguration names the replicas' webhook configuration.
@@ -200,7 +200,7 @@ func TestReplicasDecideAsOne(t *testing.T) {
 		for i := range n {
 			name := fmt.Sprintf("lat-%s-%d", what, i)
 			start := time.Now()
-			if _, err := rc.kube.RbacV1().RoleBindings(org).Create(ctx, binding(name, map[string]string{merge.AnnotationLocked: "true"}), metav1.CreateOptions{}); err != nil {
+			if _, err := rc.kube.RbacV1().RoleBindings(org).Create(ctx, binding(name, map[string]string{v1alpha1.AnnotationLocked: "true"}), metav1.CreateOptions{}); err != nil {
 				t.Fatalf("creating the locked %s: %v", name, err)
 			}
 			took = append(took, time.Since(start))
@@ -282,13 +282,13 @@ func TestReplicasDecideAsOne(t *testing.T) {
 			defer wg.Done()
 			<-start
 			_, candErr = alice.RbacV1().RoleBindings(org).Create(ctx, binding(stable+"-next", map[string]string{
-				merge.AnnotationCandidateFor: stable, merge.AnnotationCanarySelector: merge.LabelStage + "=canary",
+				v1alpha1.AnnotationCandidateFor: stable, v1alpha1.AnnotationCanarySelector: v1alpha1.LabelStage + "=canary",
 			}), metav1.CreateOptions{})
 		}()
 		go func() {
 			defer wg.Done()
 			<-start
-			rb := binding(stable, map[string]string{merge.AnnotationLocked: "true"})
+			rb := binding(stable, map[string]string{v1alpha1.AnnotationLocked: "true"})
 			_, lockErr = rc.kube.RbacV1().RoleBindings(org).Update(ctx, rb, metav1.UpdateOptions{})
 		}()
 		close(start)

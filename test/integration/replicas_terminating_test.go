@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // TestReplicasTerminatingParent is issue 39's Terminating case through two
@@ -38,8 +38,8 @@ func TestReplicasTerminatingParent(t *testing.T) {
 		t.Helper()
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		if parent != "" {
-			ns.Labels = map[string]string{merge.LabelParent: parent}
-			ns.Annotations = map[string]string{merge.AnnotationParentUID: uids[parent]}
+			ns.Labels = map[string]string{v1alpha1.LabelParent: parent}
+			ns.Annotations = map[string]string{v1alpha1.AnnotationParentUID: uids[parent]}
 		}
 		created, err := rc.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
 		if err != nil {
@@ -49,7 +49,7 @@ func TestReplicasTerminatingParent(t *testing.T) {
 	}
 	mkNamespace(org, "")
 	if _, err := rc.kube.RbacV1().RoleBindings(org).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "rt-sec", Annotations: map[string]string{merge.AnnotationLocked: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "rt-sec", Annotations: map[string]string{v1alpha1.AnnotationLocked: "true"}},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "rt-auditors"}},
 	}, metav1.CreateOptions{}); err != nil {
@@ -82,7 +82,7 @@ func TestReplicasTerminatingParent(t *testing.T) {
 		t.Fatal(err)
 	}
 	reparent := func(child, parent string) error {
-		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q},"annotations":{%q:%q}}}`, merge.LabelParent, parent, merge.AnnotationParentUID, uids[parent])
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q},"annotations":{%q:%q}}}`, v1alpha1.LabelParent, parent, v1alpha1.AnnotationParentUID, uids[parent])
 		_, err := bob.CoreV1().Namespaces().Patch(ctx, child, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 		return err
 	}

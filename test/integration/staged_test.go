@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // candidateOf makes a RoleBinding a candidate for the stable binding forName,
@@ -31,13 +31,13 @@ func candidateOf(forName, selector string) rbOpt {
 		if rb.Annotations == nil {
 			rb.Annotations = map[string]string{}
 		}
-		rb.Annotations[merge.AnnotationCandidateFor] = forName
-		rb.Annotations[merge.AnnotationCanarySelector] = selector
+		rb.Annotations[v1alpha1.AnnotationCandidateFor] = forName
+		rb.Annotations[v1alpha1.AnnotationCanarySelector] = selector
 	}
 }
 
 // stageOf labels a namespace's stage.
-func stageOf(stage string) map[string]string { return map[string]string{merge.LabelStage: stage} }
+func stageOf(stage string) map[string]string { return map[string]string{v1alpha1.LabelStage: stage} }
 
 // rbVersion is what a namespace's view shows of one RoleBinding name: the
 // group it binds and the candidate it comes from ("" the stable source);
@@ -71,7 +71,7 @@ func viewVersion(ctx context.Context, dyn dynamic.Interface, namespace, name str
 }
 
 func versionOf(u *unstructured.Unstructured) rbVersion {
-	v := rbVersion{candidate: u.GetAnnotations()[merge.AnnotationCandidate], uid: u.GetAnnotations()[merge.AnnotationSourceUID]}
+	v := rbVersion{candidate: u.GetAnnotations()[v1alpha1.AnnotationCandidate], uid: u.GetAnnotations()[v1alpha1.AnnotationSourceUID]}
 	subjects, _, _ := unstructured.NestedSlice(u.Object, "subjects")
 	var groups []string
 	for _, s := range subjects {
@@ -214,7 +214,7 @@ func TestStagedRollout(t *testing.T) {
 
 	t.Log("st-bind grants view to st:stable everywhere; its candidate st-bind.next, to st:canary, selects implicit.dev/stage=canary (st-a, st-b)")
 	stable := createRoleBinding(t, kube, globalNS, "st-bind", "view", "st:stable")
-	createRoleBinding(t, kube, globalNS, "st-bind.next", "view", "st:canary", candidateOf("st-bind", merge.LabelStage+"=canary"))
+	createRoleBinding(t, kube, globalNS, "st-bind.next", "view", "st:canary", candidateOf("st-bind", v1alpha1.LabelStage+"=canary"))
 	canary := rbVersion{group: "st:canary", candidate: "st-bind.next"}
 	stableV := rbVersion{group: "st:stable"}
 	waitForVersions(t, dyn, "the two canaries see the candidate, the others the stable version", "st-bind", map[string]rbVersion{
@@ -245,7 +245,7 @@ func TestStagedRollout(t *testing.T) {
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "st:other"}},
 	}
-	candidateOf("st-bind", merge.LabelStage+"=canary")(second)
+	candidateOf("st-bind", v1alpha1.LabelStage+"=canary")(second)
 	expectRefused(t, "a second candidate for st-bind", func() error {
 		_, err := kube.RbacV1().RoleBindings(globalNS).Create(ctx, second, metav1.CreateOptions{})
 		return err
@@ -260,7 +260,7 @@ func TestStagedRollout(t *testing.T) {
 	newRef := second.DeepCopy()
 	newRef.Name = "st-ref.next"
 	newRef.RoleRef.Name = "edit"
-	candidateOf("st-ref", merge.LabelStage+"=canary")(newRef)
+	candidateOf("st-ref", v1alpha1.LabelStage+"=canary")(newRef)
 	createRoleBinding(t, kube, globalNS, "st-ref", "view", "st:ref")
 	expectRefused(t, "a candidate changing roleRef", func() error {
 		_, err := kube.RbacV1().RoleBindings(globalNS).Create(ctx, newRef, metav1.CreateOptions{})
@@ -271,7 +271,7 @@ func TestStagedRollout(t *testing.T) {
 	releaser := kubernetes.NewForConfigOrDie(mustUserConfig(t, "st-rita", "st:releasers"))
 	lockedNext := second.DeepCopy()
 	lockedNext.Name = "st-locked.next"
-	candidateOf("st-locked", merge.LabelStage+"=canary")(lockedNext)
+	candidateOf("st-locked", v1alpha1.LabelStage+"=canary")(lockedNext)
 	expectRefused(t, "a candidate of a locked source, without unlock", func() error {
 		_, err := releaser.RbacV1().RoleBindings(globalNS).Create(ctx, lockedNext, metav1.CreateOptions{})
 		return err
@@ -281,20 +281,20 @@ func TestStagedRollout(t *testing.T) {
 	tenant := newAttacker(t, kube, "st-tina", "st-c")
 	expectRefused(t, "the tenant labels its own stage", func() error {
 		_, err := tenant.kube.CoreV1().Namespaces().Patch(ctx, "st-c", types.MergePatchType,
-			[]byte(`{"metadata":{"labels":{"`+merge.LabelStage+`":"canary"}}}`), metav1.PatchOptions{})
+			[]byte(`{"metadata":{"labels":{"`+v1alpha1.LabelStage+`":"canary"}}}`), metav1.PatchOptions{})
 		return err
 	}, "stage")
 
 	ws := watchName(t, dyn, "st-bind", tenants...)
 	t.Log("the selector widened to canary and late: only the candidate's own namespaces change (its version moved)")
 	stPatch(t, patchRoleBinding(ctx, kube, globalNS, "st-bind.next", map[string]any{"metadata": map[string]any{"annotations": map[string]any{
-		merge.AnnotationCanarySelector: merge.LabelStage + " in (canary,late)"}}}))
+		v1alpha1.AnnotationCanarySelector: v1alpha1.LabelStage + " in (canary,late)"}}}))
 	ws.expect(t, "selector widened", map[string][]string{
 		"st-a": {"MODIFIED " + canary.String()}, "st-b": {"MODIFIED " + canary.String()},
 	})
 	t.Log("st-c, st-d and st-e join stage late, one MODIFIED each")
 	for _, ns := range tenants[2:] {
-		labelNamespace(t, kube, ns, merge.LabelStage, "late")
+		labelNamespace(t, kube, ns, v1alpha1.LabelStage, "late")
 	}
 	ws.expect(t, "three namespaces join", map[string][]string{
 		"st-c": {"MODIFIED " + canary.String()}, "st-d": {"MODIFIED " + canary.String()}, "st-e": {"MODIFIED " + canary.String()},
@@ -316,10 +316,10 @@ func TestStagedRollout(t *testing.T) {
 
 	t.Log("a new candidate for stage canary only, then aborted: st-a and st-b switch and switch back; the others never move")
 	for _, ns := range tenants[2:] {
-		labelNamespace(t, kube, ns, merge.LabelStage, "")
+		labelNamespace(t, kube, ns, v1alpha1.LabelStage, "")
 	}
 	ws.expect(t, "stage labels removed (everyone on the stable version already)", map[string][]string{})
-	createRoleBinding(t, kube, globalNS, "st-bind.v3", "view", "st:v3", candidateOf("st-bind", merge.LabelStage+"=canary"))
+	createRoleBinding(t, kube, globalNS, "st-bind.v3", "view", "st:v3", candidateOf("st-bind", v1alpha1.LabelStage+"=canary"))
 	v3 := rbVersion{group: "st:v3", candidate: "st-bind.v3"}
 	ws.expect(t, "new candidate", map[string][]string{"st-a": {"MODIFIED " + v3.String()}, "st-b": {"MODIFIED " + v3.String()}})
 	adm := pluginUser{t: t, name: "admin", path: buildPlugin(t), kubeconfig: cp.KubeconfigPath(), home: t.TempDir()}
@@ -351,10 +351,10 @@ func TestStagedRollout(t *testing.T) {
 
 	t.Log("a candidate of a parent's source stays in the parent's subtree")
 	createNamespace(t, kube, "st-org", stageOf("canary"), nil)
-	createNamespace(t, kube, "st-kid", map[string]string{merge.LabelParent: "st-org", merge.LabelStage: "canary"}, nil)
-	createNamespace(t, kube, "st-kid2", map[string]string{merge.LabelParent: "st-org"}, nil)
+	createNamespace(t, kube, "st-kid", map[string]string{v1alpha1.LabelParent: "st-org", v1alpha1.LabelStage: "canary"}, nil)
+	createNamespace(t, kube, "st-kid2", map[string]string{v1alpha1.LabelParent: "st-org"}, nil)
 	createRoleBinding(t, kube, "st-org", "st-org-bind", "view", "st:org")
-	createRoleBinding(t, kube, "st-org", "st-org-bind.next", "view", "st:org-next", candidateOf("st-org-bind", merge.LabelStage+"=canary"))
+	createRoleBinding(t, kube, "st-org", "st-org-bind.next", "view", "st:org-next", candidateOf("st-org-bind", v1alpha1.LabelStage+"=canary"))
 	waitForVersions(t, dyn, "st-kid sees the parent's candidate, st-kid2 its stable source, st-a (a canary outside the subtree) neither", "st-org-bind", map[string]rbVersion{
 		"st-kid":  {group: "st:org-next", candidate: "st-org-bind.next"},
 		"st-kid2": {group: "st:org"},
@@ -365,7 +365,7 @@ func TestStagedRollout(t *testing.T) {
 	})
 
 	t.Log("a staged creation: st-new does not exist; its candidate st-new.next reaches the canaries only")
-	createRoleBinding(t, kube, globalNS, "st-new.next", "view", "st:new", candidateOf("st-new", merge.LabelStage+"=canary"))
+	createRoleBinding(t, kube, globalNS, "st-new.next", "view", "st:new", candidateOf("st-new", v1alpha1.LabelStage+"=canary"))
 	waitForVersions(t, dyn, "the canaries see st-new, the others nothing", "st-new", map[string]rbVersion{
 		"st-a": {group: "st:new", candidate: "st-new.next"}, "st-b": {group: "st:new", candidate: "st-new.next"},
 		"st-c": {absent: true}, "st-d": {absent: true},

@@ -14,7 +14,7 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // sgGlobal is the global namespace of networkpolicies for this test's
@@ -45,7 +45,7 @@ func TestLockedMaterializedStandIn(t *testing.T) {
 	adm := gdAdmin(t)
 
 	createNamespace(t, kube, sgGlobal, nil, nil)
-	createNamespace(t, kube, "sg-mine", map[string]string{merge.LabelInherit: "false"}, nil)
+	createNamespace(t, kube, "sg-mine", map[string]string{v1alpha1.LabelInherit: "false"}, nil)
 	t.Cleanup(func() { deleteAllCopies(t, kube) })
 
 	config := filepath.Join(t.TempDir(), "standin.yaml")
@@ -99,7 +99,7 @@ func TestLockedMaterializedStandIn(t *testing.T) {
 
 	t.Log("the locked global sg-deny; sg-mine, opted out, holds an allow-all sg-deny of its own")
 	locked := policy(sgGlobal, "sg-deny", "")
-	locked.Annotations = map[string]string{merge.AnnotationLocked: "true"}
+	locked.Annotations = map[string]string{v1alpha1.AnnotationLocked: "true"}
 	if _, err := kube.NetworkingV1().NetworkPolicies(sgGlobal).Create(ctx, locked, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestLockedMaterializedStandIn(t *testing.T) {
 	createPolicy(t, kube, "sg-mine", "sg-deny", "anything")
 
 	t.Log("opting sg-mine in is refused while it holds the object, for cluster-admin too")
-	optIn := []string{"label", "namespace", "sg-mine", merge.LabelInherit + "-"}
+	optIn := []string{"label", "namespace", "sg-mine", v1alpha1.LabelInherit + "-"}
 	want := "networkpolicies.networking.k8s.io sg-global/sg-deny (objects of that name in sg-mine)"
 	eventually(t, "the opt-in of sg-mine is refused naming sg-mine/sg-deny (the server's mirror holds both)", func(context.Context) error {
 		r := adm.run(append(optIn, "--dry-run=server")...)
@@ -139,7 +139,7 @@ func TestLockedMaterializedStandIn(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if !merge.IsMaterialized(np.Labels) {
+		if !v1alpha1.IsMaterialized(np.Labels) {
 			return errorf("sg-mine/sg-deny is not a copy: %v", np.Labels)
 		}
 		return nil

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // TestTerminatingParent replays issue 39's attack through kube-apiserver: a
@@ -26,8 +26,8 @@ func TestTerminatingParent(t *testing.T) {
 	kube, dyn := admin(t)
 	ensureNamespace(t, kube, globalNS)
 	gdNamespace(t, kube, "gt-org", nil, nil)
-	gdNamespace(t, kube, "gt-c", map[string]string{merge.LabelParent: "gt-org"}, nil)
-	gdNamespace(t, kube, "gt-p", map[string]string{merge.LabelParent: "gt-org"}, nil)
+	gdNamespace(t, kube, "gt-c", map[string]string{v1alpha1.LabelParent: "gt-org"}, nil)
+	gdNamespace(t, kube, "gt-p", map[string]string{v1alpha1.LabelParent: "gt-org"}, nil)
 	createRoleBinding(t, kube, "gt-org", "gt-sec", "view", "gt-auditors", locked)
 	waitForView(t, dyn, viewRoleBindings, "gt-c", "gt-sec", map[string]viewItem{"gt-sec": {Scope: "parent", Source: "gt-org"}})
 
@@ -101,7 +101,7 @@ func TestTerminatingParent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := c.Labels[merge.LabelParent]; p != "gt-org" {
+	if p := c.Labels[v1alpha1.LabelParent]; p != "gt-org" {
 		t.Errorf("gt-c's parent is %q, want gt-org", p)
 	}
 }

@@ -25,9 +25,9 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
 	"github.com/implicit-dev/implicit-apiserver/internal/testwait"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
 const (
@@ -293,5 +293,5 @@ func mustParent(t *testing.T, kube kubernetes.Interface, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ns.Labels[merge.LabelParent]
+	return ns.Labels[v1alpha1.LabelParent]
 }

@@ -41,6 +41,7 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/servedgroup"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
+	"github.com/implicit-dev/implicit-apiserver/pkg/webhook"
 )
 
 // Options are implicit-apiserver's command-line options.
@@ -129,7 +130,7 @@ func NewOptions() *Options {
 	// session and two goroutines) per 20 watches (docs/benchmarks.md).
 	rec.SecureServing.HTTP2MaxStreamsPerConnection = DefaultHTTP2MaxStreamsPerConnection
 	// The webhook endpoints authenticate their callers themselves (a client
-	// certificate from --webhook-client-ca-file, see authz.Callers): the
+	// certificate from --webhook-client-ca-file, see webhook.Callers): the
 	// generic authentication and authorization leave them alone.
 	rec.Authorization.AlwaysAllowPaths = withWebhookPaths(rec.Authorization.AlwaysAllowPaths)
 	return &Options{
@@ -390,7 +391,7 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 	gc.OpenAPIV3Config.Info.Title = "implicit-apiserver"
 	gc.OpenAPIV3Config.Info.Version = servedgroup.SchemeGroupVersion.Version
 
-	callers := authz.Callers{Names: o.WebhookClientNames}
+	callers := webhook.Callers{Names: o.WebhookClientNames}
 	if o.WebhookClientCAFile != "" {
 		// Reloaded when the file changes, like --client-ca-file.
 		if callers.CA, err = dynamiccertificates.NewDynamicCAContentFromFile("webhook-client-ca", o.WebhookClientCAFile); err != nil {
@@ -520,7 +521,7 @@ func (o *Options) hubConfig() (*apiserver.HubConfig, error) {
 
 // withWebhookPaths returns paths with the webhook endpoints (/authorize and
 // every admission guard's) added where missing. They authenticate their
-// callers themselves (authz.Callers), so the generic authorizer must always
+// callers themselves (webhook.Callers), so the generic authorizer must always
 // let them through, whatever --authorization-always-allow-paths says.
 func withWebhookPaths(paths []string) []string {
 	out := slices.Clone(paths)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -107,7 +108,7 @@ func TestPolicyFromFlags(t *testing.T) {
 				t.Errorf("MaxDepth = %d, want %d", p.MaxDepth, tt.wantMaxDepth)
 			}
 			// The server's own namespace is no tenant, whatever its labels.
-			own := &merge.Namespace{Name: o.PodNamespace, Labels: map[string]string{merge.LabelInherit: "true"}}
+			own := &merge.Namespace{Name: o.PodNamespace, Labels: map[string]string{v1alpha1.LabelInherit: "true"}}
 			if p.IsTenant(own) {
 				t.Errorf("own namespace %s labelled inherit: \"true\" is a tenant", o.PodNamespace)
 			}

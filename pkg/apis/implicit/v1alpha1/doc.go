@@ -9,6 +9,12 @@
 // Preview (what an edit of a source would change, namespace by namespace),
 // and RulesReview (the rules a user inherits in a namespace).
 //
+// names.go says, once, the implicit.dev labels and annotations that sources
+// carry and view items are given, so that the kubectl plugin and the serving
+// packages read them without importing pkg/merge. The package imports the
+// standard library, apimachinery and kube-openapi only: nothing that serves
+// (imports_test.go checks it).
+//
 // The view kinds themselves reuse their sources' Go types and are registered
 // by pkg/apiserver. These types' deep copies (zz_generated.deepcopy.go),
 // OpenAPI definitions (zz_generated.openapi.go) and OpenAPI model names

@@ -1,4 +1,4 @@
-package review_test
+package webhook_test
 
 import (
 	"encoding/json"
@@ -9,10 +9,10 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 
-	"github.com/implicit-dev/implicit-apiserver/internal/review"
+	"github.com/implicit-dev/implicit-apiserver/pkg/webhook"
 )
 
-var sarType = review.Type{APIVersion: "authorization.k8s.io/v1", Kind: "SubjectAccessReview", MaxBytes: 100}
+var sarType = webhook.Type{APIVersion: "authorization.k8s.io/v1", Kind: "SubjectAccessReview", MaxBytes: 100}
 
 // echo answers a decoded SubjectAccessReview with itself, allowed.
 func echo(w http.ResponseWriter, r *http.Request) {

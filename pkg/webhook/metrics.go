@@ -1,17 +1,15 @@
-package apiserver
+package webhook
 
 import (
-	"bytes"
-	"encoding/json"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/component-base/metrics"
-
-	// rest_client_* metrics of the server's calls to the host (and hub)
-	// cluster, as metrics-server and kube-controller-manager register them.
-	_ "k8s.io/component-base/metrics/prometheus/restclient"
 )
 
 // The webhooks' paths are outside k8s.io/apiserver's request metrics
@@ -58,6 +56,17 @@ var (
 	}, []string{"decision"})
 )
 
+// RegisterMetrics registers the package's metrics with register (the
+// server's wiring passes legacyregistry.MustRegister); once per process,
+// later calls do nothing.
+func RegisterMetrics(register func(...metrics.Registerable)) {
+	registerOnce.Do(func() {
+		register(admissionDuration, admissionDecisions, authorizeDuration, authorizeDecisions)
+	})
+}
+
+var registerOnce sync.Once
+
 // Decisions, as the metrics label them.
 const (
 	decisionAllowed   = "allowed"
@@ -66,100 +75,90 @@ const (
 	decisionError     = "error"
 )
 
+// DecisionOf is the decision a review answer carries, as the metrics label
+// it: for an AdmissionReview allowed, denied, or error without a response;
+// for a SubjectAccessReview allowed, denied, no_opinion, or error with an
+// evaluation error. Any other object is an error.
+func DecisionOf(obj runtime.Object) string {
+	switch r := obj.(type) {
+	case *admissionv1.AdmissionReview:
+		switch {
+		case r.Response == nil:
+			return decisionError
+		case r.Response.Allowed:
+			return decisionAllowed
+		default:
+			return decisionDenied
+		}
+	case *authorizationv1.SubjectAccessReview:
+		switch {
+		case r.Status.EvaluationError != "":
+			return decisionError
+		case r.Status.Allowed:
+			return decisionAllowed
+		case r.Status.Denied:
+			return decisionDenied
+		default:
+			return decisionNoOpinion
+		}
+	default:
+		return decisionError
+	}
+}
+
 // guardLabel is the guard label of an admission path: "locks" for /admission/locks.
 func guardLabel(path string) string {
 	return strings.TrimPrefix(path, "/admission/")
 }
 
-// measureAdmission counts h's answers, served at path, in
-// implicit_admission_*: it reads the decision from the AdmissionReview h
-// writes.
-func measureAdmission(path string, h http.Handler) http.Handler {
+// MeasureAdmission times h's answers, served at path, in
+// implicit_admission_*, and counts them by the decision h's Type.Write
+// recorded: an answer that wrote no review (h could not decide, the caller
+// was refused or sent no review) or failed is an error.
+func MeasureAdmission(path string, h http.Handler) http.Handler {
 	guard := guardLabel(path)
 	duration := admissionDuration.WithLabelValues(guard)
 	counters := map[string]metrics.CounterMetric{}
 	for _, d := range []string{decisionAllowed, decisionDenied, decisionError} {
 		counters[d] = admissionDecisions.WithLabelValues(guard, d)
 	}
-	return measure(h, func(elapsed time.Duration, status int, body []byte) {
+	return measure(h, func(elapsed time.Duration, decision string) {
 		duration.Observe(elapsed.Seconds())
-		counters[admissionDecision(status, body)].Inc()
+		counters[decision].Inc()
 	})
 }
 
-// measureAuthorize counts h's answers in implicit_authorize_*: it reads
-// the decision from the SubjectAccessReview h writes.
-func measureAuthorize(h http.Handler) http.Handler {
-	return measure(h, func(elapsed time.Duration, status int, body []byte) {
+// MeasureAuthorize times h's answers in implicit_authorize_*, and counts
+// them by the decision h's Type.Write recorded (an error without one).
+func MeasureAuthorize(h http.Handler) http.Handler {
+	return measure(h, func(elapsed time.Duration, decision string) {
 		authorizeDuration.Observe(elapsed.Seconds())
-		authorizeDecisions.WithLabelValues(authorizeDecision(status, body)).Inc()
+		authorizeDecisions.WithLabelValues(decision).Inc()
 	})
 }
 
-func admissionDecision(status int, body []byte) string {
-	var review struct {
-		Response *struct {
-			Allowed bool `json:"allowed"`
-		} `json:"response"`
-	}
-	switch {
-	case status != http.StatusOK || json.Unmarshal(body, &review) != nil || review.Response == nil:
-		return decisionError
-	case review.Response.Allowed:
-		return decisionAllowed
-	default:
-		return decisionDenied
-	}
-}
-
-func authorizeDecision(status int, body []byte) string {
-	var review struct {
-		Status *struct {
-			Allowed         bool   `json:"allowed"`
-			Denied          bool   `json:"denied"`
-			EvaluationError string `json:"evaluationError"`
-		} `json:"status"`
-	}
-	switch {
-	case status != http.StatusOK || json.Unmarshal(body, &review) != nil:
-		return decisionError
-	case review.Status == nil:
-		// An empty status is omitted: no opinion.
-		return decisionNoOpinion
-	case review.Status.EvaluationError != "":
-		return decisionError
-	case review.Status.Allowed:
-		return decisionAllowed
-	case review.Status.Denied:
-		return decisionDenied
-	default:
-		return decisionNoOpinion
-	}
-}
-
-// measure serves h, keeping the status and body it writes, and hands them
-// to done with the time h took. The reviews written are small (a review
-// request is bounded, and the answer echoes little more), and the handlers
-// encode them whole anyway.
-func measure(h http.Handler, done func(elapsed time.Duration, status int, body []byte)) http.Handler {
+// measure serves h with a recorder in front of its writer, and hands done
+// the time h took and the decision Type.Write recorded: error when it
+// recorded none, or when h answered with a status other than 200.
+func measure(h http.Handler, done func(elapsed time.Duration, decision string)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w}
 		h.ServeHTTP(rec, r)
-		status := rec.status
-		if status == 0 {
-			status = http.StatusOK
+		decision := rec.decision
+		if decision == "" || (rec.status != 0 && rec.status != http.StatusOK) {
+			decision = decisionError
 		}
-		done(time.Since(start), status, rec.body.Bytes())
+		done(time.Since(start), decision)
 	})
 }
 
-// recorder is a ResponseWriter keeping what is written: the status, and
-// the body of a successful answer.
+// recorder is a ResponseWriter keeping the status written and the decision
+// Type.Write recorded.
 type recorder struct {
 	http.ResponseWriter
-	status int
-	body   bytes.Buffer
+	status   int
+	decision string
 }
 
 func (r *recorder) WriteHeader(status int) {
@@ -173,11 +172,24 @@ func (r *recorder) Write(b []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
 	}
-	if r.status == http.StatusOK {
-		r.body.Write(b)
-	}
 	return r.ResponseWriter.Write(b)
 }
 
 // Unwrap lets http.ResponseController reach the writer underneath.
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// recorderOf finds the recorder measure put in front of w, through writers
+// that wrap it (Unwrap), or nil when w is not measured.
+func recorderOf(w http.ResponseWriter) *recorder {
+	for w != nil {
+		if rec, ok := w.(*recorder); ok {
+			return rec
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return nil
+		}
+		w = u.Unwrap()
+	}
+	return nil
+}

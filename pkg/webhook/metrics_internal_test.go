@@ -1,28 +1,35 @@
-package apiserver
+package webhook
 
 import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/component-base/metrics/testutil"
-
-	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 )
+
+func TestMain(m *testing.M) {
+	// The server's wiring registers them; the tests that read them first.
+	RegisterMetrics(legacyregistry.MustRegister)
+	os.Exit(m.Run())
+}
 
 // answer is what a fake webhook writes: a review, or an error status.
 type answer struct {
 	status int
-	review any
+	review runtime.Object
 }
 
-// fakeWebhook answers each request with the next answer.
+// fakeWebhook answers each request with the next answer, writing a review
+// with Type.Write as the webhooks do.
 func fakeWebhook(t *testing.T, answers []answer) http.Handler {
 	t.Helper()
 	next := 0
@@ -33,9 +40,12 @@ func fakeWebhook(t *testing.T, answers []answer) http.Handler {
 			http.Error(w, "refused", a.status)
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		if err := json.NewEncoder(w).Encode(a.review); err != nil {
-			t.Errorf("encoding: %v", err)
+		typ := Type{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}
+		if _, ok := a.review.(*authorizationv1.SubjectAccessReview); ok {
+			typ = Type{APIVersion: "authorization.k8s.io/v1", Kind: "SubjectAccessReview"}
+		}
+		if err := typ.Write(w, a.review); err != nil {
+			t.Errorf("writing: %v", err)
 		}
 	})
 }
@@ -84,14 +94,14 @@ func admissionReview(allowed bool) *admissionv1.AdmissionReview {
 // answer that is not a review (the guard could not decide, the caller was
 // refused) as an error; each answer is timed.
 func TestMeasureAdmission(t *testing.T) {
-	locks := measureAdmission("/admission/locks", fakeWebhook(t, []answer{
+	locks := MeasureAdmission("/admission/locks", fakeWebhook(t, []answer{
 		{review: admissionReview(true)},
 		{review: admissionReview(false)},
 		{review: admissionReview(true)},
 		{status: http.StatusServiceUnavailable},
 		{status: http.StatusUnauthorized},
 	}))
-	parents := measureAdmission("/admission/parents", fakeWebhook(t, []answer{
+	parents := MeasureAdmission("/admission/parents", fakeWebhook(t, []answer{
 		{review: admissionReview(false)},
 		{status: http.StatusBadRequest},
 	}))
@@ -141,7 +151,7 @@ func TestMeasureAuthorize(t *testing.T) {
 			Status:   st,
 		}
 	}
-	h := measureAuthorize(fakeWebhook(t, []answer{
+	h := MeasureAuthorize(fakeWebhook(t, []answer{
 		{review: sar(authorizationv1.SubjectAccessReviewStatus{Allowed: true, Reason: "inherited"})},
 		{review: sar(authorizationv1.SubjectAccessReviewStatus{})},
 		{review: sar(authorizationv1.SubjectAccessReviewStatus{})},
@@ -158,7 +168,7 @@ func TestMeasureAuthorize(t *testing.T) {
 	}
 	timedBefore := timed()
 	before := counts(t, "implicit_authorize_decisions_total", nil)
-	serve(t, h, authz.Path, 6)
+	serve(t, h, "/authorize", 6)
 	got := delta(before, counts(t, "implicit_authorize_decisions_total", nil))
 	if want := map[string]float64{"allowed": 1, "no_opinion": 2, "error": 2, "denied": 1}; !equal(got, want) {
 		t.Errorf("implicit_authorize_decisions_total rose by %v, want %v", got, want)
@@ -171,7 +181,7 @@ func TestMeasureAuthorize(t *testing.T) {
 // TestMeasuredWriterPassesThrough: the measured handler's caller gets what
 // the handler wrote, status and body.
 func TestMeasuredWriterPassesThrough(t *testing.T) {
-	h := measureAdmission("/admission/stages", fakeWebhook(t, []answer{{review: admissionReview(false)}, {status: http.StatusServiceUnavailable}}))
+	h := MeasureAdmission("/admission/stages", fakeWebhook(t, []answer{{review: admissionReview(false)}, {status: http.StatusServiceUnavailable}}))
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/admission/stages", nil))
 	var out admissionv1.AdmissionReview

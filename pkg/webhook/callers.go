@@ -1,4 +1,4 @@
-package authz
+package webhook
 
 import (
 	"crypto/x509"

@@ -1,4 +1,4 @@
-package authz_test
+package webhook_test
 
 import (
 	"crypto"
@@ -20,7 +20,7 @@ import (
 	userinfo "k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
+	"github.com/implicit-dev/implicit-apiserver/pkg/webhook"
 )
 
 // testCert is a certificate and its key.
@@ -90,20 +90,20 @@ func TestCallersRequire(t *testing.T) {
 	foreign := issue(t, name, x509.ExtKeyUsageClientAuth, &other)
 	tests := []struct {
 		name    string
-		callers authz.Callers
+		callers webhook.Callers
 		tls     bool
 		chain   []testCert
 		want    int
 	}{
-		{name: "no TLS", callers: authz.Callers{CA: caProvider(t, ca)}, want: http.StatusUnauthorized},
-		{name: "no certificate", callers: authz.Callers{CA: caProvider(t, ca)}, tls: true, want: http.StatusUnauthorized},
-		{name: "signed by the CA", callers: authz.Callers{CA: caProvider(t, ca)}, tls: true, chain: []testCert{good}, want: http.StatusOK},
-		{name: "through an intermediate", callers: authz.Callers{CA: caProvider(t, ca)}, tls: true, chain: []testCert{chained, intermediate}, want: http.StatusOK},
-		{name: "intermediate not sent", callers: authz.Callers{CA: caProvider(t, ca)}, tls: true, chain: []testCert{chained}, want: http.StatusForbidden},
-		{name: "another CA", callers: authz.Callers{CA: caProvider(t, ca)}, tls: true, chain: []testCert{foreign}, want: http.StatusForbidden},
-		{name: "a serving certificate", callers: authz.Callers{CA: caProvider(t, ca)}, tls: true, chain: []testCert{serving}, want: http.StatusForbidden},
-		{name: "allowed name", callers: authz.Callers{CA: caProvider(t, ca), Names: []string{"x", name}}, tls: true, chain: []testCert{good}, want: http.StatusOK},
-		{name: "name not allowed", callers: authz.Callers{CA: caProvider(t, ca), Names: []string{name}}, tls: true, chain: []testCert{wrongName}, want: http.StatusForbidden},
+		{name: "no TLS", callers: webhook.Callers{CA: caProvider(t, ca)}, want: http.StatusUnauthorized},
+		{name: "no certificate", callers: webhook.Callers{CA: caProvider(t, ca)}, tls: true, want: http.StatusUnauthorized},
+		{name: "signed by the CA", callers: webhook.Callers{CA: caProvider(t, ca)}, tls: true, chain: []testCert{good}, want: http.StatusOK},
+		{name: "through an intermediate", callers: webhook.Callers{CA: caProvider(t, ca)}, tls: true, chain: []testCert{chained, intermediate}, want: http.StatusOK},
+		{name: "intermediate not sent", callers: webhook.Callers{CA: caProvider(t, ca)}, tls: true, chain: []testCert{chained}, want: http.StatusForbidden},
+		{name: "another CA", callers: webhook.Callers{CA: caProvider(t, ca)}, tls: true, chain: []testCert{foreign}, want: http.StatusForbidden},
+		{name: "a serving certificate", callers: webhook.Callers{CA: caProvider(t, ca)}, tls: true, chain: []testCert{serving}, want: http.StatusForbidden},
+		{name: "allowed name", callers: webhook.Callers{CA: caProvider(t, ca), Names: []string{"x", name}}, tls: true, chain: []testCert{good}, want: http.StatusOK},
+		{name: "name not allowed", callers: webhook.Callers{CA: caProvider(t, ca), Names: []string{name}}, tls: true, chain: []testCert{wrongName}, want: http.StatusForbidden},
 		{name: "no CA configured", tls: true, chain: []testCert{good}, want: http.StatusForbidden},
 		{name: "no CA configured, no certificate", want: http.StatusUnauthorized},
 	}
@@ -112,7 +112,7 @@ func TestCallersRequire(t *testing.T) {
 			t.Parallel()
 			reached := false
 			h := tt.callers.Require(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { reached = true }))
-			req := httptest.NewRequest(http.MethodPost, authz.Path, nil)
+			req := httptest.NewRequest(http.MethodPost, authorizePath, nil)
 			if tt.tls {
 				req.TLS = &tls.ConnectionState{}
 				for _, c := range tt.chain {
@@ -140,12 +140,12 @@ func TestSkipAuthentication(t *testing.T) {
 		asked++
 		return &authenticator.Response{User: &userinfo.DefaultInfo{Name: "alice"}}, true, nil
 	})
-	a := authz.SkipAuthentication(next, []string{authz.Path, "/admission/locks"})
+	a := webhook.SkipAuthentication(next, []string{authorizePath, "/admission/locks"})
 	for _, tt := range []struct {
 		path, want string
 		asked      int
 	}{
-		{path: authz.Path, want: userinfo.Anonymous},
+		{path: authorizePath, want: userinfo.Anonymous},
 		{path: "/admission/locks", want: userinfo.Anonymous},
 		{path: "/authorize/", want: "alice", asked: 1},
 		{path: "/apis/implicit.dev/v1alpha1", want: "alice", asked: 2},
@@ -159,3 +159,6 @@ func TestSkipAuthentication(t *testing.T) {
 		}
 	}
 }
+
+// authorizePath is pkg/authz's Path, which this package does not import.
+const authorizePath = "/authorize"
