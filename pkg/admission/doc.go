@@ -23,10 +23,11 @@
 //	parent-uid.implicit.dev           parentuid.go            (mutating) records the parent's uid beside the label
 //	own-copy.implicit.dev             owncopy.go              (mutating) a copy someone else edits becomes their own source
 //
-// Shared by the guards: guards.go (Guards, decisions, the request's
-// source), handler.go (paths, the HTTP handler, access reviews), turns.go
-// (one parents decision per tenant at a time), shared.go, shared_memory.go
-// and ledger_lease.go (replicas take turns on one record).
+// Shared by the guards: config.go (Config, NewGuards), guards.go (Guards,
+// decisions, the request's source), handler.go (paths, the HTTP handler,
+// access reviews), turns.go (one parents decision per tenant at a time),
+// shared.go, shared_memory.go and ledger_lease.go (replicas take turns on
+// one record).
 //
 // The what-if index, what the guards read: index.go, index_reach.go and
 // index_candidates.go (the mirror as it is), index_assumed.go and

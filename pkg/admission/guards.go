@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/utils/clock"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
@@ -139,42 +138,16 @@ type Guards struct {
 	materialized map[string]bool
 }
 
-// AddGlobalNamespace records the global namespace of a kind configured with
-// its own: its sources' changes are inherited ones.
-func (g *Guards) AddGlobalNamespace(namespace string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.globals[namespace] = true
-}
-
 func (g *Guards) isGlobal(namespace string) bool {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
 	return g.globals[namespace]
 }
 
-// Serve guards the sources of gr from now on.
+// Serve guards the sources of gr from now on: the kind controller serves
+// kinds at run time.
 func (g *Guards) Serve(gr schema.GroupResource) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.served[gr] = gr.Resource
-}
-
-// NewGuards returns the guards of the served source group/resources.
-func NewGuards(index Index, authz Authorizer, served []schema.GroupResource, globalNamespace string) *Guards {
-	g := &Guards{
-		index: index, authz: authz,
-		served: map[schema.GroupResource]string{}, globals: map[string]bool{globalNamespace: true},
-		trusted:      map[string]bool{},
-		materialized: map[string]bool{},
-		hierarchy:    assumptions{clock: clock.RealClock{}, ttl: assumeFor, byName: map[string]assumption{}},
-		recent:       newRecent(),
-		mirrorWait:   defaultMirrorWait,
-	}
-	for _, gr := range served {
-		g.served[gr] = gr.Resource
-	}
-	return g
 }
 
 // decision is a guard's answer: allowed or a denial, and warnings.

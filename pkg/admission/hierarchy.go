@@ -8,7 +8,6 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/utils/clock"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
@@ -58,15 +57,6 @@ func (h hierarchyOf) describe(next hierarchyOf) string {
 		parts = append(parts, fmt.Sprintf("changing %s", merge.AnnotationParentUID))
 	}
 	return strings.Join(parts, " and ")
-}
-
-// SetClock replaces the clock the guards time what they remember with
-// (tests use a fake one).
-func (g *Guards) SetClock(c clock.PassiveClock) {
-	g.hierarchy.mu.Lock()
-	defer g.hierarchy.mu.Unlock()
-	g.hierarchy.clock = c
-	g.recent.setClock(c)
 }
 
 // maxRejudge bounds how often the parent guard judges a change again when

@@ -45,8 +45,8 @@ type recentCandidate struct {
 	until  time.Time
 }
 
-func newRecent() *recent {
-	return &recent{clock: clock.RealClock{}, ttl: assumeFor, locks: map[recentKey]recentObject{}, candidates: map[recentKey]recentCandidate{}, adopted: map[recentKey]recentObject{},
+func newRecent(clk clock.PassiveClock) *recent {
+	return &recent{clock: clk, ttl: assumeFor, locks: map[recentKey]recentObject{}, candidates: map[recentKey]recentCandidate{}, adopted: map[recentKey]recentObject{},
 		forgotten: map[recentKey]time.Time{}}
 }
 
@@ -162,11 +162,4 @@ func (r *recent) pending() Pending {
 		}
 	}
 	return p
-}
-
-// setClock replaces the clock (tests use a fake one).
-func (r *recent) setClock(c clock.PassiveClock) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.clock = c
 }

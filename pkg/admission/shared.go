@@ -84,15 +84,6 @@ type sharedTurns struct {
 	known   bool
 }
 
-// SetLedger makes the guards' decisions take turns on l with the other
-// replicas' (see above). Without one, a replica decides with its own
-// memory only: right for one replica.
-func (g *Guards) SetLedger(l Ledger) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.shared = &sharedTurns{ledger: l}
-}
-
 // FollowLedger keeps this replica's copy of the shared record current with
 // the other replicas' writes, until ctx ends, when the ledger can be
 // watched (LeaseLedger).
