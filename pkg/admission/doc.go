@@ -29,11 +29,10 @@
 // shared.go, shared_memory.go and ledger_lease.go (replicas take turns on
 // one record).
 //
-// The what-if index, what the guards read: index.go, index_reach.go and
-// index_candidates.go (the mirror as it is), index_assumed.go and
-// index_locked.go (the mirror with admitted changes assumed), pending.go
-// (source writes admitted a moment ago); what the guards remember of their
-// own admissions: assumptions.go (namespace changes), recent.go (locks and
+// What the guards read: index.go (Index, the questions they ask of
+// whatif.Index, the what-if index of package whatif: the mirror as it is and
+// with admitted changes assumed); what they remember of their own
+// admissions: assumptions.go (namespace changes), recent.go (locks and
 // candidates).
 //
 // The webhook configurations: webhooks.go (rules, failure policies),

@@ -1,4 +1,4 @@
-package admission
+package whatif
 
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -8,9 +8,19 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
-// Candidates implements Index: the candidates among namespace's sources of
+// CandidateSource is a candidate among a namespace's sources.
+type CandidateSource struct {
+	// Name is the candidate's own name; For the stable name it stages ("" when
+	// its implicit.dev/candidate-for is missing).
+	Name, For string
+	// Locked: the candidate itself carries implicit.dev/locked (writing it
+	// so needed unlock).
+	Locked bool
+}
+
+// Candidates answers the guards: the candidates among namespace's sources of
 // resource, sorted by name, from the mirror's candidate index.
-func (x *MuxIndex) Candidates(resource, namespace string) (out []CandidateSource, err error) {
+func (x *Index) Candidates(resource, namespace string) (out []CandidateSource, err error) {
 	err = x.read(func(r watchmux.Reader) {
 		if !isServed(r, resource) {
 			return
@@ -22,8 +32,8 @@ func (x *MuxIndex) Candidates(resource, namespace string) (out []CandidateSource
 	return out, err
 }
 
-// SourceObject implements Index: the object of the source namespace/name.
-func (x *MuxIndex) SourceObject(resource, namespace, name string) (obj any, found bool, err error) {
+// SourceObject answers the guards: the object of the source namespace/name.
+func (x *Index) SourceObject(resource, namespace, name string) (obj any, found bool, err error) {
 	err = x.read(func(r watchmux.Reader) {
 		var it merge.Item
 		if it, found = r.Source(resource, namespace, name); found {
@@ -33,7 +43,7 @@ func (x *MuxIndex) SourceObject(resource, namespace, name string) (obj any, foun
 	return obj, found, err
 }
 
-// CandidateReach implements Index. The candidate obj stands in for its
+// CandidateReach answers the guards. The candidate obj stands in for its
 // stable name c.For on namespace's level as merge.StageLevels would put it
 // (locked when either is, the stable source's uid); of counts the other
 // namespaces whose view of that name would then come from namespace (the
@@ -41,7 +51,7 @@ func (x *MuxIndex) SourceObject(resource, namespace, name string) (obj any, foun
 // namespaces Reach would look at; reached those of them whose
 // implicit.dev/stage c.Selector matches. The candidate's own namespace is
 // not counted: there it shows under its own name, as a real object.
-func (x *MuxIndex) CandidateReach(resource, namespace string, obj *unstructured.Unstructured, c *merge.Candidate) (reached, of int, err error) {
+func (x *Index) CandidateReach(resource, namespace string, obj *unstructured.Unstructured, c *merge.Candidate) (reached, of int, err error) {
 	ann := obj.GetAnnotations()
 	stand := merge.Item{
 		Namespace: namespace, Name: c.For, Object: obj, UID: obj.GetUID(), FromCandidate: obj.GetName(),

@@ -1,4 +1,4 @@
-package admission
+package whatif
 
 import (
 	"slices"
@@ -11,20 +11,20 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
-// LockedLoss implements Index: the locked inherited items that would leave
+// LockedLoss answers the guards: the locked inherited items that would leave
 // the view of namespace or of a namespace below it if namespace's labels
 // and annotations became next, sorted by resource, namespace and name. An
 // item is lost by a view that shows it inherited (the winning source, or a
 // locked overlay, from another namespace) before the change and not after
 // it. Both are computed with assumed applied. A namespace that does not
 // exist loses nothing: its creation takes nothing from anyone.
-func (x *MuxIndex) LockedLoss(namespace string, next NamespaceMeta, assumed Assumed) (out []LockedItem, err error) {
+func (x *Index) LockedLoss(namespace string, next NamespaceMeta, assumed Assumed) (out []LockedItem, err error) {
 	return x.LockedLossPending(namespace, next, assumed, Pending{})
 }
 
-// LockedLossPending implements Index: LockedLoss with the source writes
+// LockedLossPending answers the guards: LockedLoss with the source writes
 // pending applied (sources admitted locked count as locked).
-func (x *MuxIndex) LockedLossPending(namespace string, next NamespaceMeta, assumed Assumed, pending Pending) (out []LockedItem, err error) {
+func (x *Index) LockedLossPending(namespace string, next NamespaceMeta, assumed Assumed, pending Pending) (out []LockedItem, err error) {
 	err = x.read(func(r watchmux.Reader) { out = lockedLoss(pending.over(r), namespace, next, assumed) })
 	return out, err
 }
@@ -80,14 +80,14 @@ func lockedItems(resource string, view []merge.Result) sets.Set[lockedKey] {
 }
 
 // assuming returns the namespaces of the mirror with assumed applied.
-// LockedStandIns implements Index: for each of resources, the locked items
+// LockedStandIns answers the guards: for each of resources, the locked items
 // that namespace or a namespace below it would newly inherit, if
 // namespace's labels and annotations became next, while holding an object
 // of its own under the item's name. Viewers are the namespaces holding one.
 // For a materialized kind that object, not the locked item, is the real
 // object engines enforce there: the change would let a lock be stood in for
 // from below. Computed with assumed applied.
-func (x *MuxIndex) LockedStandIns(namespace string, next NamespaceMeta, assumed Assumed, resources []string, pending Pending) (out []LockedItem, err error) {
+func (x *Index) LockedStandIns(namespace string, next NamespaceMeta, assumed Assumed, resources []string, pending Pending) (out []LockedItem, err error) {
 	err = x.read(func(mirror watchmux.Reader) {
 		r := pending.over(mirror)
 		before := assuming(r, assumed)
@@ -168,12 +168,12 @@ func sortedLocked(items map[lockedKey]sets.Set[string]) []LockedItem {
 	return out
 }
 
-// DeletionLoss implements Index: the locked items that would leave the
+// DeletionLoss answers the guards: the locked items that would leave the
 // views of other namespaces if namespace were deleted, with its sources:
 // those it holds, and, for its subtree, those it and its ancestors pass
 // down (a child whose parent is gone inherits from neither). Computed with
 // assumed applied.
-func (x *MuxIndex) DeletionLoss(namespace string, assumed Assumed) (out []LockedItem, err error) {
+func (x *Index) DeletionLoss(namespace string, assumed Assumed) (out []LockedItem, err error) {
 	err = x.read(func(r watchmux.Reader) {
 		before := assuming(r, assumed)
 		if _, ok := before(namespace); !ok {
@@ -232,10 +232,10 @@ func viewWithout(r watchmux.Reader, resource, namespace, name string, get merge.
 	return merge.MergeWith(resource, levels, r.Options(resource))
 }
 
-// ObjectsUnderLock implements Index: the namespaces that would inherit the
+// ObjectsUnderLock answers the guards: the namespaces that would inherit the
 // source namespace/name locked, as obj, while holding an object of their
 // own under that name (in the mirror, or among holders), sorted.
-func (x *MuxIndex) ObjectsUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, holders []string) (out []string, err error) {
+func (x *Index) ObjectsUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, holders []string) (out []string, err error) {
 	item := merge.Item{Namespace: namespace, Name: name, Object: obj, UID: obj.GetUID(), Locked: true, Overlay: merge.WantsOverlay(obj.GetAnnotations())}
 	err = x.read(func(r watchmux.Reader) {
 		if !isServed(r, resource) {
@@ -255,11 +255,11 @@ func (x *MuxIndex) ObjectsUnderLock(resource, namespace, name string, obj *unstr
 	return out, err
 }
 
-// LockedUnderLock implements Index: the locked sources of other namespaces
+// LockedUnderLock answers the guards: the locked sources of other namespaces
 // under name that the source namespace/name, locked as obj, would displace
 // from the views they win (they become overlays of it, or leave): each
 // owner's lock would be overridden from above. Computed with pending.
-func (x *MuxIndex) LockedUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, pending Pending) (out []LockedItem, err error) {
+func (x *Index) LockedUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, pending Pending) (out []LockedItem, err error) {
 	item := merge.Item{Namespace: namespace, Name: name, Object: obj, UID: obj.GetUID(), Locked: true, Overlay: merge.WantsOverlay(obj.GetAnnotations())}
 	err = x.read(func(mirror watchmux.Reader) {
 		r := pending.over(mirror)

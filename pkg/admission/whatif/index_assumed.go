@@ -1,4 +1,4 @@
-package admission
+package whatif
 
 import (
 	"sort"
@@ -38,18 +38,18 @@ type LockedItem struct {
 	Viewers []string
 }
 
-// ParentCycleAssuming implements Index: the cycle that setting namespace's
+// ParentCycleAssuming answers the guards: the cycle that setting namespace's
 // parent label to parent would close, namespace first, or nil, with
 // assumed applied.
-func (x *MuxIndex) ParentCycleAssuming(namespace, parent string, assumed Assumed) (cycle []string) {
+func (x *Index) ParentCycleAssuming(namespace, parent string, assumed Assumed) (cycle []string) {
 	_ = x.read(func(r watchmux.Reader) { cycle = parentCycle(assuming(r, assumed), namespace, parent) })
 	return cycle
 }
 
-// GoingAway implements Index: the first namespace from namespace up its
+// GoingAway answers the guards: the first namespace from namespace up its
 // parent labels, namespace included, that is being deleted (Terminating in
 // the mirror, or its deletion admitted a moment ago: assumed Gone), or "".
-func (x *MuxIndex) GoingAway(namespace string, assumed Assumed) (away string) {
+func (x *Index) GoingAway(namespace string, assumed Assumed) (away string) {
 	_ = x.read(func(r watchmux.Reader) {
 		get := assuming(r, assumed)
 		seen := sets.New[string]()
@@ -69,11 +69,11 @@ func (x *MuxIndex) GoingAway(namespace string, assumed Assumed) (away string) {
 	return away
 }
 
-// GoingAwayBelow implements Index: the first namespace of namespace's
+// GoingAwayBelow answers the guards: the first namespace of namespace's
 // subtree, namespace included, in the order subtreeAssuming lists them,
 // that is being deleted (Terminating in the mirror, or assumed Gone) while
 // some namespace still names it as parent, or "".
-func (x *MuxIndex) GoingAwayBelow(namespace string, assumed Assumed) (away string) {
+func (x *Index) GoingAwayBelow(namespace string, assumed Assumed) (away string) {
 	_ = x.read(func(r watchmux.Reader) {
 		for _, n := range subtreeAssuming(r, namespace, assumed) {
 			if a, ok := assumed[n]; (ok && a.Gone || r.Terminating(n)) && len(subtreeAssuming(r, n, assumed)) > 1 {
@@ -201,9 +201,9 @@ func ownNames(r watchmux.Reader, pending Pending, resource, namespace string) []
 	return sets.List(names)
 }
 
-// NamespaceMeta implements Index: the labels and annotations the mirror
+// NamespaceMeta answers the guards: the labels and annotations the mirror
 // holds of namespace, and whether it holds the namespace at all.
-func (x *MuxIndex) NamespaceMeta(namespace string) (meta NamespaceMeta, found bool) {
+func (x *Index) NamespaceMeta(namespace string) (meta NamespaceMeta, found bool) {
 	_ = x.read(func(r watchmux.Reader) {
 		var ns *merge.Namespace
 		if ns, found = r.Namespace(namespace); found {
@@ -213,7 +213,7 @@ func (x *MuxIndex) NamespaceMeta(namespace string) (meta NamespaceMeta, found bo
 	return meta, found
 }
 
-// InheritedAssuming implements Index: the item of name that namespace's
+// InheritedAssuming answers the guards: the item of name that namespace's
 // view would show without an object of its own, with assumed applied. A
 // namespace neither the mirror nor assumed holds is taken as just created
 // with no labels: a tenant that inherits the global sources (a namespace and
@@ -221,7 +221,7 @@ func (x *MuxIndex) NamespaceMeta(namespace string) (meta NamespaceMeta, found bo
 // the namespace). The pending source writes are applied. Candidates are
 // left out: a candidate of a locked source is locked as it is (Inherited,
 // from the mirror, weighs them).
-func (x *MuxIndex) InheritedAssuming(resource, namespace, name string, assumed Assumed, pending Pending) (res merge.Result, found bool, err error) {
+func (x *Index) InheritedAssuming(resource, namespace, name string, assumed Assumed, pending Pending) (res merge.Result, found bool, err error) {
 	err = x.read(func(mirror watchmux.Reader) {
 		r := pending.over(mirror)
 		if !isServed(r, resource) {
