@@ -176,8 +176,9 @@ func newHarness(s *shared) (*harness, error) {
 	h.truth = newMux(s)
 	for i := range h.replicas {
 		rep := &replica{mirror: newMux(s), lastDue: map[string]int{}}
-		rep.guards = h.newGuards(rep.mirror)
-		rep.guards.SetLedger(h.ledger)
+		cfg := h.guardsConfig(rep.mirror)
+		cfg.Ledger = h.ledger
+		rep.guards = admission.NewGuards(cfg)
 		h.replicas[i] = rep
 	}
 	a, err := authz.New(h.truth, s.crInformer, s.crbInformer, 0)
@@ -196,14 +197,18 @@ func newHarness(s *shared) (*harness, error) {
 // newGuards returns guards as the server wires them, over mirror, with no
 // memory and no shared record.
 func (h *harness) newGuards(mirror *watchmux.Mux) *admission.Guards {
-	g := admission.NewGuards(admission.NewIndex(mirror), h.oracle, served, global)
-	g.SetNamespaces(h.w)
-	g.SetServerIdentity(server)
-	g.Materialize(netpols)
-	g.SetClock(h.clock)
-	// A mirror never catches up within one decision here: no waiting.
-	g.SetMirrorWait(0)
-	return g
+	return admission.NewGuards(h.guardsConfig(mirror))
+}
+
+// guardsConfig is the guards' configuration as the server wires it, over
+// mirror, with no shared record.
+func (h *harness) guardsConfig(mirror *watchmux.Mux) admission.Config {
+	return admission.Config{
+		Index: admission.NewIndex(mirror), Authorizer: h.oracle, Served: served, GlobalNamespaces: []string{global},
+		Namespaces: h.w, ServerIdentity: server, Materialized: []string{netpols}, Clock: h.clock,
+		// A mirror never catches up within one decision here: no waiting.
+		MirrorWait: -1,
+	}
 }
 
 // setup writes the cluster every sequence starts from, as the org would:

@@ -25,16 +25,6 @@ var immutableFields = map[schema.GroupResource][][]string{
 	{Group: rbacv1.GroupName, Resource: "rolebindings"}: {{"roleRef"}},
 }
 
-// CandidateSource is a candidate among a namespace's sources.
-type CandidateSource struct {
-	// Name is the candidate's own name; For the stable name it stages ("" when
-	// its implicit.dev/candidate-for is missing).
-	Name, For string
-	// Locked: the candidate itself carries implicit.dev/locked (writing it
-	// so needed unlock).
-	Locked bool
-}
-
 // candidateOf parses the candidate annotations of u: nil when u is nil or
 // is no candidate.
 func candidateOf(u *unstructured.Unstructured) (*merge.Candidate, error) {

@@ -15,84 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/utils/clock"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
-
-// Index is what the guards read of the sources: *MuxIndex.
-type Index interface {
-	// Reach counts the namespaces whose view of resource changes if the
-	// source namespace/name becomes obj (nil: deleted).
-	Reach(resource, namespace, name string, obj runtime.Object) (int, error)
-	// InheritedReach is Reach without the source's own namespace: the
-	// namespaces that inherit the source, as every reach is counted.
-	InheritedReach(resource, namespace, name string, obj runtime.Object) (int, error)
-	// DeletionLosers lists the namespaces whose views hold items of
-	// namespace or of its ancestors that deleting namespace takes away.
-	DeletionLosers(namespace string) ([]string, error)
-	// Inherited is the item namespace's view would show for name without an
-	// object of its own.
-	Inherited(resource, namespace, name string) (merge.Result, bool, error)
-	// Overlays reports whether an object with annotations would be merged
-	// onto the inherited item as an overlay rather than shadow it.
-	Overlays(resource string, inherited merge.Result, annotations map[string]string) bool
-	// HasDescendants reports whether a namespace names namespace as parent.
-	HasDescendants(namespace string) bool
-	// Exists reports whether namespace exists; IsTenant whether it exists
-	// and is a tenant.
-	Exists(namespace string) bool
-	IsTenant(namespace string) bool
-	// ParentCycleAssuming is the cycle a new parent would close, or nil,
-	// with the changes the guards admitted assumed.
-	ParentCycleAssuming(namespace, parent string, assumed Assumed) []string
-	// LockedLoss lists the locked items that would leave the views of
-	// namespace and its subtree if its labels and annotations became next.
-	// pending are the source writes admitted a moment ago.
-	LockedLossPending(namespace string, next NamespaceMeta, assumed Assumed, pending Pending) ([]LockedItem, error)
-	// LockedStandIns lists, for resources, the locked items namespace or
-	// its subtree would newly inherit under a name it holds an object of.
-	LockedStandIns(namespace string, next NamespaceMeta, assumed Assumed, resources []string, pending Pending) ([]LockedItem, error)
-	// ObjectsUnderLock lists the namespaces that would inherit the source
-	// namespace/name, locked as obj, while holding an object of that name.
-	// holders are namespaces known to hold one that the mirror may not
-	// show yet.
-	ObjectsUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, holders []string) ([]string, error)
-	// LockedUnderLock lists the locked sources of other namespaces that the
-	// source namespace/name, locked as obj, would displace.
-	LockedUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, pending Pending) ([]LockedItem, error)
-	// DeletionLoss lists the locked items that would leave other
-	// namespaces' views if namespace were deleted.
-	DeletionLoss(namespace string, assumed Assumed) ([]LockedItem, error)
-	// NamespaceMeta is the labels and annotations the mirror holds of
-	// namespace (found: it holds the namespace).
-	NamespaceMeta(namespace string) (meta NamespaceMeta, found bool)
-	// InheritedAssuming is Inherited with assumed applied; a namespace
-	// nobody knows yet is taken as a new tenant with no labels.
-	InheritedAssuming(resource, namespace, name string, assumed Assumed, pending Pending) (merge.Result, bool, error)
-	// SourceLocked reports whether the source namespace/name is locked.
-	SourceLocked(resource, namespace, name string) (bool, error)
-	// Terminating reports whether namespace is being deleted.
-	Terminating(namespace string) bool
-	// GoingAway is the first namespace from namespace up its parent labels
-	// (namespace included) whose deletion has begun: Terminating in the
-	// mirror, or assumed gone. "" when none is.
-	GoingAway(namespace string, assumed Assumed) string
-	// GoingAwayBelow is the first namespace of namespace's subtree
-	// (namespace included) that is being deleted while namespaces below
-	// it still inherit through it, or "".
-	GoingAwayBelow(namespace string, assumed Assumed) string
-	// Candidates lists the candidates among namespace's sources of
-	// resource, sorted by name.
-	Candidates(resource, namespace string) ([]CandidateSource, error)
-	// SourceObject is the object of the source namespace/name.
-	SourceObject(resource, namespace, name string) (any, bool, error)
-	// CandidateReach counts the namespaces that would inherit c's stable
-	// name from namespace with the candidate obj standing in for it (of),
-	// and those of them whose implicit.dev/stage c's selector matches
-	// (reached).
-	CandidateReach(resource, namespace string, obj *unstructured.Unstructured, c *merge.Candidate) (reached, of int, err error)
-}
 
 // Authorizer asks the host cluster whether user may do attrs.
 type Authorizer interface {
@@ -139,42 +64,16 @@ type Guards struct {
 	materialized map[string]bool
 }
 
-// AddGlobalNamespace records the global namespace of a kind configured with
-// its own: its sources' changes are inherited ones.
-func (g *Guards) AddGlobalNamespace(namespace string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.globals[namespace] = true
-}
-
 func (g *Guards) isGlobal(namespace string) bool {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
 	return g.globals[namespace]
 }
 
-// Serve guards the sources of gr from now on.
+// Serve guards the sources of gr from now on: the kind controller serves
+// kinds at run time.
 func (g *Guards) Serve(gr schema.GroupResource) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.served[gr] = gr.Resource
-}
-
-// NewGuards returns the guards of the served source group/resources.
-func NewGuards(index Index, authz Authorizer, served []schema.GroupResource, globalNamespace string) *Guards {
-	g := &Guards{
-		index: index, authz: authz,
-		served: map[schema.GroupResource]string{}, globals: map[string]bool{globalNamespace: true},
-		trusted:      map[string]bool{},
-		materialized: map[string]bool{},
-		hierarchy:    assumptions{clock: clock.RealClock{}, ttl: assumeFor, byName: map[string]assumption{}},
-		recent:       newRecent(),
-		mirrorWait:   defaultMirrorWait,
-	}
-	for _, gr := range served {
-		g.served[gr] = gr.Resource
-	}
-	return g
 }
 
 // decision is a guard's answer: allowed or a denial, and warnings.

@@ -63,19 +63,16 @@ func runGuard(t *testing.T, path string, tc guardCase) {
 		idx = &fakeIndex{}
 	}
 	authz := &fakeAuthorizer{answers: tc.answers}
-	g := admission.NewGuards(idx, authz, served, global)
+	cfg := admission.Config{Index: idx, Authorizer: authz, Served: served, GlobalNamespaces: []string{global},
+		TrustParentUIDFrom: tc.trusted, ServerIdentity: tc.identity, Materialized: tc.materialize}
 	if !tc.noHost {
 		names := tc.namespaces
 		if names == nil {
 			names = hostNamespaces
 		}
-		g.SetNamespaces(hostClient(names, tc.hostTerminating, tc.hostParents))
+		cfg.Namespaces = hostClient(names, tc.hostTerminating, tc.hostParents)
 	}
-	g.TrustParentUIDFrom(tc.trusted...)
-	if tc.identity != "" {
-		g.SetServerIdentity(tc.identity)
-	}
-	g.Materialize(tc.materialize...)
+	g := admission.NewGuards(cfg)
 
 	resp, status := review(t, g, path, tc.req)
 	want := tc.wantStatus

@@ -465,9 +465,7 @@ func TestParentsAssumeAdmittedChanges(t *testing.T) {
 			t.Parallel()
 			m := hierarchyMux(t, []*corev1.Namespace{ns(global, ""), ns("a", ""), ns("b", "")}, roleBinding("a", "a-sec", isLocked))
 			clock := clocktesting.NewFakePassiveClock(time.Now())
-			g := admission.NewGuards(admission.NewIndex(m), &fakeAuthorizer{answers: tc.answers}, served, global)
-			g.SetNamespaces(namespaceClient("a", "b"))
-			g.SetClock(clock)
+			g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: tc.answers}, Served: served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient("a", "b"), Clock: clock})
 
 			tc.first.DryRun = ptr.To(tc.dryRun)
 			if resp, _ := review(t, g, admission.PathParents, tc.first); resp == nil || !resp.Allowed {

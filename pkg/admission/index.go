@@ -1,42 +1,30 @@
 package admission
 
 import (
-	"fmt"
-	"maps"
-	"slices"
-	"sort"
-	"strings"
-
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
-	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
-// Views is what the guards read the sources through: *watchmux.Mux.
-type Views interface {
-	// Read calls f with the mirror as of one resourceVersion; it fails
-	// before the sources are read.
-	Read(f func(watchmux.Reader)) (string, error)
-	// Changed signals, coalesced, that the mirror changed.
-	Changed() <-chan struct{}
-}
-
-// MuxIndex answers the guards' questions (Index) and ConditionSync's
-// (Guarded) from the mirror, each inside one Read, and changes nothing.
-// Before the sources are read, the questions that return an error fail
-// with one watchmux.IsNotSynced recognises, and the others answer as of an
-// empty mirror (nothing exists, nothing is inherited). The guards never ask
-// them then: their handler answers 503 until Synced (the server is not ready
-// either, so no webhook call reaches it through its Service; one that comes
-// by URL gets the webhook's failure policy).
-type MuxIndex struct {
-	views Views
-}
+// The what-if index lives in package whatif; these names keep the guards'
+// code and its callers reading as before.
+type (
+	// MuxIndex is the guards' index over the mirror.
+	MuxIndex = whatif.Index
+	// Views is what the index reads the sources through: *watchmux.Mux.
+	Views = whatif.Views
+	// NamespaceMeta, Assumed, LockedItem, Pending, SourceRef,
+	// CandidateSource and MatchInputs are the index's questions' terms.
+	NamespaceMeta   = whatif.NamespaceMeta
+	Assumed         = whatif.Assumed
+	LockedItem      = whatif.LockedItem
+	Pending         = whatif.Pending
+	SourceRef       = whatif.SourceRef
+	CandidateSource = whatif.CandidateSource
+	MatchInputs     = whatif.MatchInputs
+)
 
 var (
 	_ Index   = &MuxIndex{}
@@ -44,283 +32,84 @@ var (
 )
 
 // NewIndex returns the index of the guards that reads views.
-func NewIndex(views Views) *MuxIndex { return &MuxIndex{views: views} }
+func NewIndex(views Views) *MuxIndex { return whatif.New(views) }
 
-// Synced fails, with an error watchmux.IsNotSynced recognises, until the
-// mirror holds every namespace and source: the guards answer 503 until then
-// rather than decide from an empty mirror.
-func (x *MuxIndex) Synced() error { return x.read(func(watchmux.Reader) {}) }
-
-// read calls f inside one Read of the mirror.
-func (x *MuxIndex) read(f func(r watchmux.Reader)) error {
-	_, err := x.views.Read(f)
-	return err
+// lockedKey names a locked item, or with no name every item of a
+// namespace's resource.
+type lockedKey struct {
+	resource, namespace, name string
 }
 
-// isServed reports whether resource is served, pending or not.
-func isServed(r watchmux.Reader, resource string) bool {
-	return slices.Contains(r.Resources(), resource)
-}
-
-// Reach implements Index: how many namespaces' views of resource would
-// change if the source namespace/name became obj (nil: deleted).
-func (x *MuxIndex) Reach(resource, namespace, name string, obj runtime.Object) (int, error) {
-	e := watchmux.Edit{Namespace: namespace, Name: name}
-	if obj != nil {
-		acc, err := meta.Accessor(obj)
-		if err != nil {
-			return 0, fmt.Errorf("reach of %s %s/%s: %w", resource, namespace, name, err)
-		}
-		e.Item = &merge.Item{Namespace: namespace, Name: name, Locked: merge.IsLocked(acc.GetAnnotations()), Object: obj}
-	}
-	n := 0
-	err := x.read(func(r watchmux.Reader) {
-		if !isServed(r, resource) {
-			return
-		}
-		for _, ns := range r.Reached(resource, namespace) {
-			before := r.Results(resource, ns, name)
-			after := r.ResultsAfter(resource, ns, e)
-			if !watchmux.SameView(before, after) {
-				n++
-			}
-		}
-	})
-	return n, err
-}
-
-// Inherited implements Index: the item of name that namespace's view would
-// show if namespace had no object of that name itself.
-func (x *MuxIndex) Inherited(resource, namespace, name string) (res merge.Result, found bool, err error) {
-	err = x.read(func(r watchmux.Reader) {
-		if isServed(r, resource) {
-			res, found = r.Inherited(resource, namespace, name)
-		}
-	})
-	return res, found, err
-}
-
-// Overlays implements Index: whether an object of resource with
-// annotations, created below the inherited item, would be merged onto it as
-// an overlay rather than shadow it.
-func (x *MuxIndex) Overlays(resource string, inherited merge.Result, annotations map[string]string) (overlays bool) {
-	_ = x.read(func(r watchmux.Reader) {
-		overlays = r.Options(resource).Overlays(inherited, merge.Item{Overlay: merge.WantsOverlay(annotations)})
-	})
-	return overlays
-}
-
-// HasDescendants implements Index: whether some namespace names namespace
-// as its parent.
-func (x *MuxIndex) HasDescendants(namespace string) (has bool) {
-	_ = x.read(func(r watchmux.Reader) { has = len(r.Children(namespace)) > 0 })
-	return has
-}
-
-// Exists implements Index.
-func (x *MuxIndex) Exists(namespace string) (exists bool) {
-	_ = x.read(func(r watchmux.Reader) { _, exists = r.Namespace(namespace) })
-	return exists
-}
-
-// IsTenant implements Index: whether namespace exists and is a tenant.
-func (x *MuxIndex) IsTenant(namespace string) (tenant bool) {
-	_ = x.read(func(r watchmux.Reader) {
-		ns, ok := r.Namespace(namespace)
-		tenant = ok && r.Policy().IsTenant(ns)
-	})
-	return tenant
-}
-
-// Terminating implements Index: whether namespace is being deleted.
-func (x *MuxIndex) Terminating(namespace string) (terminating bool) {
-	_ = x.read(func(r watchmux.Reader) { terminating = r.Terminating(namespace) })
-	return terminating
-}
-
-// NamespaceUID is the uid of the namespace of that name the mirror holds
-// (found: it holds one).
-func (x *MuxIndex) NamespaceUID(namespace string) (uid types.UID, found bool) {
-	_ = x.read(func(r watchmux.Reader) {
-		var ns *merge.Namespace
-		if ns, found = r.Namespace(namespace); found {
-			uid = ns.UID
-		}
-	})
-	return uid, found
-}
-
-// SourceLocked implements Index: whether the source object namespace/name
-// of resource is locked, what a request that carries no annotations of its
-// own (a scale subresource) is judged by.
-func (x *MuxIndex) SourceLocked(resource, namespace, name string) (locked bool, err error) {
-	err = x.read(func(r watchmux.Reader) {
-		it, ok := r.Source(resource, namespace, name)
-		locked = ok && it.Locked
-	})
-	return locked, err
-}
-
-// MatchInputs is what the admission webhook's match conditions are made
-// of, so that only requests the guards may act on are sent to them.
-type MatchInputs struct {
-	// LockedNames are the names of locked source objects, per resource, sorted.
-	LockedNames map[string][]string
-	// Inherited are the namespaces whose sources other namespaces inherit:
-	// the global namespaces and every namespace named as a parent, sorted.
-	Inherited []string
-	// NeverInherited are the namespaces no other namespace inherits from,
-	// whatever their labels: the excluded ones that are no kind's global
-	// namespace (the server's own among them), sorted.
-	NeverInherited []string
-	// Materialized are the resources delivered as real objects, sorted:
-	// every creation of one in a tenant namespace is judged (ConditionSync
-	// sets them).
-	Materialized []string
-}
-
-// String prints g compactly, for logs.
-func (g MatchInputs) String() string {
-	var b strings.Builder
-	for _, r := range slices.Sorted(maps.Keys(g.LockedNames)) {
-		fmt.Fprintf(&b, "%s locked %d; ", r, len(g.LockedNames[r]))
-	}
-	fmt.Fprintf(&b, "%d inherited namespaces", len(g.Inherited))
-	return b.String()
-}
-
-// Guarded implements Guarded: what the match conditions need, and false
-// before the sources are read.
-func (x *MuxIndex) Guarded() (MatchInputs, bool) {
-	g := MatchInputs{LockedNames: map[string][]string{}}
-	err := x.read(func(r watchmux.Reader) {
-		for _, res := range r.Resources() {
-			if names := r.LockedNames(res); len(names) > 0 {
-				g.LockedNames[res] = names
-			}
-		}
-		globals := r.GlobalNamespaces()
-		g.Inherited = append(g.Inherited, globals...)
-		for _, p := range r.Parents() {
-			if !slices.Contains(globals, p) {
-				g.Inherited = append(g.Inherited, p)
-			}
-		}
-		sort.Strings(g.Inherited)
-		for n := range r.Policy().Excluded {
-			if !slices.Contains(globals, n) && n != r.Policy().GlobalNamespace {
-				g.NeverInherited = append(g.NeverInherited, n)
-			}
-		}
-		sort.Strings(g.NeverInherited)
-	})
-	if err != nil {
-		return MatchInputs{}, false
-	}
-	return g, true
-}
-
-// Changed implements Guarded.
-func (x *MuxIndex) Changed() <-chan struct{} { return x.views.Changed() }
-
-// Candidates implements Index: the candidates among namespace's sources of
-// resource, sorted by name, from the mirror's candidate index.
-func (x *MuxIndex) Candidates(resource, namespace string) (out []CandidateSource, err error) {
-	err = x.read(func(r watchmux.Reader) {
-		if !isServed(r, resource) {
-			return
-		}
-		for _, it := range r.Candidates(resource, namespace) {
-			out = append(out, CandidateSource{Name: it.Name, For: it.Candidate.For, Locked: it.Locked})
-		}
-	})
-	return out, err
-}
-
-// SourceObject implements Index: the object of the source namespace/name.
-func (x *MuxIndex) SourceObject(resource, namespace, name string) (obj any, found bool, err error) {
-	err = x.read(func(r watchmux.Reader) {
-		var it merge.Item
-		if it, found = r.Source(resource, namespace, name); found {
-			obj = it.Object
-		}
-	})
-	return obj, found, err
-}
-
-// CandidateReach implements Index. The candidate obj stands in for its
-// stable name c.For on namespace's level as merge.StageLevels would put it
-// (locked when either is, the stable source's uid); of counts the other
-// namespaces whose view of that name would then come from namespace (the
-// winner or an overlay: shadows, exclusions and locks applied), the
-// namespaces Reach would look at; reached those of them whose
-// implicit.dev/stage c.Selector matches. The candidate's own namespace is
-// not counted: there it shows under its own name, as a real object.
-func (x *MuxIndex) CandidateReach(resource, namespace string, obj *unstructured.Unstructured, c *merge.Candidate) (reached, of int, err error) {
-	ann := obj.GetAnnotations()
-	stand := merge.Item{
-		Namespace: namespace, Name: c.For, Object: obj, UID: obj.GetUID(), FromCandidate: obj.GetName(),
-		Locked: merge.IsLocked(ann), Overlay: merge.WantsOverlay(ann),
-	}
-	err = x.read(func(r watchmux.Reader) {
-		if !isServed(r, resource) {
-			return
-		}
-		if stable, ok := r.Source(resource, namespace, c.For); ok {
-			stand.UID = stable.UID
-			if stable.Locked {
-				stand.Locked, stand.Overlay = true, stand.Overlay && stable.Overlay
-			}
-		}
-		for _, viewer := range r.Reached(resource, namespace) {
-			if viewer == namespace || !inheritsFrom(r, resource, viewer, namespace, stand) {
-				continue
-			}
-			of++
-			ns, ok := r.Namespace(viewer)
-			if ok && c.Selector != nil && c.Selector.Matches(stageSet(ns)) {
-				reached++
-			}
-		}
-	})
-	return reached, of, err
-}
-
-// stageSet is the label set canary selectors match for ns: its
-// implicit.dev/stage only, absent when it has none.
-func stageSet(ns *merge.Namespace) labels.Set {
-	set := labels.Set{}
-	if v, ok := ns.Labels[merge.LabelStage]; ok {
-		set[merge.LabelStage] = v
-	}
-	return set
-}
-
-// inheritsFrom reports whether viewer's view of item.Name would come from
-// namespace (its winner or an overlay) if namespace's source of that name
-// were item.
-func inheritsFrom(r watchmux.Reader, resource, viewer, namespace string, item merge.Item) bool {
-	levels := merge.Levels(r.Lineage(viewer), r.GlobalNamespace(resource), func(ns string) []merge.Item {
-		if ns == namespace {
-			return []merge.Item{item}
-		}
-		if it, ok := r.Source(resource, ns, item.Name); ok {
-			return []merge.Item{it}
-		}
-		return nil
-	})
-	for _, res := range merge.MergeWith(resource, levels, r.Options(resource)) {
-		if res.Item.Name != item.Name {
-			continue
-		}
-		if res.Item.Namespace == namespace {
-			return true
-		}
-		for _, o := range res.Overlays {
-			if o.Namespace == namespace {
-				return true
-			}
-		}
-	}
-	return false
+// Index is what the guards read of the sources: *whatif.Index.
+type Index interface {
+	// Reach counts the namespaces whose view of resource changes if the
+	// source namespace/name becomes obj (nil: deleted).
+	Reach(resource, namespace, name string, obj runtime.Object) (int, error)
+	// InheritedReach is Reach without the source's own namespace: the
+	// namespaces that inherit the source, as every reach is counted.
+	InheritedReach(resource, namespace, name string, obj runtime.Object) (int, error)
+	// DeletionLosers lists the namespaces whose views hold items of
+	// namespace or of its ancestors that deleting namespace takes away.
+	DeletionLosers(namespace string) ([]string, error)
+	// Inherited is the item namespace's view would show for name without an
+	// object of its own.
+	Inherited(resource, namespace, name string) (merge.Result, bool, error)
+	// Overlays reports whether an object with annotations would be merged
+	// onto the inherited item as an overlay rather than shadow it.
+	Overlays(resource string, inherited merge.Result, annotations map[string]string) bool
+	// HasDescendants reports whether a namespace names namespace as parent.
+	HasDescendants(namespace string) bool
+	// Exists reports whether namespace exists; IsTenant whether it exists
+	// and is a tenant.
+	Exists(namespace string) bool
+	IsTenant(namespace string) bool
+	// ParentCycleAssuming is the cycle a new parent would close, or nil,
+	// with the changes the guards admitted assumed.
+	ParentCycleAssuming(namespace, parent string, assumed Assumed) []string
+	// LockedLoss lists the locked items that would leave the views of
+	// namespace and its subtree if its labels and annotations became next.
+	// pending are the source writes admitted a moment ago.
+	LockedLossPending(namespace string, next NamespaceMeta, assumed Assumed, pending Pending) ([]LockedItem, error)
+	// LockedStandIns lists, for resources, the locked items namespace or
+	// its subtree would newly inherit under a name it holds an object of.
+	LockedStandIns(namespace string, next NamespaceMeta, assumed Assumed, resources []string, pending Pending) ([]LockedItem, error)
+	// ObjectsUnderLock lists the namespaces that would inherit the source
+	// namespace/name, locked as obj, while holding an object of that name.
+	// holders are namespaces known to hold one that the mirror may not
+	// show yet.
+	ObjectsUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, holders []string) ([]string, error)
+	// LockedUnderLock lists the locked sources of other namespaces that the
+	// source namespace/name, locked as obj, would displace.
+	LockedUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, pending Pending) ([]LockedItem, error)
+	// DeletionLoss lists the locked items that would leave other
+	// namespaces' views if namespace were deleted.
+	DeletionLoss(namespace string, assumed Assumed) ([]LockedItem, error)
+	// NamespaceMeta is the labels and annotations the mirror holds of
+	// namespace (found: it holds the namespace).
+	NamespaceMeta(namespace string) (meta NamespaceMeta, found bool)
+	// InheritedAssuming is Inherited with assumed applied; a namespace
+	// nobody knows yet is taken as a new tenant with no labels.
+	InheritedAssuming(resource, namespace, name string, assumed Assumed, pending Pending) (merge.Result, bool, error)
+	// SourceLocked reports whether the source namespace/name is locked.
+	SourceLocked(resource, namespace, name string) (bool, error)
+	// Terminating reports whether namespace is being deleted.
+	Terminating(namespace string) bool
+	// GoingAway is the first namespace from namespace up its parent labels
+	// (namespace included) whose deletion has begun: Terminating in the
+	// mirror, or assumed gone. "" when none is.
+	GoingAway(namespace string, assumed Assumed) string
+	// GoingAwayBelow is the first namespace of namespace's subtree
+	// (namespace included) that is being deleted while namespaces below
+	// it still inherit through it, or "".
+	GoingAwayBelow(namespace string, assumed Assumed) string
+	// Candidates lists the candidates among namespace's sources of
+	// resource, sorted by name.
+	Candidates(resource, namespace string) ([]CandidateSource, error)
+	// SourceObject is the object of the source namespace/name.
+	SourceObject(resource, namespace, name string) (any, bool, error)
+	// CandidateReach counts the namespaces that would inherit c's stable
+	// name from namespace with the candidate obj standing in for it (of),
+	// and those of them whose implicit.dev/stage c's selector matches
+	// (reached).
+	CandidateReach(resource, namespace string, obj *unstructured.Unstructured, c *merge.Candidate) (reached, of int, err error)
 }

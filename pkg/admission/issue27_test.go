@@ -33,7 +33,7 @@ func TestFanoutQuietWhenDenied(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			g := admission.NewGuards(&fakeIndex{reach: 4}, &fakeAuthorizer{answers: tc.answers}, served, global)
+			g := admission.NewGuards(admission.Config{Index: &fakeIndex{reach: 4}, Authorizer: &fakeAuthorizer{answers: tc.answers}, Served: served, GlobalNamespaces: []string{global}})
 			locks, _ := review(t, g, admission.PathLocks, req)
 			resp, _ := review(t, g, admission.PathFanout, req)
 			if locks == nil || resp == nil || !resp.Allowed {
@@ -151,7 +151,7 @@ func TestNamespaceDeletionWarns(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			m := hierarchyMux(t, nsList, sources...)
-			g := admission.NewGuards(admission.NewIndex(m), &fakeAuthorizer{answers: tc.answers}, served, global)
+			g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: tc.answers}, Served: served, GlobalNamespaces: []string{global}})
 			resp, _ := review(t, g, admission.PathNamespaceDeletions, request(admissionv1.Delete, nsGR, "", tc.namespace, ns(tc.namespace, ""), nil))
 			if resp == nil || resp.Allowed != tc.allowed {
 				t.Fatalf("answered %+v, want allowed %v", resp, tc.allowed)
@@ -180,8 +180,7 @@ func TestExclusionEntriesBounded(t *testing.T) {
 		return func(n *corev1.Namespace) { n.Annotations[merge.AnnotationExclude] = v }
 	}
 	idx := &fakeIndex{existing: map[string]bool{"team-a": true}}
-	g := admission.NewGuards(idx, &fakeAuthorizer{}, served, global)
-	g.SetNamespaces(namespaceClient(hostNamespaces...))
+	g := admission.NewGuards(admission.Config{Index: idx, Authorizer: &fakeAuthorizer{}, Served: served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient(hostNamespaces...)})
 	resp, _ := review(t, g, admission.PathParents, request(admissionv1.Update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "", exclude(strings.Join(entries, ",")))))
 	if resp == nil || !resp.Allowed {
 		t.Fatalf("2000 valid entries: %+v", resp)

@@ -29,17 +29,6 @@ func (g *Guards) serverIdentity() string {
 	return g.identity
 }
 
-// Materialize records the view resources configured with delivery:
-// Materialize: the fan-out warning of their sources counts the writes of
-// copies a change makes.
-func (g *Guards) Materialize(resources ...string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, r := range resources {
-		g.materialized[r] = true
-	}
-}
-
 func (g *Guards) isMaterialized(resource string) bool {
 	g.mu.RLock()
 	defer g.mu.RUnlock()

@@ -116,15 +116,6 @@ func namespaceDeleting(req *admissionv1.AdmissionRequest) (bool, error) {
 // shorter.
 const defaultMirrorWait = 2 * time.Second
 
-// SetMirrorWait sets how long a namespace deletion waits for the mirror to
-// show the namespace it deletes (default 2 s; 0: not at all), then answers
-// 503.
-func (g *Guards) SetMirrorWait(d time.Duration) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.mirrorWait = d
-}
-
 // mirrorShows waits until the mirror shows the namespace req deletes as
 // kube-apiserver has it (its uid), at most mirrorWait: what its deletion
 // takes is computed from the mirror's subtree of that name, and a mirror

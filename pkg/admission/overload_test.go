@@ -38,7 +38,7 @@ func TestAccessReviewCap(t *testing.T) {
 			t.Parallel()
 			index := &fakeIndex{existing: map[string]bool{"team-a": true}, lost: map[string][]admission.LockedItem{"team-a": lost}}
 			host := &fakeAuthorizer{}
-			g := admission.NewGuards(index, accessreview.New(host, accessreview.Options{PerAdmission: tc.cap}), served, global)
+			g := admission.NewGuards(admission.Config{Index: index, Authorizer: accessreview.New(host, accessreview.Options{PerAdmission: tc.cap}), Served: served, GlobalNamespaces: []string{global}})
 			// Twice: the second review counts against its own cap.
 			for range 2 {
 				resp, status := review(t, g, admission.PathParents, request(admissionv1.Update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "", noInherit)))
@@ -76,7 +76,7 @@ func TestOverloadRefused(t *testing.T) {
 			index := &fakeIndex{}
 			attrs := unlock(rolebindings, global, "admins")
 			host := &fakeAuthorizer{answers: map[authorizationv1.ResourceAttributes]answer{attrs: {err: tc.err}}}
-			g := admission.NewGuards(index, host, served, global)
+			g := admission.NewGuards(admission.Config{Index: index, Authorizer: host, Served: served, GlobalNamespaces: []string{global}})
 			req := request(admissionv1.Update, rolebindings, global, "admins", roleBinding(global, "admins", isLocked), roleBinding(global, "admins", isLocked))
 			resp, status := review(t, g, admission.PathLocks, req)
 			if status != tc.wantStatus {

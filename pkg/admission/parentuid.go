@@ -20,30 +20,6 @@ type NamespaceGetter interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Namespace, error)
 }
 
-// SetNamespaces gives the guards the host cluster's namespaces, to record
-// and check a parent's uid. The parent is read from kube-apiserver, not
-// from the informers: a parent created a moment before its first child
-// must be found, and a parent deleted and created again must be told apart.
-// Without it the parent-uid webhook and the parent guard can't decide a
-// new parent (503: the failure policy applies).
-func (g *Guards) SetNamespaces(n NamespaceGetter) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.namespaces = n
-}
-
-// TrustParentUIDFrom takes the implicit.dev/parent-uid annotation as they
-// write it from the users named: the server's own identity, for a
-// controller that records the uid of parents labelled before the webhook
-// existed. The annotation is still removed with the parent label.
-func (g *Guards) TrustParentUIDFrom(usernames ...string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, u := range usernames {
-		g.trusted[u] = true
-	}
-}
-
 func (g *Guards) trustedWithParentUID(username string) bool {
 	g.mu.RLock()
 	defer g.mu.RUnlock()

@@ -45,8 +45,8 @@ type recentCandidate struct {
 	until  time.Time
 }
 
-func newRecent() *recent {
-	return &recent{clock: clock.RealClock{}, ttl: assumeFor, locks: map[recentKey]recentObject{}, candidates: map[recentKey]recentCandidate{}, adopted: map[recentKey]recentObject{},
+func newRecent(clk clock.PassiveClock) *recent {
+	return &recent{clock: clk, ttl: assumeFor, locks: map[recentKey]recentObject{}, candidates: map[recentKey]recentCandidate{}, adopted: map[recentKey]recentObject{},
 		forgotten: map[recentKey]time.Time{}}
 }
 
@@ -146,27 +146,15 @@ func (r *recent) pending() Pending {
 	defer r.mu.Unlock()
 	now := r.clock.Now()
 	var p Pending
-	p.objects = map[SourceRef]*unstructured.Unstructured{}
 	for k, l := range r.locks {
 		if !now.After(l.until) {
-			ref := SourceRef{k.resource, k.namespace, k.name}
-			p.Locked = append(p.Locked, ref)
-			p.objects[ref] = l.obj
+			p.AddLocked(SourceRef{Resource: k.resource, Namespace: k.namespace, Name: k.name}, l.obj)
 		}
 	}
 	for k, a := range r.adopted {
 		if !now.After(a.until) {
-			ref := SourceRef{k.resource, k.namespace, k.name}
-			p.Owned = append(p.Owned, ref)
-			p.objects[ref] = a.obj
+			p.AddOwned(SourceRef{Resource: k.resource, Namespace: k.namespace, Name: k.name}, a.obj)
 		}
 	}
 	return p
-}
-
-// setClock replaces the clock (tests use a fake one).
-func (r *recent) setClock(c clock.PassiveClock) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.clock = c
 }

@@ -4,15 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"sort"
 	"sync"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // Replicas decide as one would: a guarded decision that another replica's
@@ -85,15 +82,6 @@ type sharedTurns struct {
 	rec     Record
 	version string
 	known   bool
-}
-
-// SetLedger makes the guards' decisions take turns on l with the other
-// replicas' (see above). Without one, a replica decides with its own
-// memory only: right for one replica.
-func (g *Guards) SetLedger(l Ledger) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.shared = &sharedTurns{ledger: l}
 }
 
 // FollowLedger keeps this replica's copy of the shared record current with
@@ -207,108 +195,4 @@ func mergeRecords(now time.Time, a, b Record) Record {
 		return false
 	})
 	return out
-}
-
-// memory is what this replica's guards remember, as entries.
-func (g *Guards) memory() Record {
-	var out Record
-	g.hierarchy.mu.Lock()
-	for name, a := range g.hierarchy.byName {
-		meta := cloneMeta(a.meta)
-		e := Entry{Kind: entryNamespace, Name: name, Meta: &meta, Until: a.until}
-		if a.old != nil {
-			old := cloneMeta(*a.old)
-			e.Old = &old
-		}
-		out.Entries = append(out.Entries, e)
-	}
-	g.hierarchy.mu.Unlock()
-	r := g.recent
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for k, l := range r.locks {
-		out.Entries = append(out.Entries, Entry{Kind: entryLock, Resource: k.resource, Namespace: k.namespace, Name: k.name, Object: objectOf(l.obj), Until: l.until})
-	}
-	for k, a := range r.adopted {
-		out.Entries = append(out.Entries, Entry{Kind: entryAdopted, Resource: k.resource, Namespace: k.namespace, Name: k.name, Object: objectOf(a.obj), Until: a.until})
-	}
-	for k, c := range r.candidates {
-		out.Entries = append(out.Entries, Entry{Kind: entryCandidate, Resource: k.resource, Namespace: k.namespace, Name: k.name, Candidate: c.name, Locked: c.locked, Until: c.until})
-	}
-	return out
-}
-
-// takeIn adds the record's entries to what this replica's guards remember,
-// where they remember nothing of that key as late. A candidate this
-// replica forgot (its mirror showed it land, then go) stays forgotten.
-func (g *Guards) takeIn(rec Record) {
-	g.hierarchy.mu.Lock()
-	now := g.hierarchy.clock.Now()
-	for _, e := range rec.Entries {
-		if e.Kind != entryNamespace || e.Meta == nil || now.After(e.Until) {
-			continue
-		}
-		if cur, ok := g.hierarchy.byName[e.Name]; ok && !e.Until.After(cur.until) {
-			continue
-		}
-		a := assumption{meta: cloneMeta(*e.Meta), until: e.Until}
-		if e.Old != nil {
-			old := cloneMeta(*e.Old)
-			a.old = &old
-		}
-		g.hierarchy.byName[e.Name] = a
-	}
-	g.hierarchy.mu.Unlock()
-	r := g.recent
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, e := range rec.Entries {
-		if now.After(e.Until) {
-			continue
-		}
-		k := recentKey{e.Resource, e.Namespace, e.Name}
-		switch e.Kind {
-		case entryLock:
-			if cur, ok := r.locks[k]; !ok || e.Until.After(cur.until) {
-				r.locks[k] = recentObject{obj: unstructuredOf(e.Object), until: e.Until}
-			}
-		case entryAdopted:
-			if cur, ok := r.adopted[k]; !ok || e.Until.After(cur.until) {
-				r.adopted[k] = recentObject{obj: unstructuredOf(e.Object), until: e.Until}
-			}
-		case entryCandidate:
-			if f, ok := r.forgotten[k]; ok && f.Equal(e.Until) {
-				continue
-			}
-			if cur, ok := r.candidates[k]; !ok || e.Until.After(cur.until) {
-				r.candidates[k] = recentCandidate{name: e.Candidate, locked: e.Locked, until: e.Until}
-			}
-		}
-	}
-}
-
-func cloneMeta(m NamespaceMeta) NamespaceMeta {
-	return NamespaceMeta{Labels: maps.Clone(m.Labels), Annotations: maps.Clone(m.Annotations), Gone: m.Gone}
-}
-
-// objectOf is u as the record keeps it: without its managed fields and
-// kubectl's last applied configuration, which no decision reads.
-func objectOf(u *unstructured.Unstructured) map[string]any {
-	if u == nil {
-		return nil
-	}
-	c := u.DeepCopy()
-	c.SetManagedFields(nil)
-	if a := c.GetAnnotations(); a != nil {
-		delete(a, corev1.LastAppliedConfigAnnotation)
-		c.SetAnnotations(a)
-	}
-	return c.Object
-}
-
-func unstructuredOf(o map[string]any) *unstructured.Unstructured {
-	if o == nil {
-		return nil
-	}
-	return (&unstructured.Unstructured{Object: o}).DeepCopy()
 }

@@ -89,11 +89,11 @@ func TestSharedRecord(t *testing.T) {
 			l := &memLedger{}
 			replica := func() *admission.Guards {
 				m := hierarchyMux(t, nsList, roleBinding("org", "rb"), roleBinding("org", "x"))
-				g := admission.NewGuards(admission.NewIndex(m), &fakeAuthorizer{answers: orgAdmin}, served, global)
+				cfg := admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: orgAdmin}, Served: served, GlobalNamespaces: []string{global}}
 				if tc.shared {
-					g.SetLedger(l)
+					cfg.Ledger = l
 				}
-				return g
+				return admission.NewGuards(cfg)
 			}
 			a, b := replica(), replica()
 			if tc.staleFirst {

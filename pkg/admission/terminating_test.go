@@ -161,11 +161,10 @@ func TestParentTerminatingMirror(t *testing.T) {
 				ns(global, ""), ns("org", ""), ns("p", "org", recorded, deleting), ns("q", "p", parentUID(nsUID("p"))),
 				ns("r", "org", recorded), ns("c", ""),
 			}, roleBinding("org", "org-sec", isLocked))
-			g := admission.NewGuards(admission.NewIndex(m), &fakeAuthorizer{answers: allowAll(
+			g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: allowAll(
 				updateNamespace("p"), updateNamespace("q"), updateNamespace("r"), updateNamespace("org"),
 				unlockAll(rolebindings, "org"),
-			)}, served, global)
-			g.SetNamespaces(namespaceClient(global, "org", "p", "q", "r", "c"))
+			)}, Served: served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient(global, "org", "p", "q", "r", "c")})
 			if tc.deleted != "" {
 				resp, _ := review(t, g, admission.PathNamespaceDeletions, request(admissionv1.Delete, nsGR, "", tc.deleted, ns(tc.deleted, "org", recorded), nil))
 				if resp == nil || !resp.Allowed {

@@ -33,7 +33,6 @@ func (c CompletedConfig) startMaterializer(gs *genericapiserver.GenericAPIServer
 		}
 		materialized = append(materialized, k)
 		sources = append(sources, k.Source)
-		guards.Materialize(k.Resource())
 	}
 	if x.Client == nil {
 		return nil
@@ -63,6 +62,18 @@ func (c CompletedConfig) startMaterializer(gs *genericapiserver.GenericAPIServer
 		}()
 		return nil
 	})
+}
+
+// materializedResources are the view resources of the kinds delivered as
+// real objects, for the guards (admission.Config.Materialized).
+func materializedResources(ks []kinds.Kind) []string {
+	var out []string
+	for _, k := range ks {
+		if k.Materialized() {
+			out = append(out, k.Resource())
+		}
+	}
+	return out
 }
 
 // ownIdentity asks the host who the server is (a SelfSubjectReview, which

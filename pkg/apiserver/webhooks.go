@@ -40,23 +40,28 @@ func (c CompletedConfig) installGuards(gs *genericapiserver.GenericAPIServer, mu
 		sar = accessreview.New(admission.SARAuthorizer{Client: reviews}, x.AccessReviewOptions)
 	}
 	index := admission.NewIndex(mux)
-	guards := admission.NewGuards(index, sar, served, x.Policy.GlobalNamespace)
+	cfg := admission.Config{
+		Index: index, Authorizer: sar, Served: served,
+		GlobalNamespaces: []string{x.Policy.GlobalNamespace},
+		Materialized:     materializedResources(x.Kinds),
+		Ledger:           x.GuardLedger,
+	}
+	for _, k := range x.Kinds {
+		if k.GlobalNamespace != "" {
+			cfg.GlobalNamespaces = append(cfg.GlobalNamespaces, k.GlobalNamespace)
+		}
+	}
 	if x.Client != nil {
 		// The parent-uid webhook reads parents from kube-apiserver.
-		guards.SetNamespaces(x.Client.CoreV1().Namespaces())
+		cfg.Namespaces = x.Client.CoreV1().Namespaces()
 	}
+	guards := admission.NewGuards(cfg)
 	if x.GuardLedger != nil {
-		guards.SetLedger(x.GuardLedger)
 		if err := gs.AddPostStartHook("implicit-guard-record", func(ctx genericapiserver.PostStartHookContext) error {
 			guards.FollowLedger(ctx)
 			return nil
 		}); err != nil {
 			return nil, err
-		}
-	}
-	for _, k := range x.Kinds {
-		if k.GlobalNamespace != "" {
-			guards.AddGlobalNamespace(k.GlobalNamespace)
 		}
 	}
 	if err := c.startMaterializer(gs, mux, guards); err != nil {

@@ -1,4 +1,4 @@
-package admission
+package whatif
 
 import (
 	"fmt"
@@ -11,11 +11,11 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
-// InheritedReach implements Index: how many namespaces other than the
+// InheritedReach answers the guards: how many namespaces other than the
 // source's own would see their view of resource change if the source
 // namespace/name became obj (nil: deleted): watchmux.Reach, the one
 // definition of a reach, which previews and kubectl implicit count too.
-func (x *MuxIndex) InheritedReach(resource, namespace, name string, obj runtime.Object) (int, error) {
+func (x *Index) InheritedReach(resource, namespace, name string, obj runtime.Object) (int, error) {
 	e := watchmux.Edit{Namespace: namespace, Name: name}
 	if obj != nil {
 		acc, err := meta.Accessor(obj)
@@ -35,12 +35,12 @@ func (x *MuxIndex) InheritedReach(resource, namespace, name string, obj runtime.
 	return n, err
 }
 
-// DeletionLosers implements Index: the namespaces, sorted, whose views hold
+// DeletionLosers answers the guards: the namespaces, sorted, whose views hold
 // an item (its source or an overlay) of namespace or of one of its
 // ancestors (for a global namespace: of itself), which deleting namespace
 // takes away: its children lose their parent, and inherit none of the
 // lineage above it.
-func (x *MuxIndex) DeletionLosers(namespace string) (out []string, err error) {
+func (x *Index) DeletionLosers(namespace string) (out []string, err error) {
 	err = x.read(func(r watchmux.Reader) {
 		if _, ok := r.Namespace(namespace); !ok {
 			return

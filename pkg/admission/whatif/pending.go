@@ -1,4 +1,4 @@
-package admission
+package whatif
 
 import (
 	"slices"
@@ -22,6 +22,25 @@ type Pending struct {
 	// objects are the Locked and Owned objects as written: sources the
 	// mirror may not show yet.
 	objects map[SourceRef]*unstructured.Unstructured
+}
+
+// AddLocked records the source ref admitted locked, as obj.
+func (p *Pending) AddLocked(ref SourceRef, obj *unstructured.Unstructured) {
+	p.Locked = append(p.Locked, ref)
+	p.addObject(ref, obj)
+}
+
+// AddOwned records the copy ref made its namespace's own, as obj.
+func (p *Pending) AddOwned(ref SourceRef, obj *unstructured.Unstructured) {
+	p.Owned = append(p.Owned, ref)
+	p.addObject(ref, obj)
+}
+
+func (p *Pending) addObject(ref SourceRef, obj *unstructured.Unstructured) {
+	if p.objects == nil {
+		p.objects = map[SourceRef]*unstructured.Unstructured{}
+	}
+	p.objects[ref] = obj
 }
 
 // over returns r with p's locks applied: a source admitted locked is read

@@ -1,4 +1,4 @@
-package admission
+package whatif
 
 import (
 	"slices"
@@ -11,119 +11,20 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
-// The parent guard asks what a change of one namespace's labels and
-// annotations would do to the views, assuming the changes it has admitted
-// that the mirror may not show yet.
-
-// NamespaceMeta is what a namespace change sets of the labels and
-// annotations merging reads: the parent label, the inherit label, the
-// recorded parent uid, the exclusions.
-type NamespaceMeta struct {
-	Labels      map[string]string
-	Annotations map[string]string
-	// Gone: the namespace's deletion was admitted; it is assumed not to
-	// exist.
-	Gone bool
-}
-
-// Assumed are namespaces whose labels and annotations the guards assume as
-// given instead of as the mirror has them: changes admitted a moment ago.
-// A namespace the mirror does not have yet (just created) is assumed to
-// exist with them.
-type Assumed map[string]NamespaceMeta
-
-// LockedItem is a locked source item that some views would lose.
-type LockedItem struct {
-	// Resource is the view resource; Namespace and Name the source's.
-	Resource, Namespace, Name string
-	// Viewers are the namespaces whose views would lose it, sorted.
-	Viewers []string
-}
-
-// ParentCycleAssuming implements Index: the cycle that setting namespace's
-// parent label to parent would close, namespace first, or nil, with
-// assumed applied.
-func (x *MuxIndex) ParentCycleAssuming(namespace, parent string, assumed Assumed) (cycle []string) {
-	_ = x.read(func(r watchmux.Reader) { cycle = parentCycle(assuming(r, assumed), namespace, parent) })
-	return cycle
-}
-
-// GoingAway implements Index: the first namespace from namespace up its
-// parent labels, namespace included, that is being deleted (Terminating in
-// the mirror, or its deletion admitted a moment ago: assumed Gone), or "".
-func (x *MuxIndex) GoingAway(namespace string, assumed Assumed) (away string) {
-	_ = x.read(func(r watchmux.Reader) {
-		get := assuming(r, assumed)
-		seen := sets.New[string]()
-		for cur := namespace; cur != "" && !seen.Has(cur); {
-			seen.Insert(cur)
-			if a, ok := assumed[cur]; ok && a.Gone || r.Terminating(cur) {
-				away = cur
-				return
-			}
-			ns, ok := get(cur)
-			if !ok {
-				return
-			}
-			cur = ns.Labels[merge.LabelParent]
-		}
-	})
-	return away
-}
-
-// GoingAwayBelow implements Index: the first namespace of namespace's
-// subtree, namespace included, in the order subtreeAssuming lists them,
-// that is being deleted (Terminating in the mirror, or assumed Gone) while
-// some namespace still names it as parent, or "".
-func (x *MuxIndex) GoingAwayBelow(namespace string, assumed Assumed) (away string) {
-	_ = x.read(func(r watchmux.Reader) {
-		for _, n := range subtreeAssuming(r, namespace, assumed) {
-			if a, ok := assumed[n]; (ok && a.Gone || r.Terminating(n)) && len(subtreeAssuming(r, n, assumed)) > 1 {
-				away = n
-				return
-			}
-		}
-	})
-	return away
-}
-
-// parentCycle walks parent labels up from parent, with the namespaces get
-// returns, and returns the cycle through namespace it closes, or nil.
-func parentCycle(get merge.NamespaceGetter, namespace, parent string) []string {
-	path := []string{namespace}
-	seen := sets.New(namespace)
-	for cur := parent; cur != ""; {
-		path = append(path, cur)
-		if cur == namespace {
-			return path
-		}
-		if seen.Has(cur) {
-			return nil // a cycle above, not through namespace
-		}
-		seen.Insert(cur)
-		ns, ok := get(cur)
-		if !ok {
-			return nil
-		}
-		cur = ns.Labels[merge.LabelParent]
-	}
-	return nil
-}
-
-// LockedLoss implements Index: the locked inherited items that would leave
+// LockedLoss answers the guards: the locked inherited items that would leave
 // the view of namespace or of a namespace below it if namespace's labels
 // and annotations became next, sorted by resource, namespace and name. An
 // item is lost by a view that shows it inherited (the winning source, or a
 // locked overlay, from another namespace) before the change and not after
 // it. Both are computed with assumed applied. A namespace that does not
 // exist loses nothing: its creation takes nothing from anyone.
-func (x *MuxIndex) LockedLoss(namespace string, next NamespaceMeta, assumed Assumed) (out []LockedItem, err error) {
+func (x *Index) LockedLoss(namespace string, next NamespaceMeta, assumed Assumed) (out []LockedItem, err error) {
 	return x.LockedLossPending(namespace, next, assumed, Pending{})
 }
 
-// LockedLossPending implements Index: LockedLoss with the source writes
+// LockedLossPending answers the guards: LockedLoss with the source writes
 // pending applied (sources admitted locked count as locked).
-func (x *MuxIndex) LockedLossPending(namespace string, next NamespaceMeta, assumed Assumed, pending Pending) (out []LockedItem, err error) {
+func (x *Index) LockedLossPending(namespace string, next NamespaceMeta, assumed Assumed, pending Pending) (out []LockedItem, err error) {
 	err = x.read(func(r watchmux.Reader) { out = lockedLoss(pending.over(r), namespace, next, assumed) })
 	return out, err
 }
@@ -179,165 +80,14 @@ func lockedItems(resource string, view []merge.Result) sets.Set[lockedKey] {
 }
 
 // assuming returns the namespaces of the mirror with assumed applied.
-func assuming(r watchmux.Reader, assumed Assumed) merge.NamespaceGetter {
-	return func(name string) (*merge.Namespace, bool) {
-		ns, ok := r.Namespace(name)
-		a, isAssumed := assumed[name]
-		switch {
-		case !isAssumed:
-			return ns, ok
-		case a.Gone:
-			return nil, false
-		case !ok:
-			return &merge.Namespace{Name: name, Labels: a.Labels, Annotations: a.Annotations}, true
-		}
-		c := *ns
-		c.Labels, c.Annotations = a.Labels, a.Annotations
-		return &c, true
-	}
-}
-
-// subtreeAssuming returns name and every namespace that names it as an
-// ancestor, each once, with assumed applied.
-func subtreeAssuming(r watchmux.Reader, name string, assumed Assumed) []string {
-	get := assuming(r, assumed)
-	extra := map[string][]string{}
-	for child, a := range assumed {
-		if p := a.Labels[merge.LabelParent]; p != "" {
-			extra[p] = append(extra[p], child)
-		}
-	}
-	out := []string{name}
-	seen := sets.New(name)
-	for i := 0; i < len(out); i++ {
-		cur := out[i]
-		candidates := append(r.Children(cur), extra[cur]...)
-		sort.Strings(candidates)
-		for _, child := range candidates {
-			ns, ok := get(child)
-			if seen.Has(child) || !ok || ns.Labels[merge.LabelParent] != cur {
-				continue
-			}
-			seen.Insert(child)
-			out = append(out, child)
-		}
-	}
-	return out
-}
-
-// viewAssuming merges the item name of namespace's view of resource, with
-// the namespaces get returns.
-func viewAssuming(r watchmux.Reader, resource, namespace, name string, get merge.NamespaceGetter) []merge.Result {
-	lineage := merge.Resolve(r.Policy(), namespace, get)
-	levels := merge.Levels(lineage, r.GlobalNamespace(resource), func(ns string) []merge.Item {
-		if it, ok := r.Source(resource, ns, name); ok {
-			return []merge.Item{it}
-		}
-		return nil
-	})
-	return merge.MergeWith(resource, levels, r.Options(resource))
-}
-
-// viewStaged is viewAssuming with the candidates for name merged too, each
-// standing in for name where the viewer's stage matches (merge.Levels).
-func viewStaged(r watchmux.Reader, resource, namespace, name string, get merge.NamespaceGetter) []merge.Result {
-	lineage := merge.Resolve(r.Policy(), namespace, get)
-	levels := merge.Levels(lineage, r.GlobalNamespace(resource), func(ns string) []merge.Item {
-		var out []merge.Item
-		if it, ok := r.Source(resource, ns, name); ok {
-			out = append(out, it)
-		}
-		for _, it := range r.NameItems(resource, ns, name) {
-			if it.Name != name {
-				out = append(out, it)
-			}
-		}
-		return out
-	})
-	return merge.MergeWith(resource, levels, r.Options(resource))
-}
-
-// ownNames are the names namespace holds objects of (candidates included:
-// they are real objects there), in the mirror or pending, sorted.
-func ownNames(r watchmux.Reader, pending Pending, resource, namespace string) []string {
-	names := sets.New[string]()
-	for _, it := range r.SourcesIn(resource, namespace) {
-		names.Insert(it.Name)
-	}
-	for _, o := range pending.Owned {
-		if o.Resource == resource && o.Namespace == namespace {
-			names.Insert(o.Name)
-		}
-	}
-	return sets.List(names)
-}
-
-// NamespaceMeta implements Index: the labels and annotations the mirror
-// holds of namespace, and whether it holds the namespace at all.
-func (x *MuxIndex) NamespaceMeta(namespace string) (meta NamespaceMeta, found bool) {
-	_ = x.read(func(r watchmux.Reader) {
-		var ns *merge.Namespace
-		if ns, found = r.Namespace(namespace); found {
-			meta = NamespaceMeta{Labels: ns.Labels, Annotations: ns.Annotations}
-		}
-	})
-	return meta, found
-}
-
-// InheritedAssuming implements Index: the item of name that namespace's
-// view would show without an object of its own, with assumed applied. A
-// namespace neither the mirror nor assumed holds is taken as just created
-// with no labels: a tenant that inherits the global sources (a namespace and
-// an object created back to back reach the guards before the mirror shows
-// the namespace). The pending source writes are applied. Candidates are
-// left out: a candidate of a locked source is locked as it is (Inherited,
-// from the mirror, weighs them).
-func (x *MuxIndex) InheritedAssuming(resource, namespace, name string, assumed Assumed, pending Pending) (res merge.Result, found bool, err error) {
-	err = x.read(func(mirror watchmux.Reader) {
-		r := pending.over(mirror)
-		if !isServed(r, resource) {
-			return
-		}
-		get := orNew(assuming(r, assumed))
-		lineage := merge.Resolve(r.Policy(), namespace, get)
-		levels := merge.Levels(lineage, r.GlobalNamespace(resource), func(ns string) []merge.Item {
-			if ns == namespace {
-				return nil
-			}
-			if it, ok := r.Source(resource, ns, name); ok {
-				return []merge.Item{it}
-			}
-			return nil
-		})
-		for _, rs := range merge.MergeWith(resource, levels, r.Options(resource)) {
-			if rs.Item.Name == name {
-				res, found = rs, true
-				return
-			}
-		}
-	})
-	return res, found, err
-}
-
-// orNew returns get, which takes a namespace it does not hold as one just
-// created with no labels.
-func orNew(get merge.NamespaceGetter) merge.NamespaceGetter {
-	return func(name string) (*merge.Namespace, bool) {
-		if ns, ok := get(name); ok {
-			return ns, true
-		}
-		return &merge.Namespace{Name: name}, true
-	}
-}
-
-// LockedStandIns implements Index: for each of resources, the locked items
+// LockedStandIns answers the guards: for each of resources, the locked items
 // that namespace or a namespace below it would newly inherit, if
 // namespace's labels and annotations became next, while holding an object
 // of its own under the item's name. Viewers are the namespaces holding one.
 // For a materialized kind that object, not the locked item, is the real
 // object engines enforce there: the change would let a lock be stood in for
 // from below. Computed with assumed applied.
-func (x *MuxIndex) LockedStandIns(namespace string, next NamespaceMeta, assumed Assumed, resources []string, pending Pending) (out []LockedItem, err error) {
+func (x *Index) LockedStandIns(namespace string, next NamespaceMeta, assumed Assumed, resources []string, pending Pending) (out []LockedItem, err error) {
 	err = x.read(func(mirror watchmux.Reader) {
 		r := pending.over(mirror)
 		before := assuming(r, assumed)
@@ -418,12 +168,12 @@ func sortedLocked(items map[lockedKey]sets.Set[string]) []LockedItem {
 	return out
 }
 
-// DeletionLoss implements Index: the locked items that would leave the
+// DeletionLoss answers the guards: the locked items that would leave the
 // views of other namespaces if namespace were deleted, with its sources:
 // those it holds, and, for its subtree, those it and its ancestors pass
 // down (a child whose parent is gone inherits from neither). Computed with
 // assumed applied.
-func (x *MuxIndex) DeletionLoss(namespace string, assumed Assumed) (out []LockedItem, err error) {
+func (x *Index) DeletionLoss(namespace string, assumed Assumed) (out []LockedItem, err error) {
 	err = x.read(func(r watchmux.Reader) {
 		before := assuming(r, assumed)
 		if _, ok := before(namespace); !ok {
@@ -482,10 +232,10 @@ func viewWithout(r watchmux.Reader, resource, namespace, name string, get merge.
 	return merge.MergeWith(resource, levels, r.Options(resource))
 }
 
-// ObjectsUnderLock implements Index: the namespaces that would inherit the
+// ObjectsUnderLock answers the guards: the namespaces that would inherit the
 // source namespace/name locked, as obj, while holding an object of their
 // own under that name (in the mirror, or among holders), sorted.
-func (x *MuxIndex) ObjectsUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, holders []string) (out []string, err error) {
+func (x *Index) ObjectsUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, holders []string) (out []string, err error) {
 	item := merge.Item{Namespace: namespace, Name: name, Object: obj, UID: obj.GetUID(), Locked: true, Overlay: merge.WantsOverlay(obj.GetAnnotations())}
 	err = x.read(func(r watchmux.Reader) {
 		if !isServed(r, resource) {
@@ -505,11 +255,11 @@ func (x *MuxIndex) ObjectsUnderLock(resource, namespace, name string, obj *unstr
 	return out, err
 }
 
-// LockedUnderLock implements Index: the locked sources of other namespaces
+// LockedUnderLock answers the guards: the locked sources of other namespaces
 // under name that the source namespace/name, locked as obj, would displace
 // from the views they win (they become overlays of it, or leave): each
 // owner's lock would be overridden from above. Computed with pending.
-func (x *MuxIndex) LockedUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, pending Pending) (out []LockedItem, err error) {
+func (x *Index) LockedUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, pending Pending) (out []LockedItem, err error) {
 	item := merge.Item{Namespace: namespace, Name: name, Object: obj, UID: obj.GetUID(), Locked: true, Overlay: merge.WantsOverlay(obj.GetAnnotations())}
 	err = x.read(func(mirror watchmux.Reader) {
 		r := pending.over(mirror)

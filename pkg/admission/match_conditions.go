@@ -1,0 +1,138 @@
+package admission
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+)
+
+// Match condition names: the fixed ones, and the one ConditionSync keeps
+// equal to the sources.
+const (
+	lockTouchedCondition      = "lock-touched"
+	hierarchyChangedCondition = "hierarchy-changed"
+	parentTouchedCondition    = "parent-touched"
+	copyTouchedCondition      = "materialized-touched"
+	candidateTouchedCondition = "candidate-touched"
+	stageChangedCondition     = "stage-changed"
+	copyWrittenCondition      = "materialized-written"
+	syncedCondition           = "implicit-sources"
+)
+
+// lockTouched is true when the old or the new object carries the lock, and
+// for every scale subresource request: a Scale carries none of its source's
+// annotations, so the guard looks the lock up.
+const lockTouched = `(has(request.subResource) && request.subResource == '` + subresourceScale + `') || ` +
+	`(oldObject != null && has(oldObject.metadata.annotations) && '` + merge.AnnotationLocked + `' in oldObject.metadata.annotations && oldObject.metadata.annotations['` + merge.AnnotationLocked + `'] == 'true') || ` +
+	`(object != null && has(object.metadata.annotations) && '` + merge.AnnotationLocked + `' in object.metadata.annotations && object.metadata.annotations['` + merge.AnnotationLocked + `'] == 'true')`
+
+// copyTouchedExpr is true when the old or the new object carries the
+// materialized label, whatever its value: copies, forged labels and
+// removed ones.
+const copyTouchedExpr = `(oldObject != null && has(oldObject.metadata.labels) && '` + merge.LabelMaterialized + `' in oldObject.metadata.labels) || ` +
+	`(object != null && has(object.metadata.labels) && '` + merge.LabelMaterialized + `' in object.metadata.labels)`
+
+// copyWritten is true when the old object is a materialized copy (the
+// label "true") and the new object exists: the writes OwnCopy may make
+// their writer's own.
+const copyWritten = `oldObject != null && object != null && has(oldObject.metadata.labels) && '` + merge.LabelMaterialized + `' in oldObject.metadata.labels && ` +
+	`oldObject.metadata.labels['` + merge.LabelMaterialized + `'] == 'true'`
+
+// candidateTouchedExpr is true when the old or the new object carries
+// either candidate annotation, whatever its value: candidates, malformed
+// ones, and objects that stop being one.
+var candidateTouchedExpr = func() string {
+	has := func(o string) string {
+		return fmt.Sprintf("(%[1]s != null && has(%[1]s.metadata.annotations) && (%[2]s in %[1]s.metadata.annotations || %[3]s in %[1]s.metadata.annotations))",
+			o, quote(merge.AnnotationCandidateFor), quote(merge.AnnotationCanarySelector))
+	}
+	return has("oldObject") + " || " + has("object")
+}()
+
+// stageChanged is true when a namespace's implicit.dev/stage label is set
+// (on creation too), changed or removed.
+var stageChanged = metadataChanged("labels", merge.LabelStage)
+
+// hierarchyChanged is true when a namespace's parent label, inherit label,
+// parent-uid annotation or exclude annotation is set, changed or removed
+// (the parents guard judges the exclusions too).
+var hierarchyChanged = strings.Join([]string{
+	metadataChanged("labels", merge.LabelParent),
+	metadataChanged("labels", merge.LabelInherit),
+	metadataChanged("annotations", merge.AnnotationParentUID),
+	metadataChanged("annotations", merge.AnnotationExclude),
+}, " || ")
+
+// parentTouched is true when a namespace's parent label or parent-uid
+// annotation is set, changed or removed.
+var parentTouched = metadataChanged("labels", merge.LabelParent) + " || " + metadataChanged("annotations", merge.AnnotationParentUID)
+
+// metadataChanged is a CEL expression, true when key of the metadata map
+// field (labels, annotations) is added, removed or changed.
+func metadataChanged(field, key string) string {
+	in := func(o string) string {
+		return fmt.Sprintf("(%[1]s != null && has(%[1]s.metadata.%[2]s) && %[3]s in %[1]s.metadata.%[2]s)", o, field, quote(key))
+	}
+	return fmt.Sprintf("(%[1]s != %[2]s || (%[1]s && %[2]s && oldObject.metadata.%[3]s[%[4]s] != object.metadata.%[3]s[%[4]s]))",
+		in("oldObject"), in("object"), field, quote(key))
+}
+
+// shadowCondition matches a CREATE whose name is the name of a locked source
+// of its resource (it may shadow it), outside the global namespace.
+func shadowCondition(g MatchInputs, globalNamespace string) string {
+	var parts []string
+	if len(g.Materialized) > 0 {
+		// Every creation of a materialized kind: a lock of its name
+		// decided a moment later (on any replica) must know the object is
+		// there, before the mirror shows it.
+		parts = append(parts, fmt.Sprintf("request.resource.resource in %s", list(g.Materialized)))
+	}
+	for _, r := range slices.Sorted(maps.Keys(g.LockedNames)) {
+		names := g.LockedNames[r]
+		if len(names) == 0 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("(request.resource.resource == %s && object.metadata.name in %s)", quote(r), list(names)))
+	}
+	if len(parts) == 0 {
+		return "false"
+	}
+	return fmt.Sprintf("request.namespace != %s && (%s)", quote(globalNamespace), strings.Join(parts, " || "))
+}
+
+// deletionCondition is the match condition of the namespace deletions
+// guard: every namespace but those nobody can inherit from. Not only the
+// namespaces others inherit from now: one that became a parent a moment ago
+// (before this condition, synced from the mirror about once a second, named
+// it) must be judged too.
+func deletionCondition(g MatchInputs) string {
+	if len(g.NeverInherited) == 0 {
+		return "true"
+	}
+	return "!(request.name in " + list(g.NeverInherited) + ")"
+}
+
+// fanoutCondition matches requests in the namespaces others inherit from.
+func fanoutCondition(g MatchInputs) string {
+	if len(g.Inherited) == 0 {
+		return "false"
+	}
+	return "request.namespace in " + list(g.Inherited)
+}
+
+// quote writes s as a CEL string literal: Go's double-quoted escapes
+// (\n, \", \\, \xNN, \uNNNN) are CEL's too, so any name, control
+// characters included, stays one well-formed literal.
+func quote(s string) string { return strconv.Quote(s) }
+
+func list(items []string) string {
+	q := make([]string, len(items))
+	for i, s := range items {
+		q[i] = quote(s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
