@@ -59,16 +59,17 @@ const (
 
 // Entry is one admitted change.
 type Entry struct {
-	Kind      string         `json:"kind"`
-	Resource  string         `json:"resource,omitempty"`
-	Namespace string         `json:"namespace,omitempty"`
-	Name      string         `json:"name"`
-	Meta      *NamespaceMeta `json:"meta,omitempty"`
-	Old       *NamespaceMeta `json:"old,omitempty"`
-	Object    map[string]any `json:"object,omitempty"`
-	Candidate string         `json:"candidate,omitempty"`
-	Locked    bool           `json:"locked,omitempty"`
-	Until     time.Time      `json:"until"`
+	Kind      string          `json:"kind"`
+	Resource  string          `json:"resource,omitempty"`
+	Namespace string          `json:"namespace,omitempty"`
+	Name      string          `json:"name"`
+	Meta      *NamespaceMeta  `json:"meta,omitempty"`
+	Old       *NamespaceMeta  `json:"old,omitempty"`
+	Older     []NamespaceMeta `json:"older,omitempty"`
+	Object    map[string]any  `json:"object,omitempty"`
+	Candidate string          `json:"candidate,omitempty"`
+	Locked    bool            `json:"locked,omitempty"`
+	Until     time.Time       `json:"until"`
 }
 
 func (e Entry) key() [4]string { return [4]string{e.Kind, e.Resource, e.Namespace, e.Name} }
@@ -220,6 +221,9 @@ func (g *Guards) memory() Record {
 			old := cloneMeta(*a.old)
 			e.Old = &old
 		}
+		for _, o := range a.older {
+			e.Older = append(e.Older, cloneMeta(o))
+		}
 		out.Entries = append(out.Entries, e)
 	}
 	g.hierarchy.mu.Unlock()
@@ -249,12 +253,21 @@ func (g *Guards) takeIn(rec Record) {
 			continue
 		}
 		if cur, ok := g.hierarchy.byName[e.Name]; ok && !e.Until.After(cur.until) {
+			// This replica's later change, admitted over the entry's
+			// before the mirror showed it: the entry's old is older.
+			if cur.old != nil && e.Old != nil && hierarchyKeys(*cur.old) == hierarchyKeys(*e.Meta) {
+				cur.older = append(append(cur.older, e.Older...), *e.Old)
+				g.hierarchy.byName[e.Name] = cur
+			}
 			continue
 		}
 		a := assumption{meta: cloneMeta(*e.Meta), until: e.Until}
 		if e.Old != nil {
 			old := cloneMeta(*e.Old)
 			a.old = &old
+		}
+		for _, o := range e.Older {
+			a.older = append(a.older, cloneMeta(o))
 		}
 		g.hierarchy.byName[e.Name] = a
 	}
