@@ -227,16 +227,16 @@ func (h *harness) lockItem(o op, viewer string, src key) string {
 		// the guards admitted it on an assumption left by a refused
 		// request (or closed a cycle that way)
 		return "1"
-	case o.kind == opNSFinish && h.finishing != nil && !h.finishing.subtree[viewer]:
+	case (o.kind == opNSFinish || o.kind == opNSContent) && h.finishing != nil && !h.finishing.subtree[viewer]:
 		// issue 39: the viewer came below a namespace whose deletion had
 		// begun, which then took what came through it, unjudged
 		return "39/terminating-parent"
-	case o.kind == opNSFinish && h.finishing != nil && !h.finishing.locked[viewedLayer{viewer, src}]:
+	case (o.kind == opNSFinish || o.kind == opNSContent) && h.finishing != nil && !h.finishing.locked[viewedLayer{viewer, src}]:
 		// the item was locked (or came) after the deletion began, by
 		// someone who may unlock it: docs/security.md, "Held in
 		// Terminating"
 		return "39/locked-after-deletion-began"
-	case o.kind == opNSFinish:
+	case o.kind == opNSFinish || o.kind == opNSContent:
 		// the end of a deletion judged at its first DELETE (or not sent to
 		// the guard: ConditionSync's interval), as a deletion at once
 		return "new/ns-delete-middle"

@@ -25,7 +25,7 @@ func (h *harness) run(o op) bool {
 	h.badBefore, h.badNow = h.badNow, map[string]bool{}
 	before := h.snapshot()
 	judged := o
-	if d, held := h.w.deletions[o.name]; held && o.kind == opNSFinish {
+	if d, held := h.w.deletions[o.name]; held && (o.kind == opNSFinish || o.kind == opNSContent) {
 		// What the end of a deletion takes, its beginning was judged
 		// on: its author's.
 		judged.actor = d.by
@@ -59,8 +59,11 @@ func (h *harness) run(o op) bool {
 
 // serve authorizes, admits and stores o.
 func (h *harness) serve(o op) bool {
-	if o.kind == opNSFinish {
+	switch o.kind {
+	case opNSFinish:
 		return h.finish(o)
+	case opNSContent:
+		return h.contentDelete(o)
 	}
 	a := h.actors[o.actor]
 	r, ok := h.build(a, o)
@@ -273,8 +276,8 @@ func (h *harness) persist(a *actor, o op, r request, obj runtime.Object) bool {
 		if r.gvr.Resource == "namespaces" {
 			if o.held {
 				h.w.deletions[r.name] = deletion{by: a.name, subtree: h.w.below(r.name)}
-				h.terminate(a, r.name, o.lags())
-				h.logf("  => namespace Terminating (emptied, held by a finalizer)")
+				h.markTerminating(a, r.name, o.lags())
+				h.logf("  => namespace Terminating (held by a finalizer; the namespace controller deletes its content later)")
 				return true
 			}
 			h.deleteNamespace(a, r.name, o.lags())
@@ -299,16 +302,21 @@ func (h *harness) deleteNamespace(a *actor, name string, lag lags) {
 // namespace controller deletes its objects (a finalizer may then hold it,
 // until finish).
 func (h *harness) terminate(a *actor, name string, lag lags) {
-	cur := h.w.namespaces[name]
-	term := cur.DeepCopy()
-	now := metav1.NewTime(h.clock.Now())
-	term.DeletionTimestamp = &now
-	h.storeLag(a.name, cur, term, lag)
+	h.markTerminating(a, name, lag)
 	for _, k := range h.w.keys("") {
 		if k.namespace == name {
 			h.storeLag(namespaceController, h.w.objs[k].obj, nil, lag)
 		}
 	}
+}
+
+// markTerminating marks a namespace Terminating.
+func (h *harness) markTerminating(a *actor, name string, lag lags) {
+	cur := h.w.namespaces[name]
+	term := cur.DeepCopy()
+	now := metav1.NewTime(h.clock.Now())
+	term.DeletionTimestamp = &now
+	h.storeLag(a.name, cur, term, lag)
 }
 
 // remove ends a namespace's deletion: it is gone.
@@ -325,14 +333,21 @@ func (h *harness) remove(writer, name string, lag lags) {
 const namespaceController = "system:serviceaccount:kube-system:namespace-controller"
 
 // finish removes the finalizer that holds a Terminating namespace: the
-// namespace controller's last requests, which no guard judges (a
-// Terminating namespace's deletion is let through), remove it.
+// namespace controller's last requests, each sent through the webhooks
+// (controller_test.go), delete what is left in it, then it.
 func (h *harness) finish(o op) bool {
 	if _, held := h.w.deletions[o.name]; !held {
 		h.logf("  namespace %s is not held in Terminating", o.name)
 		return false
 	}
-	h.remove(namespaceController, o.name, o.lags())
+	for _, k := range h.w.keys("") {
+		if k.namespace == o.name && !h.controllerDelete(o, k) {
+			return false
+		}
+	}
+	if !h.controllerRemove(o, o.name) {
+		return false
+	}
 	h.logf("  => namespace removed by the namespace controller")
 	return true
 }

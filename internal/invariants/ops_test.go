@@ -36,6 +36,9 @@ type op struct {
 	// to, when set, sends every webhook call to replica to-1 (scenario
 	// tests); 0: each call to a replica drawn from order.
 	to int
+	// item is the object of resource in namespace name an opNSContent
+	// deletes.
+	item string
 }
 
 // lags are how many ops later each replica's mirror sees a write.
@@ -56,9 +59,14 @@ const (
 	// its content, keeping its labels unless src.dropCopyLabel.
 	opCopyWrite
 	// opNSFinish removes the finalizer that holds a Terminating
-	// namespace: the namespace controller finishes its deletion, with no
-	// request any guard is asked about.
+	// namespace: the namespace controller finishes its deletion, its
+	// DELETEs of what is left in it and its last DELETE of the namespace
+	// sent through the webhooks.
 	opNSFinish
+	// opNSContent is the namespace controller's DELETE of one object
+	// (resource, item) left in a namespace (name) held in Terminating,
+	// sent through the webhooks.
+	opNSContent
 )
 
 // tri is keep, set or clear.
@@ -107,7 +115,7 @@ func (t tri) show(name, v string) string {
 
 func (o op) String() string {
 	var b strings.Builder
-	verb := map[opKind]string{opCreate: "CREATE", opUpdate: "UPDATE", opDelete: "DELETE", opNSCreate: "CREATE", opNSUpdate: "UPDATE", opNSDelete: "DELETE", opCopyWrite: "UPDATE(copy)", opNSFinish: "FINALIZE"}[o.kind]
+	verb := map[opKind]string{opCreate: "CREATE", opUpdate: "UPDATE", opDelete: "DELETE", opNSCreate: "CREATE", opNSUpdate: "UPDATE", opNSDelete: "DELETE", opCopyWrite: "UPDATE(copy)", opNSFinish: "FINALIZE", opNSContent: "DELETE(content)"}[o.kind]
 	fmt.Fprintf(&b, "%s %s ", o.actor, verb)
 	var parts []string
 	add := func(s string) {
@@ -116,6 +124,8 @@ func (o op) String() string {
 		}
 	}
 	switch o.kind {
+	case opNSContent:
+		fmt.Fprintf(&b, "%s %s/%s (namespace Terminating)", o.resource, o.name, o.item)
 	case opNSCreate, opNSUpdate, opNSDelete, opNSFinish:
 		fmt.Fprintf(&b, "namespace %s", o.name)
 		if o.held {
@@ -231,6 +241,17 @@ func (h *harness) gen(rng *rand.Rand) op {
 			return h.gen(rng)
 		}
 		o.kind, o.name = opNSFinish, pick(held)
+		// Or the namespace controller deletes one of what is left in it.
+		var left []key
+		for _, k := range h.w.keys("") {
+			if k.namespace == o.name {
+				left = append(left, k)
+			}
+		}
+		if len(left) > 0 && rng.Float64() < 0.7 {
+			k := left[rng.IntN(len(left))]
+			o.actor, o.kind, o.resource, o.item = namespaceController, opNSContent, k.resource, k.name
+		}
 	case f < 0.45:
 		copies := h.copies()
 		if len(copies) == 0 {

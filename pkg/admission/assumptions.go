@@ -15,6 +15,27 @@ type assumption struct {
 	meta  NamespaceMeta
 	old   *NamespaceMeta
 	until time.Time
+	// older are the versions the changes assumed before it replaced, when
+	// it was admitted over them before the mirror showed them: a mirror
+	// showing one of those lags behind, it shows nothing newer.
+	older []NamespaceMeta
+}
+
+// put records as for name, with mu held. Admitted over a change still
+// assumed (whose labels as found), it keeps what that one replaced too;
+// made again over the version a change assumed replaced, what that one
+// kept.
+func (a *assumptions) put(index Index, name string, as assumption) {
+	prev, ok := a.byName[name]
+	if ok && prev.old != nil && as.old != nil && !a.clock.Now().After(prev.until) && !superseded(index, name, prev) {
+		switch {
+		case hierarchyKeys(prev.meta) == hierarchyKeys(*as.old):
+			as.older = append(append([]NamespaceMeta(nil), prev.older...), *prev.old)
+		case hierarchyKeys(*prev.old) == hierarchyKeys(*as.old):
+			as.older = append([]NamespaceMeta(nil), prev.older...)
+		}
+	}
+	a.byName[name] = as
 }
 
 // assumptions hold the namespace changes the parent guard admitted until
@@ -64,7 +85,15 @@ func superseded(index Index, name string, as assumption) bool {
 	if as.meta.Gone {
 		return !found // gone from the mirror too
 	}
-	return !found || hierarchyKeys(cur) != hierarchyKeys(*as.old)
+	if !found {
+		return true
+	}
+	for _, o := range append([]NamespaceMeta{*as.old}, as.older...) {
+		if hierarchyKeys(cur) == hierarchyKeys(o) {
+			return false
+		}
+	}
+	return true
 }
 
 // hierarchyKeys are the labels and annotations of a namespace that merging

@@ -123,7 +123,7 @@ func (g *Guards) assumeIfSame(req *admissionv1.AdmissionRequest, name string, ol
 	if old != nil {
 		as.old = &NamespaceMeta{Labels: maps.Clone(old.GetLabels()), Annotations: maps.Clone(old.GetAnnotations())}
 	}
-	g.hierarchy.byName[name] = as
+	g.hierarchy.put(g.index, name, as)
 	return true
 }
 

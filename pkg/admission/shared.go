@@ -56,16 +56,17 @@ const (
 
 // Entry is one admitted change.
 type Entry struct {
-	Kind      string         `json:"kind"`
-	Resource  string         `json:"resource,omitempty"`
-	Namespace string         `json:"namespace,omitempty"`
-	Name      string         `json:"name"`
-	Meta      *NamespaceMeta `json:"meta,omitempty"`
-	Old       *NamespaceMeta `json:"old,omitempty"`
-	Object    map[string]any `json:"object,omitempty"`
-	Candidate string         `json:"candidate,omitempty"`
-	Locked    bool           `json:"locked,omitempty"`
-	Until     time.Time      `json:"until"`
+	Kind      string          `json:"kind"`
+	Resource  string          `json:"resource,omitempty"`
+	Namespace string          `json:"namespace,omitempty"`
+	Name      string          `json:"name"`
+	Meta      *NamespaceMeta  `json:"meta,omitempty"`
+	Old       *NamespaceMeta  `json:"old,omitempty"`
+	Older     []NamespaceMeta `json:"older,omitempty"`
+	Object    map[string]any  `json:"object,omitempty"`
+	Candidate string          `json:"candidate,omitempty"`
+	Locked    bool            `json:"locked,omitempty"`
+	Until     time.Time       `json:"until"`
 }
 
 func (e Entry) key() [4]string { return [4]string{e.Kind, e.Resource, e.Namespace, e.Name} }

@@ -18,6 +18,9 @@ func (g *Guards) memory() Record {
 			old := cloneMeta(*a.old)
 			e.Old = &old
 		}
+		for _, o := range a.older {
+			e.Older = append(e.Older, cloneMeta(o))
+		}
 		out.Entries = append(out.Entries, e)
 	}
 	g.hierarchy.mu.Unlock()
@@ -47,12 +50,21 @@ func (g *Guards) takeIn(rec Record) {
 			continue
 		}
 		if cur, ok := g.hierarchy.byName[e.Name]; ok && !e.Until.After(cur.until) {
+			// This replica's later change, admitted over the entry's
+			// before the mirror showed it: the entry's old is older.
+			if cur.old != nil && e.Old != nil && hierarchyKeys(*cur.old) == hierarchyKeys(*e.Meta) {
+				cur.older = append(append(cur.older, e.Older...), *e.Old)
+				g.hierarchy.byName[e.Name] = cur
+			}
 			continue
 		}
 		a := assumption{meta: cloneMeta(*e.Meta), until: e.Until}
 		if e.Old != nil {
 			old := cloneMeta(*e.Old)
 			a.old = &old
+		}
+		for _, o := range e.Older {
+			a.older = append(a.older, cloneMeta(o))
 		}
 		g.hierarchy.byName[e.Name] = a
 	}

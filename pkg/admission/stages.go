@@ -95,7 +95,7 @@ func (g *Guards) stagedStandIns(req *admissionv1.AdmissionRequest, old, obj *uns
 			m := cloneMeta(NamespaceMeta{Labels: old.GetLabels(), Annotations: old.GetAnnotations()})
 			as.old = &m
 		}
-		g.hierarchy.byName[name] = as
+		g.hierarchy.put(g.index, name, as)
 	}
 	return allow()
 }

@@ -233,10 +233,18 @@ func (x *Index) InheritedAssuming(resource, namespace, name string, assumed Assu
 			if ns == namespace {
 				return nil
 			}
+			var out []merge.Item
 			if it, ok := r.Source(resource, ns, name); ok {
-				return []merge.Item{it}
+				out = append(out, it)
 			}
-			return nil
+			// And its candidates, as the mirror's Inherited merges them:
+			// an assumed stage may make one stand in.
+			for _, it := range r.NameItems(resource, ns, name) {
+				if it.Name != name {
+					out = append(out, it)
+				}
+			}
+			return out
 		})
 		for _, rs := range merge.MergeWith(resource, levels, r.Options(resource)) {
 			if rs.Item.Name == name {
