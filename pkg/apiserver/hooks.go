@@ -24,7 +24,7 @@ import (
 func (c CompletedConfig) addHooks(gs *genericapiserver.GenericAPIServer, mux *watchmux.Mux, ctl *kindcontroller.Controller, group *servedgroup.Group, hub *hubHealth, trackers []*sourcefeed.Tracker) error {
 	x := c.ExtraConfig
 	if err := gs.AddPostStartHook("implicit-source-progress", func(ctx genericapiserver.PostStartHookContext) error {
-		go runProgress(ctx, trackers, x.sourceProgress())
+		go sourcefeed.RunProgress(ctx, trackers, x.sourceProgress())
 		return nil
 	}); err != nil {
 		return err

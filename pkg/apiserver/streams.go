@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -157,20 +156,4 @@ func trackInformers(factory informers.SharedInformerFactory, client kubernetes.I
 		}
 	}
 	return out
-}
-
-// runProgress nudges every tracker each interval until ctx ends.
-func runProgress(ctx context.Context, trackers []*sourcefeed.Tracker, interval time.Duration) {
-	if len(trackers) == 0 {
-		return
-	}
-	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		for _, t := range trackers {
-			nctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			if err := t.Nudge(nctx); err != nil && ctx.Err() == nil {
-				klog.V(2).InfoS("Reading a source for progress failed", "err", err)
-			}
-			cancel()
-		}
-	}, interval)
 }

@@ -9,11 +9,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/sourcefeed"
 )
@@ -94,19 +92,10 @@ func (t *trackedInformers) Start(ctx context.Context) {
 			defer t.wg.Done()
 			s.Informer.RunWithContext(ctx)
 		}()
-		if t.progress <= 0 {
-			continue
-		}
 		t.wg.Add(1)
 		go func() {
 			defer t.wg.Done()
-			wait.UntilWithContext(ctx, func(ctx context.Context) {
-				nctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				defer cancel()
-				if err := s.Tracker.Nudge(nctx); err != nil && ctx.Err() == nil {
-					klog.V(2).InfoS("Reading a source for progress failed", "resource", gvr.String(), "err", err)
-				}
-			}, t.progress)
+			sourcefeed.RunProgress(ctx, []*sourcefeed.Tracker{s.Tracker}, t.progress)
 		}()
 	}
 }

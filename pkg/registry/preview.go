@@ -149,13 +149,18 @@ func (s *PreviewStorage) Create(ctx context.Context, obj runtime.Object, validat
 	if st, err = s.readable(ctx, resource, name, st); err != nil {
 		return nil, err
 	}
+	return answered(in, ns, resource, st), nil
+}
+
+// answered is the Preview returned for in: made in namespace, for
+// resource, with status st. Nothing is stored: no fields are managed.
+func answered(in *v1alpha1.Preview, namespace, resource string, st v1alpha1.PreviewStatus) *v1alpha1.Preview {
 	out := in.DeepCopy()
-	out.Namespace = ns
-	// Nothing is stored: no fields are managed.
+	out.Namespace = namespace
 	out.ManagedFields = nil
 	out.Spec.Resource = resource
 	out.Status = st
-	return out, nil
+	return out
 }
 
 // proposed reads the proposed object: JSON of the source kind, in namespace

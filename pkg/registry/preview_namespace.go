@@ -65,12 +65,7 @@ func (s *PreviewStorage) previewNamespace(ctx context.Context, in *v1alpha1.Prev
 	if st, err = s.listable(ctx, resource, st); err != nil {
 		return nil, err
 	}
-	out := in.DeepCopy()
-	out.Namespace = namespace
-	out.ManagedFields = nil
-	out.Spec.Resource = resource
-	out.Status = st
-	return out, nil
+	return answered(in, namespace, resource, st), nil
 }
 
 // listable leaves out of st the namespaces whose view of resource the

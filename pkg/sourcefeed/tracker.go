@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -318,4 +319,21 @@ func keyOf(obj runtime.Object) (key, version string, ok bool) {
 		return "", "", false
 	}
 	return key, acc.GetResourceVersion(), true
+}
+
+// RunProgress nudges every tracker each interval until ctx ends (a read
+// bounded to 10 s each); 0 trackers or a non-positive interval: nothing.
+func RunProgress(ctx context.Context, trackers []*Tracker, interval time.Duration) {
+	if len(trackers) == 0 || interval <= 0 {
+		return
+	}
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		for _, t := range trackers {
+			nctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			if err := t.Nudge(nctx); err != nil && ctx.Err() == nil {
+				klog.V(2).InfoS("Reading a source for progress failed", "resource", t.name, "err", err)
+			}
+			cancel()
+		}
+	}, interval)
 }

@@ -172,16 +172,7 @@ func viewAssuming(r watchmux.Reader, resource, namespace, name string, get merge
 func viewStaged(r watchmux.Reader, resource, namespace, name string, get merge.NamespaceGetter) []merge.Result {
 	lineage := merge.Resolve(r.Policy(), namespace, get)
 	levels := merge.Levels(lineage, r.GlobalNamespace(resource), func(ns string) []merge.Item {
-		var out []merge.Item
-		if it, ok := r.Source(resource, ns, name); ok {
-			out = append(out, it)
-		}
-		for _, it := range r.NameItems(resource, ns, name) {
-			if it.Name != name {
-				out = append(out, it)
-			}
-		}
-		return out
+		return sourceAndCandidates(r, resource, ns, name)
 	})
 	return merge.MergeWith(resource, levels, r.Options(resource))
 }
@@ -233,18 +224,9 @@ func (x *Index) InheritedAssuming(resource, namespace, name string, assumed Assu
 			if ns == namespace {
 				return nil
 			}
-			var out []merge.Item
-			if it, ok := r.Source(resource, ns, name); ok {
-				out = append(out, it)
-			}
 			// And its candidates, as the mirror's Inherited merges them:
 			// an assumed stage may make one stand in.
-			for _, it := range r.NameItems(resource, ns, name) {
-				if it.Name != name {
-					out = append(out, it)
-				}
-			}
-			return out
+			return sourceAndCandidates(r, resource, ns, name)
 		})
 		for _, rs := range merge.MergeWith(resource, levels, r.Options(resource)) {
 			if rs.Item.Name == name {
@@ -265,4 +247,19 @@ func orNew(get merge.NamespaceGetter) merge.NamespaceGetter {
 		}
 		return &merge.Namespace{Name: name}, true
 	}
+}
+
+// sourceAndCandidates are namespace ns's source name of resource and the
+// candidates for it: what a level holds for one name when stages count.
+func sourceAndCandidates(r watchmux.Reader, resource, ns, name string) []merge.Item {
+	var out []merge.Item
+	if it, ok := r.Source(resource, ns, name); ok {
+		out = append(out, it)
+	}
+	for _, it := range r.NameItems(resource, ns, name) {
+		if it.Name != name {
+			out = append(out, it)
+		}
+	}
+	return out
 }
