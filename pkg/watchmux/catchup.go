@@ -142,7 +142,8 @@ func (m *Mux) catchUp(ctx context.Context, vector []uint64) {
 			// not move there: events the informer has not delivered yet
 			// may lie before it (a creation and a deletion it lags
 			// behind), and would then be stamped after it (issue 38,
-			// case 4). The next change of the source forgets it.
+			// case 4). They are dropped as they come (passedLocked); the
+			// source's first change after b.rev forgets it.
 			m.pos.equal[b.key] = b.rev
 		}
 		m.mu.Unlock()
@@ -150,8 +151,9 @@ func (m *Mux) catchUp(ctx context.Context, vector []uint64) {
 }
 
 // mirrorsLocked reports whether the mirror of source key holds what objs
-// hold, as far as views read them: the namespaces' names, uids, creation,
-// labels and annotations; the source objects by uid and resourceVersion.
+// hold, all of what it keeps of them: the namespaces' names, uids,
+// creation, labels, annotations and whether they are terminating; the
+// source objects by uid and resourceVersion.
 func (m *Mux) mirrorsLocked(key string, objs []runtime.Object) bool {
 	if key == namespacesKey {
 		if len(objs) != len(m.st.namespaces) {
@@ -164,7 +166,8 @@ func (m *Mux) mirrorsLocked(key string, objs []runtime.Object) bool {
 			}
 			have, ok := m.st.namespaces[ns.Name]
 			if !ok || have.UID != ns.UID || !have.Created.Equal(ns.CreationTimestamp.Time) ||
-				!maps.Equal(have.Labels, ns.Labels) || !maps.Equal(have.Annotations, ns.Annotations) {
+				!maps.Equal(have.Labels, ns.Labels) || !maps.Equal(have.Annotations, ns.Annotations) ||
+				m.st.terminating.Has(ns.Name) != (ns.DeletionTimestamp != nil) {
 				return false
 			}
 		}

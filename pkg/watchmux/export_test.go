@@ -7,3 +7,9 @@ func (m *Mux) Progress(key string, rev uint64) { m.progress(key, rev) }
 
 // PastWait is pastWait, for tests that step a fake clock past it.
 const PastWait = pastWait
+
+// ApplyNamespaceAt applies a namespace change as a Tracker delivers it:
+// the namespaces are complete at rev after it.
+func (m *Mux) ApplyNamespaceAt(obj any, deleted bool, rev uint64) {
+	m.applyNamespace(obj, deleted, rev)
+}

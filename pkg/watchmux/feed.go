@@ -302,6 +302,10 @@ func (m *Mux) applyNamespace(obj any, deleted bool, rev uint64) {
 		next = merge.NamespaceOf(ns)
 	}
 	m.mu.Lock()
+	if m.pos.passedLocked(namespacesKey, rev) {
+		m.mu.Unlock()
+		return
+	}
 	k, prev := m.pos.applyLocked(namespacesKey, revisionOr(rev, ns))
 	if deleted || ns.DeletionTimestamp == nil {
 		m.st.terminating.Delete(ns.Name)
@@ -447,6 +451,10 @@ func (m *Mux) applySource(resource, cluster string, obj any, deleted bool, rev u
 	if _, served := m.st.sources[resource]; !served {
 		m.mu.Unlock()
 		klog.ErrorS(nil, "Event of a resource that is not served", "resource", resource)
+		return
+	}
+	if m.pos.passedLocked(sourceKey(resource, cluster), rev) {
+		m.mu.Unlock()
 		return
 	}
 	k, prev := m.pos.applyLocked(sourceKey(resource, cluster), revisionOr(rev, o))

@@ -57,7 +57,8 @@ type positions struct {
 	// its state is the same at every revision from changed to revs.
 	changed map[string]uint64
 	// equal maps a source key to a revision past revs whose list was found
-	// to hold the mirror's state (catchUp), until the source's next change.
+	// to hold the mirror's state (catchUp), until the source's next change
+	// after it (passedLocked).
 	equal map[string]uint64
 	// lists are the sources' exact listers; a missing one makes versions
 	// this replica has no history for unservable (410).
@@ -121,8 +122,9 @@ func (p *positions) index(key string) int {
 // revision until its next change, so that the events of a watch resumed
 // from another replica's version never name a source's state, unchanged,
 // by a revision older than the one the client started from (issue 38: the
-// replicas' quiet parts follow etcd at their own moments). The next change
-// forgets it, and its events name the revision the informer delivered.
+// replicas' quiet parts follow etcd at their own moments). The informer's
+// changes up to it are dropped (passedLocked); its next change after it
+// forgets it.
 func (p *positions) vector() []uint64 {
 	keys := p.sortedKeys()
 	out := make([]uint64, len(keys))
@@ -145,6 +147,22 @@ func (p *positions) applyLocked(key string, rev uint64) (k int, prev uint64) {
 	p.changed[key] = p.revs[key]
 	delete(p.equal, key)
 	return k, prev
+}
+
+// passedLocked reports whether a change a Tracker delivers for source key
+// at revision rev (0: an informer fed without one, whose revisions are its
+// objects') lies at or before the revision the mirror was found equal at
+// (catchUp): the informer, lagging, is delivering the writes between its
+// revision and that one, and since etcd held the mirror's state at both,
+// their sum changes nothing the mirror holds (objects created and deleted
+// in between; an object the mirror holds keeps its resourceVersion). Such
+// a change is dropped, not applied: applied, it would name a state the
+// client resumed at the equal revision never held, by a revision older
+// than the one it started from, and the versions of that source would go
+// back (issue 38, the out-of-order versions of the 30-minute runs).
+func (p *positions) passedLocked(key string, rev uint64) bool {
+	e, ok := p.equal[key]
+	return ok && rev != 0 && rev <= e
 }
 
 // progressLocked records that source key's state, unchanged, is complete

@@ -112,6 +112,10 @@ func (m *Mux) applySourceBatch(resource, cluster string, changes []sourcefeed.Ch
 		klog.ErrorS(nil, "Relist of a resource that is not served", "resource", resource)
 		return
 	}
+	if m.pos.passedLocked(sourceKey(resource, cluster), rev) {
+		m.mu.Unlock()
+		return
+	}
 	k, prev := m.pos.applyLocked(sourceKey(resource, cluster), rev)
 	type change struct {
 		namespace, name string
@@ -199,6 +203,10 @@ func (m *Mux) applyNamespaceBatch(changes []sourcefeed.Change, rev uint64) {
 		todo = append(todo, change{ns, next})
 	}
 	m.mu.Lock()
+	if m.pos.passedLocked(namespacesKey, rev) {
+		m.mu.Unlock()
+		return
+	}
 	k, prev := m.pos.applyLocked(namespacesKey, rev)
 	set := func() {
 		for _, c := range todo {
