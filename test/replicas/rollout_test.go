@@ -73,7 +73,12 @@ func TestRollingRestart(t *testing.T) {
 			t.Fatalf("%s=%q: want a number of at least 2", rolloutWatchersEnv, s)
 		}
 	}
-	rc := setUp(t, len(hosts))
+	// The replicas serve on for the chart's --shutdown-delay-duration after
+	// SIGTERM, as in a cluster: the drain below is the pod's preStop grace,
+	// and a kube-apiserver slow to see the EndpointSlice change (seconds,
+	// on two loaded cores) still routes a renewal or two to the stopping
+	// replica, which must answer it rather than drop it.
+	rc := setUp(t, len(hosts), "--shutdown-delay-duration="+rolloutShutdownDelay.String())
 	ctx, kube, dyn := rc.ctx, rc.kube, rc.dyn
 	createTeamLead(ctx, t, kube)
 
