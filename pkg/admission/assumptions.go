@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // assumption is a namespace change the parent guard admitted: the labels
@@ -99,13 +99,13 @@ func superseded(index Index, name string, as assumption) bool {
 // hierarchyKeys are the labels and annotations of a namespace that merging
 // reads, as one comparable value.
 func hierarchyKeys(m NamespaceMeta) [5]string {
-	uid, has := m.Annotations[merge.AnnotationParentUID]
+	uid, has := m.Annotations[v1alpha1.AnnotationParentUID]
 	if has {
 		uid = "=" + uid
 	}
-	stage, hasStage := m.Labels[merge.LabelStage]
+	stage, hasStage := m.Labels[v1alpha1.LabelStage]
 	if hasStage {
 		stage = "=" + stage
 	}
-	return [5]string{m.Labels[merge.LabelParent], m.Labels[merge.LabelInherit], uid, m.Annotations[merge.AnnotationExclude], stage}
+	return [5]string{m.Labels[v1alpha1.LabelParent], m.Labels[v1alpha1.LabelInherit], uid, m.Annotations[v1alpha1.AnnotationExclude], stage}
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -167,7 +168,7 @@ func (g *Guards) candidateLocks(ctx context.Context, req *admissionv1.AdmissionR
 			what = "deleting"
 		}
 		msg := fmt.Sprintf("%s is a candidate for %s %q, which is locked (%s: \"true\"): %s a candidate of a locked source needs the %q permission on that source (RBAC verb %q on %s, resourceNames [%s], in namespace %s)",
-			s, s.gr, stable, merge.AnnotationLocked, what, UnlockVerb, UnlockVerb, s.gr, stable, s.namespace)
+			s, s.gr, stable, v1alpha1.AnnotationLocked, what, UnlockVerb, UnlockVerb, s.gr, stable, s.namespace)
 		if reason != "" {
 			msg += ": " + reason
 		}

@@ -12,15 +12,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // candidateFor makes a test object a candidate for stable, seen where
 // selector matches.
 func candidateFor(stable, selector string) objOpt {
 	return func(m *metav1.ObjectMeta) {
-		m.Annotations[merge.AnnotationCandidateFor] = stable
-		m.Annotations[merge.AnnotationCanarySelector] = selector
+		m.Annotations[v1alpha1.AnnotationCandidateFor] = stable
+		m.Annotations[v1alpha1.AnnotationCanarySelector] = selector
 	}
 }
 
@@ -33,7 +33,7 @@ func boundTo(rb *rbacv1.RoleBinding, role string) *rbacv1.RoleBinding {
 func TestCandidates(t *testing.T) {
 	t.Parallel()
 	c, u, d := admissionv1.Create, admissionv1.Update, admissionv1.Delete
-	const canary = merge.LabelStage + "=canary"
+	const canary = v1alpha1.LabelStage + "=canary"
 	next := func(opts ...objOpt) *rbacv1.RoleBinding {
 		return roleBinding(global, "org-viewers.next", append([]objOpt{candidateFor("org-viewers", canary)}, opts...)...)
 	}
@@ -60,11 +60,11 @@ func TestCandidates(t *testing.T) {
 
 		// 1. Malformed candidates, with ParseCandidate's message.
 		{name: "selector on another key", req: req(c, nil, roleBinding(global, "org-viewers.next", candidateFor("org-viewers", "team=a"))),
-			wantMessage: []string{"malformed candidate", `selects on "team"`, merge.LabelStage}},
+			wantMessage: []string{"malformed candidate", `selects on "team"`, v1alpha1.LabelStage}},
 		{name: "empty selector", req: req(c, nil, roleBinding(global, "org-viewers.next", candidateFor("org-viewers", ""))),
-			wantMessage: []string{"malformed candidate", merge.AnnotationCanarySelector + " is empty"}},
-		{name: "missing candidate-for", req: req(c, nil, roleBinding(global, "org-viewers.next", annotated(merge.AnnotationCanarySelector, canary))),
-			wantMessage: []string{"malformed candidate", merge.AnnotationCandidateFor + " must name the source"}},
+			wantMessage: []string{"malformed candidate", v1alpha1.AnnotationCanarySelector + " is empty"}},
+		{name: "missing candidate-for", req: req(c, nil, roleBinding(global, "org-viewers.next", annotated(v1alpha1.AnnotationCanarySelector, canary))),
+			wantMessage: []string{"malformed candidate", v1alpha1.AnnotationCandidateFor + " must name the source"}},
 		{name: "update to a malformed candidate", req: req(u, next(), roleBinding(global, "org-viewers.next", candidateFor("org-viewers", "env=prod"))),
 			wantMessage: []string{`selects on "env"`}},
 		{name: "deleting a malformed candidate", req: req(d, roleBinding(global, "org-viewers.next", candidateFor("org-viewers", "env=prod")), nil),
@@ -130,7 +130,7 @@ func TestCandidates(t *testing.T) {
 // shows under its own name; the candidates guard warns instead.
 func TestFanoutLeavesCandidates(t *testing.T) {
 	t.Parallel()
-	rb := roleBinding(global, "org-viewers.next", candidateFor("org-viewers", merge.LabelStage+"=canary"))
+	rb := roleBinding(global, "org-viewers.next", candidateFor("org-viewers", v1alpha1.LabelStage+"=canary"))
 	runGuard(t, admission.PathFanout, guardCase{
 		index: &fakeIndex{reach: 7},
 		req:   request(admissionv1.Update, rolebindings, global, "org-viewers.next", rb, rb), wantAllowed: true,
@@ -140,7 +140,7 @@ func TestFanoutLeavesCandidates(t *testing.T) {
 func TestStages(t *testing.T) {
 	t.Parallel()
 	c, u := admissionv1.Create, admissionv1.Update
-	staged := func(v string) nsOpt { return func(n *corev1.Namespace) { n.Labels[merge.LabelStage] = v } }
+	staged := func(v string) nsOpt { return func(n *corev1.Namespace) { n.Labels[v1alpha1.LabelStage] = v } }
 	other := func(n *corev1.Namespace) { n.Labels["team"] = "a" }
 	stage := authorizationv1.ResourceAttributes{Verb: admission.StageVerb, Resource: "namespaces", Namespace: "team-a", Name: "team-a"}
 	may := map[authorizationv1.ResourceAttributes]answer{stage: {allowed: true}}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -155,7 +156,7 @@ func TestLocks(t *testing.T) {
 		},
 		{
 			name:        "lock annotation other than true is no lock",
-			req:         request(update, rolebindings, global, "admins", roleBinding(global, "admins", annotated(merge.AnnotationLocked, "false")), roleBinding(global, "admins", annotated(merge.AnnotationLocked, "yes"))),
+			req:         request(update, rolebindings, global, "admins", roleBinding(global, "admins", annotated(v1alpha1.AnnotationLocked, "false")), roleBinding(global, "admins", annotated(v1alpha1.AnnotationLocked, "yes"))),
 			wantAllowed: true,
 		},
 		{
@@ -171,7 +172,7 @@ func TestLocks(t *testing.T) {
 		{
 			name:        "update of a locked object without unlock is denied",
 			req:         request(update, rolebindings, global, "admins", roleBinding(global, "admins", isLocked), roleBinding(global, "admins", isLocked)),
-			wantMessage: []string{objName, `"unlock"`, merge.AnnotationLocked, "changing it"},
+			wantMessage: []string{objName, `"unlock"`, v1alpha1.AnnotationLocked, "changing it"},
 			wantSAR:     []authorizationv1.ResourceAttributes{adminsUnlock},
 		},
 		{
@@ -191,7 +192,7 @@ func TestLocks(t *testing.T) {
 		{
 			name:        "delete of a locked object without unlock is denied",
 			req:         request(del, rolebindings, global, "admins", roleBinding(global, "admins", isLocked), nil),
-			wantMessage: []string{objName, `"unlock"`, merge.AnnotationLocked, "deleting it"},
+			wantMessage: []string{objName, `"unlock"`, v1alpha1.AnnotationLocked, "deleting it"},
 			wantSAR:     []authorizationv1.ResourceAttributes{adminsUnlock},
 		},
 		{
@@ -236,7 +237,7 @@ func TestLocks(t *testing.T) {
 		{
 			name:        "removing the lock without unlock is denied",
 			req:         request(update, rolebindings, global, "admins", roleBinding(global, "admins", isLocked), roleBinding(global, "admins")),
-			wantMessage: []string{objName, `"unlock"`, merge.AnnotationLocked, "removing the lock"},
+			wantMessage: []string{objName, `"unlock"`, v1alpha1.AnnotationLocked, "removing the lock"},
 			wantSAR:     []authorizationv1.ResourceAttributes{adminsUnlock},
 		},
 		{
@@ -277,7 +278,7 @@ func TestLocks(t *testing.T) {
 		{
 			name:        "the unlock question names the object's group and resource",
 			req:         request(update, networkpolicies, team, "deny-all", networkPolicy(team, "deny-all", isLocked), networkPolicy(team, "deny-all", isLocked)),
-			wantMessage: []string{fmt.Sprintf("%s %q in namespace %q", networkpolicies, "deny-all", team), merge.AnnotationLocked},
+			wantMessage: []string{fmt.Sprintf("%s %q in namespace %q", networkpolicies, "deny-all", team), v1alpha1.AnnotationLocked},
 			wantSAR:     []authorizationv1.ResourceAttributes{unlock(networkpolicies, team, "deny-all")},
 		},
 		{
@@ -529,14 +530,14 @@ func TestParents(t *testing.T) {
 			name:        "self parent is denied",
 			index:       idx(),
 			req:         request(update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "team-a")),
-			wantMessage: []string{`"team-a"`, "own parent", merge.LabelParent},
+			wantMessage: []string{`"team-a"`, "own parent", v1alpha1.LabelParent},
 		},
 		{
 			name:        "parent the requester may not update is denied",
 			index:       idx(),
 			answers:     map[authorizationv1.ResourceAttributes]answer{updateNamespace("org"): {reason: "RBAC: no binding"}},
 			req:         request(create, nsGR, "", "team-a", nil, ns("team-a", "org")),
-			wantMessage: []string{"update namespace \"org\"", merge.LabelParent, `"team-a"`, "RBAC: no binding"},
+			wantMessage: []string{"update namespace \"org\"", v1alpha1.LabelParent, `"team-a"`, "RBAC: no binding"},
 			wantSAR:     []authorizationv1.ResourceAttributes{updateNamespace("org")},
 		},
 		{
@@ -579,7 +580,7 @@ func TestParents(t *testing.T) {
 			index:       idx(),
 			answers:     allowAll(updateNamespace("future")),
 			req:         request(create, nsGR, "", "team-a", nil, ns("team-a", "future")),
-			wantMessage: []string{`namespace "future" does not exist`, merge.AnnotationParentUID},
+			wantMessage: []string{`namespace "future" does not exist`, v1alpha1.AnnotationParentUID},
 			wantSAR:     []authorizationv1.ResourceAttributes{updateNamespace("future")},
 		},
 		{
@@ -594,7 +595,7 @@ func TestParents(t *testing.T) {
 			index:       idx(),
 			answers:     allowAll(updateNamespace("org2")),
 			req:         request(update, nsGR, "", "org", ns("org", ""), ns("org", "org2")),
-			wantMessage: []string{"cycle org -> org2 -> org", merge.LabelParent},
+			wantMessage: []string{"cycle org -> org2 -> org", v1alpha1.LabelParent},
 			wantSAR:     []authorizationv1.ResourceAttributes{updateNamespace("org2")},
 		},
 		{

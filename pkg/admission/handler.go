@@ -15,8 +15,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
-	"github.com/implicit-dev/implicit-apiserver/internal/review"
 	"github.com/implicit-dev/implicit-apiserver/pkg/accessreview"
+	"github.com/implicit-dev/implicit-apiserver/pkg/webhook"
 )
 
 // Paths of the guards on implicit-apiserver's secure port.
@@ -46,7 +46,7 @@ var Paths = []string{pathLocks, pathShadows, pathParents, pathFanout, pathMateri
 
 // admissionReview is what the guards are sent; a request body is bounded
 // as kube-apiserver bounds objects.
-var admissionReview = review.Type{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview", MaxBytes: 6 << 20}
+var admissionReview = webhook.Type{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview", MaxBytes: 6 << 20}
 
 // synced fails until the guards' index holds every namespace and source
 // (an index that can't tell is taken as synced: the unit tests' fakes).

@@ -10,14 +10,14 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // parentAccess checks that the requester may update parent, the namespace
 // name's parent label is set to.
 func (g *Guards) parentAccess(ctx context.Context, req *admissionv1.AdmissionRequest, name, parent string) decision {
 	if parent == name {
-		return deny("namespace %q can't be its own parent (%s)", name, merge.LabelParent)
+		return deny("namespace %q can't be its own parent (%s)", name, v1alpha1.LabelParent)
 	}
 	// As kube-apiserver authorizes PUT /api/v1/namespaces/<parent>: with the
 	// namespace set, so bindings inside the parent count too. Asked first,
@@ -29,7 +29,7 @@ func (g *Guards) parentAccess(ctx context.Context, req *admissionv1.AdmissionReq
 		return unavailable(fmt.Errorf("checking update on namespace %s: %w", parent, err))
 	}
 	if !allowed {
-		msg := fmt.Sprintf("setting %s: %s on namespace %q needs permission to update namespace %q: a namespace inherits its parent's objects, so only who controls the parent may adopt it", merge.LabelParent, parent, name, parent)
+		msg := fmt.Sprintf("setting %s: %s on namespace %q needs permission to update namespace %q: a namespace inherits its parent's objects, so only who controls the parent may adopt it", v1alpha1.LabelParent, parent, name, parent)
 		if reason != "" {
 			msg += " (" + reason + ")"
 		}
@@ -42,13 +42,13 @@ func (g *Guards) parentAccess(ctx context.Context, req *admissionv1.AdmissionReq
 // assumed applied: a tenant, and no cycle closed.
 func (g *Guards) parentPlace(name, parent string, assumed Assumed) decision {
 	if g.isGlobal(parent) || g.index.Exists(parent) && !g.index.IsTenant(parent) {
-		return deny("namespace %q can't be a parent: it is the global namespace, excluded, or labeled %s: \"false\"", parent, merge.LabelInherit)
+		return deny("namespace %q can't be a parent: it is the global namespace, excluded, or labeled %s: \"false\"", parent, v1alpha1.LabelInherit)
 	}
-	if a, ok := assumed[parent]; ok && a.Labels[merge.LabelInherit] == "false" {
-		return deny("namespace %q can't be a parent: it is being labeled %s: \"false\"", parent, merge.LabelInherit)
+	if a, ok := assumed[parent]; ok && a.Labels[v1alpha1.LabelInherit] == "false" {
+		return deny("namespace %q can't be a parent: it is being labeled %s: \"false\"", parent, v1alpha1.LabelInherit)
 	}
 	if cycle := g.index.ParentCycleAssuming(name, parent, assumed); cycle != nil {
-		return deny("setting %s: %s on namespace %q would close the cycle %s", merge.LabelParent, parent, name, strings.Join(cycle, " -> "))
+		return deny("setting %s: %s on namespace %q would close the cycle %s", v1alpha1.LabelParent, parent, name, strings.Join(cycle, " -> "))
 	}
 	return allow()
 }
@@ -72,7 +72,7 @@ func (g *Guards) parentStays(name, parent string, assumed Assumed) decision {
 func parentGoingAway(name, parent, away string) decision {
 	if away == parent {
 		return deny("namespace %q can't be the parent of namespace %q: it is being terminated (%s can't name a namespace that is going away: what it passes down goes with it)",
-			parent, name, merge.LabelParent)
+			parent, name, v1alpha1.LabelParent)
 	}
 	return deny("namespace %q can't be the parent of namespace %q: its ancestor %q is being terminated, and what it passes down goes with it",
 		parent, name, away)
@@ -93,17 +93,17 @@ func (g *Guards) parentUID(ctx context.Context, req *admissionv1.AdmissionReques
 		}
 		if !found {
 			return deny("setting %s: %s on namespace %q: namespace %q does not exist: a parent is the namespace meant when the label is set (its uid is recorded in %s), so it must exist first",
-				merge.LabelParent, after.parent, name, after.parent, merge.AnnotationParentUID)
+				v1alpha1.LabelParent, after.parent, name, after.parent, v1alpha1.AnnotationParentUID)
 		}
 		if !after.hasParentUID || after.parentUID != uid {
 			return deny("setting %s: %s on namespace %q: %s must be %q, the uid of namespace %q, as the webhook %s writes it (is its MutatingWebhookConfiguration installed?)",
-				merge.LabelParent, after.parent, name, merge.AnnotationParentUID, uid, after.parent, WebhookParentUID)
+				v1alpha1.LabelParent, after.parent, name, v1alpha1.AnnotationParentUID, uid, after.parent, WebhookParentUID)
 		}
 	case after.parent == "" && after.hasParentUID && changed:
-		return deny("namespace %q: %s is set only with %s, by the server", name, merge.AnnotationParentUID, merge.LabelParent)
+		return deny("namespace %q: %s is set only with %s, by the server", name, v1alpha1.AnnotationParentUID, v1alpha1.LabelParent)
 	case after.parent != "" && changed:
 		return deny("namespace %q: %s records which namespace %s: %s meant when it was set and can't be changed; set the label again to adopt the namespace now called %q",
-			name, merge.AnnotationParentUID, merge.LabelParent, after.parent, after.parent)
+			name, v1alpha1.AnnotationParentUID, v1alpha1.LabelParent, after.parent, after.parent)
 	}
 	return allow()
 }

@@ -8,7 +8,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // judgement is what the parent guard found against the mirror and its
@@ -35,9 +35,9 @@ func (g *Guards) judgeLocked(name string, next NamespaceMeta, now *NamespaceMeta
 	exists := now != nil
 	var before hierarchyOf
 	if exists {
-		before = hierarchyOf{parent: now.Labels[merge.LabelParent], inherit: now.Labels[merge.LabelInherit]}
+		before = hierarchyOf{parent: now.Labels[v1alpha1.LabelParent], inherit: now.Labels[v1alpha1.LabelInherit]}
 	}
-	joins := joining(before, hierarchyOf{parent: parent, inherit: next.Labels[merge.LabelInherit]}, !exists, newParent)
+	joins := joining(before, hierarchyOf{parent: parent, inherit: next.Labels[v1alpha1.LabelInherit]}, !exists, newParent)
 	if exists {
 		// Both ways, the namespace itself is as the request found it.
 		mirror := Assumed{name: *now}

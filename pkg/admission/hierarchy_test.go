@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -206,14 +207,14 @@ func TestParentsHierarchy(t *testing.T) {
 			name:        "a new parent without its uid is denied",
 			answers:     allowAll(updateNamespace("org")),
 			req:         request(update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "org")),
-			wantMessage: []string{merge.AnnotationParentUID, `"ns-org"`, admission.WebhookParentUID},
+			wantMessage: []string{v1alpha1.AnnotationParentUID, `"ns-org"`, admission.WebhookParentUID},
 			wantSAR:     []authorizationv1.ResourceAttributes{updateNamespace("org")},
 		},
 		{
 			name:        "a new parent with another namespace's uid is denied",
 			answers:     allowAll(updateNamespace("org")),
 			req:         request(create, nsGR, "", "team-a", nil, ns("team-a", "org", parentUID("ns-org2"))),
-			wantMessage: []string{merge.AnnotationParentUID, `"ns-org"`},
+			wantMessage: []string{v1alpha1.AnnotationParentUID, `"ns-org"`},
 			wantSAR:     []authorizationv1.ResourceAttributes{updateNamespace("org")},
 		},
 		{
@@ -226,12 +227,12 @@ func TestParentsHierarchy(t *testing.T) {
 		{
 			name:        "changing the uid while the label stays is denied",
 			req:         request(update, nsGR, "", "team-a", ns("team-a", "org", parentUID("uid-old-org")), ns("team-a", "org", recorded)),
-			wantMessage: []string{merge.AnnotationParentUID, "can't be changed", "set the label again"},
+			wantMessage: []string{v1alpha1.AnnotationParentUID, "can't be changed", "set the label again"},
 		},
 		{
 			name:        "recording a uid on a namespace labelled before is denied",
 			req:         request(update, nsGR, "", "team-a", ns("team-a", "org"), ns("team-a", "org", recorded)),
-			wantMessage: []string{merge.AnnotationParentUID, "can't be changed"},
+			wantMessage: []string{v1alpha1.AnnotationParentUID, "can't be changed"},
 		},
 		{
 			name:        "a trusted user may record a uid on a namespace labelled before",
@@ -242,7 +243,7 @@ func TestParentsHierarchy(t *testing.T) {
 		{
 			name:        "a uid without a parent label is denied",
 			req:         request(update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "", parentUID("ns-org"))),
-			wantMessage: []string{merge.AnnotationParentUID, "only with " + merge.LabelParent},
+			wantMessage: []string{v1alpha1.AnnotationParentUID, "only with " + v1alpha1.LabelParent},
 		},
 		{
 			name:        "removing the label with its uid is allowed",
@@ -338,7 +339,7 @@ func TestParentsHierarchy(t *testing.T) {
 					t.Fatalf("LockedLoss asked %d times, want 4", len(calls))
 				}
 				for i, c := range calls {
-					if c.namespace != "team-a" || c.next.Labels[merge.LabelInherit] != "false" {
+					if c.namespace != "team-a" || c.next.Labels[v1alpha1.LabelInherit] != "false" {
 						t.Errorf("LockedLoss asked about %s with labels %v, want team-a with the new labels", c.namespace, c.next.Labels)
 					}
 					// The mirror alone, with at most the namespace itself as

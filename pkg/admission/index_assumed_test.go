@@ -9,7 +9,7 @@ import (
 
 	tf "github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
@@ -42,7 +42,7 @@ func TestLockedLoss(t *testing.T) {
 		return admission.LockedItem{Resource: resource, Namespace: namespace, Name: name, Viewers: viewers}
 	}
 	parentUID := func(uid string) tf.NamespaceOpt {
-		return func(ns *corev1.Namespace) { ns.Annotations[merge.AnnotationParentUID] = uid }
+		return func(ns *corev1.Namespace) { ns.Annotations[v1alpha1.AnnotationParentUID] = uid }
 	}
 	tests := []struct {
 		name      string

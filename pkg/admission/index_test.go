@@ -9,6 +9,7 @@ import (
 
 	tf "github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -45,7 +46,7 @@ var changedNamespaces = tf.ChangedNamespaces
 
 func TestReach(t *testing.T) {
 	t.Parallel()
-	unlocked := func(m *metav1.ObjectMeta) { delete(m.Annotations, merge.AnnotationLocked) }
+	unlocked := func(m *metav1.ObjectMeta) { delete(m.Annotations, v1alpha1.AnnotationLocked) }
 	// everyone is the global namespace and every tenant, sorted; the
 	// tenants in the cycle and below the missing parent inherit from the
 	// global namespace too.

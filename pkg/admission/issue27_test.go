@@ -11,6 +11,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -58,7 +59,7 @@ func TestExclusionEntries(t *testing.T) {
 	t.Parallel()
 	create, update := admissionv1.Create, admissionv1.Update
 	exclude := func(v string) nsOpt {
-		return func(n *corev1.Namespace) { n.Annotations[merge.AnnotationExclude] = v }
+		return func(n *corev1.Namespace) { n.Annotations[v1alpha1.AnnotationExclude] = v }
 	}
 	other := func(n *corev1.Namespace) { n.Labels["team"] = "c" }
 	lockedIdx := func() *fakeIndex {
@@ -177,7 +178,7 @@ func TestExclusionEntriesBounded(t *testing.T) {
 		bad = append(bad, fmt.Sprintf("pods/p%02d", i))
 	}
 	exclude := func(v string) nsOpt {
-		return func(n *corev1.Namespace) { n.Annotations[merge.AnnotationExclude] = v }
+		return func(n *corev1.Namespace) { n.Annotations[v1alpha1.AnnotationExclude] = v }
 	}
 	idx := &fakeIndex{existing: map[string]bool{"team-a": true}}
 	g := admission.NewGuards(admission.Config{Index: idx, Authorizer: &fakeAuthorizer{}, Served: served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient(hostNamespaces...)})

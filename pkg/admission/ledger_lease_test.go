@@ -23,7 +23,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // leaseServer is a fake clientset whose Leases keep kube-apiserver's
@@ -198,7 +198,7 @@ func TestSharedRecordOnLease(t *testing.T) {
 	nsList := []*corev1.Namespace{ns(global, ""), ns("org", ""), ns("team-a", "org", recorded)}
 	orgAdmin := allowAll(unlock(rolebindings, "org", "rb"), unlock(rolebindings, "org", "x"))
 	candidate := func(name, stable string) *admissionv1.AdmissionRequest {
-		return request(create, rolebindings, "org", name, nil, roleBinding("org", name, candidateFor(stable, "!"+merge.LabelStage)))
+		return request(create, rolebindings, "org", name, nil, roleBinding("org", name, candidateFor(stable, "!"+v1alpha1.LabelStage)))
 	}
 	lock := func(name string) *admissionv1.AdmissionRequest {
 		return request(update, rolebindings, "org", name, roleBinding("org", name), roleBinding("org", name, isLocked))

@@ -10,7 +10,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // Locks: creating, changing or deleting a locked source, locking or
@@ -101,7 +101,7 @@ func (g *Guards) Locks(ctx context.Context, req *admissionv1.AdmissionRequest) d
 	}
 	msg := s.String()
 	if wasLocked {
-		msg += fmt.Sprintf(" is locked (%s: \"true\")", merge.AnnotationLocked)
+		msg += fmt.Sprintf(" is locked (%s: \"true\")", v1alpha1.AnnotationLocked)
 	}
 	msg += fmt.Sprintf(": %s needs the %q permission on it (RBAC verb %q on %s, resourceNames [%s], in namespace %s)",
 		what, UnlockVerb, UnlockVerb, s.gr, s.name, s.namespace)

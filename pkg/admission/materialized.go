@@ -9,7 +9,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // SetServerIdentity names the server's own user: the only one that may
@@ -36,7 +36,7 @@ func (g *Guards) isMaterialized(resource string) bool {
 }
 
 func materialized(u *unstructured.Unstructured) bool {
-	return u != nil && merge.IsMaterialized(u.GetLabels())
+	return u != nil && v1alpha1.IsMaterialized(u.GetLabels())
 }
 
 // copyTouched reports whether a request's old or new object is a
@@ -77,7 +77,7 @@ func (g *Guards) Materialized(ctx context.Context, req *admissionv1.AdmissionReq
 	switch {
 	case req.Operation == admissionv1.Create || (req.Operation == admissionv1.Update && !was):
 		return deny("%s: only implicit-apiserver (%s) may set the label %s: a materialized copy is never a source, so the label would hide this object from every view",
-			s, id, merge.LabelMaterialized)
+			s, id, v1alpha1.LabelMaterialized)
 	case req.Operation == admissionv1.Update && !is:
 		d := g.madeOwn(ctx, req, s)
 		if d.allowed && (req.DryRun == nil || !*req.DryRun) {
@@ -99,9 +99,9 @@ func (g *Guards) Materialized(ctx context.Context, req *admissionv1.AdmissionReq
 	if req.Operation == admissionv1.Delete {
 		verb = "delete"
 	}
-	srcNS := s.old.GetLabels()[merge.LabelSourceNamespace]
+	srcNS := s.old.GetLabels()[v1alpha1.LabelSourceNamespace]
 	what := fmt.Sprintf("%s is a materialized copy of the %s source %s/%s (label %s): implicit-apiserver writes it as the view says; change the source instead",
-		s, s.old.GetLabels()[merge.LabelScope], srcNS, s.name, merge.LabelMaterialized)
+		s, s.old.GetLabels()[v1alpha1.LabelScope], srcNS, s.name, v1alpha1.LabelMaterialized)
 	if srcNS == "" {
 		return deny("%s", what)
 	}

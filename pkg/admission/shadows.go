@@ -6,6 +6,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -50,7 +51,7 @@ func (g *Guards) Shadows(_ context.Context, req *admissionv1.AdmissionRequest) d
 		// An overlay may add fields to a locked item: the merge keeps
 		// every field a locked layer sets, and the view names what it kept.
 		return allow(fmt.Sprintf("implicit.dev: %s overlays the locked %s source %s/%s: the fields it sets stay as they are; the view's %s names what this object can't change",
-			s, inh.Scope, inh.Item.Namespace, inh.Item.Name, merge.AnnotationConflict))
+			s, inh.Scope, inh.Item.Namespace, inh.Item.Name, v1alpha1.AnnotationConflict))
 	}
 	return deny("%s would shadow the locked %s source %s/%s, which namespace %s inherits: a locked item can't be shadowed from below; its owners can unlock or change it",
 		s, inh.Scope, inh.Item.Namespace, inh.Item.Name, s.namespace)

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // memLedger is a Lease as kube-apiserver keeps it: a record written only
@@ -67,7 +67,7 @@ func TestSharedRecord(t *testing.T) {
 	orgAdmin := allowAll(unlock(rolebindings, "org", "rb"))
 	nsList := []*corev1.Namespace{ns(global, ""), ns("org", ""), ns("team-a", "org", recorded)}
 	candidate := func(name, stable string) *admissionv1.AdmissionRequest {
-		return request(create, rolebindings, "org", name, nil, roleBinding("org", name, candidateFor(stable, "!"+merge.LabelStage)))
+		return request(create, rolebindings, "org", name, nil, roleBinding("org", name, candidateFor(stable, "!"+v1alpha1.LabelStage)))
 	}
 	lockRB := request(update, rolebindings, "org", "rb", roleBinding("org", "rb"), roleBinding("org", "rb", isLocked))
 	for _, tc := range []struct {

@@ -8,7 +8,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // stageVerb is the custom RBAC verb on a namespace that allows setting,
@@ -20,7 +20,7 @@ func stageLabel(u *unstructured.Unstructured) (string, bool) {
 	if u == nil {
 		return "", false
 	}
-	v, ok := u.GetLabels()[merge.LabelStage]
+	v, ok := u.GetLabels()[v1alpha1.LabelStage]
 	return v, ok
 }
 
@@ -40,12 +40,12 @@ func (g *Guards) Stages(ctx context.Context, req *admissionv1.AdmissionRequest) 
 		return allow()
 	}
 	name := obj.GetName()
-	what := fmt.Sprintf("changing %s from %q to %q", merge.LabelStage, before, after)
+	what := fmt.Sprintf("changing %s from %q to %q", v1alpha1.LabelStage, before, after)
 	switch {
 	case !had:
-		what = fmt.Sprintf("setting %s: %q", merge.LabelStage, after)
+		what = fmt.Sprintf("setting %s: %q", v1alpha1.LabelStage, after)
 	case !has:
-		what = fmt.Sprintf("removing %s: %q", merge.LabelStage, before)
+		what = fmt.Sprintf("removing %s: %q", v1alpha1.LabelStage, before)
 	}
 	// As kube-apiserver authorizes a request on namespace name: with the
 	// namespace set, so bindings inside it count too (the parent guard asks

@@ -15,7 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
@@ -36,7 +36,7 @@ func TestRefusedChangeAdmitsNoCycle(t *testing.T) {
 	g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: allowAll(updateNamespace("a"), updateNamespace("b"), updateNamespace("c"))}, Served: served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient("p", "a", "b", "c"), Clock: clocktesting.NewFakePassiveClock(time.Now())})
 
 	staged := ns("b", "c", parentUID(nsUID("c")))
-	staged.Labels[merge.LabelStage] = "x"
+	staged.Labels[v1alpha1.LabelStage] = "x"
 	first := request(admissionv1.Update, nsGR, "", "b", ns("b", "a", recorded), staged)
 	if resp, _ := review(t, g, admission.PathParents, first); resp == nil || !resp.Allowed {
 		t.Fatalf("the parent guard refused b -> c: %+v", resp)
@@ -72,7 +72,7 @@ func TestSupersededAssumptionIsDropped(t *testing.T) {
 	t.Log("another write of a lands (a team label, no parent): a -> b never happened")
 	other := ns("a", "")
 	other.Labels["team"] = "x"
-	other.Labels[merge.LabelInherit] = "true"
+	other.Labels[v1alpha1.LabelInherit] = "true"
 	m.OnNamespace(other, false)
 	second.UID += "-again"
 	if resp, _ := review(t, g, admission.PathParents, second); resp == nil || !resp.Allowed {
@@ -147,7 +147,7 @@ func TestLockedMaterializedStandIn(t *testing.T) {
 			namespaces: []*corev1.Namespace{ns(global, ""), ns("mine", "")},
 			sources:    []*networkingv1.NetworkPolicy{networkPolicy(global, "deny", isLocked)},
 			path:       admission.PathShadows,
-			req:        request(create, npGR, "mine", "deny", nil, networkPolicy("mine", "deny", annotated(merge.AnnotationMerge, "overlay"))),
+			req:        request(create, npGR, "mine", "deny", nil, networkPolicy("mine", "deny", annotated(v1alpha1.AnnotationMerge, "overlay"))),
 			want:       "would shadow the locked global source implicit-global/deny",
 		},
 	}
@@ -187,7 +187,7 @@ func TestLockWithOpenCandidate(t *testing.T) {
 
 	t.Run("a candidate in the mirror", func(t *testing.T) {
 		t.Parallel()
-		m := hierarchyMux(t, nsList, roleBinding("org", "rb"), roleBinding("org", "rb-next", candidateFor("rb", "!"+merge.LabelStage)))
+		m := hierarchyMux(t, nsList, roleBinding("org", "rb"), roleBinding("org", "rb-next", candidateFor("rb", "!"+v1alpha1.LabelStage)))
 		g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: orgAdmin}, Served: served, GlobalNamespaces: []string{global}})
 		req := request(update, rolebindings, "org", "rb", roleBinding("org", "rb"), roleBinding("org", "rb", isLocked))
 		resp, _ := review(t, g, admission.PathLocks, req)
@@ -199,7 +199,7 @@ func TestLockWithOpenCandidate(t *testing.T) {
 		t.Parallel()
 		m := hierarchyMux(t, nsList, roleBinding("org", "rb"))
 		g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: orgAdmin}, Served: served, GlobalNamespaces: []string{global}})
-		cand := request(create, rolebindings, "org", "rb-next", nil, roleBinding("org", "rb-next", candidateFor("rb", "!"+merge.LabelStage)))
+		cand := request(create, rolebindings, "org", "rb-next", nil, roleBinding("org", "rb-next", candidateFor("rb", "!"+v1alpha1.LabelStage)))
 		if resp, _ := review(t, g, admission.PathCandidates, cand); resp == nil || !resp.Allowed {
 			t.Fatalf("the candidate was refused: %+v", resp)
 		}
@@ -219,7 +219,7 @@ func TestLockWithOpenCandidate(t *testing.T) {
 		if resp, _ := review(t, g, admission.PathLocks, lock); resp == nil || !resp.Allowed {
 			t.Fatalf("the lock was refused: %+v", resp)
 		}
-		cand := request(create, rolebindings, "org", "rb-next", nil, roleBinding("org", "rb-next", candidateFor("rb", "!"+merge.LabelStage)))
+		cand := request(create, rolebindings, "org", "rb-next", nil, roleBinding("org", "rb-next", candidateFor("rb", "!"+v1alpha1.LabelStage)))
 		cand.UserInfo.Username = "mallory"
 		auth.answers = nil // mallory may not unlock
 		resp, _ := review(t, g, admission.PathCandidates, cand)
@@ -237,7 +237,7 @@ func TestFanoutOfCandidateConversion(t *testing.T) {
 	t.Parallel()
 	update := admissionv1.Update
 	nsList := []*corev1.Namespace{ns(global, ""), ns("org", ""), ns("team-a", "org", recorded), ns("team-b", "org", recorded)}
-	stage := candidateFor("rb", "!"+merge.LabelStage)
+	stage := candidateFor("rb", "!"+v1alpha1.LabelStage)
 	tests := []struct {
 		name     string
 		sources  []*rbacv1.RoleBinding
@@ -359,7 +359,7 @@ func TestLockOverTenantObjects(t *testing.T) {
 func TestPromoteLockedStagedCreation(t *testing.T) {
 	t.Parallel()
 	nsList := []*corev1.Namespace{ns(global, ""), ns("org", ""), ns("team-a", "org", recorded)}
-	m := hierarchyMux(t, nsList, roleBinding("org", "rb-next", candidateFor("rb", "!"+merge.LabelStage), isLocked))
+	m := hierarchyMux(t, nsList, roleBinding("org", "rb-next", candidateFor("rb", "!"+v1alpha1.LabelStage), isLocked))
 	g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: allowAll(unlock(rolebindings, "org", "rb"))}, Served: served, GlobalNamespaces: []string{global}})
 	resp, _ := review(t, g, admission.PathLocks, request(admissionv1.Create, rolebindings, "org", "rb", nil, roleBinding("org", "rb", isLocked)))
 	if resp == nil || !resp.Allowed {

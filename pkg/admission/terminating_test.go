@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // TestParentTerminating: a namespace whose deletion has begun is no place
@@ -38,7 +38,7 @@ func TestParentTerminating(t *testing.T) {
 			index:       idx("org"),
 			answers:     allowAll(updateNamespace("org")),
 			req:         request(update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "org", recorded)),
-			wantMessage: []string{`namespace "org" can't be the parent of namespace "team-a": it is being terminated`, merge.LabelParent},
+			wantMessage: []string{`namespace "org" can't be the parent of namespace "team-a": it is being terminated`, v1alpha1.LabelParent},
 			wantSAR:     []authorizationv1.ResourceAttributes{updateNamespace("org")},
 		},
 		{

@@ -19,7 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // clientConfig is the test's client config of the guard at path.
@@ -285,7 +285,7 @@ func TestLockTouchedCondition(t *testing.T) {
 	t.Parallel()
 	c, u, d := k8sadmission.Create, k8sadmission.Update, k8sadmission.Delete
 	rb := func(opts ...objOpt) *rbacv1.RoleBinding { return roleBinding(global, "admins", opts...) }
-	unlockedFalse := annotated(merge.AnnotationLocked, "false")
+	unlockedFalse := annotated(v1alpha1.AnnotationLocked, "false")
 	other := annotated("other", "x")
 	at := func(op k8sadmission.Operation, old, obj *rbacv1.RoleBinding) admissionAttrs {
 		a := admissionAttrs{op: op, gvr: rbGVR, namespace: global, name: "admins"}
@@ -337,7 +337,7 @@ func nsAt(op k8sadmission.Operation, old, obj *corev1.Namespace) admissionAttrs 
 func TestHierarchyChangedCondition(t *testing.T) {
 	t.Parallel()
 	c, u := k8sadmission.Create, k8sadmission.Update
-	inherit := func(v string) nsOpt { return func(n *corev1.Namespace) { n.Labels[merge.LabelInherit] = v } }
+	inherit := func(v string) nsOpt { return func(n *corev1.Namespace) { n.Labels[v1alpha1.LabelInherit] = v } }
 	other := func(n *corev1.Namespace) { n.Labels["team"] = "a" }
 	runMatches(t, webhookOf(t, admission.WebhookParents), []matchCase{
 		{"create with a parent", nsAt(c, nil, ns("team-a", "org")), true},
@@ -369,7 +369,7 @@ func TestHierarchyChangedCondition(t *testing.T) {
 func TestCandidateTouchedCondition(t *testing.T) {
 	t.Parallel()
 	c, u, d := k8sadmission.Create, k8sadmission.Update, k8sadmission.Delete
-	const canary = merge.LabelStage + "=canary"
+	const canary = v1alpha1.LabelStage + "=canary"
 	rb := func(opts ...objOpt) *rbacv1.RoleBinding { return roleBinding(global, "x.next", opts...) }
 	at := func(op k8sadmission.Operation, old, obj *rbacv1.RoleBinding) admissionAttrs {
 		a := admissionAttrs{op: op, gvr: rbGVR, namespace: global, name: "x.next"}
@@ -384,8 +384,8 @@ func TestCandidateTouchedCondition(t *testing.T) {
 	other := annotated("other", "y")
 	runMatches(t, webhookOf(t, admission.WebhookCandidates), []matchCase{
 		{"create a candidate", at(c, nil, rb(candidateFor("x", canary))), true},
-		{"create with only a selector", at(c, nil, rb(annotated(merge.AnnotationCanarySelector, canary))), true},
-		{"create with only candidate-for", at(c, nil, rb(annotated(merge.AnnotationCandidateFor, "x"))), true},
+		{"create with only a selector", at(c, nil, rb(annotated(v1alpha1.AnnotationCanarySelector, canary))), true},
+		{"create with only candidate-for", at(c, nil, rb(annotated(v1alpha1.AnnotationCandidateFor, "x"))), true},
 		{"create an ordinary source", at(c, nil, rb(other)), false},
 		{"create without annotations", at(c, nil, rb()), false},
 		{"update a candidate", at(u, rb(candidateFor("x", canary)), rb(candidateFor("x", "implicit.dev/stage in (canary,early)"))), true},
@@ -401,7 +401,7 @@ func TestCandidateTouchedCondition(t *testing.T) {
 func TestStageChangedCondition(t *testing.T) {
 	t.Parallel()
 	c, u := k8sadmission.Create, k8sadmission.Update
-	staged := func(v string) nsOpt { return func(n *corev1.Namespace) { n.Labels[merge.LabelStage] = v } }
+	staged := func(v string) nsOpt { return func(n *corev1.Namespace) { n.Labels[v1alpha1.LabelStage] = v } }
 	other := func(n *corev1.Namespace) { n.Labels["team"] = "a" }
 	runMatches(t, webhookOf(t, admission.WebhookStages), []matchCase{
 		{"create with a stage", nsAt(c, nil, ns("team-a", "", staged("canary"))), true},
