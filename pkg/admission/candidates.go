@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
@@ -62,7 +63,7 @@ func candidateTouched(s source) bool {
 //     that inherit the stable name from its namespace it reaches; deleting
 //     one, how many it stops reaching.
 func (g *Guards) Candidates(ctx context.Context, req *admissionv1.AdmissionRequest) decision {
-	s, ok, err := g.source(req, subresourceStatus)
+	s, ok, err := g.source(req, webhookconfig.SubresourceStatus)
 	if !ok {
 		return allow()
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
@@ -121,7 +122,7 @@ func TestCandidates(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			runGuard(t, admission.PathCandidates, tc)
+			runGuard(t, webhookconfig.PathCandidates, tc)
 		})
 	}
 }
@@ -131,7 +132,7 @@ func TestCandidates(t *testing.T) {
 func TestFanoutLeavesCandidates(t *testing.T) {
 	t.Parallel()
 	rb := roleBinding(global, "org-viewers.next", candidateFor("org-viewers", v1alpha1.LabelStage+"=canary"))
-	runGuard(t, admission.PathFanout, guardCase{
+	runGuard(t, webhookconfig.PathFanout, guardCase{
 		index: &fakeIndex{reach: 7},
 		req:   request(admissionv1.Update, rolebindings, global, "org-viewers.next", rb, rb), wantAllowed: true,
 	})
@@ -178,7 +179,7 @@ func TestStages(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			runGuard(t, admission.PathStages, tc)
+			runGuard(t, webhookconfig.PathStages, tc)
 		})
 	}
 }

@@ -7,6 +7,8 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 )
 
 // Fanout warns of every create, update or delete of an inherited source:
@@ -69,7 +71,7 @@ func materializedWarning(namespaces int) string {
 // another one warns of, by path.
 func (g *Guards) sourceGuards() map[string]func(context.Context, *admissionv1.AdmissionRequest) decision {
 	return map[string]func(context.Context, *admissionv1.AdmissionRequest) decision{
-		pathLocks: g.Locks, pathShadows: g.Shadows, pathMaterialized: g.Materialized, pathCandidates: g.Candidates,
+		webhookconfig.PathLocks: g.Locks, webhookconfig.PathShadows: g.Shadows, webhookconfig.PathMaterialized: g.Materialized, webhookconfig.PathCandidates: g.Candidates,
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -109,16 +110,6 @@ type source struct {
 	old, obj    *unstructured.Unstructured // nil when absent
 }
 
-// Subresources through which a guarded source changes: status (which the
-// view shows) and scale (which writes spec.replicas).
-const (
-	subresourceStatus = "status"
-	subresourceScale  = "scale"
-)
-
-// guardedSubresources are the subresources the lock guard sees UPDATEs of.
-var guardedSubresources = []string{subresourceStatus, subresourceScale}
-
 // source decodes req's source object; false when req is not of a served
 // resource or is of a subresource other than those in subresources.
 func (g *Guards) source(req *admissionv1.AdmissionRequest, subresources ...string) (source, bool, error) {
@@ -172,7 +163,7 @@ func (s source) String() string {
 // Scale carries none of the source's annotations, and a status update may
 // drop them from what it sends.
 func (g *Guards) locked(s source) (wasLocked, isLocked bool, err error) {
-	if s.subresource == subresourceScale {
+	if s.subresource == webhookconfig.SubresourceScale {
 		wasLocked, err = g.index.SourceLocked(s.resource, s.namespace, s.name)
 		return wasLocked, wasLocked, err
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
@@ -362,7 +363,7 @@ func TestLocks(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			runGuard(t, admission.PathLocks, tc)
+			runGuard(t, webhookconfig.PathLocks, tc)
 		})
 	}
 }
@@ -474,7 +475,7 @@ func TestShadows(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			runGuard(t, admission.PathShadows, tc)
+			runGuard(t, webhookconfig.PathShadows, tc)
 		})
 	}
 }
@@ -666,7 +667,7 @@ func TestParents(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			runGuard(t, admission.PathParents, tc)
+			runGuard(t, webhookconfig.PathParents, tc)
 		})
 	}
 }
@@ -781,7 +782,7 @@ func TestFanout(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			runGuard(t, admission.PathFanout, tc)
+			runGuard(t, webhookconfig.PathFanout, tc)
 		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
@@ -97,7 +98,7 @@ func (g *Guards) parentUID(ctx context.Context, req *admissionv1.AdmissionReques
 		}
 		if !after.hasParentUID || after.parentUID != uid {
 			return deny("setting %s: %s on namespace %q: %s must be %q, the uid of namespace %q, as the webhook %s writes it (is its MutatingWebhookConfiguration installed?)",
-				v1alpha1.LabelParent, after.parent, name, v1alpha1.AnnotationParentUID, uid, after.parent, WebhookParentUID)
+				v1alpha1.LabelParent, after.parent, name, v1alpha1.AnnotationParentUID, uid, after.parent, webhookconfig.WebhookParentUID)
 		}
 	case after.parent == "" && after.hasParentUID && changed:
 		return deny("namespace %q: %s is set only with %s, by the server", name, v1alpha1.AnnotationParentUID, v1alpha1.LabelParent)

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
@@ -176,7 +177,7 @@ func TestParentUID(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			runGuard(t, admission.PathParentUID, tc)
+			runGuard(t, webhookconfig.PathParentUID, tc)
 		})
 	}
 }
@@ -207,7 +208,7 @@ func TestParentsHierarchy(t *testing.T) {
 			name:        "a new parent without its uid is denied",
 			answers:     allowAll(updateNamespace("org")),
 			req:         request(update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "org")),
-			wantMessage: []string{v1alpha1.AnnotationParentUID, `"ns-org"`, admission.WebhookParentUID},
+			wantMessage: []string{v1alpha1.AnnotationParentUID, `"ns-org"`, webhookconfig.WebhookParentUID},
 			wantSAR:     []authorizationv1.ResourceAttributes{updateNamespace("org")},
 		},
 		{
@@ -392,7 +393,7 @@ func TestParentsHierarchy(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			runGuard(t, admission.PathParents, tc)
+			runGuard(t, webhookconfig.PathParents, tc)
 		})
 	}
 }
@@ -469,10 +470,10 @@ func TestParentsAssumeAdmittedChanges(t *testing.T) {
 			g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: tc.answers}, Served: served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient("a", "b"), Clock: clock})
 
 			tc.first.DryRun = ptr.To(tc.dryRun)
-			if resp, _ := review(t, g, admission.PathParents, tc.first); resp == nil || !resp.Allowed {
+			if resp, _ := review(t, g, webhookconfig.PathParents, tc.first); resp == nil || !resp.Allowed {
 				t.Fatalf("first change refused: %+v", resp)
 			}
-			resp, _ := review(t, g, admission.PathParents, tc.second)
+			resp, _ := review(t, g, webhookconfig.PathParents, tc.second)
 			if resp == nil {
 				t.Fatal("no answer to the second change")
 			}
@@ -488,7 +489,7 @@ func TestParentsAssumeAdmittedChanges(t *testing.T) {
 			t.Log("the index never showed the first change: once the assumption expires, the second is judged against the index alone")
 			clock.SetTime(clock.Now().Add(31 * time.Second))
 			tc.second.UID += "-again"
-			if resp, _ := review(t, g, admission.PathParents, tc.second); resp == nil || !resp.Allowed {
+			if resp, _ := review(t, g, webhookconfig.PathParents, tc.second); resp == nil || !resp.Allowed {
 				t.Fatalf("second change after the assumption expired: %+v, want allowed", resp)
 			}
 		})

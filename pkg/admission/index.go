@@ -15,21 +15,17 @@ type (
 	MuxIndex = whatif.Index
 	// Views is what the index reads the sources through: *watchmux.Mux.
 	Views = whatif.Views
-	// NamespaceMeta, Assumed, LockedItem, Pending, SourceRef,
-	// CandidateSource and MatchInputs are the index's questions' terms.
+	// NamespaceMeta, Assumed, LockedItem, Pending, SourceRef
+	// and CandidateSource are the index's questions' terms.
 	NamespaceMeta   = whatif.NamespaceMeta
 	Assumed         = whatif.Assumed
 	LockedItem      = whatif.LockedItem
 	Pending         = whatif.Pending
 	SourceRef       = whatif.SourceRef
 	CandidateSource = whatif.CandidateSource
-	MatchInputs     = whatif.MatchInputs
 )
 
-var (
-	_ Index   = &MuxIndex{}
-	_ Guarded = &MuxIndex{}
-)
+var _ Index = &MuxIndex{}
 
 // NewIndex returns the index of the guards that reads views.
 func NewIndex(views Views) *MuxIndex { return whatif.New(views) }

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	tf "github.com/implicit-dev/implicit-apiserver/internal/testfixture"
-	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
@@ -369,7 +369,7 @@ func TestGuarded(t *testing.T) {
 		put(roleResource, tf.SourceRole("org", "open")),
 	)
 	unsynced := muxOf(t, false, steps, rbResource, roleResource)
-	if g, ok := unsynced.Guarded(); ok || !reflect.DeepEqual(g, admission.MatchInputs{}) {
+	if g, ok := unsynced.Guarded(); ok || !reflect.DeepEqual(g, webhookconfig.MatchInputs{}) {
 		t.Errorf("Guarded before sync = %+v, %v; want nothing, false", g, ok)
 	}
 

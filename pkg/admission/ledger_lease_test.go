@@ -23,6 +23,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
@@ -227,14 +228,14 @@ func TestSharedRecordOnLease(t *testing.T) {
 		s, _, a, b := setup(t)
 		// A's turn first, so that its copy of the record is stale when
 		// it locks.
-		if !allowed(t, a, admission.PathCandidates, candidate("y-next", "y")) {
+		if !allowed(t, a, webhookconfig.PathCandidates, candidate("y-next", "y")) {
 			t.Fatal("A refused a candidate of y")
 		}
-		if !allowed(t, b, admission.PathCandidates, candidate("rb-next", "rb")) {
+		if !allowed(t, b, webhookconfig.PathCandidates, candidate("rb-next", "rb")) {
 			t.Fatal("B refused the candidate of rb")
 		}
 		before := s.conflict
-		resp, _ := review(t, a, admission.PathLocks, lock("rb"))
+		resp, _ := review(t, a, webhookconfig.PathLocks, lock("rb"))
 		if resp == nil || resp.Allowed {
 			t.Fatalf("A locked rb under B's open candidate: %+v", resp)
 		}
@@ -249,15 +250,15 @@ func TestSharedRecordOnLease(t *testing.T) {
 	t.Run("entries expire after 30 s", func(t *testing.T) {
 		t.Parallel()
 		_, clk, a, b := setup(t)
-		if !allowed(t, b, admission.PathCandidates, candidate("rb-next", "rb")) {
+		if !allowed(t, b, webhookconfig.PathCandidates, candidate("rb-next", "rb")) {
 			t.Fatal("B refused the candidate of rb")
 		}
 		clk.Step(29 * time.Second)
-		if allowed(t, a, admission.PathLocks, lock("rb")) {
+		if allowed(t, a, webhookconfig.PathLocks, lock("rb")) {
 			t.Fatal("A locked rb 29 s after B's candidate")
 		}
 		clk.Step(2 * time.Second)
-		if !allowed(t, a, admission.PathLocks, lock("rb")) {
+		if !allowed(t, a, webhookconfig.PathLocks, lock("rb")) {
 			t.Error("A still refuses to lock rb 31 s after B's candidate, which its mirror never showed")
 		}
 	})
@@ -309,7 +310,7 @@ func TestSharedRecordOnLease(t *testing.T) {
 			obj.SetAnnotations(a)
 			return request(update, rolebindings, "org", "x", old, obj)
 		}
-		resp, status := review(t, a, admission.PathLocks, bulky())
+		resp, status := review(t, a, webhookconfig.PathLocks, bulky())
 		if status != http.StatusServiceUnavailable || resp != nil && resp.Allowed {
 			t.Fatalf("a lock whose record exceeds the bound: status %d, %+v; want 503", status, resp)
 		}
@@ -317,7 +318,7 @@ func TestSharedRecordOnLease(t *testing.T) {
 			t.Errorf("the Lease moved from %s to %s", kept, got)
 		}
 		clk.Step(21 * time.Second)
-		if resp, status := review(t, a, admission.PathLocks, bulky()); resp == nil || !resp.Allowed {
+		if resp, status := review(t, a, webhookconfig.PathLocks, bulky()); resp == nil || !resp.Allowed {
 			t.Errorf("refused once the filler entries expired: status %d, %+v", status, resp)
 		}
 	})

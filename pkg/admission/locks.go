@@ -10,6 +10,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
@@ -20,7 +21,7 @@ import (
 // an update of the object does (the view shows its status; scale writes
 // spec.replicas), so it needs unlock alike.
 func (g *Guards) Locks(ctx context.Context, req *admissionv1.AdmissionRequest) decision {
-	s, ok, err := g.source(req, guardedSubresources...)
+	s, ok, err := g.source(req, webhookconfig.GuardedSubresources...)
 	if !ok || (s.subresource != "" && req.Operation != admissionv1.Update) {
 		return allow()
 	}

@@ -9,6 +9,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
@@ -56,7 +57,7 @@ func copyTouched(s source) bool { return materialized(s.old) || materialized(s.o
 // locked), and is then allowed with a warning: the server writes the copy
 // back as the view says. A copy goes with its namespace.
 func (g *Guards) Materialized(ctx context.Context, req *admissionv1.AdmissionRequest) decision {
-	s, ok, err := g.source(req, subresourceStatus)
+	s, ok, err := g.source(req, webhookconfig.SubresourceStatus)
 	if !ok {
 		return allow()
 	}

@@ -5,15 +5,14 @@ import (
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	k8sadmission "k8s.io/apiserver/pkg/admission"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
@@ -223,7 +222,7 @@ func TestMaterialized(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			runGuard(t, admission.PathMaterialized, tc)
+			runGuard(t, webhookconfig.PathMaterialized, tc)
 		})
 	}
 }
@@ -247,10 +246,10 @@ func TestSourceGuardsLeaveCopiesAlone(t *testing.T) {
 		path string
 		op   admissionv1.Operation
 	}{
-		{admission.PathLocks, admissionv1.Create},
-		{admission.PathLocks, admissionv1.Update},
-		{admission.PathShadows, admissionv1.Create},
-		{admission.PathFanout, admissionv1.Update},
+		{webhookconfig.PathLocks, admissionv1.Create},
+		{webhookconfig.PathLocks, admissionv1.Update},
+		{webhookconfig.PathShadows, admissionv1.Create},
+		{webhookconfig.PathFanout, admissionv1.Update},
 	} {
 		t.Run(tc.path+" "+string(tc.op), func(t *testing.T) {
 			t.Parallel()
@@ -274,7 +273,7 @@ func TestSourceGuardsLeaveCopiesAlone(t *testing.T) {
 func TestMaterializedFanoutWarning(t *testing.T) {
 	t.Parallel()
 	req := request(admissionv1.Update, networkpolicies, global, "deny", networkPolicy(global, "deny"), networkPolicy(global, "deny", annotated("x", "y")))
-	runGuard(t, admission.PathFanout, guardCase{
+	runGuard(t, webhookconfig.PathFanout, guardCase{
 		index:        &fakeIndex{reach: 12},
 		materialize:  []string{"networkpolicies"},
 		req:          req,
@@ -282,44 +281,12 @@ func TestMaterializedFanoutWarning(t *testing.T) {
 		wantWarnings: []string{"implicit.dev: this change reaches 12 namespaces and makes 12 real writes (materialized copies, delivery: Materialize)"},
 	})
 	reqRB := request(admissionv1.Update, rolebindings, global, "admins", roleBinding(global, "admins"), roleBinding(global, "admins", annotated("x", "y")))
-	runGuard(t, admission.PathFanout, guardCase{
+	runGuard(t, webhookconfig.PathFanout, guardCase{
 		index:        &fakeIndex{reach: 12},
 		materialize:  []string{"networkpolicies"},
 		req:          reqRB,
 		wantAllowed:  true,
 		wantWarnings: []string{admission.Warning(12)},
-	})
-}
-
-func TestMaterializedTouchedCondition(t *testing.T) {
-	t.Parallel()
-	c, u, d := k8sadmission.Create, k8sadmission.Update, k8sadmission.Delete
-	gvr := schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "networkpolicies"}
-	np := func(opts ...objOpt) *networkingv1.NetworkPolicy { return networkPolicy("team-a", "deny", opts...) }
-	mat := labelled(v1alpha1.LabelMaterialized, "true")
-	other := labelled("team", "a")
-	at := func(op k8sadmission.Operation, old, obj *networkingv1.NetworkPolicy) admissionAttrs {
-		a := admissionAttrs{op: op, gvr: gvr, namespace: "team-a", name: "deny"}
-		if old != nil {
-			a.old = old
-		}
-		if obj != nil {
-			a.obj = obj
-		}
-		return a
-	}
-	runMatches(t, webhookOf(t, admission.WebhookMaterialized), []matchCase{
-		{"create with the label", at(c, nil, np(mat)), true},
-		{"create with the label false (forged all the same)", at(c, nil, np(labelled(v1alpha1.LabelMaterialized, "false"))), true},
-		{"create without labels", at(c, nil, np()), false},
-		{"create with other labels", at(c, nil, np(other)), false},
-		{"update of a copy", at(u, np(mat), np(mat)), true},
-		{"update adding the label", at(u, np(other), np(mat)), true},
-		{"update removing the label", at(u, np(mat), np(other)), true},
-		{"update of an object of its own", at(u, np(other), np(other)), false},
-		{"delete of a copy", at(d, np(mat), nil), true},
-		{"delete of an object of its own", at(d, np(), nil), false},
-		{"status of a copy", admissionAttrs{op: u, gvr: gvr, namespace: "team-a", name: "deny", sub: "status", old: np(mat), obj: np(mat)}, true},
 	})
 }
 
@@ -397,39 +364,7 @@ func TestOwnCopy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			runGuard(t, admission.PathOwnCopy, tc)
+			runGuard(t, webhookconfig.PathOwnCopy, tc)
 		})
 	}
-}
-
-func TestCopyWrittenCondition(t *testing.T) {
-	t.Parallel()
-	u, d := k8sadmission.Update, k8sadmission.Delete
-	gvr := schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "networkpolicies"}
-	np := func(opts ...objOpt) *networkingv1.NetworkPolicy { return networkPolicy("team-a", "deny", opts...) }
-	mat := labelled(v1alpha1.LabelMaterialized, "true")
-	at := func(op k8sadmission.Operation, old, obj *networkingv1.NetworkPolicy) admissionAttrs {
-		a := admissionAttrs{op: op, gvr: gvr, namespace: "team-a", name: "deny"}
-		if old != nil {
-			a.old = old
-		}
-		if obj != nil {
-			a.obj = obj
-		}
-		return a
-	}
-	var w admissionregistrationv1.MutatingWebhook
-	for _, m := range admission.MutatingConfiguration("implicit-apiserver", clientConfig).Webhooks {
-		if m.Name == admission.WebhookOwnCopy {
-			w = m
-		}
-	}
-	runMatches(t, asValidating(w), []matchCase{
-		{"update of a copy", at(u, np(mat), np(mat)), true},
-		{"update of a copy removing the label", at(u, np(mat), np()), true},
-		{"update adding the label", at(u, np(), np(mat)), false},
-		{"update of an object labelled false", at(u, np(labelled(v1alpha1.LabelMaterialized, "false")), np(mat)), false},
-		{"update of an object of its own", at(u, np(labelled("team", "a")), np()), false},
-		{"delete of a copy", at(d, np(mat), nil), false},
-	})
 }

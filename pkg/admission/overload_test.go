@@ -11,6 +11,7 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/accessreview"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 )
 
 // TestAccessReviewCap: a namespace opt-out that would need more unlock
@@ -41,7 +42,7 @@ func TestAccessReviewCap(t *testing.T) {
 			g := admission.NewGuards(admission.Config{Index: index, Authorizer: accessreview.New(host, accessreview.Options{PerAdmission: tc.cap}), Served: served, GlobalNamespaces: []string{global}})
 			// Twice: the second review counts against its own cap.
 			for range 2 {
-				resp, status := review(t, g, admission.PathParents, request(admissionv1.Update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "", noInherit)))
+				resp, status := review(t, g, webhookconfig.PathParents, request(admissionv1.Update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "", noInherit)))
 				if status != http.StatusOK {
 					t.Fatalf("status %d, want 200", status)
 				}
@@ -78,7 +79,7 @@ func TestOverloadRefused(t *testing.T) {
 			host := &fakeAuthorizer{answers: map[authorizationv1.ResourceAttributes]answer{attrs: {err: tc.err}}}
 			g := admission.NewGuards(admission.Config{Index: index, Authorizer: host, Served: served, GlobalNamespaces: []string{global}})
 			req := request(admissionv1.Update, rolebindings, global, "admins", roleBinding(global, "admins", isLocked), roleBinding(global, "admins", isLocked))
-			resp, status := review(t, g, admission.PathLocks, req)
+			resp, status := review(t, g, webhookconfig.PathLocks, req)
 			if status != tc.wantStatus {
 				t.Fatalf("status %d, want %d", status, tc.wantStatus)
 			}

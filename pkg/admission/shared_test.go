@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
@@ -97,14 +98,14 @@ func TestSharedRecord(t *testing.T) {
 			}
 			a, b := replica(), replica()
 			if tc.staleFirst {
-				if resp, _ := review(t, a, admission.PathCandidates, candidate("x-next", "x")); resp == nil || !resp.Allowed {
+				if resp, _ := review(t, a, webhookconfig.PathCandidates, candidate("x-next", "x")); resp == nil || !resp.Allowed {
 					t.Fatalf("A refused a candidate of x: %+v", resp)
 				}
 			}
-			if resp, _ := review(t, b, admission.PathCandidates, candidate("rb-next", "rb")); resp == nil || !resp.Allowed {
+			if resp, _ := review(t, b, webhookconfig.PathCandidates, candidate("rb-next", "rb")); resp == nil || !resp.Allowed {
 				t.Fatalf("B refused the candidate of rb: %+v", resp)
 			}
-			resp, _ := review(t, a, admission.PathLocks, lockRB)
+			resp, _ := review(t, a, webhookconfig.PathLocks, lockRB)
 			if resp == nil {
 				t.Fatal("no answer")
 			}

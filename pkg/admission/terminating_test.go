@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
@@ -131,7 +132,7 @@ func TestParentTerminating(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			runGuard(t, admission.PathParents, tc)
+			runGuard(t, webhookconfig.PathParents, tc)
 		})
 	}
 }
@@ -166,12 +167,12 @@ func TestParentTerminatingMirror(t *testing.T) {
 				unlockAll(rolebindings, "org"),
 			)}, Served: served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient(global, "org", "p", "q", "r", "c")})
 			if tc.deleted != "" {
-				resp, _ := review(t, g, admission.PathNamespaceDeletions, request(admissionv1.Delete, nsGR, "", tc.deleted, ns(tc.deleted, "org", recorded), nil))
+				resp, _ := review(t, g, webhookconfig.PathNamespaceDeletions, request(admissionv1.Delete, nsGR, "", tc.deleted, ns(tc.deleted, "org", recorded), nil))
 				if resp == nil || !resp.Allowed {
 					t.Fatalf("deleting %s: %+v", tc.deleted, resp)
 				}
 			}
-			resp, _ := review(t, g, admission.PathParents, request(admissionv1.Update, nsGR, "", "c", ns("c", ""), ns("c", tc.parent, parentUID(nsUID(tc.parent)))))
+			resp, _ := review(t, g, webhookconfig.PathParents, request(admissionv1.Update, nsGR, "", "c", ns("c", ""), ns("c", tc.parent, parentUID(nsUID(tc.parent)))))
 			if resp == nil {
 				t.Fatal("no answer")
 			}

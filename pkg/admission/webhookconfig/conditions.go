@@ -1,4 +1,4 @@
-package admission
+package webhookconfig
 
 import (
 	"fmt"
@@ -26,7 +26,7 @@ const (
 // lockTouched is true when the old or the new object carries the lock, and
 // for every scale subresource request: a Scale carries none of its source's
 // annotations, so the guard looks the lock up.
-const lockTouched = `(has(request.subResource) && request.subResource == '` + subresourceScale + `') || ` +
+const lockTouched = `(has(request.subResource) && request.subResource == '` + SubresourceScale + `') || ` +
 	`(oldObject != null && has(oldObject.metadata.annotations) && '` + v1alpha1.AnnotationLocked + `' in oldObject.metadata.annotations && oldObject.metadata.annotations['` + v1alpha1.AnnotationLocked + `'] == 'true') || ` +
 	`(object != null && has(object.metadata.annotations) && '` + v1alpha1.AnnotationLocked + `' in object.metadata.annotations && object.metadata.annotations['` + v1alpha1.AnnotationLocked + `'] == 'true')`
 
@@ -79,6 +79,34 @@ func metadataChanged(field, key string) string {
 	}
 	return fmt.Sprintf("(%[1]s != %[2]s || (%[1]s && %[2]s && oldObject.metadata.%[3]s[%[4]s] != object.metadata.%[3]s[%[4]s]))",
 		in("oldObject"), in("object"), field, quote(key))
+}
+
+// MatchInputs is what the admission webhook's match conditions are made
+// of, so that only requests the guards may act on are sent to them.
+type MatchInputs struct {
+	// LockedNames are the names of locked source objects, per resource, sorted.
+	LockedNames map[string][]string
+	// Inherited are the namespaces whose sources other namespaces inherit:
+	// the global namespaces and every namespace named as a parent, sorted.
+	Inherited []string
+	// NeverInherited are the namespaces no other namespace inherits from,
+	// whatever their labels: the excluded ones that are no kind's global
+	// namespace (the server's own among them), sorted.
+	NeverInherited []string
+	// Materialized are the resources delivered as real objects, sorted:
+	// every creation of one in a tenant namespace is judged (ConditionSync
+	// sets them).
+	Materialized []string
+}
+
+// String prints g compactly, for logs.
+func (g MatchInputs) String() string {
+	var b strings.Builder
+	for _, r := range slices.Sorted(maps.Keys(g.LockedNames)) {
+		fmt.Fprintf(&b, "%s locked %d; ", r, len(g.LockedNames[r]))
+	}
+	fmt.Fprintf(&b, "%d inherited namespaces", len(g.Inherited))
+	return b.String()
 }
 
 // shadowCondition matches a CREATE whose name is the name of a locked source
