@@ -1,4 +1,4 @@
-package admission_test
+package whatif_test
 
 import (
 	"reflect"
@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	tf "github.com/implicit-dev/implicit-apiserver/internal/testfixture"
-	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
@@ -124,11 +124,11 @@ func TestIndexCandidates(t *testing.T) {
 	))
 	tests := []struct {
 		namespace string
-		want      []admission.CandidateSource
+		want      []whatif.CandidateSource
 	}{
-		{global, []admission.CandidateSource{{Name: "a.next", For: "a"}, {Name: "a.v2", For: "a"}, {Name: "b.next", For: "b"}, {Name: "bad", For: ""}}},
-		{"org", []admission.CandidateSource{{Name: "a.next", For: "a"}}},
-		{"team-a", []admission.CandidateSource{{Name: "locked", For: "z"}}},
+		{global, []whatif.CandidateSource{{Name: "a.next", For: "a"}, {Name: "a.v2", For: "a"}, {Name: "b.next", For: "b"}, {Name: "bad", For: ""}}},
+		{"org", []whatif.CandidateSource{{Name: "a.next", For: "a"}}},
+		{"team-a", []whatif.CandidateSource{{Name: "locked", For: "z"}}},
 		{"team-b", nil},
 	}
 	for _, tt := range tests {

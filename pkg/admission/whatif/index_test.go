@@ -1,4 +1,4 @@
-package admission_test
+package whatif_test
 
 import (
 	"reflect"
