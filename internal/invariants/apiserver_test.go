@@ -38,6 +38,7 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
@@ -205,7 +206,7 @@ func (h *harness) newGuards(mirror *watchmux.Mux) *admission.Guards {
 // mirror, with no shared record.
 func (h *harness) guardsConfig(mirror *watchmux.Mux) admission.Config {
 	return admission.Config{
-		Index: admission.NewIndex(mirror), Authorizer: h.oracle, Served: served, GlobalNamespaces: []string{global},
+		Mirror: admission.MirrorOf(whatif.New(mirror)), Authorizer: h.oracle, Served: served, GlobalNamespaces: []string{global},
 		Namespaces: h.w, ServerIdentity: server, Materialized: []string{netpols}, Clock: h.clock,
 		// A mirror never catches up within one decision here: no waiting.
 		MirrorWait: -1,
@@ -395,7 +396,7 @@ type webhook struct {
 // conditions are a webhook's match conditions with the synced ones as
 // ConditionSync writes them from the guards' mirror.
 func (h *harness) conditions(name string, cs []admissionregistrationv1.MatchCondition) []admissionregistrationv1.MatchCondition {
-	g, ok := admission.NewIndex(h.replicas[h.syncer].mirror).Guarded()
+	g, ok := whatif.New(h.replicas[h.syncer].mirror).Guarded()
 	g.Materialized = []string{netpols}
 	out := make([]admissionregistrationv1.MatchCondition, len(cs))
 	copy(out, cs)

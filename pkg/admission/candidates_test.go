@@ -13,6 +13,7 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
@@ -73,13 +74,13 @@ func TestCandidates(t *testing.T) {
 		{name: "an object that stops being a candidate", req: req(u, next(), roleBinding(global, "org-viewers.next")), wantAllowed: true},
 
 		// 2. A second candidate for the same stable name.
-		{name: "second candidate", index: &fakeIndex{candidates: map[string][]admission.CandidateSource{
+		{name: "second candidate", index: &fakeIndex{candidates: map[string][]whatif.CandidateSource{
 			"rolebindings " + global: {{Name: "org-viewers.v2", For: "org-viewers"}, {Name: "other.next", For: "other"}},
 		}}, req: req(c, nil, next()), wantMessage: []string{`already has the candidate "org-viewers.v2"`, "at most one candidate"}},
-		{name: "the candidate itself is no second one", index: &fakeIndex{candidateReach: [2]int{1, 1}, candidates: map[string][]admission.CandidateSource{
+		{name: "the candidate itself is no second one", index: &fakeIndex{candidateReach: [2]int{1, 1}, candidates: map[string][]whatif.CandidateSource{
 			"rolebindings " + global: {{Name: "org-viewers.next", For: "org-viewers"}, {Name: "other.next", For: "other"}},
 		}}, req: req(u, next(), next()), wantAllowed: true, wantWarnings: []string{admission.CandidateWarning(1, 1)}},
-		{name: "retargeting onto a staged name", index: &fakeIndex{candidates: map[string][]admission.CandidateSource{
+		{name: "retargeting onto a staged name", index: &fakeIndex{candidates: map[string][]whatif.CandidateSource{
 			"rolebindings " + global: {{Name: "org-viewers.next", For: "org-viewers"}, {Name: "other.next", For: "other"}},
 		}}, req: request(u, rolebindings, global, "x", roleBinding(global, "x", candidateFor("y", canary)), roleBinding(global, "x", candidateFor("other", canary))),
 			wantMessage: []string{`already has the candidate "other.next"`}},

@@ -127,7 +127,7 @@ func meant(ex merge.Exclusion, views []string) string {
 // lockedExclusion warns when namespace inherits the item ex names locked:
 // the exclusion will not remove it.
 func (g *Guards) lockedExclusion(namespace string, ex merge.Exclusion) string {
-	inh, found, err := g.index.Inherited(ex.Resource, namespace, ex.Name)
+	inh, found, err := g.mirror.Inheritance.Inherited(ex.Resource, namespace, ex.Name)
 	if err != nil || !found || !inh.Locked() {
 		return ""
 	}

@@ -25,13 +25,20 @@ type Authorizer interface {
 	Allowed(ctx context.Context, user authenticationv1.UserInfo, attrs authorizationv1.ResourceAttributes) (bool, string, error)
 }
 
+// LockedSources is what every source guard asks of a source as the mirror
+// holds it: whether it is locked (a request that carries no annotations of
+// its own, a scale subresource, is judged by it).
+type LockedSources interface {
+	SourceLocked(resource, namespace, name string) (bool, error)
+}
+
 // UnlockVerb is the custom RBAC verb that allows changing a locked source.
 const UnlockVerb = "unlock"
 
 // Guards decide admission requests.
 type Guards struct {
-	index Index
-	authz Authorizer
+	mirror Mirror
+	authz  Authorizer
 	// served maps a source group/resource to its view resource name; mu
 	// guards it, as kinds are served at run time (Serve).
 	mu     sync.RWMutex
@@ -164,12 +171,12 @@ func (s source) String() string {
 // drop them from what it sends.
 func (g *Guards) locked(s source) (wasLocked, isLocked bool, err error) {
 	if s.subresource == webhookconfig.SubresourceScale {
-		wasLocked, err = g.index.SourceLocked(s.resource, s.namespace, s.name)
+		wasLocked, err = g.mirror.Sources.SourceLocked(s.resource, s.namespace, s.name)
 		return wasLocked, wasLocked, err
 	}
 	wasLocked, isLocked = locked(s.old), locked(s.obj)
 	if s.subresource != "" && !wasLocked {
-		wasLocked, err = g.index.SourceLocked(s.resource, s.namespace, s.name)
+		wasLocked, err = g.mirror.Sources.SourceLocked(s.resource, s.namespace, s.name)
 	}
 	return wasLocked, isLocked, err
 }

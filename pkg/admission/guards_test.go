@@ -15,6 +15,7 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
@@ -65,7 +66,7 @@ func runGuard(t *testing.T, path string, tc guardCase) {
 		idx = &fakeIndex{}
 	}
 	authz := &fakeAuthorizer{answers: tc.answers}
-	cfg := admission.Config{Index: idx, Authorizer: authz, Served: served, GlobalNamespaces: []string{global},
+	cfg := admission.Config{Mirror: mirrorOf(idx), Authorizer: authz, Served: served, GlobalNamespaces: []string{global},
 		TrustParentUIDFrom: tc.trusted, ServerIdentity: tc.identity, Materialized: tc.materialize}
 	if !tc.noHost {
 		names := tc.namespaces
@@ -484,7 +485,7 @@ func TestShadows(t *testing.T) {
 func notSynced(t *testing.T) error {
 	t.Helper()
 	m := watchmux.New(merge.Policy{GlobalNamespace: global}, []string{"rolebindings"}, nil, watchmux.Options{})
-	_, _, err := admission.NewIndex(m).Inherited("rolebindings", "team-a", "admins")
+	_, _, err := whatif.New(m).Inherited("rolebindings", "team-a", "admins")
 	if !watchmux.IsNotSynced(err) {
 		t.Fatalf("an unsynced mux answered %v, want the not-synced error", err)
 	}

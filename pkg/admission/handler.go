@@ -24,13 +24,20 @@ import (
 // as kube-apiserver bounds objects.
 var admissionReview = webhook.Type{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview", MaxBytes: 6 << 20}
 
-// synced fails until the guards' index holds every namespace and source
-// (an index that can't tell is taken as synced: the unit tests' fakes).
+// SyncIndex tells whether the mirror holds every namespace and source yet:
+// until it does, the guards answer 503 rather than decide from an empty
+// mirror.
+type SyncIndex interface {
+	Synced() error
+}
+
+// synced fails until the mirror holds every namespace and source (no
+// SyncIndex is taken as synced: the unit tests' fakes).
 func (g *Guards) synced() error {
-	if s, ok := g.index.(interface{ Synced() error }); ok {
-		return s.Synced()
+	if g.mirror.Synced == nil {
+		return nil
 	}
-	return nil
+	return g.mirror.Synced.Synced()
 }
 
 // Handler returns the http.Handler of the guard at path.

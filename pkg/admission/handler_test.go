@@ -42,7 +42,7 @@ func TestHandlerRejectsWhatIsNotAReview(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			g := admission.NewGuards(admission.Config{Index: &fakeIndex{}, Authorizer: &fakeAuthorizer{}, Served: served, GlobalNamespaces: []string{global}})
+			g := admission.NewGuards(admission.Config{Mirror: mirrorOf(&fakeIndex{}), Authorizer: &fakeAuthorizer{}, Served: served, GlobalNamespaces: []string{global}})
 			for _, path := range webhookconfig.Paths {
 				r := httptest.NewRequest(tc.method, path, bytes.NewReader(tc.body))
 				w := httptest.NewRecorder()
@@ -74,7 +74,7 @@ func TestHandlerEchoesTheReview(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			g := admission.NewGuards(admission.Config{Index: &fakeIndex{}, Authorizer: &fakeAuthorizer{}, Served: served, GlobalNamespaces: []string{global}})
+			g := admission.NewGuards(admission.Config{Mirror: mirrorOf(&fakeIndex{}), Authorizer: &fakeAuthorizer{}, Served: served, GlobalNamespaces: []string{global}})
 			for _, path := range webhookconfig.Paths {
 				w := post(t, g, path, tc.body)
 				if w.Code != http.StatusOK {
@@ -103,7 +103,7 @@ func TestHandlerEchoesTheReview(t *testing.T) {
 func TestHandlerOverHTTP(t *testing.T) {
 	t.Parallel()
 	authz := &fakeAuthorizer{}
-	g := admission.NewGuards(admission.Config{Index: &fakeIndex{}, Authorizer: authz, Served: served, GlobalNamespaces: []string{global}})
+	g := admission.NewGuards(admission.Config{Mirror: mirrorOf(&fakeIndex{}), Authorizer: authz, Served: served, GlobalNamespaces: []string{global}})
 	mux := http.NewServeMux()
 	for _, p := range webhookconfig.Paths {
 		mux.Handle(p, g.Handler(p))
@@ -158,7 +158,7 @@ func TestUndecodableObjectIsDenied(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			g := admission.NewGuards(admission.Config{Index: &fakeIndex{}, Authorizer: &fakeAuthorizer{}, Served: served, GlobalNamespaces: []string{global}})
+			g := admission.NewGuards(admission.Config{Mirror: mirrorOf(&fakeIndex{}), Authorizer: &fakeAuthorizer{}, Served: served, GlobalNamespaces: []string{global}})
 			resp, status := review(t, g, tc.path, tc.req())
 			if status != http.StatusOK {
 				t.Fatalf("status %d, want 200", status)
@@ -251,7 +251,7 @@ func TestGuardsWaitForSync(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			m := muxOf(t, tc.synced, with())
-			g := admission.NewGuards(admission.Config{Index: m.MuxIndex, Authorizer: &fakeAuthorizer{}, Served: served, GlobalNamespaces: []string{global}})
+			g := admission.NewGuards(admission.Config{Mirror: admission.MirrorOf(m.Index), Authorizer: &fakeAuthorizer{}, Served: served, GlobalNamespaces: []string{global}})
 			for _, path := range webhookconfig.Paths {
 				w := post(t, g, path, body)
 				if w.Code != tc.want {

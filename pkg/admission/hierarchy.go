@@ -9,6 +9,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
@@ -130,13 +131,13 @@ func (g *Guards) parents(ctx context.Context, req *admissionv1.AdmissionRequest,
 			return d
 		}
 	}
-	next := NamespaceMeta{Labels: obj.GetLabels(), Annotations: obj.GetAnnotations()}
+	next := whatif.NamespaceMeta{Labels: obj.GetLabels(), Annotations: obj.GetAnnotations()}
 	// The request's old object is what the namespace is now, whatever the
 	// mirror or an assumption says (it may not know a namespace re-created
 	// a moment ago).
-	var now *NamespaceMeta
+	var now *whatif.NamespaceMeta
 	if old != nil {
-		now = &NamespaceMeta{Labels: old.GetLabels(), Annotations: old.GetAnnotations()}
+		now = &whatif.NamespaceMeta{Labels: old.GetLabels(), Annotations: old.GetAnnotations()}
 	}
 	unlocked := map[lockedKey]bool{}
 	for range maxRejudge {

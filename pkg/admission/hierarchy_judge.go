@@ -8,30 +8,50 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
+
+// LossIndex is what the guards of namespaces ask of the mirror: the
+// locked items a change of a namespace's labels, or its deletion, would
+// take out of views or make stand in under a name held below.
+type LossIndex interface {
+	// LockedLossPending lists the locked items that would leave the views
+	// of namespace and its subtree if its labels and annotations became
+	// next; pending are the source writes admitted a moment ago.
+	LockedLossPending(namespace string, next whatif.NamespaceMeta, assumed whatif.Assumed, pending whatif.Pending) ([]whatif.LockedItem, error)
+	// LockedStandIns lists, for resources, the locked items namespace or
+	// its subtree would newly inherit under a name it holds an object of.
+	LockedStandIns(namespace string, next whatif.NamespaceMeta, assumed whatif.Assumed, resources []string, pending whatif.Pending) ([]whatif.LockedItem, error)
+	// DeletionLoss lists the locked items that would leave other
+	// namespaces' views if namespace were deleted.
+	DeletionLoss(namespace string, assumed whatif.Assumed) ([]whatif.LockedItem, error)
+	// DeletionLosers lists the namespaces whose views hold items of
+	// namespace or of its ancestors that deleting namespace takes away.
+	DeletionLosers(namespace string) ([]string, error)
+}
 
 // judgement is what the parent guard found against the mirror and its
 // assumptions: a denial, or the locked items the change takes out of views
 // (each needs unlock).
 type judgement struct {
 	d    decision
-	lost []LockedItem
+	lost []whatif.LockedItem
 }
 
 // judgeHierarchy judges a change of namespace name's labels and annotations
 // to next under the lock, against the mirror alone and with the
 // assumptions applied.
-func (g *Guards) judgeHierarchy(name string, next NamespaceMeta, now *NamespaceMeta, newParent bool, parent string) judgement {
+func (g *Guards) judgeHierarchy(name string, next whatif.NamespaceMeta, now *whatif.NamespaceMeta, newParent bool, parent string) judgement {
 	g.hierarchy.mu.Lock()
 	defer g.hierarchy.mu.Unlock()
-	return g.judgeLocked(name, next, now, newParent, parent, g.hierarchy.currentLocked(g.index))
+	return g.judgeLocked(name, next, now, newParent, parent, g.hierarchy.currentLocked())
 }
 
 // judgeLocked is judgeHierarchy with hierarchy.mu held and the current
 // assumptions given. now is the namespace as the request found it (nil:
 // it is being created).
-func (g *Guards) judgeLocked(name string, next NamespaceMeta, now *NamespaceMeta, newParent bool, parent string, assumed Assumed) judgement {
+func (g *Guards) judgeLocked(name string, next whatif.NamespaceMeta, now *whatif.NamespaceMeta, newParent bool, parent string, assumed whatif.Assumed) judgement {
 	exists := now != nil
 	var before hierarchyOf
 	if exists {
@@ -40,13 +60,13 @@ func (g *Guards) judgeLocked(name string, next NamespaceMeta, now *NamespaceMeta
 	joins := joining(before, hierarchyOf{parent: parent, inherit: next.Labels[v1alpha1.LabelInherit]}, !exists, newParent)
 	if exists {
 		// Both ways, the namespace itself is as the request found it.
-		mirror := Assumed{name: *now}
-		if _, known := g.index.NamespaceMeta(name); known {
+		mirror := whatif.Assumed{name: *now}
+		if _, known := g.mirror.Namespaces.NamespaceMeta(name); known {
 			mirror = nil // the mirror alone, as it is
 		}
 		withAssumed := maps.Clone(assumed)
 		if withAssumed == nil {
-			withAssumed = Assumed{}
+			withAssumed = whatif.Assumed{}
 		}
 		withAssumed[name] = *now
 		return g.judgeBoth(name, next, true, newParent, joins, parent, mirror, withAssumed)
@@ -67,8 +87,8 @@ func joining(before, after hierarchyOf, created, newParent bool) bool {
 // judgeBoth judges against the mirror (with first applied: nil or the
 // namespace itself) and with the assumptions (second). A namespace being
 // created loses nothing. joins: the change makes it inherit through parent.
-func (g *Guards) judgeBoth(name string, next NamespaceMeta, exists, newParent, joins bool, parent string, first, second Assumed) judgement {
-	for _, a := range []Assumed{first, second} {
+func (g *Guards) judgeBoth(name string, next whatif.NamespaceMeta, exists, newParent, joins bool, parent string, first, second whatif.Assumed) judgement {
+	for _, a := range []whatif.Assumed{first, second} {
 		if newParent {
 			if d := g.parentPlace(name, parent, a); !d.allowed {
 				return judgement{d: d}
@@ -83,14 +103,14 @@ func (g *Guards) judgeBoth(name string, next NamespaceMeta, exists, newParent, j
 	if !exists {
 		return judgement{d: allow()}
 	}
-	var lost []LockedItem
-	for _, a := range []Assumed{first, second} {
+	var lost []whatif.LockedItem
+	for _, a := range []whatif.Assumed{first, second} {
 		// The mirror alone, then with everything remembered applied.
-		var pending Pending
+		var pending whatif.Pending
 		if a != nil {
 			pending = g.recent.pending()
 		}
-		l, err := g.index.LockedLossPending(name, next, a, pending)
+		l, err := g.mirror.Losses.LockedLossPending(name, next, a, pending)
 		if err != nil {
 			return judgement{d: unavailable(fmt.Errorf("computing the locked items namespace %s would lose: %w", name, err))}
 		}
@@ -106,10 +126,10 @@ func (g *Guards) judgeBoth(name string, next NamespaceMeta, exists, newParent, j
 // again with the assumptions as they are now finds the same: no new denial
 // and no locked item beyond those already allowed. Dry runs are not
 // assumed.
-func (g *Guards) assumeIfSame(req *admissionv1.AdmissionRequest, name string, old *unstructured.Unstructured, now *NamespaceMeta, next NamespaceMeta, newParent bool, parent string, prev judgement) bool {
+func (g *Guards) assumeIfSame(req *admissionv1.AdmissionRequest, name string, old *unstructured.Unstructured, now *whatif.NamespaceMeta, next whatif.NamespaceMeta, newParent bool, parent string, prev judgement) bool {
 	g.hierarchy.mu.Lock()
 	defer g.hierarchy.mu.Unlock()
-	j := g.judgeLocked(name, next, now, newParent, parent, g.hierarchy.currentLocked(g.index))
+	j := g.judgeLocked(name, next, now, newParent, parent, g.hierarchy.currentLocked())
 	if !j.d.allowed || len(unionLocked(prev.lost, j.lost)) != len(prev.lost) {
 		return false
 	}
@@ -117,18 +137,18 @@ func (g *Guards) assumeIfSame(req *admissionv1.AdmissionRequest, name string, ol
 		return true
 	}
 	as := assumption{
-		meta:  NamespaceMeta{Labels: maps.Clone(next.Labels), Annotations: maps.Clone(next.Annotations)},
+		meta:  whatif.NamespaceMeta{Labels: maps.Clone(next.Labels), Annotations: maps.Clone(next.Annotations)},
 		until: g.hierarchy.clock.Now().Add(g.hierarchy.ttl),
 	}
 	if old != nil {
-		as.old = &NamespaceMeta{Labels: maps.Clone(old.GetLabels()), Annotations: maps.Clone(old.GetAnnotations())}
+		as.old = &whatif.NamespaceMeta{Labels: maps.Clone(old.GetLabels()), Annotations: maps.Clone(old.GetAnnotations())}
 	}
-	g.hierarchy.put(g.index, name, as)
+	g.hierarchy.put(name, as)
 	return true
 }
 
 // unionLocked adds to a the items of b it lacks, viewers merged.
-func unionLocked(a, b []LockedItem) []LockedItem {
+func unionLocked(a, b []whatif.LockedItem) []whatif.LockedItem {
 	at := map[lockedKey]int{}
 	for i, it := range a {
 		at[lockedKey{resource: it.Resource, namespace: it.Namespace, name: it.Name}] = i
@@ -138,7 +158,7 @@ func unionLocked(a, b []LockedItem) []LockedItem {
 		i, ok := at[k]
 		if !ok {
 			at[k] = len(a)
-			a = append(a, LockedItem{Resource: it.Resource, Namespace: it.Namespace, Name: it.Name, Viewers: slices.Clone(it.Viewers)})
+			a = append(a, whatif.LockedItem{Resource: it.Resource, Namespace: it.Namespace, Name: it.Name, Viewers: slices.Clone(it.Viewers)})
 			continue
 		}
 		for _, v := range it.Viewers {

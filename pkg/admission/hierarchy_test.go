@@ -20,6 +20,7 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
@@ -185,17 +186,17 @@ func TestParentUID(t *testing.T) {
 func TestParentsHierarchy(t *testing.T) {
 	t.Parallel()
 	create, update := admissionv1.Create, admissionv1.Update
-	sec := admission.LockedItem{Resource: "rolebindings", Namespace: global, Name: "sec", Viewers: []string{"team-a", "team-a-1"}}
-	deny := admission.LockedItem{Resource: "networkpolicies", Namespace: "org", Name: "deny-all", Viewers: []string{"team-a"}}
-	losing := func(items ...admission.LockedItem) *fakeIndex {
+	sec := whatif.LockedItem{Resource: "rolebindings", Namespace: global, Name: "sec", Viewers: []string{"team-a", "team-a-1"}}
+	deny := whatif.LockedItem{Resource: "networkpolicies", Namespace: "org", Name: "deny-all", Viewers: []string{"team-a"}}
+	losing := func(items ...whatif.LockedItem) *fakeIndex {
 		return &fakeIndex{
 			existing: map[string]bool{"org": true, "org2": true, "team-a": true},
-			lost:     map[string][]admission.LockedItem{"team-a": items},
+			lost:     map[string][]whatif.LockedItem{"team-a": items},
 		}
 	}
-	many := make([]admission.LockedItem, 12)
+	many := make([]whatif.LockedItem, 12)
 	for i := range many {
-		many[i] = admission.LockedItem{Resource: "rolebindings", Namespace: global, Name: fmt.Sprintf("rb-%02d", i), Viewers: []string{"team-a"}}
+		many[i] = whatif.LockedItem{Resource: "rolebindings", Namespace: global, Name: fmt.Sprintf("rb-%02d", i), Viewers: []string{"team-a"}}
 	}
 	var manySAR []authorizationv1.ResourceAttributes
 	manySAR = append(manySAR, unlockAll(rolebindings, global))
@@ -467,7 +468,7 @@ func TestParentsAssumeAdmittedChanges(t *testing.T) {
 			t.Parallel()
 			m := hierarchyMux(t, []*corev1.Namespace{ns(global, ""), ns("a", ""), ns("b", "")}, roleBinding("a", "a-sec", isLocked))
 			clock := clocktesting.NewFakePassiveClock(time.Now())
-			g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: tc.answers}, Served: served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient("a", "b"), Clock: clock})
+			g := admission.NewGuards(admission.Config{Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{answers: tc.answers}, Served: served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient("a", "b"), Clock: clock})
 
 			tc.first.DryRun = ptr.To(tc.dryRun)
 			if resp, _ := review(t, g, webhookconfig.PathParents, tc.first); resp == nil || !resp.Allowed {

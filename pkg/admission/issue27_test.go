@@ -12,6 +12,7 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
@@ -35,7 +36,7 @@ func TestFanoutQuietWhenDenied(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			g := admission.NewGuards(admission.Config{Index: &fakeIndex{reach: 4}, Authorizer: &fakeAuthorizer{answers: tc.answers}, Served: served, GlobalNamespaces: []string{global}})
+			g := admission.NewGuards(admission.Config{Mirror: mirrorOf(&fakeIndex{reach: 4}), Authorizer: &fakeAuthorizer{answers: tc.answers}, Served: served, GlobalNamespaces: []string{global}})
 			locks, _ := review(t, g, webhookconfig.PathLocks, req)
 			resp, _ := review(t, g, webhookconfig.PathFanout, req)
 			if locks == nil || resp == nil || !resp.Allowed {
@@ -153,7 +154,7 @@ func TestNamespaceDeletionWarns(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			m := hierarchyMux(t, nsList, sources...)
-			g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: tc.answers}, Served: served, GlobalNamespaces: []string{global}})
+			g := admission.NewGuards(admission.Config{Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{answers: tc.answers}, Served: served, GlobalNamespaces: []string{global}})
 			resp, _ := review(t, g, webhookconfig.PathNamespaceDeletions, request(admissionv1.Delete, nsGR, "", tc.namespace, ns(tc.namespace, ""), nil))
 			if resp == nil || resp.Allowed != tc.allowed {
 				t.Fatalf("answered %+v, want allowed %v", resp, tc.allowed)
@@ -182,7 +183,7 @@ func TestExclusionEntriesBounded(t *testing.T) {
 		return func(n *corev1.Namespace) { n.Annotations[v1alpha1.AnnotationExclude] = v }
 	}
 	idx := &fakeIndex{existing: map[string]bool{"team-a": true}}
-	g := admission.NewGuards(admission.Config{Index: idx, Authorizer: &fakeAuthorizer{}, Served: served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient(hostNamespaces...)})
+	g := admission.NewGuards(admission.Config{Mirror: mirrorOf(idx), Authorizer: &fakeAuthorizer{}, Served: served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient(hostNamespaces...)})
 	resp, _ := review(t, g, webhookconfig.PathParents, request(admissionv1.Update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "", exclude(strings.Join(entries, ",")))))
 	if resp == nil || !resp.Allowed {
 		t.Fatalf("2000 valid entries: %+v", resp)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
@@ -209,7 +210,7 @@ func TestSharedRecordOnLease(t *testing.T) {
 		clk = testingclock.NewFakeClock(time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC))
 		replica := func(id string) *admission.Guards {
 			m := hierarchyMux(t, nsList, roleBinding("org", "rb"), roleBinding("org", "x"), roleBinding("org", "y"))
-			g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: orgAdmin}, Served: served, GlobalNamespaces: []string{global}, Clock: clk, Ledger: s.ledger(id)})
+			g := admission.NewGuards(admission.Config{Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{answers: orgAdmin}, Served: served, GlobalNamespaces: []string{global}, Clock: clk, Ledger: s.ledger(id)})
 			return g
 		}
 		return s, clk, replica("a"), replica("b")

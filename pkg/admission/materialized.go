@@ -107,7 +107,7 @@ func (g *Guards) Materialized(ctx context.Context, req *admissionv1.AdmissionReq
 		return deny("%s", what)
 	}
 	need := []string{verb}
-	sourceLocked, err := g.index.SourceLocked(s.resource, srcNS, s.name)
+	sourceLocked, err := g.mirror.Sources.SourceLocked(s.resource, srcNS, s.name)
 	if err != nil {
 		return unavailable(fmt.Errorf("reading whether the source of %s is locked: %w", s, err))
 	}

@@ -4,14 +4,14 @@ import (
 	"testing"
 
 	tf "github.com/implicit-dev/implicit-apiserver/internal/testfixture"
-	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
 // mirror is a mux fed as informers would, and the guards' index over it.
 type mirror struct {
 	*watchmux.Mux
-	*admission.MuxIndex
+	*whatif.Index
 }
 
 // muxOf returns a mux of RoleBindings fed with steps, synced unless told
@@ -19,7 +19,7 @@ type mirror struct {
 func muxOf(t *testing.T, synced bool, steps []tf.Step) mirror {
 	t.Helper()
 	m := tf.Mirror(synced, steps, "rolebindings")
-	return mirror{Mux: m, MuxIndex: admission.NewIndex(m)}
+	return mirror{Mux: m, Index: whatif.New(m)}
 }
 
 // with returns the hierarchy (tf.Hierarchy), then more.

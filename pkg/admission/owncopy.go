@@ -142,7 +142,7 @@ func (g *Guards) madeOwn(ctx context.Context, req *admissionv1.AdmissionRequest,
 func (g *Guards) copyLockedBy(s source, srcNS string) (string, error) {
 	scope := s.old.GetLabels()[v1alpha1.LabelScope]
 	if srcNS != "" {
-		sourceLocked, err := g.index.SourceLocked(s.resource, srcNS, s.name)
+		sourceLocked, err := g.mirror.Sources.SourceLocked(s.resource, srcNS, s.name)
 		if err != nil {
 			return "", fmt.Errorf("reading whether the source of %s is locked: %w", s, err)
 		}

@@ -146,7 +146,7 @@ func parentUIDPatch(hasAnnotations bool, want hierarchyOf) ([]byte, error) {
 // content. Without a client to read it (unit tests of one replica), the
 // mirror answers.
 func (g *Guards) namespaceTerminating(ctx context.Context, name string) (bool, error) {
-	if !g.index.Terminating(name) {
+	if !g.mirror.Namespaces.Terminating(name) {
 		return false, nil
 	}
 	g.mu.RLock()

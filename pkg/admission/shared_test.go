@@ -16,6 +16,7 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
@@ -90,7 +91,7 @@ func TestSharedRecord(t *testing.T) {
 			l := &memLedger{}
 			replica := func() *admission.Guards {
 				m := hierarchyMux(t, nsList, roleBinding("org", "rb"), roleBinding("org", "x"))
-				cfg := admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: orgAdmin}, Served: served, GlobalNamespaces: []string{global}}
+				cfg := admission.Config{Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{answers: orgAdmin}, Served: served, GlobalNamespaces: []string{global}}
 				if tc.shared {
 					cfg.Ledger = l
 				}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -34,7 +35,7 @@ func TestRefusedChangeAdmitsNoCycle(t *testing.T) {
 	t.Parallel()
 	m := hierarchyMux(t, []*corev1.Namespace{ns(global, ""), ns("p", ""), ns("a", "p", recorded), ns("c", "p", recorded), ns("b", "a", recorded)},
 		roleBinding("p", "p-sec", isLocked))
-	g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: allowAll(updateNamespace("a"), updateNamespace("b"), updateNamespace("c"))}, Served: served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient("p", "a", "b", "c"), Clock: clocktesting.NewFakePassiveClock(time.Now())})
+	g := admission.NewGuards(admission.Config{Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{answers: allowAll(updateNamespace("a"), updateNamespace("b"), updateNamespace("c"))}, Served: served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient("p", "a", "b", "c"), Clock: clocktesting.NewFakePassiveClock(time.Now())})
 
 	staged := ns("b", "c", parentUID(nsUID("c")))
 	staged.Labels[v1alpha1.LabelStage] = "x"
@@ -60,7 +61,7 @@ func TestRefusedChangeAdmitsNoCycle(t *testing.T) {
 func TestSupersededAssumptionIsDropped(t *testing.T) {
 	t.Parallel()
 	m := hierarchyMux(t, []*corev1.Namespace{ns(global, ""), ns("a", ""), ns("b", "")})
-	g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: allowAll(updateNamespace("a"), updateNamespace("b"))}, Served: served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient("a", "b"), Clock: clocktesting.NewFakePassiveClock(time.Now())})
+	g := admission.NewGuards(admission.Config{Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{answers: allowAll(updateNamespace("a"), updateNamespace("b"))}, Served: served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient("a", "b"), Clock: clocktesting.NewFakePassiveClock(time.Now())})
 
 	first := request(admissionv1.Update, nsGR, "", "a", ns("a", ""), ns("a", "b", recorded))
 	if resp, _ := review(t, g, webhookconfig.PathParents, first); resp == nil || !resp.Allowed {
@@ -156,7 +157,7 @@ func TestLockedMaterializedStandIn(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			m := materializedMux(tc.namespaces, tc.sources...)
-			g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: tc.answers}, Served: []schema.GroupResource{npGR}, GlobalNamespaces: []string{global}, Materialized: []string{"networkpolicies"}, Namespaces: namespaceClient("org", "mine")})
+			g := admission.NewGuards(admission.Config{Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{answers: tc.answers}, Served: []schema.GroupResource{npGR}, GlobalNamespaces: []string{global}, Materialized: []string{"networkpolicies"}, Namespaces: namespaceClient("org", "mine")})
 			resp, _ := review(t, g, tc.path, tc.req)
 			if resp == nil {
 				t.Fatal("no answer")
@@ -189,7 +190,7 @@ func TestLockWithOpenCandidate(t *testing.T) {
 	t.Run("a candidate in the mirror", func(t *testing.T) {
 		t.Parallel()
 		m := hierarchyMux(t, nsList, roleBinding("org", "rb"), roleBinding("org", "rb-next", candidateFor("rb", "!"+v1alpha1.LabelStage)))
-		g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: orgAdmin}, Served: served, GlobalNamespaces: []string{global}})
+		g := admission.NewGuards(admission.Config{Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{answers: orgAdmin}, Served: served, GlobalNamespaces: []string{global}})
 		req := request(update, rolebindings, "org", "rb", roleBinding("org", "rb"), roleBinding("org", "rb", isLocked))
 		resp, _ := review(t, g, webhookconfig.PathLocks, req)
 		if resp == nil || resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, `open candidate "rb-next"`) {
@@ -199,7 +200,7 @@ func TestLockWithOpenCandidate(t *testing.T) {
 	t.Run("a candidate admitted a moment ago", func(t *testing.T) {
 		t.Parallel()
 		m := hierarchyMux(t, nsList, roleBinding("org", "rb"))
-		g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: orgAdmin}, Served: served, GlobalNamespaces: []string{global}})
+		g := admission.NewGuards(admission.Config{Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{answers: orgAdmin}, Served: served, GlobalNamespaces: []string{global}})
 		cand := request(create, rolebindings, "org", "rb-next", nil, roleBinding("org", "rb-next", candidateFor("rb", "!"+v1alpha1.LabelStage)))
 		if resp, _ := review(t, g, webhookconfig.PathCandidates, cand); resp == nil || !resp.Allowed {
 			t.Fatalf("the candidate was refused: %+v", resp)
@@ -214,7 +215,7 @@ func TestLockWithOpenCandidate(t *testing.T) {
 		t.Parallel()
 		m := hierarchyMux(t, nsList, roleBinding("org", "rb"))
 		auth := &fakeAuthorizer{answers: orgAdmin}
-		g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: auth, Served: served, GlobalNamespaces: []string{global}})
+		g := admission.NewGuards(admission.Config{Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: auth, Served: served, GlobalNamespaces: []string{global}})
 		lock := request(update, rolebindings, "org", "rb", roleBinding("org", "rb"), roleBinding("org", "rb", isLocked))
 		lock.UserInfo.Username = "org-admin"
 		if resp, _ := review(t, g, webhookconfig.PathLocks, lock); resp == nil || !resp.Allowed {
@@ -262,7 +263,7 @@ func TestFanoutOfCandidateConversion(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			m := hierarchyMux(t, nsList, tc.sources...)
-			g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{}, Served: served, GlobalNamespaces: []string{global}})
+			g := admission.NewGuards(admission.Config{Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{}, Served: served, GlobalNamespaces: []string{global}})
 			resp, _ := review(t, g, webhookconfig.PathFanout, request(update, rolebindings, "org", "x", tc.old, tc.obj))
 			if resp == nil || !resp.Allowed || len(resp.Warnings) != 1 || resp.Warnings[0] != tc.want {
 				t.Fatalf("answered %+v, want allowed with the warning %q", resp, tc.want)
@@ -311,7 +312,7 @@ func TestNamespaceDeletionNeedsUnlock(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			m := hierarchyMux(t, nsList, sources...)
-			g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: tc.answers}, Served: served, GlobalNamespaces: []string{global}})
+			g := admission.NewGuards(admission.Config{Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{answers: tc.answers}, Served: served, GlobalNamespaces: []string{global}})
 			resp, _ := review(t, g, webhookconfig.PathNamespaceDeletions, tc.req)
 			if resp == nil {
 				t.Fatal("no answer")
@@ -342,7 +343,7 @@ func TestLockOverTenantObjects(t *testing.T) {
 	t.Parallel()
 	nsList := []*corev1.Namespace{ns(global, ""), ns("mine", ""), ns("other", "")}
 	m := materializedMux(nsList, networkPolicy("mine", "deny"))
-	g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: allowAll(unlock(networkpolicies, global, "deny"), unlock(networkpolicies, global, "open"))}, Served: []schema.GroupResource{npGR}, GlobalNamespaces: []string{global}, Materialized: []string{"networkpolicies"}})
+	g := admission.NewGuards(admission.Config{Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{answers: allowAll(unlock(networkpolicies, global, "deny"), unlock(networkpolicies, global, "open"))}, Served: []schema.GroupResource{npGR}, GlobalNamespaces: []string{global}, Materialized: []string{"networkpolicies"}})
 
 	resp, _ := review(t, g, webhookconfig.PathLocks, request(admissionv1.Create, npGR, global, "deny", nil, networkPolicy(global, "deny", isLocked)))
 	if resp == nil || resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, "hold an object of their own under that name: mine") {
@@ -361,7 +362,7 @@ func TestPromoteLockedStagedCreation(t *testing.T) {
 	t.Parallel()
 	nsList := []*corev1.Namespace{ns(global, ""), ns("org", ""), ns("team-a", "org", recorded)}
 	m := hierarchyMux(t, nsList, roleBinding("org", "rb-next", candidateFor("rb", "!"+v1alpha1.LabelStage), isLocked))
-	g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: allowAll(unlock(rolebindings, "org", "rb"))}, Served: served, GlobalNamespaces: []string{global}})
+	g := admission.NewGuards(admission.Config{Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{answers: allowAll(unlock(rolebindings, "org", "rb"))}, Served: served, GlobalNamespaces: []string{global}})
 	resp, _ := review(t, g, webhookconfig.PathLocks, request(admissionv1.Create, rolebindings, "org", "rb", nil, roleBinding("org", "rb", isLocked)))
 	if resp == nil || !resp.Allowed {
 		t.Fatalf("promoting a locked staged creation answered %+v, want allowed", resp)

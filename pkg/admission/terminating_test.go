@@ -10,6 +10,7 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
@@ -162,7 +163,7 @@ func TestParentTerminatingMirror(t *testing.T) {
 				ns(global, ""), ns("org", ""), ns("p", "org", recorded, deleting), ns("q", "p", parentUID(nsUID("p"))),
 				ns("r", "org", recorded), ns("c", ""),
 			}, roleBinding("org", "org-sec", isLocked))
-			g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: allowAll(
+			g := admission.NewGuards(admission.Config{Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{answers: allowAll(
 				updateNamespace("p"), updateNamespace("q"), updateNamespace("r"), updateNamespace("org"),
 				unlockAll(rolebindings, "org"),
 			)}, Served: served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient(global, "org", "p", "q", "r", "c")})

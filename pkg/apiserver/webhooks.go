@@ -10,6 +10,7 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/accessreview"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/servedgroup"
@@ -40,9 +41,9 @@ func (c CompletedConfig) installGuards(gs *genericapiserver.GenericAPIServer, mu
 	if reviews != nil {
 		sar = accessreview.New(admission.SARAuthorizer{Client: reviews}, x.AccessReviewOptions)
 	}
-	index := admission.NewIndex(mux)
+	index := whatif.New(mux)
 	cfg := admission.Config{
-		Index: index, Authorizer: sar, Served: served,
+		Mirror: admission.MirrorOf(index), Authorizer: sar, Served: served,
 		GlobalNamespaces: []string{x.Policy.GlobalNamespace},
 		Materialized:     materializedResources(x.Kinds),
 		Ledger:           x.GuardLedger,

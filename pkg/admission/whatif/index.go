@@ -23,8 +23,9 @@ type Views interface {
 	Changed() <-chan struct{}
 }
 
-// Index answers the guards' questions (Index) and ConditionSync's
-// (Guarded) from the mirror, each inside one Read, and changes nothing.
+// Index answers the guards' questions (the small interfaces of
+// admission.Mirror, each declared by the guard that asks it) and
+// ConditionSync's (webhookconfig.Guarded) from the mirror, each inside one Read, and changes nothing.
 // Before the sources are read, the questions that return an error fail
 // with one watchmux.IsNotSynced recognises, and the others answer as of an
 // empty mirror (nothing exists, nothing is inherited). The guards never ask
