@@ -131,24 +131,27 @@ func (g *Guards) parents(ctx context.Context, req *admissionv1.AdmissionRequest,
 			return d
 		}
 	}
-	next := whatif.NamespaceMeta{Labels: obj.GetLabels(), Annotations: obj.GetAnnotations()}
+	c := hierarchyChange{
+		name: name, next: whatif.NamespaceMeta{Labels: obj.GetLabels(), Annotations: obj.GetAnnotations()},
+		parent: after.parent, newParent: newParent, joins: joining(before, after, old == nil, newParent),
+		dryRun: req.DryRun != nil && *req.DryRun,
+	}
 	// The request's old object is what the namespace is now, whatever the
 	// mirror or an assumption says (it may not know a namespace re-created
 	// a moment ago).
-	var now *whatif.NamespaceMeta
 	if old != nil {
-		now = &whatif.NamespaceMeta{Labels: old.GetLabels(), Annotations: old.GetAnnotations()}
+		c.now = &whatif.NamespaceMeta{Labels: old.GetLabels(), Annotations: old.GetAnnotations()}
 	}
 	unlocked := map[lockedKey]bool{}
 	for range maxRejudge {
-		j := g.judgeHierarchy(name, next, now, newParent, after.parent)
+		j := g.judgeHierarchy(c)
 		if !j.d.allowed {
 			return j.d
 		}
 		if d := g.mayUnlock(ctx, req, name, before, after, j.lost, unlocked); !d.allowed {
 			return d
 		}
-		if g.assumeIfSame(req, name, old, now, next, newParent, after.parent, j) {
+		if g.admit(c, j) {
 			return allow()
 		}
 	}
