@@ -9,6 +9,8 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/accessreview"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/servedgroup"
@@ -39,9 +41,9 @@ func (c CompletedConfig) installGuards(gs *genericapiserver.GenericAPIServer, mu
 	if reviews != nil {
 		sar = accessreview.New(admission.SARAuthorizer{Client: reviews}, x.AccessReviewOptions)
 	}
-	index := admission.NewIndex(mux)
+	index := whatif.New(mux)
 	cfg := admission.Config{
-		Index: index, Authorizer: sar, Served: served,
+		Mirror: admission.MirrorOf(index), Authorizer: sar, Served: served,
 		GlobalNamespaces: []string{x.Policy.GlobalNamespace},
 		Materialized:     materializedResources(x.Kinds),
 		Ledger:           x.GuardLedger,
@@ -67,13 +69,13 @@ func (c CompletedConfig) installGuards(gs *genericapiserver.GenericAPIServer, mu
 	if err := c.startMaterializer(gs, mux, guards); err != nil {
 		return nil, err
 	}
-	for _, p := range admission.Paths {
+	for _, p := range webhookconfig.Paths {
 		gs.Handler.NonGoRestfulMux.Handle(p, webhook.MeasureAdmission(p, callers(guards.Handler(p))))
 	}
 	if x.Client == nil || x.WebhookConfiguration == "" {
 		return guards, nil
 	}
-	sync := &admission.ConditionSync{
+	sync := &webhookconfig.ConditionSync{
 		Client:          x.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations(),
 		Kube:            x.Client,
 		Name:            x.WebhookConfiguration,
@@ -111,7 +113,7 @@ func (c CompletedConfig) installAuthorizer(gs *genericapiserver.GenericAPIServer
 func (c CompletedConfig) webhookCallers() (func(http.Handler) http.Handler, error) {
 	x := c.ExtraConfig
 	gc := c.GenericConfig
-	paths := append([]string{authz.Path}, admission.Paths...)
+	paths := append([]string{authz.Path}, webhookconfig.Paths...)
 	if gc.Authentication.Authenticator != nil {
 		gc.Authentication.Authenticator = webhook.SkipAuthentication(gc.Authentication.Authenticator, paths)
 	}
@@ -124,7 +126,7 @@ func (c CompletedConfig) webhookCallers() (func(http.Handler) http.Handler, erro
 	}
 	if x.AnonymousWebhooks {
 		klog.Warningf("--anonymous-webhooks: the admission webhooks %v answer callers without a client certificate; "+
-			"only a network policy keeps anyone else from them (%s still requires one)", admission.Paths, authz.Path)
+			"only a network policy keeps anyone else from them (%s still requires one)", webhookconfig.Paths, authz.Path)
 		return func(h http.Handler) http.Handler { return h }, nil
 	}
 	return x.WebhookCallers.Require, nil

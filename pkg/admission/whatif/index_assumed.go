@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -63,7 +64,7 @@ func (x *Index) GoingAway(namespace string, assumed Assumed) (away string) {
 			if !ok {
 				return
 			}
-			cur = ns.Labels[merge.LabelParent]
+			cur = ns.Labels[v1alpha1.LabelParent]
 		}
 	})
 	return away
@@ -103,7 +104,7 @@ func parentCycle(get merge.NamespaceGetter, namespace, parent string) []string {
 		if !ok {
 			return nil
 		}
-		cur = ns.Labels[merge.LabelParent]
+		cur = ns.Labels[v1alpha1.LabelParent]
 	}
 	return nil
 }
@@ -132,7 +133,7 @@ func subtreeAssuming(r watchmux.Reader, name string, assumed Assumed) []string {
 	get := assuming(r, assumed)
 	extra := map[string][]string{}
 	for child, a := range assumed {
-		if p := a.Labels[merge.LabelParent]; p != "" {
+		if p := a.Labels[v1alpha1.LabelParent]; p != "" {
 			extra[p] = append(extra[p], child)
 		}
 	}
@@ -144,7 +145,7 @@ func subtreeAssuming(r watchmux.Reader, name string, assumed Assumed) []string {
 		sort.Strings(candidates)
 		for _, child := range candidates {
 			ns, ok := get(child)
-			if seen.Has(child) || !ok || ns.Labels[merge.LabelParent] != cur {
+			if seen.Has(child) || !ok || ns.Labels[v1alpha1.LabelParent] != cur {
 				continue
 			}
 			seen.Insert(child)

@@ -4,6 +4,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -85,8 +86,8 @@ func (x *Index) CandidateReach(resource, namespace string, obj *unstructured.Uns
 // implicit.dev/stage only, absent when it has none.
 func stageSet(ns *merge.Namespace) labels.Set {
 	set := labels.Set{}
-	if v, ok := ns.Labels[merge.LabelStage]; ok {
-		set[merge.LabelStage] = v
+	if v, ok := ns.Labels[v1alpha1.LabelStage]; ok {
+		set[v1alpha1.LabelStage] = v
 	}
 	return set
 }
