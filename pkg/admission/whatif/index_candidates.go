@@ -96,7 +96,7 @@ func stageSet(ns *merge.Namespace) labels.Set {
 // namespace (its winner or an overlay) if namespace's source of that name
 // were item.
 func inheritsFrom(r watchmux.Reader, resource, viewer, namespace string, item merge.Item) bool {
-	levels := merge.Levels(r.Lineage(viewer), r.GlobalNamespace(resource), func(ns string) []merge.Item {
+	view := merge.View(r, resource, r.Lineage(viewer), func(ns string) []merge.Item {
 		if ns == namespace {
 			return []merge.Item{item}
 		}
@@ -105,7 +105,7 @@ func inheritsFrom(r watchmux.Reader, resource, viewer, namespace string, item me
 		}
 		return nil
 	})
-	for _, res := range merge.MergeWith(resource, levels, r.Options(resource)) {
+	for _, res := range view {
 		if res.Item.Name != item.Name {
 			continue
 		}
