@@ -154,7 +154,7 @@ func (c CompletedConfig) New() (*Server, error) {
 		if !ok {
 			turns = clock.RealClock{}
 		}
-		watchOpts.PastStates = pastStateTurns(turns)
+		watchOpts.PastStates = watchmux.FairPastStates(turns)
 	}
 	mux := watchmux.New(x.Policy, resources(typed), objects, watchOpts)
 	var hub *sourcefeed.HubHealth
