@@ -11,6 +11,7 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
+	"github.com/implicit-dev/implicit-apiserver/pkg/materialize"
 	"github.com/implicit-dev/implicit-apiserver/pkg/servedgroup"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 	"github.com/implicit-dev/implicit-apiserver/pkg/webhook"
@@ -43,7 +44,7 @@ func (c CompletedConfig) installGuards(gs *genericapiserver.GenericAPIServer, mu
 	cfg := admission.Config{
 		Index: index, Authorizer: sar, Served: served,
 		GlobalNamespaces: []string{x.Policy.GlobalNamespace},
-		Materialized:     materializedResources(x.Kinds),
+		Materialized:     materialize.Resources(x.Kinds),
 		Ledger:           x.GuardLedger,
 	}
 	for _, k := range x.Kinds {
