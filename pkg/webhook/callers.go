@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
+	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/klog/v2"
 )
@@ -96,4 +97,38 @@ func SkipAuthentication(next authenticator.Request, paths []string) authenticato
 		}
 		return next.AuthenticateRequest(r)
 	})
+}
+
+// Serving is what the webhook endpoints' authentication changes in the
+// generic server's configuration, before its handler chain is built.
+type Serving struct {
+	Authentication *genericapiserver.AuthenticationInfo
+	SecureServing  *genericapiserver.SecureServingInfo
+}
+
+// Prepare sets up the webhook endpoints' own authentication: the generic
+// authentication skips authorizePath and admissionPaths (a webhook client
+// certificate need not be one it knows, and one it can't verify would be
+// refused), and the serving TLS configuration requests client certificates
+// advertising c.CA too (a client only sends a certificate signed by an
+// advertised CA). It returns what wraps each admission webhook: Require,
+// or nothing when anonymous; authorizePath always requires a certificate.
+func (c Callers) Prepare(s Serving, authorizePath string, admissionPaths []string, anonymous bool) (func(http.Handler) http.Handler, error) {
+	paths := append([]string{authorizePath}, admissionPaths...)
+	if s.Authentication.Authenticator != nil {
+		s.Authentication.Authenticator = SkipAuthentication(s.Authentication.Authenticator, paths)
+	}
+	if c.CA != nil {
+		if err := s.Authentication.ApplyClientCert(c.CA, s.SecureServing); err != nil {
+			return nil, err
+		}
+	} else {
+		klog.Warningf("No --webhook-client-ca-file: the webhook endpoints %v refuse every caller that needs a client certificate", paths)
+	}
+	if anonymous {
+		klog.Warningf("--anonymous-webhooks: the admission webhooks %v answer callers without a client certificate; "+
+			"only a network policy keeps anyone else from them (%s still requires one)", admissionPaths, authorizePath)
+		return func(h http.Handler) http.Handler { return h }, nil
+	}
+	return c.Require, nil
 }
