@@ -147,7 +147,7 @@ func (c CompletedConfig) New() (*Server, error) {
 	registerMetrics()
 	x := c.ExtraConfig
 	typed := kinds.Typed(x.Kinds)
-	objects := views.NewObjects(newObjects(typed), 0)
+	objects := views.NewObjects(kinds.NewObjects(typed), 0)
 	watchOpts := x.Watch
 	if watchOpts.PastStates == nil {
 		turns, ok := x.Clock.(clock.WithDelayedExecution)
@@ -156,7 +156,7 @@ func (c CompletedConfig) New() (*Server, error) {
 		}
 		watchOpts.PastStates = watchmux.FairPastStates(turns)
 	}
-	mux := watchmux.New(x.Policy, resources(typed), objects, watchOpts)
+	mux := watchmux.New(x.Policy, kinds.Resources(typed), objects, watchOpts)
 	var hub *sourcefeed.HubHealth
 	if x.Hub != nil {
 		hub = sourcefeed.NewHubHealth(x.Hub.Name, x.Hub.Client, x.Clock)
@@ -235,25 +235,6 @@ func (c CompletedConfig) New() (*Server, error) {
 // Run serves until ctx is cancelled.
 func (s *Server) Run(ctx context.Context) error {
 	return s.GenericAPIServer.PrepareRun().RunWithContext(ctx)
-}
-
-// newObjects are the Go types of the typed kinds' items, by resource.
-func newObjects(typed []kinds.Kind) map[string]func() runtime.Object {
-	out := make(map[string]func() runtime.Object, len(typed))
-	for _, k := range typed {
-		out[k.Resource()] = k.New
-	}
-	return out
-}
-
-// resources are the typed kinds' resources, which the mux serves from the
-// start.
-func resources(typed []kinds.Kind) []string {
-	out := make([]string, 0, len(typed))
-	for _, k := range typed {
-		out = append(out, k.Resource())
-	}
-	return out
 }
 
 // newKindController serves every configured kind through mux and group;
