@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/accessreview"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
@@ -104,7 +105,12 @@ func (c CompletedConfig) installAuthorizer(gs *genericapiserver.GenericAPIServer
 // (webhook.Callers.Prepare), before the handler chain is built, and returns
 // what wraps each admission guard.
 func (c CompletedConfig) webhookCallers() (func(http.Handler) http.Handler, error) {
-	x := c.ExtraConfig
-	serving := webhook.Serving{Authentication: &c.GenericConfig.Authentication, SecureServing: c.GenericConfig.SecureServing}
+	x, gc := c.ExtraConfig, c.GenericConfig
+	serving := webhook.Serving{
+		Authenticator: &gc.Authentication.Authenticator,
+		ApplyClientCert: func(ca dynamiccertificates.CAContentProvider) error {
+			return gc.Authentication.ApplyClientCert(ca, gc.SecureServing)
+		},
+	}
 	return x.WebhookCallers.Prepare(serving, authz.Path, admission.Paths, x.AnonymousWebhooks)
 }

@@ -7,7 +7,6 @@ import (
 
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
-	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/klog/v2"
 )
@@ -102,8 +101,12 @@ func SkipAuthentication(next authenticator.Request, paths []string) authenticato
 // Serving is what the webhook endpoints' authentication changes in the
 // generic server's configuration, before its handler chain is built.
 type Serving struct {
-	Authentication *genericapiserver.AuthenticationInfo
-	SecureServing  *genericapiserver.SecureServingInfo
+	// Authenticator is the generic authentication's (the field of
+	// k8s.io/apiserver's AuthenticationInfo).
+	Authenticator *authenticator.Request
+	// ApplyClientCert makes the serving TLS configuration advertise ca for
+	// client certificates (AuthenticationInfo.ApplyClientCert).
+	ApplyClientCert func(ca dynamiccertificates.CAContentProvider) error
 }
 
 // Prepare sets up the webhook endpoints' own authentication: the generic
@@ -115,11 +118,11 @@ type Serving struct {
 // or nothing when anonymous; authorizePath always requires a certificate.
 func (c Callers) Prepare(s Serving, authorizePath string, admissionPaths []string, anonymous bool) (func(http.Handler) http.Handler, error) {
 	paths := append([]string{authorizePath}, admissionPaths...)
-	if s.Authentication.Authenticator != nil {
-		s.Authentication.Authenticator = SkipAuthentication(s.Authentication.Authenticator, paths)
+	if *s.Authenticator != nil {
+		*s.Authenticator = SkipAuthentication(*s.Authenticator, paths)
 	}
 	if c.CA != nil {
-		if err := s.Authentication.ApplyClientCert(c.CA, s.SecureServing); err != nil {
+		if err := s.ApplyClientCert(c.CA); err != nil {
 			return nil, err
 		}
 	} else {

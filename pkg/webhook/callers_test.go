@@ -18,7 +18,6 @@ import (
 
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	userinfo "k8s.io/apiserver/pkg/authentication/user"
-	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/webhook"
@@ -181,13 +180,13 @@ func TestCallersPrepare(t *testing.T) {
 			next := authenticator.RequestFunc(func(*http.Request) (*authenticator.Response, bool, error) {
 				return &authenticator.Response{User: &userinfo.DefaultInfo{Name: "alice"}}, true, nil
 			})
-			auth := &genericapiserver.AuthenticationInfo{Authenticator: next}
-			wrap, err := webhook.Callers{}.Prepare(webhook.Serving{Authentication: auth}, authorizePath, []string{"/admission/locks"}, tt.anonymous)
+			var authn authenticator.Request = next
+			wrap, err := webhook.Callers{}.Prepare(webhook.Serving{Authenticator: &authn}, authorizePath, []string{"/admission/locks"}, tt.anonymous)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, p := range []string{authorizePath, "/admission/locks"} {
-				resp, ok, err := auth.Authenticator.AuthenticateRequest(httptest.NewRequest(http.MethodPost, p, nil))
+				resp, ok, err := authn.AuthenticateRequest(httptest.NewRequest(http.MethodPost, p, nil))
 				if err != nil || !ok || resp.User.GetName() != userinfo.Anonymous {
 					t.Errorf("%s: authenticated as %v, %v, %v; want the generic authentication skipped", p, resp, ok, err)
 				}
