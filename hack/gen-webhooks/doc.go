@@ -10,8 +10,8 @@
 // TestWebhookArtifact and TestMutatingWebhookArtifact (test/integration)
 // fail when the files and the code differ.
 //
-// It imports pkg/admission only, for the webhook configurations the guards serve
-// (their rendering will move to a package of its own with ConditionSync) and
-// must not import the server's wiring (pkg/apiserver, pkg/cmd/server); it
-// writes nothing but standard output.
+// It imports pkg/admission/webhookconfig only, where the guards' webhook
+// configurations are rendered, and must not import the guards or the
+// server's wiring (pkg/admission, pkg/apiserver, pkg/cmd/server); it writes
+// nothing but standard output.
 package main

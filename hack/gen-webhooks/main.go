@@ -7,16 +7,16 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 )
 
 func main() {
 	mutating := flag.Bool("mutating", false, "print the MutatingWebhookConfiguration instead of the ValidatingWebhookConfiguration")
 	flag.Parse()
-	var obj any = admission.InClusterConfiguration()
+	var obj any = webhookconfig.InClusterConfiguration()
 	head := header
 	if *mutating {
-		obj, head = admission.InClusterMutatingConfiguration(), mutatingHeader
+		obj, head = webhookconfig.InClusterMutatingConfiguration(), mutatingHeader
 	}
 	b, err := yaml.Marshal(obj)
 	if err != nil {

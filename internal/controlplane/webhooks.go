@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 )
 
 // CABundle returns the PEM certificates the aggregated server serves with
@@ -89,7 +89,7 @@ func (cp *ControlPlane) RegisterGuards(ctx context.Context, a *AggregatedServer,
 		return err
 	}
 	var cerr error
-	cfg := admission.Configuration(GuardsConfiguration, served, func(path string) admissionregistrationv1.WebhookClientConfig {
+	cfg := webhookconfig.Configuration(GuardsConfiguration, served, func(path string) admissionregistrationv1.WebhookClientConfig {
 		cc, err := a.WebhookClientConfig(path)
 		if err != nil {
 			cerr = err
@@ -110,7 +110,7 @@ func (cp *ControlPlane) RegisterGuards(ctx context.Context, a *AggregatedServer,
 // guards would.
 func (cp *ControlPlane) RegisterParentUID(ctx context.Context, a *AggregatedServer) error {
 	var cerr error
-	cfg := admission.MutatingConfiguration(GuardsConfiguration, func(path string) admissionregistrationv1.WebhookClientConfig {
+	cfg := webhookconfig.MutatingConfiguration(GuardsConfiguration, func(path string) admissionregistrationv1.WebhookClientConfig {
 		cc, err := a.WebhookClientConfig(path)
 		if err != nil {
 			cerr = err

@@ -37,6 +37,8 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
@@ -84,8 +86,8 @@ func newShared(tb testing.TB) *shared {
 	client := func(path string) admissionregistrationv1.WebhookClientConfig {
 		return admissionregistrationv1.WebhookClientConfig{URL: ptr.To(path)}
 	}
-	s.validating = admission.Configuration("implicit-apiserver", served, client).Webhooks
-	s.mutating = admission.MutatingConfiguration("implicit-apiserver", client).Webhooks
+	s.validating = webhookconfig.Configuration("implicit-apiserver", served, client).Webhooks
+	s.mutating = webhookconfig.MutatingConfiguration("implicit-apiserver", client).Webhooks
 	factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
 	s.crInformer = factory.Rbac().V1().ClusterRoles().Informer()
 	s.crbInformer = factory.Rbac().V1().ClusterRoleBindings().Informer()
@@ -204,7 +206,7 @@ func (h *harness) newGuards(mirror *watchmux.Mux) *admission.Guards {
 // mirror, with no shared record.
 func (h *harness) guardsConfig(mirror *watchmux.Mux) admission.Config {
 	return admission.Config{
-		Index: admission.NewIndex(mirror), Authorizer: h.oracle, Served: served, GlobalNamespaces: []string{global},
+		Mirror: admission.MirrorOf(whatif.New(mirror)), Authorizer: h.oracle, Served: served, GlobalNamespaces: []string{global},
 		Namespaces: h.w, ServerIdentity: server, Materialized: []string{netpols}, Clock: h.clock,
 		// A mirror never catches up within one decision here: no waiting.
 		MirrorWait: -1,
@@ -394,11 +396,11 @@ type webhook struct {
 // conditions are a webhook's match conditions with the synced ones as
 // ConditionSync writes them from the guards' mirror.
 func (h *harness) conditions(name string, cs []admissionregistrationv1.MatchCondition) []admissionregistrationv1.MatchCondition {
-	g, ok := admission.NewIndex(h.replicas[h.syncer].mirror).Guarded()
+	g, ok := whatif.New(h.replicas[h.syncer].mirror).Guarded()
 	g.Materialized = []string{netpols}
 	out := make([]admissionregistrationv1.MatchCondition, len(cs))
 	copy(out, cs)
-	synced := admission.SyncedConditions(g, global)
+	synced := webhookconfig.SyncedConditions(g, global)
 	for i := range out {
 		if out[i].Name != "implicit-sources" || !ok {
 			continue
@@ -708,8 +710,8 @@ func (h *harness) admit(r request, order *rand.Rand, attempt int) (runtime.Objec
 		// candidates and objects of a locked name admitted a moment ago).
 		remembers := false
 		switch v.webhook {
-		case admission.WebhookParents, admission.WebhookNamespaceDeletions, admission.WebhookLocks,
-			admission.WebhookCandidates, admission.WebhookShadows, admission.WebhookMaterialized:
+		case webhookconfig.WebhookParents, webhookconfig.WebhookNamespaceDeletions, webhookconfig.WebhookLocks,
+			webhookconfig.WebhookCandidates, webhookconfig.WebhookShadows, webhookconfig.WebhookMaterialized:
 			remembers = true
 		}
 		if remembers && v.allowed && !r.dryRun {

@@ -6,33 +6,45 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
+
+// NamespaceIndex is what the guards ask of the mirror about one namespace:
+// its labels and annotations (whether an assumed change still stands, or
+// the mirror shows another), and whether it is being deleted.
+type NamespaceIndex interface {
+	// NamespaceMeta is the labels and annotations the mirror holds of
+	// namespace (found: it holds the namespace).
+	NamespaceMeta(namespace string) (meta whatif.NamespaceMeta, found bool)
+	// Terminating reports whether namespace is being deleted.
+	Terminating(namespace string) bool
+}
 
 // assumption is a namespace change the parent guard admitted: the labels
 // and annotations it set, and those it replaced (old is nil for a creation).
 type assumption struct {
-	meta  NamespaceMeta
-	old   *NamespaceMeta
+	meta  whatif.NamespaceMeta
+	old   *whatif.NamespaceMeta
 	until time.Time
 	// older are the versions the changes assumed before it replaced, when
 	// it was admitted over them before the mirror showed them: a mirror
 	// showing one of those lags behind, it shows nothing newer.
-	older []NamespaceMeta
+	older []whatif.NamespaceMeta
 }
 
 // put records as for name, with mu held. Admitted over a change still
 // assumed (whose labels as found), it keeps what that one replaced too;
 // made again over the version a change assumed replaced, what that one
 // kept.
-func (a *assumptions) put(index Index, name string, as assumption) {
+func (a *assumptions) put(name string, as assumption) {
 	prev, ok := a.byName[name]
-	if ok && prev.old != nil && as.old != nil && !a.clock.Now().After(prev.until) && !superseded(index, name, prev) {
+	if ok && prev.old != nil && as.old != nil && !a.clock.Now().After(prev.until) && !a.superseded(name, prev) {
 		switch {
 		case hierarchyKeys(prev.meta) == hierarchyKeys(*as.old):
-			as.older = append(append([]NamespaceMeta(nil), prev.older...), *prev.old)
+			as.older = append(append([]whatif.NamespaceMeta(nil), prev.older...), *prev.old)
 		case hierarchyKeys(*prev.old) == hierarchyKeys(*as.old):
-			as.older = append([]NamespaceMeta(nil), prev.older...)
+			as.older = append([]whatif.NamespaceMeta(nil), prev.older...)
 		}
 	}
 	a.byName[name] = as
@@ -53,7 +65,9 @@ func (a *assumptions) put(index Index, name string, as assumption) {
 // invariant). The replicas share them through the record their decisions
 // take turns on (shared.go).
 type assumptions struct {
-	mu     sync.Mutex
+	mu sync.Mutex
+	// mirror shows which assumed changes landed, or were superseded.
+	mirror NamespaceIndex
 	clock  clock.PassiveClock
 	ttl    time.Duration
 	byName map[string]assumption
@@ -62,11 +76,11 @@ type assumptions struct {
 // currentLocked returns the assumptions that still stand: not expired, and
 // the mirror still shows the namespace as the assumed change found it.
 // Called with mu held.
-func (a *assumptions) currentLocked(index Index) Assumed {
+func (a *assumptions) currentLocked() whatif.Assumed {
 	now := a.clock.Now()
-	out := Assumed{}
+	out := whatif.Assumed{}
 	for name, as := range a.byName {
-		if now.After(as.until) || superseded(index, name, as) {
+		if now.After(as.until) || a.superseded(name, as) {
 			delete(a.byName, name)
 			continue
 		}
@@ -77,8 +91,8 @@ func (a *assumptions) currentLocked(index Index) Assumed {
 
 // superseded reports whether the mirror shows namespace name at another
 // version than the one the assumed change replaced.
-func superseded(index Index, name string, as assumption) bool {
-	cur, found := index.NamespaceMeta(name)
+func (a *assumptions) superseded(name string, as assumption) bool {
+	cur, found := a.mirror.NamespaceMeta(name)
 	if as.old == nil {
 		return found
 	}
@@ -88,7 +102,7 @@ func superseded(index Index, name string, as assumption) bool {
 	if !found {
 		return true
 	}
-	for _, o := range append([]NamespaceMeta{*as.old}, as.older...) {
+	for _, o := range append([]whatif.NamespaceMeta{*as.old}, as.older...) {
 		if hierarchyKeys(cur) == hierarchyKeys(o) {
 			return false
 		}
@@ -98,14 +112,14 @@ func superseded(index Index, name string, as assumption) bool {
 
 // hierarchyKeys are the labels and annotations of a namespace that merging
 // reads, as one comparable value.
-func hierarchyKeys(m NamespaceMeta) [5]string {
-	uid, has := m.Annotations[merge.AnnotationParentUID]
+func hierarchyKeys(m whatif.NamespaceMeta) [5]string {
+	uid, has := m.Annotations[v1alpha1.AnnotationParentUID]
 	if has {
 		uid = "=" + uid
 	}
-	stage, hasStage := m.Labels[merge.LabelStage]
+	stage, hasStage := m.Labels[v1alpha1.LabelStage]
 	if hasStage {
 		stage = "=" + stage
 	}
-	return [5]string{m.Labels[merge.LabelParent], m.Labels[merge.LabelInherit], uid, m.Annotations[merge.AnnotationExclude], stage}
+	return [5]string{m.Labels[v1alpha1.LabelParent], m.Labels[v1alpha1.LabelInherit], uid, m.Annotations[v1alpha1.AnnotationExclude], stage}
 }

@@ -14,8 +14,27 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
+
+// CandidateIndex is what the candidates guard asks of the mirror (and the
+// lock guard, of a source's open candidates): a namespace's candidates,
+// the stable source one stands in for, and how far a candidate reaches.
+type CandidateIndex interface {
+	// Candidates lists the candidates among namespace's sources of
+	// resource, sorted by name.
+	Candidates(resource, namespace string) ([]whatif.CandidateSource, error)
+	// SourceObject is the object of the source namespace/name.
+	SourceObject(resource, namespace, name string) (any, bool, error)
+	// CandidateReach counts the namespaces that would inherit c's stable
+	// name from namespace with the candidate obj standing in for it (of),
+	// and those of them whose implicit.dev/stage c's selector matches
+	// (reached).
+	CandidateReach(resource, namespace string, obj *unstructured.Unstructured, c *merge.Candidate) (reached, of int, err error)
+}
 
 // immutableFields are, per source group/resource, the fields its API server
 // refuses to change on an existing object. A candidate stands in for its
@@ -61,7 +80,7 @@ func candidateTouched(s source) bool {
 //     that inherit the stable name from its namespace it reaches; deleting
 //     one, how many it stops reaching.
 func (g *Guards) Candidates(ctx context.Context, req *admissionv1.AdmissionRequest) decision {
-	s, ok, err := g.source(req, subresourceStatus)
+	s, ok, err := g.source(req, webhookconfig.SubresourceStatus)
 	if !ok {
 		return allow()
 	}
@@ -87,9 +106,9 @@ func (g *Guards) Candidates(ctx context.Context, req *admissionv1.AdmissionReque
 		if req.Operation == admissionv1.Delete && s.subresource == "" && oldC.For != "" {
 			// What the mirror shows of the candidate being deleted has
 			// landed: once the mirror no longer shows it, it is forgotten.
-			if others, err := g.index.Candidates(s.resource, s.namespace); err == nil {
+			if others, err := g.mirror.Candidates.Candidates(s.resource, s.namespace); err == nil {
 				g.recent.observe(recentKey{s.resource, s.namespace, oldC.For}, func(name string) bool {
-					return slices.ContainsFunc(others, func(o CandidateSource) bool { return o.Name == name })
+					return slices.ContainsFunc(others, func(o whatif.CandidateSource) bool { return o.Name == name })
 				})
 			}
 			return g.candidateReach(s, s.old, oldC, true)
@@ -99,7 +118,7 @@ func (g *Guards) Candidates(ctx context.Context, req *admissionv1.AdmissionReque
 	if newC == nil {
 		return allow() // no longer a candidate: an ordinary source from now on
 	}
-	others, err := g.index.Candidates(s.resource, s.namespace)
+	others, err := g.mirror.Candidates.Candidates(s.resource, s.namespace)
 	if err != nil {
 		return unavailable(fmt.Errorf("reading the candidates of namespace %s: %w", s.namespace, err))
 	}
@@ -129,7 +148,7 @@ func (g *Guards) candidateLocks(ctx context.Context, req *admissionv1.AdmissionR
 		}
 	}
 	for _, stable := range stables {
-		isLocked, err := g.index.SourceLocked(s.resource, s.namespace, stable)
+		isLocked, err := g.mirror.Sources.SourceLocked(s.resource, s.namespace, stable)
 		if err != nil {
 			return unavailable(fmt.Errorf("reading whether %s %s/%s is locked: %w", s.gr, s.namespace, stable, err))
 		}
@@ -167,7 +186,7 @@ func (g *Guards) candidateLocks(ctx context.Context, req *admissionv1.AdmissionR
 			what = "deleting"
 		}
 		msg := fmt.Sprintf("%s is a candidate for %s %q, which is locked (%s: \"true\"): %s a candidate of a locked source needs the %q permission on that source (RBAC verb %q on %s, resourceNames [%s], in namespace %s)",
-			s, s.gr, stable, merge.AnnotationLocked, what, UnlockVerb, UnlockVerb, s.gr, stable, s.namespace)
+			s, s.gr, stable, v1alpha1.AnnotationLocked, what, UnlockVerb, UnlockVerb, s.gr, stable, s.namespace)
 		if reason != "" {
 			msg += ": " + reason
 		}
@@ -183,7 +202,7 @@ func (g *Guards) candidateImmutable(s source, c *merge.Candidate) decision {
 	if len(fields) == 0 {
 		return allow()
 	}
-	stable, found, err := g.index.SourceObject(s.resource, s.namespace, c.For)
+	stable, found, err := g.mirror.Candidates.SourceObject(s.resource, s.namespace, c.For)
 	if err != nil {
 		return unavailable(fmt.Errorf("reading %s %s/%s: %w", s.gr, s.namespace, c.For, err))
 	}
@@ -247,7 +266,7 @@ func sameField(a, b map[string]any, path []string) (bool, error) {
 // candidateReach warns how many namespaces candidate c (the object u)
 // reaches. A warning is never worth failing a write for: errors give none.
 func (g *Guards) candidateReach(s source, u *unstructured.Unstructured, c *merge.Candidate, deleted bool) decision {
-	n, m, err := g.index.CandidateReach(s.resource, s.namespace, u, c)
+	n, m, err := g.mirror.Candidates.CandidateReach(s.resource, s.namespace, u, c)
 	if err != nil {
 		return allow()
 	}

@@ -12,15 +12,17 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // candidateFor makes a test object a candidate for stable, seen where
 // selector matches.
 func candidateFor(stable, selector string) objOpt {
 	return func(m *metav1.ObjectMeta) {
-		m.Annotations[merge.AnnotationCandidateFor] = stable
-		m.Annotations[merge.AnnotationCanarySelector] = selector
+		m.Annotations[v1alpha1.AnnotationCandidateFor] = stable
+		m.Annotations[v1alpha1.AnnotationCanarySelector] = selector
 	}
 }
 
@@ -33,7 +35,7 @@ func boundTo(rb *rbacv1.RoleBinding, role string) *rbacv1.RoleBinding {
 func TestCandidates(t *testing.T) {
 	t.Parallel()
 	c, u, d := admissionv1.Create, admissionv1.Update, admissionv1.Delete
-	const canary = merge.LabelStage + "=canary"
+	const canary = v1alpha1.LabelStage + "=canary"
 	next := func(opts ...objOpt) *rbacv1.RoleBinding {
 		return roleBinding(global, "org-viewers.next", append([]objOpt{candidateFor("org-viewers", canary)}, opts...)...)
 	}
@@ -60,11 +62,11 @@ func TestCandidates(t *testing.T) {
 
 		// 1. Malformed candidates, with ParseCandidate's message.
 		{name: "selector on another key", req: req(c, nil, roleBinding(global, "org-viewers.next", candidateFor("org-viewers", "team=a"))),
-			wantMessage: []string{"malformed candidate", `selects on "team"`, merge.LabelStage}},
+			wantMessage: []string{"malformed candidate", `selects on "team"`, v1alpha1.LabelStage}},
 		{name: "empty selector", req: req(c, nil, roleBinding(global, "org-viewers.next", candidateFor("org-viewers", ""))),
-			wantMessage: []string{"malformed candidate", merge.AnnotationCanarySelector + " is empty"}},
-		{name: "missing candidate-for", req: req(c, nil, roleBinding(global, "org-viewers.next", annotated(merge.AnnotationCanarySelector, canary))),
-			wantMessage: []string{"malformed candidate", merge.AnnotationCandidateFor + " must name the source"}},
+			wantMessage: []string{"malformed candidate", v1alpha1.AnnotationCanarySelector + " is empty"}},
+		{name: "missing candidate-for", req: req(c, nil, roleBinding(global, "org-viewers.next", annotated(v1alpha1.AnnotationCanarySelector, canary))),
+			wantMessage: []string{"malformed candidate", v1alpha1.AnnotationCandidateFor + " must name the source"}},
 		{name: "update to a malformed candidate", req: req(u, next(), roleBinding(global, "org-viewers.next", candidateFor("org-viewers", "env=prod"))),
 			wantMessage: []string{`selects on "env"`}},
 		{name: "deleting a malformed candidate", req: req(d, roleBinding(global, "org-viewers.next", candidateFor("org-viewers", "env=prod")), nil),
@@ -72,13 +74,13 @@ func TestCandidates(t *testing.T) {
 		{name: "an object that stops being a candidate", req: req(u, next(), roleBinding(global, "org-viewers.next")), wantAllowed: true},
 
 		// 2. A second candidate for the same stable name.
-		{name: "second candidate", index: &fakeIndex{candidates: map[string][]admission.CandidateSource{
+		{name: "second candidate", index: &fakeIndex{candidates: map[string][]whatif.CandidateSource{
 			"rolebindings " + global: {{Name: "org-viewers.v2", For: "org-viewers"}, {Name: "other.next", For: "other"}},
 		}}, req: req(c, nil, next()), wantMessage: []string{`already has the candidate "org-viewers.v2"`, "at most one candidate"}},
-		{name: "the candidate itself is no second one", index: &fakeIndex{candidateReach: [2]int{1, 1}, candidates: map[string][]admission.CandidateSource{
+		{name: "the candidate itself is no second one", index: &fakeIndex{candidateReach: [2]int{1, 1}, candidates: map[string][]whatif.CandidateSource{
 			"rolebindings " + global: {{Name: "org-viewers.next", For: "org-viewers"}, {Name: "other.next", For: "other"}},
 		}}, req: req(u, next(), next()), wantAllowed: true, wantWarnings: []string{admission.CandidateWarning(1, 1)}},
-		{name: "retargeting onto a staged name", index: &fakeIndex{candidates: map[string][]admission.CandidateSource{
+		{name: "retargeting onto a staged name", index: &fakeIndex{candidates: map[string][]whatif.CandidateSource{
 			"rolebindings " + global: {{Name: "org-viewers.next", For: "org-viewers"}, {Name: "other.next", For: "other"}},
 		}}, req: request(u, rolebindings, global, "x", roleBinding(global, "x", candidateFor("y", canary)), roleBinding(global, "x", candidateFor("other", canary))),
 			wantMessage: []string{`already has the candidate "other.next"`}},
@@ -121,7 +123,7 @@ func TestCandidates(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			runGuard(t, admission.PathCandidates, tc)
+			runGuard(t, webhookconfig.PathCandidates, tc)
 		})
 	}
 }
@@ -130,8 +132,8 @@ func TestCandidates(t *testing.T) {
 // shows under its own name; the candidates guard warns instead.
 func TestFanoutLeavesCandidates(t *testing.T) {
 	t.Parallel()
-	rb := roleBinding(global, "org-viewers.next", candidateFor("org-viewers", merge.LabelStage+"=canary"))
-	runGuard(t, admission.PathFanout, guardCase{
+	rb := roleBinding(global, "org-viewers.next", candidateFor("org-viewers", v1alpha1.LabelStage+"=canary"))
+	runGuard(t, webhookconfig.PathFanout, guardCase{
 		index: &fakeIndex{reach: 7},
 		req:   request(admissionv1.Update, rolebindings, global, "org-viewers.next", rb, rb), wantAllowed: true,
 	})
@@ -140,7 +142,7 @@ func TestFanoutLeavesCandidates(t *testing.T) {
 func TestStages(t *testing.T) {
 	t.Parallel()
 	c, u := admissionv1.Create, admissionv1.Update
-	staged := func(v string) nsOpt { return func(n *corev1.Namespace) { n.Labels[merge.LabelStage] = v } }
+	staged := func(v string) nsOpt { return func(n *corev1.Namespace) { n.Labels[v1alpha1.LabelStage] = v } }
 	other := func(n *corev1.Namespace) { n.Labels["team"] = "a" }
 	stage := authorizationv1.ResourceAttributes{Verb: admission.StageVerb, Resource: "namespaces", Namespace: "team-a", Name: "team-a"}
 	may := map[authorizationv1.ResourceAttributes]answer{stage: {allowed: true}}
@@ -178,7 +180,7 @@ func TestStages(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			runGuard(t, admission.PathStages, tc)
+			runGuard(t, webhookconfig.PathStages, tc)
 		})
 	}
 }

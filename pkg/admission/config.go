@@ -7,11 +7,11 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Config is what the guards are built from; only Index and Authorizer are
+// Config is what the guards are built from; only Mirror and Authorizer are
 // required.
 type Config struct {
-	// Index is what the guards read of the sources (NewIndex).
-	Index Index
+	// Mirror is what the guards read of the sources: MirrorOf(whatif.New(…)).
+	Mirror Mirror
 	// Authorizer asks the host cluster whether the requester may.
 	Authorizer Authorizer
 	// Served are the source group/resources guarded from the start (Serve
@@ -61,13 +61,13 @@ func NewGuards(c Config) *Guards {
 		clk = clock.RealClock{}
 	}
 	g := &Guards{
-		index: c.Index, authz: c.Authorizer,
+		mirror: c.Mirror, authz: c.Authorizer,
 		served: map[schema.GroupResource]string{}, globals: map[string]bool{},
 		namespaces:   c.Namespaces,
 		trusted:      map[string]bool{},
 		identity:     c.ServerIdentity,
 		materialized: map[string]bool{},
-		hierarchy:    assumptions{clock: clk, ttl: assumeFor, byName: map[string]assumption{}},
+		hierarchy:    assumptions{mirror: c.Mirror.Namespaces, clock: clk, ttl: assumeFor, byName: map[string]assumption{}},
 		recent:       newRecent(clk),
 		mirrorWait:   c.MirrorWait,
 	}

@@ -1,41 +1,54 @@
-// Package admission owns the guards of implicit changes: the admission
-// webhooks implicit-apiserver serves to kube-apiserver, one path and webhook
-// per guard. Each decides a request from the watch multiplexer's mirror
-// (Index) and SubjectAccessReviews of the requester, and changes nothing;
-// ConditionSync keeps the webhooks' match conditions current. It builds on
-// pkg/merge and pkg/watchmux and must not import pkg/registry or
-// pkg/apiserver. docs/design.md ("Guards") lists what each guard decides.
+// Package admission owns the guards' decisions: what each admission webhook
+// implicit-apiserver serves to kube-apiserver answers, one guard per path.
+// A guard decides a request from what it asks of the sources (Mirror: small
+// interfaces, each declared by the guard that asks it, all answered by the
+// what-if index of pkg/admission/whatif) and from SubjectAccessReviews of
+// the requester, and changes nothing in the cluster. It builds on
+// pkg/merge, pkg/admission/whatif, pkg/admission/webhookconfig (the
+// webhooks' names and paths; their configurations and ConditionSync live
+// there) and pkg/webhook (a review's transport); it must not import
+// pkg/registry, pkg/apiserver or pkg/watchmux (the mirror is read through
+// Mirror only). docs/design.md ("Guards") lists what each guard decides.
 //
-// Each guard, by what it protects, and the file that decides it:
+// Each guard, by what it protects (DESIGN.md, "Guards"), and the file that
+// decides it:
 //
-//	locks.implicit.dev                locks.go                a locked source: changing or deleting it needs unlock
-//	shadows.implicit.dev              shadows.go              a locked inherited item: no object below may shadow it
-//	parents.implicit.dev              hierarchy.go            a namespace's place in the hierarchy (parent, tenancy),
-//	                                  hierarchy_checks.go     with what it would take from the views
-//	                                  hierarchy_judge.go      (judged under the lock against the what-if index),
-//	                                  exclusions.go           and its implicit.dev/exclude annotation
-//	namespace-deletions.implicit.dev  namespace_deletions.go  what a namespace others inherit from passes down,
-//	                                                          when it is deleted
-//	fanout.implicit.dev               fanout.go               none: warns how many views a change reaches
-//	materialized.implicit.dev         materialized.go         materialized copies: only the server writes them
-//	candidates.implicit.dev           candidates.go           candidates of a stable name: who may stage them where
-//	stages.implicit.dev               stages.go               a namespace's implicit.dev/stage label
-//	parent-uid.implicit.dev           parentuid.go            (mutating) records the parent's uid beside the label
-//	own-copy.implicit.dev             owncopy.go              (mutating) a copy someone else edits becomes their own source
+//	locks         a locked source: changing, deleting, locking or        locks.go
+//	              unlocking it needs unlock; a lock may not displace
+//	              other locks, objects of a materialized kind, or an
+//	              open candidate
+//	shadows       a locked inherited item: no object below shadows it    shadows.go
+//	parents       a namespace's place: a parent the requester may        hierarchy.go (the order of the checks)
+//	              update, a tenant, no cycle, not going away; the        hierarchy_checks.go (each check)
+//	              recorded parent uid; a tenancy or parent change        hierarchy_judge.go (judged both ways,
+//	              that takes locked items needs unlock                     under the lock; admitted changes assumed)
+//	exclusions    the implicit.dev/exclude annotation, judged with the   exclusions.go
+//	              parents guard: no entry is a silent no-op
+//	namespace-    what a namespace others inherit from takes with it     namespace_deletions.go
+//	deletions     when it is deleted: unlock on each locked item lost
+//	fanout        none: warns how many views a change reaches            fanout.go
+//	materialized  materialized copies: only the server writes them       materialized.go
+//	candidates    candidates of a stable name: one each, immutable       candidates.go
+//	              fields kept, unlock for a locked source's
+//	stages        a namespace's implicit.dev/stage label: the stage verb stages.go
+//	parent-uid    (mutating) records the parent's uid beside the label   parentuid.go
+//	own-copy      (mutating) a copy someone else edits becomes theirs    owncopy.go
 //
-// Shared by the guards: config.go (Config, NewGuards), guards.go (Guards,
-// decisions, the request's source), handler.go (paths, the HTTP handler,
-// access reviews), turns.go (one parents decision per tenant at a time),
-// shared.go, shared_memory.go and ledger_lease.go (replicas take turns on
-// one record).
+// DESIGN.md's invariants, and where they are held: (1) a locked item stays
+// in every view without unlock: locks.go, hierarchy_judge.go (lockedLoss),
+// namespace_deletions.go, candidates.go (candidateLocks); (3) the real
+// object under a locked inherited name of a materialized kind is the
+// view's item: hierarchy_checks.go (standIns), locks.go (lockOverObjects),
+// stages.go (stagedStandIns), materialized.go and owncopy.go; (4) a refused
+// request only makes later decisions stricter, for a bounded time:
+// assumptions.go (the namespace changes admitted), recent.go (the locks,
+// candidates and objects admitted), each judged both ways. Invariant (2),
+// what inherited bindings grant, is pkg/authz's. Across replicas: shared.go,
+// shared_memory.go and ledger_lease.go (one record the decisions take turns
+// on).
 //
-// What the guards read: index.go (Index, the questions they ask of
-// whatif.Index, the what-if index of package whatif: the mirror as it is and
-// with admitted changes assumed); what they remember of their own
-// admissions: assumptions.go (namespace changes), recent.go (locks and
-// candidates).
-//
-// The webhook configurations: webhooks.go (rules, failure policies),
-// match_conditions.go (CEL match conditions), conditionsync.go (keeps the
-// conditions equal to the sources).
+// Shared by the guards: config.go (Config, NewGuards), mirror.go (Mirror,
+// MirrorOf), guards.go (Guards, decisions, the request's source),
+// handler.go (the HTTP handler, access reviews), turns.go (one parents
+// decision per tenant at a time).
 package admission

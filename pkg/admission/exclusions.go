@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -19,13 +20,13 @@ import (
 // inherits locked is warned of: a lock keeps the item in the view (the
 // exclusion is reported as blocked).
 func (g *Guards) exclusions(old, obj *unstructured.Unstructured) decision {
-	next, ok := obj.GetAnnotations()[merge.AnnotationExclude]
+	next, ok := obj.GetAnnotations()[v1alpha1.AnnotationExclude]
 	if !ok {
 		return allow()
 	}
 	before := map[string]bool{}
 	if old != nil {
-		prev, had := old.GetAnnotations()[merge.AnnotationExclude]
+		prev, had := old.GetAnnotations()[v1alpha1.AnnotationExclude]
 		if had && prev == next {
 			return allow() // unchanged: judged when it was written
 		}
@@ -62,7 +63,7 @@ func (g *Guards) exclusions(old, obj *unstructured.Unstructured) decision {
 	}
 	if len(refused) > 0 {
 		return deny("namespace %s: %s: %s lists <resource>/<name> or <resource>/*, the resource a view's plural name (served: %s)",
-			obj.GetName(), strings.Join(firstOf(refused), "; "), merge.AnnotationExclude, strings.Join(views, ", "))
+			obj.GetName(), strings.Join(firstOf(refused), "; "), v1alpha1.AnnotationExclude, strings.Join(views, ", "))
 	}
 	return allow(firstOf(warnings)...)
 }
@@ -126,7 +127,7 @@ func meant(ex merge.Exclusion, views []string) string {
 // lockedExclusion warns when namespace inherits the item ex names locked:
 // the exclusion will not remove it.
 func (g *Guards) lockedExclusion(namespace string, ex merge.Exclusion) string {
-	inh, found, err := g.index.Inherited(ex.Resource, namespace, ex.Name)
+	inh, found, err := g.mirror.Inheritance.Inherited(ex.Resource, namespace, ex.Name)
 	if err != nil || !found || !inh.Locked() {
 		return ""
 	}

@@ -7,7 +7,20 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 )
+
+// ReachIndex is what the fan-out guard asks of the mirror: whether others
+// inherit from a namespace, and how many views a source's change reaches.
+type ReachIndex interface {
+	// HasDescendants reports whether a namespace names namespace as parent.
+	HasDescendants(namespace string) bool
+	// InheritedReach counts the namespaces, other than the source's own,
+	// whose view of resource changes if the source namespace/name becomes
+	// obj (nil: deleted).
+	InheritedReach(resource, namespace, name string, obj runtime.Object) (int, error)
+}
 
 // Fanout warns of every create, update or delete of an inherited source:
 // how many namespaces that inherit it see their view change (its own
@@ -32,7 +45,7 @@ func (g *Guards) Fanout(_ context.Context, req *admissionv1.AdmissionRequest) de
 	if oldC != nil && newC != nil || req.Operation == admissionv1.Delete && oldC != nil {
 		return allow()
 	}
-	if !g.isGlobal(s.namespace) && !g.index.HasDescendants(s.namespace) {
+	if !g.isGlobal(s.namespace) && !g.mirror.Reach.HasDescendants(s.namespace) {
 		return allow()
 	}
 	if req.Operation == admissionv1.Create && newC != nil {
@@ -42,7 +55,7 @@ func (g *Guards) Fanout(_ context.Context, req *admissionv1.AdmissionRequest) de
 	if req.Operation != admissionv1.Delete && s.obj != nil && newC == nil {
 		next = s.obj
 	}
-	n, err := g.index.InheritedReach(s.resource, s.namespace, s.name, next)
+	n, err := g.mirror.Reach.InheritedReach(s.resource, s.namespace, s.name, next)
 	if err != nil {
 		// A warning is never worth failing a write for.
 		return allow()
@@ -69,7 +82,7 @@ func materializedWarning(namespaces int) string {
 // another one warns of, by path.
 func (g *Guards) sourceGuards() map[string]func(context.Context, *admissionv1.AdmissionRequest) decision {
 	return map[string]func(context.Context, *admissionv1.AdmissionRequest) decision{
-		pathLocks: g.Locks, pathShadows: g.Shadows, pathMaterialized: g.Materialized, pathCandidates: g.Candidates,
+		webhookconfig.PathLocks: g.Locks, webhookconfig.PathShadows: g.Shadows, webhookconfig.PathMaterialized: g.Materialized, webhookconfig.PathCandidates: g.Candidates,
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -24,13 +25,20 @@ type Authorizer interface {
 	Allowed(ctx context.Context, user authenticationv1.UserInfo, attrs authorizationv1.ResourceAttributes) (bool, string, error)
 }
 
+// LockedSources is what every source guard asks of a source as the mirror
+// holds it: whether it is locked (a request that carries no annotations of
+// its own, a scale subresource, is judged by it).
+type LockedSources interface {
+	SourceLocked(resource, namespace, name string) (bool, error)
+}
+
 // UnlockVerb is the custom RBAC verb that allows changing a locked source.
 const UnlockVerb = "unlock"
 
 // Guards decide admission requests.
 type Guards struct {
-	index Index
-	authz Authorizer
+	mirror Mirror
+	authz  Authorizer
 	// served maps a source group/resource to its view resource name; mu
 	// guards it, as kinds are served at run time (Serve).
 	mu     sync.RWMutex
@@ -109,16 +117,6 @@ type source struct {
 	old, obj    *unstructured.Unstructured // nil when absent
 }
 
-// Subresources through which a guarded source changes: status (which the
-// view shows) and scale (which writes spec.replicas).
-const (
-	subresourceStatus = "status"
-	subresourceScale  = "scale"
-)
-
-// guardedSubresources are the subresources the lock guard sees UPDATEs of.
-var guardedSubresources = []string{subresourceStatus, subresourceScale}
-
 // source decodes req's source object; false when req is not of a served
 // resource or is of a subresource other than those in subresources.
 func (g *Guards) source(req *admissionv1.AdmissionRequest, subresources ...string) (source, bool, error) {
@@ -172,13 +170,13 @@ func (s source) String() string {
 // Scale carries none of the source's annotations, and a status update may
 // drop them from what it sends.
 func (g *Guards) locked(s source) (wasLocked, isLocked bool, err error) {
-	if s.subresource == subresourceScale {
-		wasLocked, err = g.index.SourceLocked(s.resource, s.namespace, s.name)
+	if s.subresource == webhookconfig.SubresourceScale {
+		wasLocked, err = g.mirror.Sources.SourceLocked(s.resource, s.namespace, s.name)
 		return wasLocked, wasLocked, err
 	}
 	wasLocked, isLocked = locked(s.old), locked(s.obj)
 	if s.subresource != "" && !wasLocked {
-		wasLocked, err = g.index.SourceLocked(s.resource, s.namespace, s.name)
+		wasLocked, err = g.mirror.Sources.SourceLocked(s.resource, s.namespace, s.name)
 	}
 	return wasLocked, isLocked, err
 }

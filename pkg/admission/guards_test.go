@@ -14,6 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -63,7 +66,7 @@ func runGuard(t *testing.T, path string, tc guardCase) {
 		idx = &fakeIndex{}
 	}
 	authz := &fakeAuthorizer{answers: tc.answers}
-	cfg := admission.Config{Index: idx, Authorizer: authz, Served: served, GlobalNamespaces: []string{global},
+	cfg := admission.Config{Mirror: mirrorOf(idx), Authorizer: authz, Served: served, GlobalNamespaces: []string{global},
 		TrustParentUIDFrom: tc.trusted, ServerIdentity: tc.identity, Materialized: tc.materialize}
 	if !tc.noHost {
 		names := tc.namespaces
@@ -155,7 +158,7 @@ func TestLocks(t *testing.T) {
 		},
 		{
 			name:        "lock annotation other than true is no lock",
-			req:         request(update, rolebindings, global, "admins", roleBinding(global, "admins", annotated(merge.AnnotationLocked, "false")), roleBinding(global, "admins", annotated(merge.AnnotationLocked, "yes"))),
+			req:         request(update, rolebindings, global, "admins", roleBinding(global, "admins", annotated(v1alpha1.AnnotationLocked, "false")), roleBinding(global, "admins", annotated(v1alpha1.AnnotationLocked, "yes"))),
 			wantAllowed: true,
 		},
 		{
@@ -171,7 +174,7 @@ func TestLocks(t *testing.T) {
 		{
 			name:        "update of a locked object without unlock is denied",
 			req:         request(update, rolebindings, global, "admins", roleBinding(global, "admins", isLocked), roleBinding(global, "admins", isLocked)),
-			wantMessage: []string{objName, `"unlock"`, merge.AnnotationLocked, "changing it"},
+			wantMessage: []string{objName, `"unlock"`, v1alpha1.AnnotationLocked, "changing it"},
 			wantSAR:     []authorizationv1.ResourceAttributes{adminsUnlock},
 		},
 		{
@@ -191,7 +194,7 @@ func TestLocks(t *testing.T) {
 		{
 			name:        "delete of a locked object without unlock is denied",
 			req:         request(del, rolebindings, global, "admins", roleBinding(global, "admins", isLocked), nil),
-			wantMessage: []string{objName, `"unlock"`, merge.AnnotationLocked, "deleting it"},
+			wantMessage: []string{objName, `"unlock"`, v1alpha1.AnnotationLocked, "deleting it"},
 			wantSAR:     []authorizationv1.ResourceAttributes{adminsUnlock},
 		},
 		{
@@ -236,7 +239,7 @@ func TestLocks(t *testing.T) {
 		{
 			name:        "removing the lock without unlock is denied",
 			req:         request(update, rolebindings, global, "admins", roleBinding(global, "admins", isLocked), roleBinding(global, "admins")),
-			wantMessage: []string{objName, `"unlock"`, merge.AnnotationLocked, "removing the lock"},
+			wantMessage: []string{objName, `"unlock"`, v1alpha1.AnnotationLocked, "removing the lock"},
 			wantSAR:     []authorizationv1.ResourceAttributes{adminsUnlock},
 		},
 		{
@@ -277,7 +280,7 @@ func TestLocks(t *testing.T) {
 		{
 			name:        "the unlock question names the object's group and resource",
 			req:         request(update, networkpolicies, team, "deny-all", networkPolicy(team, "deny-all", isLocked), networkPolicy(team, "deny-all", isLocked)),
-			wantMessage: []string{fmt.Sprintf("%s %q in namespace %q", networkpolicies, "deny-all", team), merge.AnnotationLocked},
+			wantMessage: []string{fmt.Sprintf("%s %q in namespace %q", networkpolicies, "deny-all", team), v1alpha1.AnnotationLocked},
 			wantSAR:     []authorizationv1.ResourceAttributes{unlock(networkpolicies, team, "deny-all")},
 		},
 		{
@@ -361,7 +364,7 @@ func TestLocks(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			runGuard(t, admission.PathLocks, tc)
+			runGuard(t, webhookconfig.PathLocks, tc)
 		})
 	}
 }
@@ -473,7 +476,7 @@ func TestShadows(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			runGuard(t, admission.PathShadows, tc)
+			runGuard(t, webhookconfig.PathShadows, tc)
 		})
 	}
 }
@@ -482,7 +485,7 @@ func TestShadows(t *testing.T) {
 func notSynced(t *testing.T) error {
 	t.Helper()
 	m := watchmux.New(merge.Policy{GlobalNamespace: global}, []string{"rolebindings"}, nil, watchmux.Options{})
-	_, _, err := admission.NewIndex(m).Inherited("rolebindings", "team-a", "admins")
+	_, _, err := whatif.New(m).Inherited("rolebindings", "team-a", "admins")
 	if !watchmux.IsNotSynced(err) {
 		t.Fatalf("an unsynced mux answered %v, want the not-synced error", err)
 	}
@@ -529,14 +532,14 @@ func TestParents(t *testing.T) {
 			name:        "self parent is denied",
 			index:       idx(),
 			req:         request(update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "team-a")),
-			wantMessage: []string{`"team-a"`, "own parent", merge.LabelParent},
+			wantMessage: []string{`"team-a"`, "own parent", v1alpha1.LabelParent},
 		},
 		{
 			name:        "parent the requester may not update is denied",
 			index:       idx(),
 			answers:     map[authorizationv1.ResourceAttributes]answer{updateNamespace("org"): {reason: "RBAC: no binding"}},
 			req:         request(create, nsGR, "", "team-a", nil, ns("team-a", "org")),
-			wantMessage: []string{"update namespace \"org\"", merge.LabelParent, `"team-a"`, "RBAC: no binding"},
+			wantMessage: []string{"update namespace \"org\"", v1alpha1.LabelParent, `"team-a"`, "RBAC: no binding"},
 			wantSAR:     []authorizationv1.ResourceAttributes{updateNamespace("org")},
 		},
 		{
@@ -579,7 +582,7 @@ func TestParents(t *testing.T) {
 			index:       idx(),
 			answers:     allowAll(updateNamespace("future")),
 			req:         request(create, nsGR, "", "team-a", nil, ns("team-a", "future")),
-			wantMessage: []string{`namespace "future" does not exist`, merge.AnnotationParentUID},
+			wantMessage: []string{`namespace "future" does not exist`, v1alpha1.AnnotationParentUID},
 			wantSAR:     []authorizationv1.ResourceAttributes{updateNamespace("future")},
 		},
 		{
@@ -594,7 +597,7 @@ func TestParents(t *testing.T) {
 			index:       idx(),
 			answers:     allowAll(updateNamespace("org2")),
 			req:         request(update, nsGR, "", "org", ns("org", ""), ns("org", "org2")),
-			wantMessage: []string{"cycle org -> org2 -> org", merge.LabelParent},
+			wantMessage: []string{"cycle org -> org2 -> org", v1alpha1.LabelParent},
 			wantSAR:     []authorizationv1.ResourceAttributes{updateNamespace("org2")},
 		},
 		{
@@ -665,7 +668,7 @@ func TestParents(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			runGuard(t, admission.PathParents, tc)
+			runGuard(t, webhookconfig.PathParents, tc)
 		})
 	}
 }
@@ -780,7 +783,7 @@ func TestFanout(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			runGuard(t, admission.PathFanout, tc)
+			runGuard(t, webhookconfig.PathFanout, tc)
 		})
 	}
 }

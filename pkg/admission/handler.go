@@ -15,80 +15,63 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
-	"github.com/implicit-dev/implicit-apiserver/internal/review"
 	"github.com/implicit-dev/implicit-apiserver/pkg/accessreview"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/webhook"
 )
-
-// Paths of the guards on implicit-apiserver's secure port.
-const (
-	pathLocks   = "/admission/locks"
-	pathShadows = "/admission/shadows"
-	pathParents = "/admission/parents"
-	pathFanout  = "/admission/fanout"
-	// pathMaterialized guards materialized copies (materialized.go).
-	pathMaterialized = "/admission/materialized"
-	// pathCandidates guards candidates, pathStages the namespaces' stage
-	// label (candidates.go, stages.go).
-	pathCandidates = "/admission/candidates"
-	pathStages     = "/admission/stages"
-	// pathNamespaceDeletions guards deleting a namespace others inherit
-	// from (hierarchy.go).
-	pathNamespaceDeletions = "/admission/namespace-deletions"
-	// pathParentUID and pathOwnCopy are the mutating guards' (parentuid.go,
-	// owncopy.go).
-	pathParentUID = "/admission/parent-uid"
-	pathOwnCopy   = "/admission/own-copy"
-)
-
-// Paths are every guard's path, for the authorization always-allow list:
-// kube-apiserver calls webhooks without credentials.
-var Paths = []string{pathLocks, pathShadows, pathParents, pathFanout, pathMaterialized, pathCandidates, pathStages, pathNamespaceDeletions, pathParentUID, pathOwnCopy}
 
 // admissionReview is what the guards are sent; a request body is bounded
 // as kube-apiserver bounds objects.
-var admissionReview = review.Type{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview", MaxBytes: 6 << 20}
+var admissionReview = webhook.Type{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview", MaxBytes: 6 << 20}
 
-// synced fails until the guards' index holds every namespace and source
-// (an index that can't tell is taken as synced: the unit tests' fakes).
+// SyncIndex tells whether the mirror holds every namespace and source yet:
+// until it does, the guards answer 503 rather than decide from an empty
+// mirror.
+type SyncIndex interface {
+	Synced() error
+}
+
+// synced fails until the mirror holds every namespace and source (no
+// SyncIndex is taken as synced: the unit tests' fakes).
 func (g *Guards) synced() error {
-	if s, ok := g.index.(interface{ Synced() error }); ok {
-		return s.Synced()
+	if g.mirror.Synced == nil {
+		return nil
 	}
-	return nil
+	return g.mirror.Synced.Synced()
 }
 
 // Handler returns the http.Handler of the guard at path.
 func (g *Guards) Handler(path string) http.Handler {
 	decide := map[string]func(context.Context, *admissionv1.AdmissionRequest) decision{
-		pathLocks:              g.Locks,
-		pathShadows:            g.Shadows,
-		pathParents:            g.Parents,
-		pathNamespaceDeletions: g.NamespaceDeletions,
-		pathFanout:             g.Fanout,
-		pathMaterialized:       g.Materialized,
-		pathCandidates:         g.Candidates,
-		pathStages:             g.Stages,
-		pathParentUID:          g.ParentUID,
-		pathOwnCopy:            g.OwnCopy,
+		webhookconfig.PathLocks:              g.Locks,
+		webhookconfig.PathShadows:            g.Shadows,
+		webhookconfig.PathParents:            g.Parents,
+		webhookconfig.PathNamespaceDeletions: g.NamespaceDeletions,
+		webhookconfig.PathFanout:             g.Fanout,
+		webhookconfig.PathMaterialized:       g.Materialized,
+		webhookconfig.PathCandidates:         g.Candidates,
+		webhookconfig.PathStages:             g.Stages,
+		webhookconfig.PathParentUID:          g.ParentUID,
+		webhookconfig.PathOwnCopy:            g.OwnCopy,
 	}[path]
 	if decide == nil {
 		return http.NotFoundHandler()
 	}
 	switch path {
-	case pathParents, pathNamespaceDeletions, pathLocks, pathCandidates, pathShadows, pathMaterialized, pathStages:
+	case webhookconfig.PathParents, webhookconfig.PathNamespaceDeletions, webhookconfig.PathLocks, webhookconfig.PathCandidates, webhookconfig.PathShadows, webhookconfig.PathMaterialized, webhookconfig.PathStages:
 		// Decisions that read or change what the replicas' guards
 		// remember take turns on the shared record (shared.go).
 		decide = g.inSharedTurn(decide)
 	}
 	switch path {
-	case pathFanout, pathShadows, pathCandidates:
+	case webhookconfig.PathFanout, webhookconfig.PathShadows, webhookconfig.PathCandidates:
 		// Their warnings are dropped when another guard denies.
 		guard := decide
 		decide = func(ctx context.Context, req *admissionv1.AdmissionRequest) decision {
 			return g.unlessDenied(ctx, req, path, guard(ctx, req))
 		}
 	}
-	if path == pathParents {
+	if path == webhookconfig.PathParents {
 		// One decision per tenant at a time under the parents guard's lock
 		// (turns.go).
 		decide = newTenantTurns().inTurn(decide)

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 )
 
 func TestHandlerRejectsWhatIsNotAReview(t *testing.T) {
@@ -41,8 +42,8 @@ func TestHandlerRejectsWhatIsNotAReview(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			g := admission.NewGuards(admission.Config{Index: &fakeIndex{}, Authorizer: &fakeAuthorizer{}, Served: served, GlobalNamespaces: []string{global}})
-			for _, path := range admission.Paths {
+			g := admission.NewGuards(admission.Config{Mirror: mirrorOf(&fakeIndex{}), Authorizer: &fakeAuthorizer{}, Served: served, GlobalNamespaces: []string{global}})
+			for _, path := range webhookconfig.Paths {
 				r := httptest.NewRequest(tc.method, path, bytes.NewReader(tc.body))
 				w := httptest.NewRecorder()
 				g.Handler(path).ServeHTTP(w, r)
@@ -73,8 +74,8 @@ func TestHandlerEchoesTheReview(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			g := admission.NewGuards(admission.Config{Index: &fakeIndex{}, Authorizer: &fakeAuthorizer{}, Served: served, GlobalNamespaces: []string{global}})
-			for _, path := range admission.Paths {
+			g := admission.NewGuards(admission.Config{Mirror: mirrorOf(&fakeIndex{}), Authorizer: &fakeAuthorizer{}, Served: served, GlobalNamespaces: []string{global}})
+			for _, path := range webhookconfig.Paths {
 				w := post(t, g, path, tc.body)
 				if w.Code != http.StatusOK {
 					t.Fatalf("%s: status %d (%q)", path, w.Code, w.Body.String())
@@ -102,16 +103,16 @@ func TestHandlerEchoesTheReview(t *testing.T) {
 func TestHandlerOverHTTP(t *testing.T) {
 	t.Parallel()
 	authz := &fakeAuthorizer{}
-	g := admission.NewGuards(admission.Config{Index: &fakeIndex{}, Authorizer: authz, Served: served, GlobalNamespaces: []string{global}})
+	g := admission.NewGuards(admission.Config{Mirror: mirrorOf(&fakeIndex{}), Authorizer: authz, Served: served, GlobalNamespaces: []string{global}})
 	mux := http.NewServeMux()
-	for _, p := range admission.Paths {
+	for _, p := range webhookconfig.Paths {
 		mux.Handle(p, g.Handler(p))
 	}
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 
 	req := request(admissionv1.Delete, rolebindings, global, "admins", roleBinding(global, "admins", isLocked), nil)
-	resp, err := srv.Client().Post(srv.URL+admission.PathLocks, "application/json", bytes.NewReader(reviewJSON(t, req)))
+	resp, err := srv.Client().Post(srv.URL+webhookconfig.PathLocks, "application/json", bytes.NewReader(reviewJSON(t, req)))
 	if err != nil {
 		t.Fatalf("posting the review: %v", err)
 	}
@@ -138,17 +139,17 @@ func TestUndecodableObjectIsDenied(t *testing.T) {
 		path string
 		req  func() *admissionv1.AdmissionRequest
 	}{
-		{name: "locks, object", path: admission.PathLocks, req: func() *admissionv1.AdmissionRequest {
+		{name: "locks, object", path: webhookconfig.PathLocks, req: func() *admissionv1.AdmissionRequest {
 			r := request(admissionv1.Update, rolebindings, global, "admins", roleBinding(global, "admins"), nil)
 			r.Object = runtime.RawExtension{Raw: []byte(`"not an object"`)}
 			return r
 		}},
-		{name: "locks, old object", path: admission.PathLocks, req: func() *admissionv1.AdmissionRequest {
+		{name: "locks, old object", path: webhookconfig.PathLocks, req: func() *admissionv1.AdmissionRequest {
 			r := request(admissionv1.Update, rolebindings, global, "admins", nil, roleBinding(global, "admins"))
 			r.OldObject = runtime.RawExtension{Raw: []byte(`[1]`)}
 			return r
 		}},
-		{name: "shadows", path: admission.PathShadows, req: func() *admissionv1.AdmissionRequest {
+		{name: "shadows", path: webhookconfig.PathShadows, req: func() *admissionv1.AdmissionRequest {
 			r := request(admissionv1.Create, rolebindings, "team-a", "admins", nil, nil)
 			r.Object = runtime.RawExtension{Raw: []byte(`42`)}
 			return r
@@ -157,7 +158,7 @@ func TestUndecodableObjectIsDenied(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			g := admission.NewGuards(admission.Config{Index: &fakeIndex{}, Authorizer: &fakeAuthorizer{}, Served: served, GlobalNamespaces: []string{global}})
+			g := admission.NewGuards(admission.Config{Mirror: mirrorOf(&fakeIndex{}), Authorizer: &fakeAuthorizer{}, Served: served, GlobalNamespaces: []string{global}})
 			resp, status := review(t, g, tc.path, tc.req())
 			if status != http.StatusOK {
 				t.Fatalf("status %d, want 200", status)
@@ -250,8 +251,8 @@ func TestGuardsWaitForSync(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			m := muxOf(t, tc.synced, with())
-			g := admission.NewGuards(admission.Config{Index: m.MuxIndex, Authorizer: &fakeAuthorizer{}, Served: served, GlobalNamespaces: []string{global}})
-			for _, path := range admission.Paths {
+			g := admission.NewGuards(admission.Config{Mirror: admission.MirrorOf(m.Index), Authorizer: &fakeAuthorizer{}, Served: served, GlobalNamespaces: []string{global}})
+			for _, path := range webhookconfig.Paths {
 				w := post(t, g, path, body)
 				if w.Code != tc.want {
 					t.Errorf("%s: status %d (%q), want %d", path, w.Code, w.Body.String(), tc.want)

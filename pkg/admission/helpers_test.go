@@ -29,6 +29,7 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -60,9 +61,9 @@ type fakeIndex struct {
 	existing    map[string]bool
 	cycles      map[string][]string
 	// lost answers LockedLoss by namespace; lossErr fails it.
-	lost map[string][]admission.LockedItem
+	lost map[string][]whatif.LockedItem
 	// standIns answers LockedStandIns by namespace.
-	standIns map[string][]admission.LockedItem
+	standIns map[string][]whatif.LockedItem
 	lossErr  error
 	// locked answers SourceLocked by "resource namespace name".
 	locked    map[string]bool
@@ -80,7 +81,7 @@ type fakeIndex struct {
 	// candidates answers Candidates by "resource namespace"; objects
 	// SourceObject by "resource namespace name"; candidateReach and
 	// candidateOf CandidateReach.
-	candidates     map[string][]admission.CandidateSource
+	candidates     map[string][]whatif.CandidateSource
 	candidatesErr  error
 	objects        map[string]runtime.Object
 	candidateReach [2]int
@@ -94,37 +95,50 @@ type fakeIndex struct {
 // lossCall is one LockedLoss question.
 type lossCall struct {
 	namespace string
-	next      admission.NamespaceMeta
-	assumed   admission.Assumed
+	next      whatif.NamespaceMeta
+	assumed   whatif.Assumed
 }
 
-var _ admission.Index = &fakeIndex{}
+var (
+	_ admission.LockedSources    = &fakeIndex{}
+	_ admission.CandidateIndex   = &fakeIndex{}
+	_ admission.LockIndex        = &fakeIndex{}
+	_ admission.InheritanceIndex = &fakeIndex{}
+	_ admission.ReachIndex       = &fakeIndex{}
+	_ admission.ParentIndex      = &fakeIndex{}
+	_ admission.LossIndex        = &fakeIndex{}
+	_ admission.NamespaceIndex   = &fakeIndex{}
+)
 
-// reachCall is one Reach question.
+// mirrorOf asks every question of the guards of f; it tells no sync state
+// (taken as synced) and no namespace uids (nothing is waited for).
+func mirrorOf(f *fakeIndex) admission.Mirror {
+	return admission.Mirror{
+		Sources: f, Candidates: f, Locks: f, Inheritance: f, Reach: f,
+		Parents: f, Losses: f, Namespaces: f,
+	}
+}
+
+// reachCall is one InheritedReach question.
 type reachCall struct {
 	resource, namespace, name string
 	obj                       runtime.Object
 }
 
-// Reach implements admission.Index.
-func (f *fakeIndex) Reach(resource, namespace, name string, obj runtime.Object) (int, error) {
+// InheritedReach implements admission.ReachIndex: reach.
+func (f *fakeIndex) InheritedReach(resource, namespace, name string, obj runtime.Object) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reachCalls = append(f.reachCalls, reachCall{resource, namespace, name, obj})
 	return f.reach, f.reachErr
 }
 
-// InheritedReach implements admission.Index: reach, as Reach answers it.
-func (f *fakeIndex) InheritedReach(resource, namespace, name string, obj runtime.Object) (int, error) {
-	return f.Reach(resource, namespace, name, obj)
-}
-
-// DeletionLosers implements admission.Index: losers by namespace.
+// DeletionLosers implements admission.LossIndex: losers by namespace.
 func (f *fakeIndex) DeletionLosers(namespace string) ([]string, error) {
 	return f.losers[namespace], nil
 }
 
-// Inherited implements admission.Index.
+// Inherited implements admission.InheritanceIndex.
 func (f *fakeIndex) Inherited(resource, namespace, name string) (merge.Result, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -137,45 +151,45 @@ func (f *fakeIndex) Inherited(resource, namespace, name string) (merge.Result, b
 	return r, ok, nil
 }
 
-// Overlays implements admission.Index: overlays answers it by "resource
+// Overlays implements admission.InheritanceIndex: overlays answers it by "resource
 // name" of the inherited item.
 func (f *fakeIndex) Overlays(resource string, inherited merge.Result, _ map[string]string) bool {
 	return f.overlays[resource+" "+inherited.Item.Name]
 }
 
-// HasDescendants implements admission.Index.
+// HasDescendants implements admission.ReachIndex.
 func (f *fakeIndex) HasDescendants(namespace string) bool { return f.descendants[namespace] }
 
-// Exists implements admission.Index.
+// Exists implements admission.ParentIndex.
 func (f *fakeIndex) Exists(namespace string) bool {
 	_, ok := f.existing[namespace]
 	return ok
 }
 
-// Terminating implements admission.Index.
+// Terminating implements admission.NamespaceIndex.
 func (f *fakeIndex) Terminating(namespace string) bool { return f.terminating[namespace] }
 
-// GoingAway implements admission.Index.
-func (f *fakeIndex) GoingAway(namespace string, _ admission.Assumed) string {
+// GoingAway implements admission.ParentIndex.
+func (f *fakeIndex) GoingAway(namespace string, _ whatif.Assumed) string {
 	if f.terminating[namespace] {
 		return namespace
 	}
 	return f.goingAway[namespace]
 }
 
-// GoingAwayBelow implements admission.Index: nothing is.
-func (f *fakeIndex) GoingAwayBelow(string, admission.Assumed) string { return "" }
+// GoingAwayBelow implements admission.LockIndex: nothing is.
+func (f *fakeIndex) GoingAwayBelow(string, whatif.Assumed) string { return "" }
 
-// IsTenant implements admission.Index.
+// IsTenant implements admission.ParentIndex.
 func (f *fakeIndex) IsTenant(namespace string) bool { return f.existing[namespace] }
 
-// ParentCycleAssuming implements admission.Index.
-func (f *fakeIndex) ParentCycleAssuming(namespace, parent string, _ admission.Assumed) []string {
+// ParentCycleAssuming implements admission.ParentIndex.
+func (f *fakeIndex) ParentCycleAssuming(namespace, parent string, _ whatif.Assumed) []string {
 	return f.cycles[namespace+" "+parent]
 }
 
-// LockedLossPending implements admission.Index.
-func (f *fakeIndex) LockedLossPending(namespace string, next admission.NamespaceMeta, assumed admission.Assumed, _ admission.Pending) ([]admission.LockedItem, error) {
+// LockedLossPending implements admission.LossIndex.
+func (f *fakeIndex) LockedLossPending(namespace string, next whatif.NamespaceMeta, assumed whatif.Assumed, _ whatif.Pending) ([]whatif.LockedItem, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lossCalls = append(f.lossCalls, lossCall{namespace, next, assumed})
@@ -188,58 +202,58 @@ func (f *fakeIndex) losses() []lossCall {
 	return append([]lossCall(nil), f.lossCalls...)
 }
 
-// InheritedAssuming implements admission.Index: as Inherited.
-func (f *fakeIndex) InheritedAssuming(resource, namespace, name string, _ admission.Assumed, _ admission.Pending) (merge.Result, bool, error) {
+// InheritedAssuming implements admission.InheritanceIndex: as Inherited.
+func (f *fakeIndex) InheritedAssuming(resource, namespace, name string, _ whatif.Assumed, _ whatif.Pending) (merge.Result, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r, ok := f.inherited[resource+" "+namespace+" "+name]
 	return r, ok, f.inheritedErr
 }
 
-// NamespaceMeta implements admission.Index: the fake mirror never shows a
+// NamespaceMeta implements admission.NamespaceIndex: the fake mirror never shows a
 // namespace change, so assumptions last until they expire.
-func (f *fakeIndex) NamespaceMeta(string) (admission.NamespaceMeta, bool) {
-	return admission.NamespaceMeta{}, false
+func (f *fakeIndex) NamespaceMeta(string) (whatif.NamespaceMeta, bool) {
+	return whatif.NamespaceMeta{}, false
 }
 
-// LockedStandIns implements admission.Index: standIns answers it by
+// LockedStandIns implements admission.LossIndex: standIns answers it by
 // namespace.
-func (f *fakeIndex) LockedStandIns(namespace string, _ admission.NamespaceMeta, _ admission.Assumed, _ []string, _ admission.Pending) ([]admission.LockedItem, error) {
+func (f *fakeIndex) LockedStandIns(namespace string, _ whatif.NamespaceMeta, _ whatif.Assumed, _ []string, _ whatif.Pending) ([]whatif.LockedItem, error) {
 	return f.standIns[namespace], nil
 }
 
-// ObjectsUnderLock implements admission.Index: no namespace holds one.
+// ObjectsUnderLock implements admission.LockIndex: no namespace holds one.
 func (f *fakeIndex) ObjectsUnderLock(string, string, string, *unstructured.Unstructured, []string) ([]string, error) {
 	return nil, nil
 }
 
-// LockedUnderLock implements admission.Index: nothing is displaced.
-func (f *fakeIndex) LockedUnderLock(string, string, string, *unstructured.Unstructured, admission.Pending) ([]admission.LockedItem, error) {
+// LockedUnderLock implements admission.LockIndex: nothing is displaced.
+func (f *fakeIndex) LockedUnderLock(string, string, string, *unstructured.Unstructured, whatif.Pending) ([]whatif.LockedItem, error) {
 	return nil, nil
 }
 
-// DeletionLoss implements admission.Index: lost answers it too.
-func (f *fakeIndex) DeletionLoss(namespace string, _ admission.Assumed) ([]admission.LockedItem, error) {
+// DeletionLoss implements admission.LossIndex: lost answers it too.
+func (f *fakeIndex) DeletionLoss(namespace string, _ whatif.Assumed) ([]whatif.LockedItem, error) {
 	return f.lost[namespace], f.lossErr
 }
 
-// SourceLocked implements admission.Index.
+// SourceLocked implements admission.LockedSources.
 func (f *fakeIndex) SourceLocked(resource, namespace, name string) (bool, error) {
 	return f.locked[resource+" "+namespace+" "+name], f.lockedErr
 }
 
-// Candidates implements admission.Index.
-func (f *fakeIndex) Candidates(resource, namespace string) ([]admission.CandidateSource, error) {
+// Candidates implements admission.CandidateIndex.
+func (f *fakeIndex) Candidates(resource, namespace string) ([]whatif.CandidateSource, error) {
 	return f.candidates[resource+" "+namespace], f.candidatesErr
 }
 
-// SourceObject implements admission.Index.
+// SourceObject implements admission.CandidateIndex.
 func (f *fakeIndex) SourceObject(resource, namespace, name string) (any, bool, error) {
 	o, ok := f.objects[resource+" "+namespace+" "+name]
 	return o, ok, nil
 }
 
-// CandidateReach implements admission.Index.
+// CandidateReach implements admission.CandidateIndex.
 func (f *fakeIndex) CandidateReach(string, string, *unstructured.Unstructured, *merge.Candidate) (int, int, error) {
 	return f.candidateReach[0], f.candidateReach[1], f.reachErr
 }

@@ -9,7 +9,8 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // assumeFor is how long the parent guard assumes a namespace change it
@@ -32,9 +33,9 @@ func hierarchyOfNamespace(u *unstructured.Unstructured) hierarchyOf {
 	if u == nil {
 		return hierarchyOf{}
 	}
-	uid, has := u.GetAnnotations()[merge.AnnotationParentUID]
+	uid, has := u.GetAnnotations()[v1alpha1.AnnotationParentUID]
 	return hierarchyOf{
-		parent: u.GetLabels()[merge.LabelParent], inherit: u.GetLabels()[merge.LabelInherit],
+		parent: u.GetLabels()[v1alpha1.LabelParent], inherit: u.GetLabels()[v1alpha1.LabelInherit],
 		parentUID: uid, hasParentUID: has,
 	}
 }
@@ -44,17 +45,17 @@ func (h hierarchyOf) describe(next hierarchyOf) string {
 	var parts []string
 	switch {
 	case h.inherit != "false" && next.inherit == "false":
-		parts = append(parts, fmt.Sprintf("setting %s: \"false\"", merge.LabelInherit))
+		parts = append(parts, fmt.Sprintf("setting %s: \"false\"", v1alpha1.LabelInherit))
 	case h.inherit != next.inherit:
-		parts = append(parts, fmt.Sprintf("changing %s to %q", merge.LabelInherit, next.inherit))
+		parts = append(parts, fmt.Sprintf("changing %s to %q", v1alpha1.LabelInherit, next.inherit))
 	}
 	switch {
 	case h.parent != "" && next.parent == "":
-		parts = append(parts, fmt.Sprintf("removing %s: %s", merge.LabelParent, h.parent))
+		parts = append(parts, fmt.Sprintf("removing %s: %s", v1alpha1.LabelParent, h.parent))
 	case h.parent != next.parent:
-		parts = append(parts, fmt.Sprintf("setting %s: %s", merge.LabelParent, next.parent))
+		parts = append(parts, fmt.Sprintf("setting %s: %s", v1alpha1.LabelParent, next.parent))
 	case h.parentUID != next.parentUID || h.hasParentUID != next.hasParentUID:
-		parts = append(parts, fmt.Sprintf("changing %s", merge.AnnotationParentUID))
+		parts = append(parts, fmt.Sprintf("changing %s", v1alpha1.AnnotationParentUID))
 	}
 	return strings.Join(parts, " and ")
 }
@@ -130,24 +131,27 @@ func (g *Guards) parents(ctx context.Context, req *admissionv1.AdmissionRequest,
 			return d
 		}
 	}
-	next := NamespaceMeta{Labels: obj.GetLabels(), Annotations: obj.GetAnnotations()}
+	c := hierarchyChange{
+		name: name, next: whatif.NamespaceMeta{Labels: obj.GetLabels(), Annotations: obj.GetAnnotations()},
+		parent: after.parent, newParent: newParent, joins: joining(before, after, old == nil, newParent),
+		dryRun: req.DryRun != nil && *req.DryRun,
+	}
 	// The request's old object is what the namespace is now, whatever the
 	// mirror or an assumption says (it may not know a namespace re-created
 	// a moment ago).
-	var now *NamespaceMeta
 	if old != nil {
-		now = &NamespaceMeta{Labels: old.GetLabels(), Annotations: old.GetAnnotations()}
+		c.now = &whatif.NamespaceMeta{Labels: old.GetLabels(), Annotations: old.GetAnnotations()}
 	}
 	unlocked := map[lockedKey]bool{}
 	for range maxRejudge {
-		j := g.judgeHierarchy(name, next, now, newParent, after.parent)
+		j := g.judgeHierarchy(c)
 		if !j.d.allowed {
 			return j.d
 		}
 		if d := g.mayUnlock(ctx, req, name, before, after, j.lost, unlocked); !d.allowed {
 			return d
 		}
-		if g.assumeIfSame(req, name, old, now, next, newParent, after.parent, j) {
+		if g.admit(c, j) {
 			return allow()
 		}
 	}

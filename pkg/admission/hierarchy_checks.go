@@ -10,14 +10,37 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
+
+// ParentIndex is what the parent guard asks of the mirror about a new
+// parent's place, with the changes it admitted assumed.
+type ParentIndex interface {
+	// Exists reports whether namespace exists; IsTenant whether it exists
+	// and is a tenant.
+	Exists(namespace string) bool
+	IsTenant(namespace string) bool
+	// ParentCycleAssuming is the cycle a new parent would close, or nil.
+	ParentCycleAssuming(namespace, parent string, assumed whatif.Assumed) []string
+	// GoingAway is the first namespace from namespace up its parent labels
+	// (namespace included) whose deletion has begun: Terminating in the
+	// mirror, or assumed gone. "" when none is.
+	GoingAway(namespace string, assumed whatif.Assumed) string
+}
+
+// lockedKey names a locked item, or with no name every item of a
+// namespace's resource.
+type lockedKey struct {
+	resource, namespace, name string
+}
 
 // parentAccess checks that the requester may update parent, the namespace
 // name's parent label is set to.
 func (g *Guards) parentAccess(ctx context.Context, req *admissionv1.AdmissionRequest, name, parent string) decision {
 	if parent == name {
-		return deny("namespace %q can't be its own parent (%s)", name, merge.LabelParent)
+		return deny("namespace %q can't be its own parent (%s)", name, v1alpha1.LabelParent)
 	}
 	// As kube-apiserver authorizes PUT /api/v1/namespaces/<parent>: with the
 	// namespace set, so bindings inside the parent count too. Asked first,
@@ -29,7 +52,7 @@ func (g *Guards) parentAccess(ctx context.Context, req *admissionv1.AdmissionReq
 		return unavailable(fmt.Errorf("checking update on namespace %s: %w", parent, err))
 	}
 	if !allowed {
-		msg := fmt.Sprintf("setting %s: %s on namespace %q needs permission to update namespace %q: a namespace inherits its parent's objects, so only who controls the parent may adopt it", merge.LabelParent, parent, name, parent)
+		msg := fmt.Sprintf("setting %s: %s on namespace %q needs permission to update namespace %q: a namespace inherits its parent's objects, so only who controls the parent may adopt it", v1alpha1.LabelParent, parent, name, parent)
 		if reason != "" {
 			msg += " (" + reason + ")"
 		}
@@ -40,15 +63,15 @@ func (g *Guards) parentAccess(ctx context.Context, req *admissionv1.AdmissionReq
 
 // parentPlace checks that parent can be namespace name's parent, with
 // assumed applied: a tenant, and no cycle closed.
-func (g *Guards) parentPlace(name, parent string, assumed Assumed) decision {
-	if g.isGlobal(parent) || g.index.Exists(parent) && !g.index.IsTenant(parent) {
-		return deny("namespace %q can't be a parent: it is the global namespace, excluded, or labeled %s: \"false\"", parent, merge.LabelInherit)
+func (g *Guards) parentPlace(name, parent string, assumed whatif.Assumed) decision {
+	if g.isGlobal(parent) || g.mirror.Parents.Exists(parent) && !g.mirror.Parents.IsTenant(parent) {
+		return deny("namespace %q can't be a parent: it is the global namespace, excluded, or labeled %s: \"false\"", parent, v1alpha1.LabelInherit)
 	}
-	if a, ok := assumed[parent]; ok && a.Labels[merge.LabelInherit] == "false" {
-		return deny("namespace %q can't be a parent: it is being labeled %s: \"false\"", parent, merge.LabelInherit)
+	if a, ok := assumed[parent]; ok && a.Labels[v1alpha1.LabelInherit] == "false" {
+		return deny("namespace %q can't be a parent: it is being labeled %s: \"false\"", parent, v1alpha1.LabelInherit)
 	}
-	if cycle := g.index.ParentCycleAssuming(name, parent, assumed); cycle != nil {
-		return deny("setting %s: %s on namespace %q would close the cycle %s", merge.LabelParent, parent, name, strings.Join(cycle, " -> "))
+	if cycle := g.mirror.Parents.ParentCycleAssuming(name, parent, assumed); cycle != nil {
+		return deny("setting %s: %s on namespace %q would close the cycle %s", v1alpha1.LabelParent, parent, name, strings.Join(cycle, " -> "))
 	}
 	return allow()
 }
@@ -60,8 +83,8 @@ func (g *Guards) parentPlace(name, parent string, assumed Assumed) decision {
 // it began (NamespaceDeletions), and the deletion ends with no judgement
 // (the namespace controller's requests are let through), so a child that
 // joined later would lose unjudged what comes through it.
-func (g *Guards) parentStays(name, parent string, assumed Assumed) decision {
-	if away := g.index.GoingAway(parent, assumed); away != "" {
+func (g *Guards) parentStays(name, parent string, assumed whatif.Assumed) decision {
+	if away := g.mirror.Parents.GoingAway(parent, assumed); away != "" {
 		return parentGoingAway(name, parent, away)
 	}
 	return allow()
@@ -72,7 +95,7 @@ func (g *Guards) parentStays(name, parent string, assumed Assumed) decision {
 func parentGoingAway(name, parent, away string) decision {
 	if away == parent {
 		return deny("namespace %q can't be the parent of namespace %q: it is being terminated (%s can't name a namespace that is going away: what it passes down goes with it)",
-			parent, name, merge.LabelParent)
+			parent, name, v1alpha1.LabelParent)
 	}
 	return deny("namespace %q can't be the parent of namespace %q: its ancestor %q is being terminated, and what it passes down goes with it",
 		parent, name, away)
@@ -93,17 +116,17 @@ func (g *Guards) parentUID(ctx context.Context, req *admissionv1.AdmissionReques
 		}
 		if !found {
 			return deny("setting %s: %s on namespace %q: namespace %q does not exist: a parent is the namespace meant when the label is set (its uid is recorded in %s), so it must exist first",
-				merge.LabelParent, after.parent, name, after.parent, merge.AnnotationParentUID)
+				v1alpha1.LabelParent, after.parent, name, after.parent, v1alpha1.AnnotationParentUID)
 		}
 		if !after.hasParentUID || after.parentUID != uid {
 			return deny("setting %s: %s on namespace %q: %s must be %q, the uid of namespace %q, as the webhook %s writes it (is its MutatingWebhookConfiguration installed?)",
-				merge.LabelParent, after.parent, name, merge.AnnotationParentUID, uid, after.parent, WebhookParentUID)
+				v1alpha1.LabelParent, after.parent, name, v1alpha1.AnnotationParentUID, uid, after.parent, webhookconfig.WebhookParentUID)
 		}
 	case after.parent == "" && after.hasParentUID && changed:
-		return deny("namespace %q: %s is set only with %s, by the server", name, merge.AnnotationParentUID, merge.LabelParent)
+		return deny("namespace %q: %s is set only with %s, by the server", name, v1alpha1.AnnotationParentUID, v1alpha1.LabelParent)
 	case after.parent != "" && changed:
 		return deny("namespace %q: %s records which namespace %s: %s meant when it was set and can't be changed; set the label again to adopt the namespace now called %q",
-			name, merge.AnnotationParentUID, merge.LabelParent, after.parent, after.parent)
+			name, v1alpha1.AnnotationParentUID, v1alpha1.LabelParent, after.parent, after.parent)
 	}
 	return allow()
 }
@@ -111,13 +134,13 @@ func (g *Guards) parentUID(ctx context.Context, req *admissionv1.AdmissionReques
 // mayUnlock checks that whoever changes namespace name's tenancy or parent
 // so that the locked items lost leave its view, or its subtree's, may
 // unlock each. unlocked remembers the answers across judgements.
-func (g *Guards) mayUnlock(ctx context.Context, req *admissionv1.AdmissionRequest, name string, before, after hierarchyOf, lost []LockedItem, unlocked map[lockedKey]bool) decision {
+func (g *Guards) mayUnlock(ctx context.Context, req *admissionv1.AdmissionRequest, name string, before, after hierarchyOf, lost []whatif.LockedItem, unlocked map[lockedKey]bool) decision {
 	return g.mayUnlockAll(ctx, req, fmt.Sprintf("%s on namespace %q", before.describe(after), name), lost, unlocked)
 }
 
 // mayUnlockAll checks that the requester may unlock every item lost by
 // what (a change described for the denial).
-func (g *Guards) mayUnlockAll(ctx context.Context, req *admissionv1.AdmissionRequest, what string, lost []LockedItem, unlocked map[lockedKey]bool) decision {
+func (g *Guards) mayUnlockAll(ctx context.Context, req *admissionv1.AdmissionRequest, what string, lost []whatif.LockedItem, unlocked map[lockedKey]bool) decision {
 	var refused []string
 	var reasons []string
 	// One question per source namespace and resource covers every name
@@ -182,16 +205,16 @@ func (g *Guards) mayUnlockAll(ctx context.Context, req *admissionv1.AdmissionReq
 // object of: the real object engines enforce there would be that object,
 // not the locked item (DESIGN.md's third invariant). Nobody may: the object
 // must go first.
-func (g *Guards) standIns(name string, next NamespaceMeta, assumed Assumed) decision {
+func (g *Guards) standIns(name string, next whatif.NamespaceMeta, assumed whatif.Assumed) decision {
 	resources := g.materializedResources()
 	if len(resources) == 0 {
 		return allow()
 	}
-	var pending Pending
+	var pending whatif.Pending
 	if assumed != nil {
 		pending = g.recent.pending()
 	}
-	items, err := g.index.LockedStandIns(name, next, assumed, resources, pending)
+	items, err := g.mirror.Losses.LockedStandIns(name, next, assumed, resources, pending)
 	if err != nil {
 		return unavailable(fmt.Errorf("computing the locked items namespace %s would inherit: %w", name, err))
 	}

@@ -8,50 +8,110 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
 )
+
+// LossIndex is what the guards of namespaces ask of the mirror: the
+// locked items a change of a namespace's labels, or its deletion, would
+// take out of views or make stand in under a name held below.
+type LossIndex interface {
+	// LockedLossPending lists the locked items that would leave the views
+	// of namespace and its subtree if its labels and annotations became
+	// next; pending are the source writes admitted a moment ago.
+	LockedLossPending(namespace string, next whatif.NamespaceMeta, assumed whatif.Assumed, pending whatif.Pending) ([]whatif.LockedItem, error)
+	// LockedStandIns lists, for resources, the locked items namespace or
+	// its subtree would newly inherit under a name it holds an object of.
+	LockedStandIns(namespace string, next whatif.NamespaceMeta, assumed whatif.Assumed, resources []string, pending whatif.Pending) ([]whatif.LockedItem, error)
+	// DeletionLoss lists the locked items that would leave other
+	// namespaces' views if namespace were deleted.
+	DeletionLoss(namespace string, assumed whatif.Assumed) ([]whatif.LockedItem, error)
+	// DeletionLosers lists the namespaces whose views hold items of
+	// namespace or of its ancestors that deleting namespace takes away.
+	DeletionLosers(namespace string) ([]string, error)
+}
 
 // judgement is what the parent guard found against the mirror and its
 // assumptions: a denial, or the locked items the change takes out of views
 // (each needs unlock).
 type judgement struct {
 	d    decision
-	lost []LockedItem
+	lost []whatif.LockedItem
 }
 
-// judgeHierarchy judges a change of namespace name's labels and annotations
-// to next under the lock, against the mirror alone and with the
-// assumptions applied.
-func (g *Guards) judgeHierarchy(name string, next NamespaceMeta, now *NamespaceMeta, newParent bool, parent string) judgement {
+// hierarchyChange is what a request changes of a namespace's place in the
+// hierarchy: the facts every judgement of it reads.
+type hierarchyChange struct {
+	name string
+	// now is the namespace as the request found it (its old object), nil
+	// when it is being created; next its labels and annotations after.
+	now  *whatif.NamespaceMeta
+	next whatif.NamespaceMeta
+	// parent is its parent label after the change; newParent: the change
+	// sets or changes it; joins: the namespace comes to inherit through
+	// parent (joining).
+	parent    string
+	newParent bool
+	joins     bool
+	// dryRun: admitted, it is not assumed.
+	dryRun bool
+}
+
+// judgeHierarchy judges c under the parent guard's lock, against the mirror
+// alone and with the assumptions applied.
+func (g *Guards) judgeHierarchy(c hierarchyChange) judgement {
 	g.hierarchy.mu.Lock()
 	defer g.hierarchy.mu.Unlock()
-	return g.judgeLocked(name, next, now, newParent, parent, g.hierarchy.currentLocked(g.index))
+	return g.judgeHierarchyLocked(c, g.hierarchy.currentLocked())
 }
 
-// judgeLocked is judgeHierarchy with hierarchy.mu held and the current
-// assumptions given. now is the namespace as the request found it (nil:
-// it is being created).
-func (g *Guards) judgeLocked(name string, next NamespaceMeta, now *NamespaceMeta, newParent bool, parent string, assumed Assumed) judgement {
-	exists := now != nil
-	var before hierarchyOf
-	if exists {
-		before = hierarchyOf{parent: now.Labels[merge.LabelParent], inherit: now.Labels[merge.LabelInherit]}
-	}
-	joins := joining(before, hierarchyOf{parent: parent, inherit: next.Labels[merge.LabelInherit]}, !exists, newParent)
-	if exists {
-		// Both ways, the namespace itself is as the request found it.
-		mirror := Assumed{name: *now}
-		if _, known := g.index.NamespaceMeta(name); known {
-			mirror = nil // the mirror alone, as it is
+// judgeHierarchyLocked is judgeHierarchy with hierarchy.mu held and the
+// current assumptions given. Each guard of a namespace's place, by what it
+// protects, judges both ways: the parent (parentHolds), the locked items in
+// the views (lockedLoss: each needs unlock), and the real objects under
+// locked names (standIns). A namespace being created loses nothing.
+func (g *Guards) judgeHierarchyLocked(c hierarchyChange, assumed whatif.Assumed) judgement {
+	ways := g.bothWays(c, assumed)
+	for _, a := range ways {
+		if d := g.parentHolds(c, a); !d.allowed {
+			return judgement{d: d}
 		}
-		withAssumed := maps.Clone(assumed)
-		if withAssumed == nil {
-			withAssumed = Assumed{}
-		}
-		withAssumed[name] = *now
-		return g.judgeBoth(name, next, true, newParent, joins, parent, mirror, withAssumed)
 	}
-	return g.judgeBoth(name, next, false, newParent, joins, parent, nil, assumed)
+	if c.now == nil {
+		return judgement{d: allow()}
+	}
+	var lost []whatif.LockedItem
+	for _, a := range ways {
+		l, err := g.lockedLoss(c, a)
+		if err != nil {
+			return judgement{d: unavailable(fmt.Errorf("computing the locked items namespace %s would lose: %w", c.name, err))}
+		}
+		lost = unionLocked(lost, l)
+		if d := g.standIns(c.name, c.next, a); !d.allowed {
+			return judgement{d: d}
+		}
+	}
+	return judgement{d: allow(), lost: lost}
+}
+
+// bothWays are the two states c is judged in: the mirror alone, then with
+// the assumptions applied. The namespace itself is, both ways, as the
+// request found it, whatever the mirror or an assumption says (the mirror
+// may not know a namespace re-created a moment ago); the mirror alone is
+// nil when it shows the namespace.
+func (g *Guards) bothWays(c hierarchyChange, assumed whatif.Assumed) [2]whatif.Assumed {
+	if c.now == nil {
+		return [2]whatif.Assumed{nil, assumed}
+	}
+	mirror := whatif.Assumed{c.name: *c.now}
+	if _, known := g.mirror.Namespaces.NamespaceMeta(c.name); known {
+		mirror = nil // the mirror alone, as it is
+	}
+	withAssumed := maps.Clone(assumed)
+	if withAssumed == nil {
+		withAssumed = whatif.Assumed{}
+	}
+	withAssumed[c.name] = *c.now
+	return [2]whatif.Assumed{mirror, withAssumed}
 }
 
 // joining reports whether a namespace comes to inherit through parent
@@ -64,71 +124,62 @@ func joining(before, after hierarchyOf, created, newParent bool) bool {
 	return newParent || !created && before.inherit == "false"
 }
 
-// judgeBoth judges against the mirror (with first applied: nil or the
-// namespace itself) and with the assumptions (second). A namespace being
-// created loses nothing. joins: the change makes it inherit through parent.
-func (g *Guards) judgeBoth(name string, next NamespaceMeta, exists, newParent, joins bool, parent string, first, second Assumed) judgement {
-	for _, a := range []Assumed{first, second} {
-		if newParent {
-			if d := g.parentPlace(name, parent, a); !d.allowed {
-				return judgement{d: d}
-			}
-		}
-		if joins {
-			if d := g.parentStays(name, parent, a); !d.allowed {
-				return judgement{d: d}
-			}
+// parentHolds is the parent guard's judgement of where c puts the
+// namespace, with assumed applied: a new parent must be a tenant and close
+// no cycle (parentPlace), and a namespace that comes to inherit through it
+// must not join one going away (parentStays).
+func (g *Guards) parentHolds(c hierarchyChange, assumed whatif.Assumed) decision {
+	if c.newParent {
+		if d := g.parentPlace(c.name, c.parent, assumed); !d.allowed {
+			return d
 		}
 	}
-	if !exists {
-		return judgement{d: allow()}
-	}
-	var lost []LockedItem
-	for _, a := range []Assumed{first, second} {
-		// The mirror alone, then with everything remembered applied.
-		var pending Pending
-		if a != nil {
-			pending = g.recent.pending()
-		}
-		l, err := g.index.LockedLossPending(name, next, a, pending)
-		if err != nil {
-			return judgement{d: unavailable(fmt.Errorf("computing the locked items namespace %s would lose: %w", name, err))}
-		}
-		lost = unionLocked(lost, l)
-		if d := g.standIns(name, next, a); !d.allowed {
-			return judgement{d: d}
+	if c.joins {
+		if d := g.parentStays(c.name, c.parent, assumed); !d.allowed {
+			return d
 		}
 	}
-	return judgement{d: allow(), lost: lost}
+	return allow()
 }
 
-// assumeIfSame records the change as assumed, under the lock, if judging it
-// again with the assumptions as they are now finds the same: no new denial
-// and no locked item beyond those already allowed. Dry runs are not
-// assumed.
-func (g *Guards) assumeIfSame(req *admissionv1.AdmissionRequest, name string, old *unstructured.Unstructured, now *NamespaceMeta, next NamespaceMeta, newParent bool, parent string, prev judgement) bool {
+// lockedLoss lists the locked items c takes out of the views of the
+// namespace and its subtree, with assumed applied (and then the source
+// writes admitted a moment ago too): DESIGN.md's first invariant, each
+// needs unlock.
+func (g *Guards) lockedLoss(c hierarchyChange, assumed whatif.Assumed) ([]whatif.LockedItem, error) {
+	var pending whatif.Pending
+	if assumed != nil {
+		pending = g.recent.pending()
+	}
+	return g.mirror.Losses.LockedLossPending(c.name, c.next, assumed, pending)
+}
+
+// admit records c as a change the parent guard admitted, which later
+// judgements assume until the mirror shows it (assumptions.go), if judging
+// it again under the lock, with the assumptions as they are now, finds what
+// prev found: no new denial and no locked item beyond those already
+// allowed. Otherwise c must be judged again. A dry run is not assumed.
+func (g *Guards) admit(c hierarchyChange, prev judgement) bool {
 	g.hierarchy.mu.Lock()
 	defer g.hierarchy.mu.Unlock()
-	j := g.judgeLocked(name, next, now, newParent, parent, g.hierarchy.currentLocked(g.index))
+	j := g.judgeHierarchyLocked(c, g.hierarchy.currentLocked())
 	if !j.d.allowed || len(unionLocked(prev.lost, j.lost)) != len(prev.lost) {
 		return false
 	}
-	if req.DryRun != nil && *req.DryRun {
+	if c.dryRun {
 		return true
 	}
-	as := assumption{
-		meta:  NamespaceMeta{Labels: maps.Clone(next.Labels), Annotations: maps.Clone(next.Annotations)},
-		until: g.hierarchy.clock.Now().Add(g.hierarchy.ttl),
+	as := assumption{meta: cloneMeta(c.next), until: g.hierarchy.clock.Now().Add(g.hierarchy.ttl)}
+	if c.now != nil {
+		old := cloneMeta(*c.now)
+		as.old = &old
 	}
-	if old != nil {
-		as.old = &NamespaceMeta{Labels: maps.Clone(old.GetLabels()), Annotations: maps.Clone(old.GetAnnotations())}
-	}
-	g.hierarchy.put(g.index, name, as)
+	g.hierarchy.put(c.name, as)
 	return true
 }
 
 // unionLocked adds to a the items of b it lacks, viewers merged.
-func unionLocked(a, b []LockedItem) []LockedItem {
+func unionLocked(a, b []whatif.LockedItem) []whatif.LockedItem {
 	at := map[lockedKey]int{}
 	for i, it := range a {
 		at[lockedKey{resource: it.Resource, namespace: it.Namespace, name: it.Name}] = i
@@ -138,7 +189,7 @@ func unionLocked(a, b []LockedItem) []LockedItem {
 		i, ok := at[k]
 		if !ok {
 			at[k] = len(a)
-			a = append(a, LockedItem{Resource: it.Resource, Namespace: it.Namespace, Name: it.Name, Viewers: slices.Clone(it.Viewers)})
+			a = append(a, whatif.LockedItem{Resource: it.Resource, Namespace: it.Namespace, Name: it.Name, Viewers: slices.Clone(it.Viewers)})
 			continue
 		}
 		for _, v := range it.Viewers {

@@ -19,6 +19,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -175,7 +178,7 @@ func TestParentUID(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			runGuard(t, admission.PathParentUID, tc)
+			runGuard(t, webhookconfig.PathParentUID, tc)
 		})
 	}
 }
@@ -183,17 +186,17 @@ func TestParentUID(t *testing.T) {
 func TestParentsHierarchy(t *testing.T) {
 	t.Parallel()
 	create, update := admissionv1.Create, admissionv1.Update
-	sec := admission.LockedItem{Resource: "rolebindings", Namespace: global, Name: "sec", Viewers: []string{"team-a", "team-a-1"}}
-	deny := admission.LockedItem{Resource: "networkpolicies", Namespace: "org", Name: "deny-all", Viewers: []string{"team-a"}}
-	losing := func(items ...admission.LockedItem) *fakeIndex {
+	sec := whatif.LockedItem{Resource: "rolebindings", Namespace: global, Name: "sec", Viewers: []string{"team-a", "team-a-1"}}
+	deny := whatif.LockedItem{Resource: "networkpolicies", Namespace: "org", Name: "deny-all", Viewers: []string{"team-a"}}
+	losing := func(items ...whatif.LockedItem) *fakeIndex {
 		return &fakeIndex{
 			existing: map[string]bool{"org": true, "org2": true, "team-a": true},
-			lost:     map[string][]admission.LockedItem{"team-a": items},
+			lost:     map[string][]whatif.LockedItem{"team-a": items},
 		}
 	}
-	many := make([]admission.LockedItem, 12)
+	many := make([]whatif.LockedItem, 12)
 	for i := range many {
-		many[i] = admission.LockedItem{Resource: "rolebindings", Namespace: global, Name: fmt.Sprintf("rb-%02d", i), Viewers: []string{"team-a"}}
+		many[i] = whatif.LockedItem{Resource: "rolebindings", Namespace: global, Name: fmt.Sprintf("rb-%02d", i), Viewers: []string{"team-a"}}
 	}
 	var manySAR []authorizationv1.ResourceAttributes
 	manySAR = append(manySAR, unlockAll(rolebindings, global))
@@ -206,14 +209,14 @@ func TestParentsHierarchy(t *testing.T) {
 			name:        "a new parent without its uid is denied",
 			answers:     allowAll(updateNamespace("org")),
 			req:         request(update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "org")),
-			wantMessage: []string{merge.AnnotationParentUID, `"ns-org"`, admission.WebhookParentUID},
+			wantMessage: []string{v1alpha1.AnnotationParentUID, `"ns-org"`, webhookconfig.WebhookParentUID},
 			wantSAR:     []authorizationv1.ResourceAttributes{updateNamespace("org")},
 		},
 		{
 			name:        "a new parent with another namespace's uid is denied",
 			answers:     allowAll(updateNamespace("org")),
 			req:         request(create, nsGR, "", "team-a", nil, ns("team-a", "org", parentUID("ns-org2"))),
-			wantMessage: []string{merge.AnnotationParentUID, `"ns-org"`},
+			wantMessage: []string{v1alpha1.AnnotationParentUID, `"ns-org"`},
 			wantSAR:     []authorizationv1.ResourceAttributes{updateNamespace("org")},
 		},
 		{
@@ -226,12 +229,12 @@ func TestParentsHierarchy(t *testing.T) {
 		{
 			name:        "changing the uid while the label stays is denied",
 			req:         request(update, nsGR, "", "team-a", ns("team-a", "org", parentUID("uid-old-org")), ns("team-a", "org", recorded)),
-			wantMessage: []string{merge.AnnotationParentUID, "can't be changed", "set the label again"},
+			wantMessage: []string{v1alpha1.AnnotationParentUID, "can't be changed", "set the label again"},
 		},
 		{
 			name:        "recording a uid on a namespace labelled before is denied",
 			req:         request(update, nsGR, "", "team-a", ns("team-a", "org"), ns("team-a", "org", recorded)),
-			wantMessage: []string{merge.AnnotationParentUID, "can't be changed"},
+			wantMessage: []string{v1alpha1.AnnotationParentUID, "can't be changed"},
 		},
 		{
 			name:        "a trusted user may record a uid on a namespace labelled before",
@@ -242,7 +245,7 @@ func TestParentsHierarchy(t *testing.T) {
 		{
 			name:        "a uid without a parent label is denied",
 			req:         request(update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "", parentUID("ns-org"))),
-			wantMessage: []string{merge.AnnotationParentUID, "only with " + merge.LabelParent},
+			wantMessage: []string{v1alpha1.AnnotationParentUID, "only with " + v1alpha1.LabelParent},
 		},
 		{
 			name:        "removing the label with its uid is allowed",
@@ -338,7 +341,7 @@ func TestParentsHierarchy(t *testing.T) {
 					t.Fatalf("LockedLoss asked %d times, want 4", len(calls))
 				}
 				for i, c := range calls {
-					if c.namespace != "team-a" || c.next.Labels[merge.LabelInherit] != "false" {
+					if c.namespace != "team-a" || c.next.Labels[v1alpha1.LabelInherit] != "false" {
 						t.Errorf("LockedLoss asked about %s with labels %v, want team-a with the new labels", c.namespace, c.next.Labels)
 					}
 					// The mirror alone, with at most the namespace itself as
@@ -391,7 +394,7 @@ func TestParentsHierarchy(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			runGuard(t, admission.PathParents, tc)
+			runGuard(t, webhookconfig.PathParents, tc)
 		})
 	}
 }
@@ -465,13 +468,13 @@ func TestParentsAssumeAdmittedChanges(t *testing.T) {
 			t.Parallel()
 			m := hierarchyMux(t, []*corev1.Namespace{ns(global, ""), ns("a", ""), ns("b", "")}, roleBinding("a", "a-sec", isLocked))
 			clock := clocktesting.NewFakePassiveClock(time.Now())
-			g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: tc.answers}, Served: served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient("a", "b"), Clock: clock})
+			g := admission.NewGuards(admission.Config{Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{answers: tc.answers}, Served: served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient("a", "b"), Clock: clock})
 
 			tc.first.DryRun = ptr.To(tc.dryRun)
-			if resp, _ := review(t, g, admission.PathParents, tc.first); resp == nil || !resp.Allowed {
+			if resp, _ := review(t, g, webhookconfig.PathParents, tc.first); resp == nil || !resp.Allowed {
 				t.Fatalf("first change refused: %+v", resp)
 			}
-			resp, _ := review(t, g, admission.PathParents, tc.second)
+			resp, _ := review(t, g, webhookconfig.PathParents, tc.second)
 			if resp == nil {
 				t.Fatal("no answer to the second change")
 			}
@@ -487,7 +490,7 @@ func TestParentsAssumeAdmittedChanges(t *testing.T) {
 			t.Log("the index never showed the first change: once the assumption expires, the second is judged against the index alone")
 			clock.SetTime(clock.Now().Add(31 * time.Second))
 			tc.second.UID += "-again"
-			if resp, _ := review(t, g, admission.PathParents, tc.second); resp == nil || !resp.Allowed {
+			if resp, _ := review(t, g, webhookconfig.PathParents, tc.second); resp == nil || !resp.Allowed {
 				t.Fatalf("second change after the assumption expired: %+v, want allowed", resp)
 			}
 		})

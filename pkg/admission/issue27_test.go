@@ -11,6 +11,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -33,9 +36,9 @@ func TestFanoutQuietWhenDenied(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			g := admission.NewGuards(admission.Config{Index: &fakeIndex{reach: 4}, Authorizer: &fakeAuthorizer{answers: tc.answers}, Served: served, GlobalNamespaces: []string{global}})
-			locks, _ := review(t, g, admission.PathLocks, req)
-			resp, _ := review(t, g, admission.PathFanout, req)
+			g := admission.NewGuards(admission.Config{Mirror: mirrorOf(&fakeIndex{reach: 4}), Authorizer: &fakeAuthorizer{answers: tc.answers}, Served: served, GlobalNamespaces: []string{global}})
+			locks, _ := review(t, g, webhookconfig.PathLocks, req)
+			resp, _ := review(t, g, webhookconfig.PathFanout, req)
 			if locks == nil || resp == nil || !resp.Allowed {
 				t.Fatalf("locks %+v, fanout %+v", locks, resp)
 			}
@@ -58,7 +61,7 @@ func TestExclusionEntries(t *testing.T) {
 	t.Parallel()
 	create, update := admissionv1.Create, admissionv1.Update
 	exclude := func(v string) nsOpt {
-		return func(n *corev1.Namespace) { n.Annotations[merge.AnnotationExclude] = v }
+		return func(n *corev1.Namespace) { n.Annotations[v1alpha1.AnnotationExclude] = v }
 	}
 	other := func(n *corev1.Namespace) { n.Labels["team"] = "c" }
 	lockedIdx := func() *fakeIndex {
@@ -117,7 +120,7 @@ func TestExclusionEntries(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			runGuard(t, admission.PathParents, tc)
+			runGuard(t, webhookconfig.PathParents, tc)
 		})
 	}
 }
@@ -151,8 +154,8 @@ func TestNamespaceDeletionWarns(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			m := hierarchyMux(t, nsList, sources...)
-			g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: tc.answers}, Served: served, GlobalNamespaces: []string{global}})
-			resp, _ := review(t, g, admission.PathNamespaceDeletions, request(admissionv1.Delete, nsGR, "", tc.namespace, ns(tc.namespace, ""), nil))
+			g := admission.NewGuards(admission.Config{Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{answers: tc.answers}, Served: served, GlobalNamespaces: []string{global}})
+			resp, _ := review(t, g, webhookconfig.PathNamespaceDeletions, request(admissionv1.Delete, nsGR, "", tc.namespace, ns(tc.namespace, ""), nil))
 			if resp == nil || resp.Allowed != tc.allowed {
 				t.Fatalf("answered %+v, want allowed %v", resp, tc.allowed)
 			}
@@ -177,11 +180,11 @@ func TestExclusionEntriesBounded(t *testing.T) {
 		bad = append(bad, fmt.Sprintf("pods/p%02d", i))
 	}
 	exclude := func(v string) nsOpt {
-		return func(n *corev1.Namespace) { n.Annotations[merge.AnnotationExclude] = v }
+		return func(n *corev1.Namespace) { n.Annotations[v1alpha1.AnnotationExclude] = v }
 	}
 	idx := &fakeIndex{existing: map[string]bool{"team-a": true}}
-	g := admission.NewGuards(admission.Config{Index: idx, Authorizer: &fakeAuthorizer{}, Served: served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient(hostNamespaces...)})
-	resp, _ := review(t, g, admission.PathParents, request(admissionv1.Update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "", exclude(strings.Join(entries, ",")))))
+	g := admission.NewGuards(admission.Config{Mirror: mirrorOf(idx), Authorizer: &fakeAuthorizer{}, Served: served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient(hostNamespaces...)})
+	resp, _ := review(t, g, webhookconfig.PathParents, request(admissionv1.Update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "", exclude(strings.Join(entries, ",")))))
 	if resp == nil || !resp.Allowed {
 		t.Fatalf("2000 valid entries: %+v", resp)
 	}
@@ -191,7 +194,7 @@ func TestExclusionEntriesBounded(t *testing.T) {
 	if reads > 64 {
 		t.Errorf("2000 entries made %d mirror reads, want at most 64", reads)
 	}
-	resp, _ = review(t, g, admission.PathParents, request(admissionv1.Update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "", exclude(strings.Join(bad, ",")))))
+	resp, _ = review(t, g, webhookconfig.PathParents, request(admissionv1.Update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "", exclude(strings.Join(bad, ",")))))
 	if resp == nil || resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, "; and 20 more:") || strings.Contains(resp.Result.Message, "pods/p10") {
 		t.Errorf("30 bad entries: %+v, want a refusal naming 10 and counting 20 more", resp)
 	}

@@ -23,7 +23,9 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // leaseServer is a fake clientset whose Leases keep kube-apiserver's
@@ -198,7 +200,7 @@ func TestSharedRecordOnLease(t *testing.T) {
 	nsList := []*corev1.Namespace{ns(global, ""), ns("org", ""), ns("team-a", "org", recorded)}
 	orgAdmin := allowAll(unlock(rolebindings, "org", "rb"), unlock(rolebindings, "org", "x"))
 	candidate := func(name, stable string) *admissionv1.AdmissionRequest {
-		return request(create, rolebindings, "org", name, nil, roleBinding("org", name, candidateFor(stable, "!"+merge.LabelStage)))
+		return request(create, rolebindings, "org", name, nil, roleBinding("org", name, candidateFor(stable, "!"+v1alpha1.LabelStage)))
 	}
 	lock := func(name string) *admissionv1.AdmissionRequest {
 		return request(update, rolebindings, "org", name, roleBinding("org", name), roleBinding("org", name, isLocked))
@@ -208,7 +210,7 @@ func TestSharedRecordOnLease(t *testing.T) {
 		clk = testingclock.NewFakeClock(time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC))
 		replica := func(id string) *admission.Guards {
 			m := hierarchyMux(t, nsList, roleBinding("org", "rb"), roleBinding("org", "x"), roleBinding("org", "y"))
-			g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: orgAdmin}, Served: served, GlobalNamespaces: []string{global}, Clock: clk, Ledger: s.ledger(id)})
+			g := admission.NewGuards(admission.Config{Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{answers: orgAdmin}, Served: served, GlobalNamespaces: []string{global}, Clock: clk, Ledger: s.ledger(id)})
 			return g
 		}
 		return s, clk, replica("a"), replica("b")
@@ -227,14 +229,14 @@ func TestSharedRecordOnLease(t *testing.T) {
 		s, _, a, b := setup(t)
 		// A's turn first, so that its copy of the record is stale when
 		// it locks.
-		if !allowed(t, a, admission.PathCandidates, candidate("y-next", "y")) {
+		if !allowed(t, a, webhookconfig.PathCandidates, candidate("y-next", "y")) {
 			t.Fatal("A refused a candidate of y")
 		}
-		if !allowed(t, b, admission.PathCandidates, candidate("rb-next", "rb")) {
+		if !allowed(t, b, webhookconfig.PathCandidates, candidate("rb-next", "rb")) {
 			t.Fatal("B refused the candidate of rb")
 		}
 		before := s.conflict
-		resp, _ := review(t, a, admission.PathLocks, lock("rb"))
+		resp, _ := review(t, a, webhookconfig.PathLocks, lock("rb"))
 		if resp == nil || resp.Allowed {
 			t.Fatalf("A locked rb under B's open candidate: %+v", resp)
 		}
@@ -249,15 +251,15 @@ func TestSharedRecordOnLease(t *testing.T) {
 	t.Run("entries expire after 30 s", func(t *testing.T) {
 		t.Parallel()
 		_, clk, a, b := setup(t)
-		if !allowed(t, b, admission.PathCandidates, candidate("rb-next", "rb")) {
+		if !allowed(t, b, webhookconfig.PathCandidates, candidate("rb-next", "rb")) {
 			t.Fatal("B refused the candidate of rb")
 		}
 		clk.Step(29 * time.Second)
-		if allowed(t, a, admission.PathLocks, lock("rb")) {
+		if allowed(t, a, webhookconfig.PathLocks, lock("rb")) {
 			t.Fatal("A locked rb 29 s after B's candidate")
 		}
 		clk.Step(2 * time.Second)
-		if !allowed(t, a, admission.PathLocks, lock("rb")) {
+		if !allowed(t, a, webhookconfig.PathLocks, lock("rb")) {
 			t.Error("A still refuses to lock rb 31 s after B's candidate, which its mirror never showed")
 		}
 	})
@@ -309,7 +311,7 @@ func TestSharedRecordOnLease(t *testing.T) {
 			obj.SetAnnotations(a)
 			return request(update, rolebindings, "org", "x", old, obj)
 		}
-		resp, status := review(t, a, admission.PathLocks, bulky())
+		resp, status := review(t, a, webhookconfig.PathLocks, bulky())
 		if status != http.StatusServiceUnavailable || resp != nil && resp.Allowed {
 			t.Fatalf("a lock whose record exceeds the bound: status %d, %+v; want 503", status, resp)
 		}
@@ -317,7 +319,7 @@ func TestSharedRecordOnLease(t *testing.T) {
 			t.Errorf("the Lease moved from %s to %s", kept, got)
 		}
 		clk.Step(21 * time.Second)
-		if resp, status := review(t, a, admission.PathLocks, bulky()); resp == nil || !resp.Allowed {
+		if resp, status := review(t, a, webhookconfig.PathLocks, bulky()); resp == nil || !resp.Allowed {
 			t.Errorf("refused once the filler entries expired: status %d, %+v", status, resp)
 		}
 	})

@@ -10,8 +10,27 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
+
+// LockIndex is what the lock guard asks of the mirror when a lock is set:
+// whom the locked source would reach below it.
+type LockIndex interface {
+	// ObjectsUnderLock lists the namespaces that would inherit the source
+	// namespace/name, locked as obj, while holding an object of that name.
+	// holders are namespaces known to hold one that the mirror may not
+	// show yet.
+	ObjectsUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, holders []string) ([]string, error)
+	// LockedUnderLock lists the locked sources of other namespaces that the
+	// source namespace/name, locked as obj, would displace.
+	LockedUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, pending whatif.Pending) ([]whatif.LockedItem, error)
+	// GoingAwayBelow is the first namespace of namespace's subtree
+	// (namespace included) that is being deleted while namespaces below
+	// it still inherit through it, or "".
+	GoingAwayBelow(namespace string, assumed whatif.Assumed) string
+}
 
 // Locks: creating, changing or deleting a locked source, locking or
 // unlocking one, needs the unlock verb on it.
@@ -20,7 +39,7 @@ import (
 // an update of the object does (the view shows its status; scale writes
 // spec.replicas), so it needs unlock alike.
 func (g *Guards) Locks(ctx context.Context, req *admissionv1.AdmissionRequest) decision {
-	s, ok, err := g.source(req, guardedSubresources...)
+	s, ok, err := g.source(req, webhookconfig.GuardedSubresources...)
 	if !ok || (s.subresource != "" && req.Operation != admissionv1.Update) {
 		return allow()
 	}
@@ -101,7 +120,7 @@ func (g *Guards) Locks(ctx context.Context, req *admissionv1.AdmissionRequest) d
 	}
 	msg := s.String()
 	if wasLocked {
-		msg += fmt.Sprintf(" is locked (%s: \"true\")", merge.AnnotationLocked)
+		msg += fmt.Sprintf(" is locked (%s: \"true\")", v1alpha1.AnnotationLocked)
 	}
 	msg += fmt.Sprintf(": %s needs the %q permission on it (RBAC verb %q on %s, resourceNames [%s], in namespace %s)",
 		what, UnlockVerb, UnlockVerb, s.gr, s.name, s.namespace)
@@ -127,7 +146,7 @@ func (g *Guards) lockOverObjects(s source) decision {
 		}
 		name = c.For
 	}
-	holders, err := g.index.ObjectsUnderLock(s.resource, s.namespace, name, s.obj, g.recent.adopters(s.resource, name))
+	holders, err := g.mirror.Locks.ObjectsUnderLock(s.resource, s.namespace, name, s.obj, g.recent.adopters(s.resource, name))
 	if err != nil {
 		return unavailable(fmt.Errorf("reading which namespaces hold objects named %s: %w", name, err))
 	}
@@ -148,10 +167,10 @@ func (g *Guards) lockAboveDeletion(s source) decision {
 		return allow() // global items don't come through a parent
 	}
 	g.hierarchy.mu.Lock()
-	assumed := g.hierarchy.currentLocked(g.index)
+	assumed := g.hierarchy.currentLocked()
 	g.hierarchy.mu.Unlock()
-	for _, a := range []Assumed{nil, assumed} {
-		if away := g.index.GoingAwayBelow(s.namespace, a); away != "" {
+	for _, a := range []whatif.Assumed{nil, assumed} {
+		if away := g.mirror.Locks.GoingAwayBelow(s.namespace, a); away != "" {
 			return deny("%s can't be locked while namespace %q, below it, is being deleted: the namespaces below %q would get the locked item only to lose it when the deletion ends; lock it once %q is gone",
 				s, away, away, away)
 		}
@@ -171,9 +190,9 @@ func (g *Guards) lockOverLocks(ctx context.Context, req *admissionv1.AdmissionRe
 	if name == "" || strings.Contains(name, "/") {
 		return allow()
 	}
-	var lost []LockedItem
-	for _, p := range []Pending{{}, g.recent.pending()} {
-		l, err := g.index.LockedUnderLock(s.resource, s.namespace, name, s.obj, p)
+	var lost []whatif.LockedItem
+	for _, p := range []whatif.Pending{{}, g.recent.pending()} {
+		l, err := g.mirror.Locks.LockedUnderLock(s.resource, s.namespace, name, s.obj, p)
 		if err != nil {
 			return unavailable(fmt.Errorf("reading the locked items %s would displace: %w", s, err))
 		}
@@ -206,12 +225,12 @@ func standsFor(u *unstructured.Unstructured) string {
 // promoted.
 func (g *Guards) openCandidate(s source) decision {
 	var open []string
-	others, err := g.index.Candidates(s.resource, s.namespace)
+	others, err := g.mirror.Candidates.Candidates(s.resource, s.namespace)
 	if err != nil {
 		return unavailable(fmt.Errorf("reading the candidates of namespace %s: %w", s.namespace, err))
 	}
 	inMirror := func(name string) bool {
-		return slices.ContainsFunc(others, func(o CandidateSource) bool { return o.Name == name && o.For == s.name })
+		return slices.ContainsFunc(others, func(o whatif.CandidateSource) bool { return o.Name == name && o.For == s.name })
 	}
 	if c, found := g.recent.observe(recentKey{s.resource, s.namespace, s.name}, inMirror); found && !c.locked && !inMirror(c.name) {
 		open = append(open, c.name)

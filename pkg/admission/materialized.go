@@ -9,7 +9,8 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // SetServerIdentity names the server's own user: the only one that may
@@ -36,7 +37,7 @@ func (g *Guards) isMaterialized(resource string) bool {
 }
 
 func materialized(u *unstructured.Unstructured) bool {
-	return u != nil && merge.IsMaterialized(u.GetLabels())
+	return u != nil && v1alpha1.IsMaterialized(u.GetLabels())
 }
 
 // copyTouched reports whether a request's old or new object is a
@@ -56,7 +57,7 @@ func copyTouched(s source) bool { return materialized(s.old) || materialized(s.o
 // locked), and is then allowed with a warning: the server writes the copy
 // back as the view says. A copy goes with its namespace.
 func (g *Guards) Materialized(ctx context.Context, req *admissionv1.AdmissionRequest) decision {
-	s, ok, err := g.source(req, subresourceStatus)
+	s, ok, err := g.source(req, webhookconfig.SubresourceStatus)
 	if !ok {
 		return allow()
 	}
@@ -77,7 +78,7 @@ func (g *Guards) Materialized(ctx context.Context, req *admissionv1.AdmissionReq
 	switch {
 	case req.Operation == admissionv1.Create || (req.Operation == admissionv1.Update && !was):
 		return deny("%s: only implicit-apiserver (%s) may set the label %s: a materialized copy is never a source, so the label would hide this object from every view",
-			s, id, merge.LabelMaterialized)
+			s, id, v1alpha1.LabelMaterialized)
 	case req.Operation == admissionv1.Update && !is:
 		d := g.madeOwn(ctx, req, s)
 		if d.allowed && (req.DryRun == nil || !*req.DryRun) {
@@ -99,14 +100,14 @@ func (g *Guards) Materialized(ctx context.Context, req *admissionv1.AdmissionReq
 	if req.Operation == admissionv1.Delete {
 		verb = "delete"
 	}
-	srcNS := s.old.GetLabels()[merge.LabelSourceNamespace]
+	srcNS := s.old.GetLabels()[v1alpha1.LabelSourceNamespace]
 	what := fmt.Sprintf("%s is a materialized copy of the %s source %s/%s (label %s): implicit-apiserver writes it as the view says; change the source instead",
-		s, s.old.GetLabels()[merge.LabelScope], srcNS, s.name, merge.LabelMaterialized)
+		s, s.old.GetLabels()[v1alpha1.LabelScope], srcNS, s.name, v1alpha1.LabelMaterialized)
 	if srcNS == "" {
 		return deny("%s", what)
 	}
 	need := []string{verb}
-	sourceLocked, err := g.index.SourceLocked(s.resource, srcNS, s.name)
+	sourceLocked, err := g.mirror.Sources.SourceLocked(s.resource, srcNS, s.name)
 	if err != nil {
 		return unavailable(fmt.Errorf("reading whether the source of %s is locked: %w", s, err))
 	}

@@ -5,15 +5,15 @@ import (
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	k8sadmission "k8s.io/apiserver/pkg/admission"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -31,9 +31,9 @@ func labelled(k, v string) objOpt {
 
 // copyOf marks a NetworkPolicy as the copy of the global source of its name.
 var copyOf = []objOpt{
-	labelled(merge.LabelMaterialized, "true"),
-	labelled(merge.LabelScope, "global"),
-	labelled(merge.LabelSourceNamespace, global),
+	labelled(v1alpha1.LabelMaterialized, "true"),
+	labelled(v1alpha1.LabelScope, "global"),
+	labelled(v1alpha1.LabelSourceNamespace, global),
 }
 
 func sourceAttrs(verb string, gr schema.GroupResource, namespace, name string) authorizationv1.ResourceAttributes {
@@ -88,13 +88,13 @@ func TestMaterialized(t *testing.T) {
 			name:        "a tenant creating an object with the label is denied: it would hide it from views",
 			identity:    server,
 			req:         request(create, networkpolicies, team, "deny", nil, np(cp()...)),
-			wantMessage: []string{"only implicit-apiserver", server, merge.LabelMaterialized, "hide this object"},
+			wantMessage: []string{"only implicit-apiserver", server, v1alpha1.LabelMaterialized, "hide this object"},
 		},
 		{
 			name:        "a tenant adding the label to its own object is denied",
 			identity:    server,
 			req:         request(update, networkpolicies, team, "deny", np(), np(cp()...)),
-			wantMessage: []string{"only implicit-apiserver", merge.LabelMaterialized},
+			wantMessage: []string{"only implicit-apiserver", v1alpha1.LabelMaterialized},
 		},
 		{
 			name:         "a write that removes the label makes the copy its writer's own: whoever may create it there may",
@@ -118,7 +118,7 @@ func TestMaterialized(t *testing.T) {
 			index:       &fakeIndex{locked: map[string]bool{"networkpolicies " + global + " deny": true}},
 			answers:     allowAll(createHere, unlockSource, unlock(networkpolicies, team, "deny")),
 			req:         request(update, networkpolicies, team, "deny", np(cp(isLocked)...), np(isLocked)),
-			wantMessage: []string{"materialized copy of the locked global source implicit-global/deny", merge.AnnotationLocked, "can't be shadowed"},
+			wantMessage: []string{"materialized copy of the locked global source implicit-global/deny", v1alpha1.AnnotationLocked, "can't be shadowed"},
 		},
 		{
 			name:     "nor the copy of an item the view inherits locked (a stale copy)",
@@ -143,7 +143,7 @@ func TestMaterialized(t *testing.T) {
 			name:        "a write that makes a copy one's own can't make it a candidate at once",
 			identity:    server,
 			answers:     allowAll(createHere),
-			req:         request(update, networkpolicies, team, "deny", np(cp()...), np(annotated(merge.AnnotationCandidateFor, "web"))),
+			req:         request(update, networkpolicies, team, "deny", np(cp()...), np(annotated(v1alpha1.AnnotationCandidateFor, "web"))),
 			wantMessage: []string{"can't make it a candidate"},
 		},
 		{
@@ -215,14 +215,14 @@ func TestMaterialized(t *testing.T) {
 		{
 			name:        "a copy whose source namespace is unknown is refused",
 			identity:    server,
-			req:         request(update, networkpolicies, team, "deny", np(labelled(merge.LabelMaterialized, "true")), np(labelled(merge.LabelMaterialized, "true"))),
+			req:         request(update, networkpolicies, team, "deny", np(labelled(v1alpha1.LabelMaterialized, "true")), np(labelled(v1alpha1.LabelMaterialized, "true"))),
 			wantMessage: []string{"materialized copy"},
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			runGuard(t, admission.PathMaterialized, tc)
+			runGuard(t, webhookconfig.PathMaterialized, tc)
 		})
 	}
 }
@@ -246,10 +246,10 @@ func TestSourceGuardsLeaveCopiesAlone(t *testing.T) {
 		path string
 		op   admissionv1.Operation
 	}{
-		{admission.PathLocks, admissionv1.Create},
-		{admission.PathLocks, admissionv1.Update},
-		{admission.PathShadows, admissionv1.Create},
-		{admission.PathFanout, admissionv1.Update},
+		{webhookconfig.PathLocks, admissionv1.Create},
+		{webhookconfig.PathLocks, admissionv1.Update},
+		{webhookconfig.PathShadows, admissionv1.Create},
+		{webhookconfig.PathFanout, admissionv1.Update},
 	} {
 		t.Run(tc.path+" "+string(tc.op), func(t *testing.T) {
 			t.Parallel()
@@ -273,7 +273,7 @@ func TestSourceGuardsLeaveCopiesAlone(t *testing.T) {
 func TestMaterializedFanoutWarning(t *testing.T) {
 	t.Parallel()
 	req := request(admissionv1.Update, networkpolicies, global, "deny", networkPolicy(global, "deny"), networkPolicy(global, "deny", annotated("x", "y")))
-	runGuard(t, admission.PathFanout, guardCase{
+	runGuard(t, webhookconfig.PathFanout, guardCase{
 		index:        &fakeIndex{reach: 12},
 		materialize:  []string{"networkpolicies"},
 		req:          req,
@@ -281,44 +281,12 @@ func TestMaterializedFanoutWarning(t *testing.T) {
 		wantWarnings: []string{"implicit.dev: this change reaches 12 namespaces and makes 12 real writes (materialized copies, delivery: Materialize)"},
 	})
 	reqRB := request(admissionv1.Update, rolebindings, global, "admins", roleBinding(global, "admins"), roleBinding(global, "admins", annotated("x", "y")))
-	runGuard(t, admission.PathFanout, guardCase{
+	runGuard(t, webhookconfig.PathFanout, guardCase{
 		index:        &fakeIndex{reach: 12},
 		materialize:  []string{"networkpolicies"},
 		req:          reqRB,
 		wantAllowed:  true,
 		wantWarnings: []string{admission.Warning(12)},
-	})
-}
-
-func TestMaterializedTouchedCondition(t *testing.T) {
-	t.Parallel()
-	c, u, d := k8sadmission.Create, k8sadmission.Update, k8sadmission.Delete
-	gvr := schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "networkpolicies"}
-	np := func(opts ...objOpt) *networkingv1.NetworkPolicy { return networkPolicy("team-a", "deny", opts...) }
-	mat := labelled(merge.LabelMaterialized, "true")
-	other := labelled("team", "a")
-	at := func(op k8sadmission.Operation, old, obj *networkingv1.NetworkPolicy) admissionAttrs {
-		a := admissionAttrs{op: op, gvr: gvr, namespace: "team-a", name: "deny"}
-		if old != nil {
-			a.old = old
-		}
-		if obj != nil {
-			a.obj = obj
-		}
-		return a
-	}
-	runMatches(t, webhookOf(t, admission.WebhookMaterialized), []matchCase{
-		{"create with the label", at(c, nil, np(mat)), true},
-		{"create with the label false (forged all the same)", at(c, nil, np(labelled(merge.LabelMaterialized, "false"))), true},
-		{"create without labels", at(c, nil, np()), false},
-		{"create with other labels", at(c, nil, np(other)), false},
-		{"update of a copy", at(u, np(mat), np(mat)), true},
-		{"update adding the label", at(u, np(other), np(mat)), true},
-		{"update removing the label", at(u, np(mat), np(other)), true},
-		{"update of an object of its own", at(u, np(other), np(other)), false},
-		{"delete of a copy", at(d, np(mat), nil), true},
-		{"delete of an object of its own", at(d, np(), nil), false},
-		{"status of a copy", admissionAttrs{op: u, gvr: gvr, namespace: "team-a", name: "deny", sub: "status", old: np(mat), obj: np(mat)}, true},
 	})
 }
 
@@ -330,8 +298,8 @@ func TestOwnCopy(t *testing.T) {
 	update := admissionv1.Update
 	np := func(opts ...objOpt) *networkingv1.NetworkPolicy { return networkPolicy(team, "deny", opts...) }
 	provenance := []objOpt{
-		labelled(merge.LabelMaterialized, "true"), labelled(merge.LabelScope, "global"), labelled(merge.LabelSourceNamespace, global),
-		annotated(merge.AnnotationSourceUID, "u"), annotated(merge.AnnotationSourceResourceVersion, "7"),
+		labelled(v1alpha1.LabelMaterialized, "true"), labelled(v1alpha1.LabelScope, "global"), labelled(v1alpha1.LabelSourceNamespace, global),
+		annotated(v1alpha1.AnnotationSourceUID, "u"), annotated(v1alpha1.AnnotationSourceResourceVersion, "7"),
 	}
 	withProvenance := func(opts ...objOpt) []objOpt { return append(append([]objOpt{}, provenance...), opts...) }
 	asServer := func(r *admissionv1.AdmissionRequest) *admissionv1.AdmissionRequest {
@@ -354,7 +322,7 @@ func TestOwnCopy(t *testing.T) {
 		{
 			name:        "only what is left is removed",
 			identity:    server,
-			req:         request(update, networkpolicies, team, "deny", np(withProvenance()...), np(labelled(merge.LabelMaterialized, "true"), labelled("team", "a"))),
+			req:         request(update, networkpolicies, team, "deny", np(withProvenance()...), np(labelled(v1alpha1.LabelMaterialized, "true"), labelled("team", "a"))),
 			wantAllowed: true,
 			wantPatch:   `[{"op":"remove","path":"/metadata/labels/implicit.dev~1materialized"}]`,
 		},
@@ -373,13 +341,13 @@ func TestOwnCopy(t *testing.T) {
 		{
 			name:        "an object that is no copy is left alone",
 			identity:    server,
-			req:         request(update, networkpolicies, team, "deny", np(labelled(merge.LabelScope, "x")), np(labelled(merge.LabelScope, "x"))),
+			req:         request(update, networkpolicies, team, "deny", np(labelled(v1alpha1.LabelScope, "x")), np(labelled(v1alpha1.LabelScope, "x"))),
 			wantAllowed: true,
 		},
 		{
 			name:        "a label other than \"true\" is no copy",
 			identity:    server,
-			req:         request(update, networkpolicies, team, "deny", np(labelled(merge.LabelMaterialized, "false")), np(labelled(merge.LabelMaterialized, "false"))),
+			req:         request(update, networkpolicies, team, "deny", np(labelled(v1alpha1.LabelMaterialized, "false")), np(labelled(v1alpha1.LabelMaterialized, "false"))),
 			wantAllowed: true,
 		},
 		{
@@ -396,39 +364,7 @@ func TestOwnCopy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			runGuard(t, admission.PathOwnCopy, tc)
+			runGuard(t, webhookconfig.PathOwnCopy, tc)
 		})
 	}
-}
-
-func TestCopyWrittenCondition(t *testing.T) {
-	t.Parallel()
-	u, d := k8sadmission.Update, k8sadmission.Delete
-	gvr := schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "networkpolicies"}
-	np := func(opts ...objOpt) *networkingv1.NetworkPolicy { return networkPolicy("team-a", "deny", opts...) }
-	mat := labelled(merge.LabelMaterialized, "true")
-	at := func(op k8sadmission.Operation, old, obj *networkingv1.NetworkPolicy) admissionAttrs {
-		a := admissionAttrs{op: op, gvr: gvr, namespace: "team-a", name: "deny"}
-		if old != nil {
-			a.old = old
-		}
-		if obj != nil {
-			a.obj = obj
-		}
-		return a
-	}
-	var w admissionregistrationv1.MutatingWebhook
-	for _, m := range admission.MutatingConfiguration("implicit-apiserver", clientConfig).Webhooks {
-		if m.Name == admission.WebhookOwnCopy {
-			w = m
-		}
-	}
-	runMatches(t, asValidating(w), []matchCase{
-		{"update of a copy", at(u, np(mat), np(mat)), true},
-		{"update of a copy removing the label", at(u, np(mat), np()), true},
-		{"update adding the label", at(u, np(), np(mat)), false},
-		{"update of an object labelled false", at(u, np(labelled(merge.LabelMaterialized, "false")), np(mat)), false},
-		{"update of an object of its own", at(u, np(labelled("team", "a")), np()), false},
-		{"delete of a copy", at(d, np(mat), nil), false},
-	})
 }

@@ -10,6 +10,8 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
 )
 
 // NamespaceDeletions guards the deletion of a namespace whose sources
@@ -47,11 +49,11 @@ func (g *Guards) NamespaceDeletions(ctx context.Context, req *admissionv1.Admiss
 		return d
 	}
 	g.hierarchy.mu.Lock()
-	assumed := g.hierarchy.currentLocked(g.index)
+	assumed := g.hierarchy.currentLocked()
 	g.hierarchy.mu.Unlock()
-	var lost []LockedItem
-	for _, a := range []Assumed{nil, assumed} {
-		l, err := g.index.DeletionLoss(req.Name, a)
+	var lost []whatif.LockedItem
+	for _, a := range []whatif.Assumed{nil, assumed} {
+		l, err := g.mirror.Losses.DeletionLoss(req.Name, a)
 		if err != nil {
 			return unavailable(fmt.Errorf("computing the locked items deleting namespace %s would take: %w", req.Name, err))
 		}
@@ -65,17 +67,17 @@ func (g *Guards) NamespaceDeletions(ctx context.Context, req *admissionv1.Admiss
 	// Allowed: say who loses inherited items (a warning is never worth
 	// failing a deletion for).
 	var warnings []string
-	if losers, err := g.index.DeletionLosers(req.Name); err == nil && len(losers) > 0 {
+	if losers, err := g.mirror.Losses.DeletionLosers(req.Name); err == nil && len(losers) > 0 {
 		warnings = append(warnings, DeletionWarning(req.Name, losers))
 	}
 	// Until the mirror shows it gone, the namespace is assumed gone: a
 	// child moved below it a moment later must not be judged as still
 	// inheriting through it.
 	if req.DryRun == nil || !*req.DryRun {
-		if meta, found := g.index.NamespaceMeta(req.Name); found {
+		if meta, found := g.mirror.Namespaces.NamespaceMeta(req.Name); found {
 			g.hierarchy.mu.Lock()
 			g.hierarchy.byName[req.Name] = assumption{
-				meta:  NamespaceMeta{Gone: true},
+				meta:  whatif.NamespaceMeta{Gone: true},
 				old:   &meta,
 				until: g.hierarchy.clock.Now().Add(g.hierarchy.ttl),
 			}
@@ -111,6 +113,13 @@ func namespaceDeleting(req *admissionv1.AdmissionRequest) (bool, error) {
 	return old.GetDeletionTimestamp() != nil, nil
 }
 
+// namespaceUIDs tells the uid of the namespace of a name the mirror holds
+// (*whatif.Index does): a mirror that can't tell (the unit tests' fakes)
+// is not waited for.
+type namespaceUIDs interface {
+	NamespaceUID(namespace string) (types.UID, bool)
+}
+
 // defaultMirrorWait bounds how long a namespace deletion waits for the
 // mirror to show the namespace it deletes: the informers' usual lag is far
 // shorter.
@@ -124,9 +133,7 @@ const defaultMirrorWait = 2 * time.Second
 // one) it can't tell. Unavailable (503: the failure policy applies, the
 // client retries) if it does not.
 func (g *Guards) mirrorShows(ctx context.Context, req *admissionv1.AdmissionRequest) decision {
-	uids, ok := g.index.(interface {
-		NamespaceUID(namespace string) (types.UID, bool)
-	})
+	uids, ok := g.mirror.Namespaces.(namespaceUIDs)
 	old, err := decode(req.OldObject)
 	if !ok || err != nil || old == nil || old.GetUID() == "" {
 		return allow()

@@ -11,6 +11,8 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/accessreview"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
 )
 
 // TestAccessReviewCap: a namespace opt-out that would need more unlock
@@ -19,9 +21,9 @@ import (
 // decided as before (refused, naming the locked items).
 func TestAccessReviewCap(t *testing.T) {
 	t.Parallel()
-	lost := make([]admission.LockedItem, 12)
+	lost := make([]whatif.LockedItem, 12)
 	for i := range lost {
-		lost[i] = admission.LockedItem{Resource: "rolebindings", Namespace: global, Name: fmt.Sprintf("rb-%02d", i), Viewers: []string{"team-a"}}
+		lost[i] = whatif.LockedItem{Resource: "rolebindings", Namespace: global, Name: fmt.Sprintf("rb-%02d", i), Viewers: []string{"team-a"}}
 	}
 	tests := []struct {
 		name        string
@@ -36,12 +38,12 @@ func TestAccessReviewCap(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			index := &fakeIndex{existing: map[string]bool{"team-a": true}, lost: map[string][]admission.LockedItem{"team-a": lost}}
+			index := &fakeIndex{existing: map[string]bool{"team-a": true}, lost: map[string][]whatif.LockedItem{"team-a": lost}}
 			host := &fakeAuthorizer{}
-			g := admission.NewGuards(admission.Config{Index: index, Authorizer: accessreview.New(host, accessreview.Options{PerAdmission: tc.cap}), Served: served, GlobalNamespaces: []string{global}})
+			g := admission.NewGuards(admission.Config{Mirror: mirrorOf(index), Authorizer: accessreview.New(host, accessreview.Options{PerAdmission: tc.cap}), Served: served, GlobalNamespaces: []string{global}})
 			// Twice: the second review counts against its own cap.
 			for range 2 {
-				resp, status := review(t, g, admission.PathParents, request(admissionv1.Update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "", noInherit)))
+				resp, status := review(t, g, webhookconfig.PathParents, request(admissionv1.Update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "", noInherit)))
 				if status != http.StatusOK {
 					t.Fatalf("status %d, want 200", status)
 				}
@@ -76,9 +78,9 @@ func TestOverloadRefused(t *testing.T) {
 			index := &fakeIndex{}
 			attrs := unlock(rolebindings, global, "admins")
 			host := &fakeAuthorizer{answers: map[authorizationv1.ResourceAttributes]answer{attrs: {err: tc.err}}}
-			g := admission.NewGuards(admission.Config{Index: index, Authorizer: host, Served: served, GlobalNamespaces: []string{global}})
+			g := admission.NewGuards(admission.Config{Mirror: mirrorOf(index), Authorizer: host, Served: served, GlobalNamespaces: []string{global}})
 			req := request(admissionv1.Update, rolebindings, global, "admins", roleBinding(global, "admins", isLocked), roleBinding(global, "admins", isLocked))
-			resp, status := review(t, g, admission.PathLocks, req)
+			resp, status := review(t, g, webhookconfig.PathLocks, req)
 			if status != tc.wantStatus {
 				t.Fatalf("status %d, want %d", status, tc.wantStatus)
 			}

@@ -11,7 +11,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // A write to a materialized copy by anyone but the server makes the object
@@ -28,8 +28,8 @@ import (
 // OwnCopy is the mutating guard of writes to copies: an UPDATE of a
 // materialized copy by anyone but the server's own identity is patched to
 // drop the label implicit.dev/materialized and the provenance labels and
-// annotations the server wrote (merge.ProvenanceLabels,
-// merge.ProvenanceAnnotations). The server's own writes are left as they
+// annotations the server wrote (v1alpha1.ProvenanceLabels,
+// v1alpha1.ProvenanceAnnotations). The server's own writes are left as they
 // are. It decides nothing: the validating guards judge the result.
 func (g *Guards) OwnCopy(_ context.Context, req *admissionv1.AdmissionRequest) decision {
 	s, ok, err := g.source(req)
@@ -70,8 +70,8 @@ func ownCopyPatch(obj *unstructured.Unstructured) ([]byte, error) {
 			}
 		}
 	}
-	remove("labels", obj.GetLabels(), append([]string{merge.LabelMaterialized}, merge.ProvenanceLabels...)...)
-	remove("annotations", obj.GetAnnotations(), merge.ProvenanceAnnotations...)
+	remove("labels", obj.GetLabels(), append([]string{v1alpha1.LabelMaterialized}, v1alpha1.ProvenanceLabels...)...)
+	remove("annotations", obj.GetAnnotations(), v1alpha1.ProvenanceAnnotations...)
 	if len(ops) == 0 {
 		return nil, nil
 	}
@@ -94,7 +94,7 @@ func jsonPointerEscape(key string) string {
 // locked create. A write that makes the object a candidate at once is
 // refused: the candidates guard leaves copies alone.
 func (g *Guards) madeOwn(ctx context.Context, req *admissionv1.AdmissionRequest, s source) decision {
-	srcNS := s.old.GetLabels()[merge.LabelSourceNamespace]
+	srcNS := s.old.GetLabels()[v1alpha1.LabelSourceNamespace]
 	from := fmt.Sprintf("%s/%s", srcNS, s.name)
 	if srcNS == "" {
 		from = "an inherited item"
@@ -104,11 +104,11 @@ func (g *Guards) madeOwn(ctx context.Context, req *admissionv1.AdmissionRequest,
 	} else if lockedBy != "" {
 		return deny("%s is a materialized copy of the locked %s (%s: \"true\"): this write would make it the namespace's own "+
 			"and shadow the locked item, and a locked item can't be shadowed from below; its owners can unlock or change it",
-			s, lockedBy, merge.AnnotationLocked)
+			s, lockedBy, v1alpha1.AnnotationLocked)
 	}
-	if a := s.obj.GetAnnotations(); a[merge.AnnotationCandidateFor] != "" || a[merge.AnnotationCanarySelector] != "" {
+	if a := s.obj.GetAnnotations(); a[v1alpha1.AnnotationCandidateFor] != "" || a[v1alpha1.AnnotationCanarySelector] != "" {
 		return deny("%s is a materialized copy of %s: a write that makes it the namespace's own can't make it a candidate (%s, %s) as well; make it your own first",
-			s, from, merge.AnnotationCandidateFor, merge.AnnotationCanarySelector)
+			s, from, v1alpha1.AnnotationCandidateFor, v1alpha1.AnnotationCanarySelector)
 	}
 	need := []string{"create"}
 	if locked(s.obj) {
@@ -132,7 +132,7 @@ func (g *Guards) madeOwn(ctx context.Context, req *admissionv1.AdmissionRequest,
 	}
 	return allow(fmt.Sprintf("implicit.dev: %s was a materialized copy of %s: this write made it the namespace's own (label %s removed); "+
 		"it shadows the inherited item here and in the namespaces below, and implicit-apiserver no longer writes it",
-		s, from, merge.LabelMaterialized))
+		s, from, v1alpha1.LabelMaterialized))
 }
 
 // copyLockedBy names the locked source a copy's item comes from, "" when
@@ -140,9 +140,9 @@ func (g *Guards) madeOwn(ctx context.Context, req *admissionv1.AdmissionRequest,
 // itself (it carries its source's lock), or the item the namespace's view
 // inherits under that name.
 func (g *Guards) copyLockedBy(s source, srcNS string) (string, error) {
-	scope := s.old.GetLabels()[merge.LabelScope]
+	scope := s.old.GetLabels()[v1alpha1.LabelScope]
 	if srcNS != "" {
-		sourceLocked, err := g.index.SourceLocked(s.resource, srcNS, s.name)
+		sourceLocked, err := g.mirror.Sources.SourceLocked(s.resource, srcNS, s.name)
 		if err != nil {
 			return "", fmt.Errorf("reading whether the source of %s is locked: %w", s, err)
 		}

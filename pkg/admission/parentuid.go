@@ -11,7 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // NamespaceGetter reads a namespace from the host cluster:
@@ -74,7 +74,7 @@ func (g *Guards) parentTerminating(ctx context.Context, name, parent string) dec
 		if ns.DeletionTimestamp != nil {
 			return parentGoingAway(name, parent, cur)
 		}
-		cur = ns.Labels[merge.LabelParent]
+		cur = ns.Labels[v1alpha1.LabelParent]
 	}
 	return allow()
 }
@@ -122,7 +122,7 @@ func (g *Guards) ParentUID(ctx context.Context, req *admissionv1.AdmissionReques
 
 // parentUIDPatch sets or removes the annotation as want says.
 func parentUIDPatch(hasAnnotations bool, want hierarchyOf) ([]byte, error) {
-	key := "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(merge.AnnotationParentUID)
+	key := "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(v1alpha1.AnnotationParentUID)
 	// RFC 6902 operations; add replaces a member that exists (4.1).
 	var op map[string]any
 	switch {
@@ -131,7 +131,7 @@ func parentUIDPatch(hasAnnotations bool, want hierarchyOf) ([]byte, error) {
 	case hasAnnotations:
 		op = map[string]any{"op": "add", "path": key, "value": want.parentUID}
 	default:
-		op = map[string]any{"op": "add", "path": "/metadata/annotations", "value": map[string]string{merge.AnnotationParentUID: want.parentUID}}
+		op = map[string]any{"op": "add", "path": "/metadata/annotations", "value": map[string]string{v1alpha1.AnnotationParentUID: want.parentUID}}
 	}
 	return json.Marshal([]map[string]any{op})
 }
@@ -146,7 +146,7 @@ func parentUIDPatch(hasAnnotations bool, want hierarchyOf) ([]byte, error) {
 // content. Without a client to read it (unit tests of one replica), the
 // mirror answers.
 func (g *Guards) namespaceTerminating(ctx context.Context, name string) (bool, error) {
-	if !g.index.Terminating(name) {
+	if !g.mirror.Namespaces.Terminating(name) {
 		return false, nil
 	}
 	g.mu.RLock()

@@ -7,6 +7,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/clock"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
 )
 
 // recentKey names a source: its view resource, namespace and name.
@@ -141,19 +143,19 @@ func (r *recent) adopters(resource, name string) []string {
 }
 
 // pending returns the locks and adoptions admitted a moment ago.
-func (r *recent) pending() Pending {
+func (r *recent) pending() whatif.Pending {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.clock.Now()
-	var p Pending
+	var p whatif.Pending
 	for k, l := range r.locks {
 		if !now.After(l.until) {
-			p.AddLocked(SourceRef{Resource: k.resource, Namespace: k.namespace, Name: k.name}, l.obj)
+			p.AddLocked(whatif.SourceRef{Resource: k.resource, Namespace: k.namespace, Name: k.name}, l.obj)
 		}
 	}
 	for k, a := range r.adopted {
 		if !now.After(a.until) {
-			p.AddOwned(SourceRef{Resource: k.resource, Namespace: k.namespace, Name: k.name}, a.obj)
+			p.AddOwned(whatif.SourceRef{Resource: k.resource, Namespace: k.namespace, Name: k.name}, a.obj)
 		}
 	}
 	return p

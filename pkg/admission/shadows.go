@@ -6,8 +6,26 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
+
+// InheritanceIndex is what the shadows guard asks of the mirror (and the
+// own-copy and exclusion checks): the item a namespace inherits under a
+// name, as the mirror has it or with the guards' admissions assumed, and
+// whether an object would overlay it.
+type InheritanceIndex interface {
+	// Inherited is the item namespace's view would show for name without
+	// an object of its own.
+	Inherited(resource, namespace, name string) (merge.Result, bool, error)
+	// InheritedAssuming is Inherited with assumed applied; a namespace
+	// nobody knows yet is taken as a new tenant with no labels.
+	InheritedAssuming(resource, namespace, name string, assumed whatif.Assumed, pending whatif.Pending) (merge.Result, bool, error)
+	// Overlays reports whether an object with annotations would be merged
+	// onto the inherited item as an overlay rather than shadow it.
+	Overlays(resource string, inherited merge.Result, annotations map[string]string) bool
+}
 
 // Shadows: creating an object whose name would shadow a locked inherited
 // item is denied. The inherited item is looked up in the mirror, and again
@@ -46,11 +64,11 @@ func (g *Guards) Shadows(_ context.Context, req *admissionv1.AdmissionRequest) d
 	if s.obj != nil {
 		annotations = s.obj.GetAnnotations()
 	}
-	if g.index.Overlays(s.resource, inh, annotations) && !g.isMaterialized(s.resource) {
+	if g.mirror.Inheritance.Overlays(s.resource, inh, annotations) && !g.isMaterialized(s.resource) {
 		// An overlay may add fields to a locked item: the merge keeps
 		// every field a locked layer sets, and the view names what it kept.
 		return allow(fmt.Sprintf("implicit.dev: %s overlays the locked %s source %s/%s: the fields it sets stay as they are; the view's %s names what this object can't change",
-			s, inh.Scope, inh.Item.Namespace, inh.Item.Name, merge.AnnotationConflict))
+			s, inh.Scope, inh.Item.Namespace, inh.Item.Name, v1alpha1.AnnotationConflict))
 	}
 	return deny("%s would shadow the locked %s source %s/%s, which namespace %s inherits: a locked item can't be shadowed from below; its owners can unlock or change it",
 		s, inh.Scope, inh.Item.Namespace, inh.Item.Name, s.namespace)
@@ -59,28 +77,28 @@ func (g *Guards) Shadows(_ context.Context, req *admissionv1.AdmissionRequest) d
 // lockedInherited returns the locked item s's namespace inherits under s's
 // name, from the mirror or with the parent guard's assumptions applied.
 func (g *Guards) lockedInherited(s source) (merge.Result, bool, error) {
-	inh, found, err := g.index.Inherited(s.resource, s.namespace, s.name)
+	inh, found, err := g.mirror.Inheritance.Inherited(s.resource, s.namespace, s.name)
 	if err != nil || found && inh.Locked() {
 		return inh, found, err
 	}
 	g.hierarchy.mu.Lock()
-	assumed := g.hierarchy.currentLocked(g.index)
+	assumed := g.hierarchy.currentLocked()
 	g.hierarchy.mu.Unlock()
 	// Both ways: an assumption may only add a lock found, never hide one.
 	// The mirror alone knows nothing of a namespace created a moment ago:
 	// there the creation the parents guard admitted is all there is.
-	unknown := Assumed{}
+	unknown := whatif.Assumed{}
 	if a, ok := assumed[s.namespace]; ok {
-		if _, inMirror := g.index.NamespaceMeta(s.namespace); !inMirror {
+		if _, inMirror := g.mirror.Namespaces.NamespaceMeta(s.namespace); !inMirror {
 			unknown[s.namespace] = a
 		}
 	}
-	for _, a := range []Assumed{unknown, assumed} {
-		var pending Pending
+	for _, a := range []whatif.Assumed{unknown, assumed} {
+		var pending whatif.Pending
 		if a != nil {
 			pending = g.recent.pending()
 		}
-		inh, found, err = g.index.InheritedAssuming(s.resource, s.namespace, s.name, a, pending)
+		inh, found, err = g.mirror.Inheritance.InheritedAssuming(s.resource, s.namespace, s.name, a, pending)
 		if err != nil {
 			return merge.Result{}, false, err
 		}

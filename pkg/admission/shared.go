@@ -10,6 +10,8 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
 )
 
 // Replicas decide as one would: a guarded decision that another replica's
@@ -56,17 +58,17 @@ const (
 
 // Entry is one admitted change.
 type Entry struct {
-	Kind      string          `json:"kind"`
-	Resource  string          `json:"resource,omitempty"`
-	Namespace string          `json:"namespace,omitempty"`
-	Name      string          `json:"name"`
-	Meta      *NamespaceMeta  `json:"meta,omitempty"`
-	Old       *NamespaceMeta  `json:"old,omitempty"`
-	Older     []NamespaceMeta `json:"older,omitempty"`
-	Object    map[string]any  `json:"object,omitempty"`
-	Candidate string          `json:"candidate,omitempty"`
-	Locked    bool            `json:"locked,omitempty"`
-	Until     time.Time       `json:"until"`
+	Kind      string                 `json:"kind"`
+	Resource  string                 `json:"resource,omitempty"`
+	Namespace string                 `json:"namespace,omitempty"`
+	Name      string                 `json:"name"`
+	Meta      *whatif.NamespaceMeta  `json:"meta,omitempty"`
+	Old       *whatif.NamespaceMeta  `json:"old,omitempty"`
+	Older     []whatif.NamespaceMeta `json:"older,omitempty"`
+	Object    map[string]any         `json:"object,omitempty"`
+	Candidate string                 `json:"candidate,omitempty"`
+	Locked    bool                   `json:"locked,omitempty"`
+	Until     time.Time              `json:"until"`
 }
 
 func (e Entry) key() [4]string { return [4]string{e.Kind, e.Resource, e.Namespace, e.Name} }

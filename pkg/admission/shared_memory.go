@@ -5,6 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
 )
 
 // memory is what this replica's guards remember, as entries.
@@ -97,8 +99,8 @@ func (g *Guards) takeIn(rec Record) {
 	}
 }
 
-func cloneMeta(m NamespaceMeta) NamespaceMeta {
-	return NamespaceMeta{Labels: maps.Clone(m.Labels), Annotations: maps.Clone(m.Annotations), Gone: m.Gone}
+func cloneMeta(m whatif.NamespaceMeta) whatif.NamespaceMeta {
+	return whatif.NamespaceMeta{Labels: maps.Clone(m.Labels), Annotations: maps.Clone(m.Annotations), Gone: m.Gone}
 }
 
 // objectOf is u as the record keeps it: without its managed fields and

@@ -15,7 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // memLedger is a Lease as kube-apiserver keeps it: a record written only
@@ -67,7 +69,7 @@ func TestSharedRecord(t *testing.T) {
 	orgAdmin := allowAll(unlock(rolebindings, "org", "rb"))
 	nsList := []*corev1.Namespace{ns(global, ""), ns("org", ""), ns("team-a", "org", recorded)}
 	candidate := func(name, stable string) *admissionv1.AdmissionRequest {
-		return request(create, rolebindings, "org", name, nil, roleBinding("org", name, candidateFor(stable, "!"+merge.LabelStage)))
+		return request(create, rolebindings, "org", name, nil, roleBinding("org", name, candidateFor(stable, "!"+v1alpha1.LabelStage)))
 	}
 	lockRB := request(update, rolebindings, "org", "rb", roleBinding("org", "rb"), roleBinding("org", "rb", isLocked))
 	for _, tc := range []struct {
@@ -89,7 +91,7 @@ func TestSharedRecord(t *testing.T) {
 			l := &memLedger{}
 			replica := func() *admission.Guards {
 				m := hierarchyMux(t, nsList, roleBinding("org", "rb"), roleBinding("org", "x"))
-				cfg := admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: orgAdmin}, Served: served, GlobalNamespaces: []string{global}}
+				cfg := admission.Config{Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{answers: orgAdmin}, Served: served, GlobalNamespaces: []string{global}}
 				if tc.shared {
 					cfg.Ledger = l
 				}
@@ -97,14 +99,14 @@ func TestSharedRecord(t *testing.T) {
 			}
 			a, b := replica(), replica()
 			if tc.staleFirst {
-				if resp, _ := review(t, a, admission.PathCandidates, candidate("x-next", "x")); resp == nil || !resp.Allowed {
+				if resp, _ := review(t, a, webhookconfig.PathCandidates, candidate("x-next", "x")); resp == nil || !resp.Allowed {
 					t.Fatalf("A refused a candidate of x: %+v", resp)
 				}
 			}
-			if resp, _ := review(t, b, admission.PathCandidates, candidate("rb-next", "rb")); resp == nil || !resp.Allowed {
+			if resp, _ := review(t, b, webhookconfig.PathCandidates, candidate("rb-next", "rb")); resp == nil || !resp.Allowed {
 				t.Fatalf("B refused the candidate of rb: %+v", resp)
 			}
-			resp, _ := review(t, a, admission.PathLocks, lockRB)
+			resp, _ := review(t, a, webhookconfig.PathLocks, lockRB)
 			if resp == nil {
 				t.Fatal("no answer")
 			}

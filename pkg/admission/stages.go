@@ -8,7 +8,8 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // stageVerb is the custom RBAC verb on a namespace that allows setting,
@@ -20,7 +21,7 @@ func stageLabel(u *unstructured.Unstructured) (string, bool) {
 	if u == nil {
 		return "", false
 	}
-	v, ok := u.GetLabels()[merge.LabelStage]
+	v, ok := u.GetLabels()[v1alpha1.LabelStage]
 	return v, ok
 }
 
@@ -40,12 +41,12 @@ func (g *Guards) Stages(ctx context.Context, req *admissionv1.AdmissionRequest) 
 		return allow()
 	}
 	name := obj.GetName()
-	what := fmt.Sprintf("changing %s from %q to %q", merge.LabelStage, before, after)
+	what := fmt.Sprintf("changing %s from %q to %q", v1alpha1.LabelStage, before, after)
 	switch {
 	case !had:
-		what = fmt.Sprintf("setting %s: %q", merge.LabelStage, after)
+		what = fmt.Sprintf("setting %s: %q", v1alpha1.LabelStage, after)
 	case !has:
-		what = fmt.Sprintf("removing %s: %q", merge.LabelStage, before)
+		what = fmt.Sprintf("removing %s: %q", v1alpha1.LabelStage, before)
 	}
 	// As kube-apiserver authorizes a request on namespace name: with the
 	// namespace set, so bindings inside it count too (the parent guard asks
@@ -77,14 +78,14 @@ func (g *Guards) Stages(ctx context.Context, req *admissionv1.AdmissionRequest) 
 // this replica or another, is judged with this stage.
 func (g *Guards) stagedStandIns(req *admissionv1.AdmissionRequest, old, obj *unstructured.Unstructured) decision {
 	name := obj.GetName()
-	next := NamespaceMeta{Labels: obj.GetLabels(), Annotations: obj.GetAnnotations()}
+	next := whatif.NamespaceMeta{Labels: obj.GetLabels(), Annotations: obj.GetAnnotations()}
 	g.hierarchy.mu.Lock()
 	defer g.hierarchy.mu.Unlock()
-	assumed := g.hierarchy.currentLocked(g.index)
+	assumed := g.hierarchy.currentLocked()
 	if old != nil {
-		assumed[name] = NamespaceMeta{Labels: old.GetLabels(), Annotations: old.GetAnnotations()}
+		assumed[name] = whatif.NamespaceMeta{Labels: old.GetLabels(), Annotations: old.GetAnnotations()}
 	}
-	for _, a := range []Assumed{nil, assumed} {
+	for _, a := range []whatif.Assumed{nil, assumed} {
 		if d := g.standIns(name, next, a); !d.allowed {
 			return d
 		}
@@ -92,10 +93,10 @@ func (g *Guards) stagedStandIns(req *admissionv1.AdmissionRequest, old, obj *uns
 	if req.DryRun == nil || !*req.DryRun {
 		as := assumption{meta: cloneMeta(next), until: g.hierarchy.clock.Now().Add(g.hierarchy.ttl)}
 		if old != nil {
-			m := cloneMeta(NamespaceMeta{Labels: old.GetLabels(), Annotations: old.GetAnnotations()})
+			m := cloneMeta(whatif.NamespaceMeta{Labels: old.GetLabels(), Annotations: old.GetAnnotations()})
 			as.old = &m
 		}
-		g.hierarchy.put(g.index, name, as)
+		g.hierarchy.put(name, as)
 	}
 	return allow()
 }

@@ -15,7 +15,9 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
@@ -33,21 +35,21 @@ func TestRefusedChangeAdmitsNoCycle(t *testing.T) {
 	t.Parallel()
 	m := hierarchyMux(t, []*corev1.Namespace{ns(global, ""), ns("p", ""), ns("a", "p", recorded), ns("c", "p", recorded), ns("b", "a", recorded)},
 		roleBinding("p", "p-sec", isLocked))
-	g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: allowAll(updateNamespace("a"), updateNamespace("b"), updateNamespace("c"))}, Served: served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient("p", "a", "b", "c"), Clock: clocktesting.NewFakePassiveClock(time.Now())})
+	g := admission.NewGuards(admission.Config{Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{answers: allowAll(updateNamespace("a"), updateNamespace("b"), updateNamespace("c"))}, Served: served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient("p", "a", "b", "c"), Clock: clocktesting.NewFakePassiveClock(time.Now())})
 
 	staged := ns("b", "c", parentUID(nsUID("c")))
-	staged.Labels[merge.LabelStage] = "x"
+	staged.Labels[v1alpha1.LabelStage] = "x"
 	first := request(admissionv1.Update, nsGR, "", "b", ns("b", "a", recorded), staged)
-	if resp, _ := review(t, g, admission.PathParents, first); resp == nil || !resp.Allowed {
+	if resp, _ := review(t, g, webhookconfig.PathParents, first); resp == nil || !resp.Allowed {
 		t.Fatalf("the parent guard refused b -> c: %+v", resp)
 	}
-	if resp, _ := review(t, g, admission.PathStages, first); resp == nil || resp.Allowed {
+	if resp, _ := review(t, g, webhookconfig.PathStages, first); resp == nil || resp.Allowed {
 		t.Fatalf("the stages guard admitted a stage label alice may not set: %+v", resp)
 	}
 	t.Log("b -> c was refused by the stages guard: the mirror keeps b -> a")
 
 	second := request(admissionv1.Update, nsGR, "", "a", ns("a", "p", recorded), ns("a", "b", parentUID(nsUID("b"))))
-	resp, _ := review(t, g, admission.PathParents, second)
+	resp, _ := review(t, g, webhookconfig.PathParents, second)
 	if resp == nil || resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, "would close the cycle a -> b -> a") {
 		t.Fatalf("a -> b answered %+v, want the cycle a -> b -> a refused", resp)
 	}
@@ -59,23 +61,23 @@ func TestRefusedChangeAdmitsNoCycle(t *testing.T) {
 func TestSupersededAssumptionIsDropped(t *testing.T) {
 	t.Parallel()
 	m := hierarchyMux(t, []*corev1.Namespace{ns(global, ""), ns("a", ""), ns("b", "")})
-	g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: allowAll(updateNamespace("a"), updateNamespace("b"))}, Served: served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient("a", "b"), Clock: clocktesting.NewFakePassiveClock(time.Now())})
+	g := admission.NewGuards(admission.Config{Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{answers: allowAll(updateNamespace("a"), updateNamespace("b"))}, Served: served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient("a", "b"), Clock: clocktesting.NewFakePassiveClock(time.Now())})
 
 	first := request(admissionv1.Update, nsGR, "", "a", ns("a", ""), ns("a", "b", recorded))
-	if resp, _ := review(t, g, admission.PathParents, first); resp == nil || !resp.Allowed {
+	if resp, _ := review(t, g, webhookconfig.PathParents, first); resp == nil || !resp.Allowed {
 		t.Fatalf("a -> b refused: %+v", resp)
 	}
 	second := request(admissionv1.Update, nsGR, "", "b", ns("b", ""), ns("b", "a", recorded))
-	if resp, _ := review(t, g, admission.PathParents, second); resp == nil || resp.Allowed {
+	if resp, _ := review(t, g, webhookconfig.PathParents, second); resp == nil || resp.Allowed {
 		t.Fatalf("b -> a admitted while a -> b is assumed: %+v", resp)
 	}
 	t.Log("another write of a lands (a team label, no parent): a -> b never happened")
 	other := ns("a", "")
 	other.Labels["team"] = "x"
-	other.Labels[merge.LabelInherit] = "true"
+	other.Labels[v1alpha1.LabelInherit] = "true"
 	m.OnNamespace(other, false)
 	second.UID += "-again"
-	if resp, _ := review(t, g, admission.PathParents, second); resp == nil || !resp.Allowed {
+	if resp, _ := review(t, g, webhookconfig.PathParents, second); resp == nil || !resp.Allowed {
 		t.Fatalf("b -> a after the mirror showed a at another version: %+v, want allowed", resp)
 	}
 }
@@ -114,7 +116,7 @@ func TestLockedMaterializedStandIn(t *testing.T) {
 			name:       "opting in with an object named like a locked global item",
 			namespaces: []*corev1.Namespace{ns(global, ""), ns("mine", "", noInherit)},
 			sources:    []*networkingv1.NetworkPolicy{networkPolicy(global, "deny", isLocked), networkPolicy("mine", "deny")},
-			path:       admission.PathParents,
+			path:       webhookconfig.PathParents,
 			req:        request(update, nsGR, "", "mine", ns("mine", "", noInherit), ns("mine", "")),
 			want:       "networkpolicies.networking.k8s.io implicit-global/deny (objects of that name in mine)",
 		},
@@ -122,7 +124,7 @@ func TestLockedMaterializedStandIn(t *testing.T) {
 			name:       "opting in with no such object",
 			namespaces: []*corev1.Namespace{ns(global, ""), ns("mine", "", noInherit)},
 			sources:    []*networkingv1.NetworkPolicy{networkPolicy(global, "deny", isLocked), networkPolicy("mine", "allow")},
-			path:       admission.PathParents,
+			path:       webhookconfig.PathParents,
 			req:        request(update, nsGR, "", "mine", ns("mine", "", noInherit), ns("mine", "")),
 		},
 		{
@@ -130,7 +132,7 @@ func TestLockedMaterializedStandIn(t *testing.T) {
 			namespaces: []*corev1.Namespace{ns(global, ""), ns("org", ""), ns("mine", "")},
 			sources:    []*networkingv1.NetworkPolicy{networkPolicy("org", "deny", isLocked), networkPolicy("mine", "deny")},
 			answers:    allowAll(updateNamespace("org")),
-			path:       admission.PathParents,
+			path:       webhookconfig.PathParents,
 			req:        request(update, nsGR, "", "mine", ns("mine", ""), ns("mine", "org", parentUID(nsUID("org")))),
 			want:       "networkpolicies.networking.k8s.io org/deny (objects of that name in mine)",
 		},
@@ -138,7 +140,7 @@ func TestLockedMaterializedStandIn(t *testing.T) {
 			name:       "an object created before the mirror shows its namespace",
 			namespaces: []*corev1.Namespace{ns(global, "")},
 			sources:    []*networkingv1.NetworkPolicy{networkPolicy(global, "deny", isLocked)},
-			path:       admission.PathShadows,
+			path:       webhookconfig.PathShadows,
 			req:        request(create, npGR, "fresh", "deny", nil, networkPolicy("fresh", "deny")),
 			want:       "would shadow the locked global source implicit-global/deny",
 		},
@@ -146,8 +148,8 @@ func TestLockedMaterializedStandIn(t *testing.T) {
 			name:       "an overlay of a locked item of a materialized kind",
 			namespaces: []*corev1.Namespace{ns(global, ""), ns("mine", "")},
 			sources:    []*networkingv1.NetworkPolicy{networkPolicy(global, "deny", isLocked)},
-			path:       admission.PathShadows,
-			req:        request(create, npGR, "mine", "deny", nil, networkPolicy("mine", "deny", annotated(merge.AnnotationMerge, "overlay"))),
+			path:       webhookconfig.PathShadows,
+			req:        request(create, npGR, "mine", "deny", nil, networkPolicy("mine", "deny", annotated(v1alpha1.AnnotationMerge, "overlay"))),
 			want:       "would shadow the locked global source implicit-global/deny",
 		},
 	}
@@ -155,7 +157,7 @@ func TestLockedMaterializedStandIn(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			m := materializedMux(tc.namespaces, tc.sources...)
-			g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: tc.answers}, Served: []schema.GroupResource{npGR}, GlobalNamespaces: []string{global}, Materialized: []string{"networkpolicies"}, Namespaces: namespaceClient("org", "mine")})
+			g := admission.NewGuards(admission.Config{Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{answers: tc.answers}, Served: []schema.GroupResource{npGR}, GlobalNamespaces: []string{global}, Materialized: []string{"networkpolicies"}, Namespaces: namespaceClient("org", "mine")})
 			resp, _ := review(t, g, tc.path, tc.req)
 			if resp == nil {
 				t.Fatal("no answer")
@@ -187,10 +189,10 @@ func TestLockWithOpenCandidate(t *testing.T) {
 
 	t.Run("a candidate in the mirror", func(t *testing.T) {
 		t.Parallel()
-		m := hierarchyMux(t, nsList, roleBinding("org", "rb"), roleBinding("org", "rb-next", candidateFor("rb", "!"+merge.LabelStage)))
-		g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: orgAdmin}, Served: served, GlobalNamespaces: []string{global}})
+		m := hierarchyMux(t, nsList, roleBinding("org", "rb"), roleBinding("org", "rb-next", candidateFor("rb", "!"+v1alpha1.LabelStage)))
+		g := admission.NewGuards(admission.Config{Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{answers: orgAdmin}, Served: served, GlobalNamespaces: []string{global}})
 		req := request(update, rolebindings, "org", "rb", roleBinding("org", "rb"), roleBinding("org", "rb", isLocked))
-		resp, _ := review(t, g, admission.PathLocks, req)
+		resp, _ := review(t, g, webhookconfig.PathLocks, req)
 		if resp == nil || resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, `open candidate "rb-next"`) {
 			t.Fatalf("locking rb answered %+v, want a denial naming rb-next", resp)
 		}
@@ -198,13 +200,13 @@ func TestLockWithOpenCandidate(t *testing.T) {
 	t.Run("a candidate admitted a moment ago", func(t *testing.T) {
 		t.Parallel()
 		m := hierarchyMux(t, nsList, roleBinding("org", "rb"))
-		g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: orgAdmin}, Served: served, GlobalNamespaces: []string{global}})
-		cand := request(create, rolebindings, "org", "rb-next", nil, roleBinding("org", "rb-next", candidateFor("rb", "!"+merge.LabelStage)))
-		if resp, _ := review(t, g, admission.PathCandidates, cand); resp == nil || !resp.Allowed {
+		g := admission.NewGuards(admission.Config{Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{answers: orgAdmin}, Served: served, GlobalNamespaces: []string{global}})
+		cand := request(create, rolebindings, "org", "rb-next", nil, roleBinding("org", "rb-next", candidateFor("rb", "!"+v1alpha1.LabelStage)))
+		if resp, _ := review(t, g, webhookconfig.PathCandidates, cand); resp == nil || !resp.Allowed {
 			t.Fatalf("the candidate was refused: %+v", resp)
 		}
 		req := request(update, rolebindings, "org", "rb", roleBinding("org", "rb"), roleBinding("org", "rb", isLocked))
-		resp, _ := review(t, g, admission.PathLocks, req)
+		resp, _ := review(t, g, webhookconfig.PathLocks, req)
 		if resp == nil || resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, `open candidate "rb-next"`) {
 			t.Fatalf("locking rb answered %+v, want a denial naming rb-next", resp)
 		}
@@ -213,16 +215,16 @@ func TestLockWithOpenCandidate(t *testing.T) {
 		t.Parallel()
 		m := hierarchyMux(t, nsList, roleBinding("org", "rb"))
 		auth := &fakeAuthorizer{answers: orgAdmin}
-		g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: auth, Served: served, GlobalNamespaces: []string{global}})
+		g := admission.NewGuards(admission.Config{Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: auth, Served: served, GlobalNamespaces: []string{global}})
 		lock := request(update, rolebindings, "org", "rb", roleBinding("org", "rb"), roleBinding("org", "rb", isLocked))
 		lock.UserInfo.Username = "org-admin"
-		if resp, _ := review(t, g, admission.PathLocks, lock); resp == nil || !resp.Allowed {
+		if resp, _ := review(t, g, webhookconfig.PathLocks, lock); resp == nil || !resp.Allowed {
 			t.Fatalf("the lock was refused: %+v", resp)
 		}
-		cand := request(create, rolebindings, "org", "rb-next", nil, roleBinding("org", "rb-next", candidateFor("rb", "!"+merge.LabelStage)))
+		cand := request(create, rolebindings, "org", "rb-next", nil, roleBinding("org", "rb-next", candidateFor("rb", "!"+v1alpha1.LabelStage)))
 		cand.UserInfo.Username = "mallory"
 		auth.answers = nil // mallory may not unlock
-		resp, _ := review(t, g, admission.PathCandidates, cand)
+		resp, _ := review(t, g, webhookconfig.PathCandidates, cand)
 		if resp == nil || resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, "which is locked") {
 			t.Fatalf("the candidate answered %+v, want a denial: rb is locked", resp)
 		}
@@ -237,7 +239,7 @@ func TestFanoutOfCandidateConversion(t *testing.T) {
 	t.Parallel()
 	update := admissionv1.Update
 	nsList := []*corev1.Namespace{ns(global, ""), ns("org", ""), ns("team-a", "org", recorded), ns("team-b", "org", recorded)}
-	stage := candidateFor("rb", "!"+merge.LabelStage)
+	stage := candidateFor("rb", "!"+v1alpha1.LabelStage)
 	tests := []struct {
 		name     string
 		sources  []*rbacv1.RoleBinding
@@ -261,8 +263,8 @@ func TestFanoutOfCandidateConversion(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			m := hierarchyMux(t, nsList, tc.sources...)
-			g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{}, Served: served, GlobalNamespaces: []string{global}})
-			resp, _ := review(t, g, admission.PathFanout, request(update, rolebindings, "org", "x", tc.old, tc.obj))
+			g := admission.NewGuards(admission.Config{Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{}, Served: served, GlobalNamespaces: []string{global}})
+			resp, _ := review(t, g, webhookconfig.PathFanout, request(update, rolebindings, "org", "x", tc.old, tc.obj))
 			if resp == nil || !resp.Allowed || len(resp.Warnings) != 1 || resp.Warnings[0] != tc.want {
 				t.Fatalf("answered %+v, want allowed with the warning %q", resp, tc.want)
 			}
@@ -310,8 +312,8 @@ func TestNamespaceDeletionNeedsUnlock(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			m := hierarchyMux(t, nsList, sources...)
-			g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: tc.answers}, Served: served, GlobalNamespaces: []string{global}})
-			resp, _ := review(t, g, admission.PathNamespaceDeletions, tc.req)
+			g := admission.NewGuards(admission.Config{Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{answers: tc.answers}, Served: served, GlobalNamespaces: []string{global}})
+			resp, _ := review(t, g, webhookconfig.PathNamespaceDeletions, tc.req)
 			if resp == nil {
 				t.Fatal("no answer")
 			}
@@ -341,13 +343,13 @@ func TestLockOverTenantObjects(t *testing.T) {
 	t.Parallel()
 	nsList := []*corev1.Namespace{ns(global, ""), ns("mine", ""), ns("other", "")}
 	m := materializedMux(nsList, networkPolicy("mine", "deny"))
-	g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: allowAll(unlock(networkpolicies, global, "deny"), unlock(networkpolicies, global, "open"))}, Served: []schema.GroupResource{npGR}, GlobalNamespaces: []string{global}, Materialized: []string{"networkpolicies"}})
+	g := admission.NewGuards(admission.Config{Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{answers: allowAll(unlock(networkpolicies, global, "deny"), unlock(networkpolicies, global, "open"))}, Served: []schema.GroupResource{npGR}, GlobalNamespaces: []string{global}, Materialized: []string{"networkpolicies"}})
 
-	resp, _ := review(t, g, admission.PathLocks, request(admissionv1.Create, npGR, global, "deny", nil, networkPolicy(global, "deny", isLocked)))
+	resp, _ := review(t, g, webhookconfig.PathLocks, request(admissionv1.Create, npGR, global, "deny", nil, networkPolicy(global, "deny", isLocked)))
 	if resp == nil || resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, "hold an object of their own under that name: mine") {
 		t.Fatalf("a locked global deny answered %+v, want a denial naming mine", resp)
 	}
-	resp, _ = review(t, g, admission.PathLocks, request(admissionv1.Create, npGR, global, "open", nil, networkPolicy(global, "open", isLocked)))
+	resp, _ = review(t, g, webhookconfig.PathLocks, request(admissionv1.Create, npGR, global, "open", nil, networkPolicy(global, "open", isLocked)))
 	if resp == nil || !resp.Allowed {
 		t.Fatalf("a locked global open (no tenant holds the name) answered %+v, want allowed", resp)
 	}
@@ -359,9 +361,9 @@ func TestLockOverTenantObjects(t *testing.T) {
 func TestPromoteLockedStagedCreation(t *testing.T) {
 	t.Parallel()
 	nsList := []*corev1.Namespace{ns(global, ""), ns("org", ""), ns("team-a", "org", recorded)}
-	m := hierarchyMux(t, nsList, roleBinding("org", "rb-next", candidateFor("rb", "!"+merge.LabelStage), isLocked))
-	g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: allowAll(unlock(rolebindings, "org", "rb"))}, Served: served, GlobalNamespaces: []string{global}})
-	resp, _ := review(t, g, admission.PathLocks, request(admissionv1.Create, rolebindings, "org", "rb", nil, roleBinding("org", "rb", isLocked)))
+	m := hierarchyMux(t, nsList, roleBinding("org", "rb-next", candidateFor("rb", "!"+v1alpha1.LabelStage), isLocked))
+	g := admission.NewGuards(admission.Config{Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{answers: allowAll(unlock(rolebindings, "org", "rb"))}, Served: served, GlobalNamespaces: []string{global}})
+	resp, _ := review(t, g, webhookconfig.PathLocks, request(admissionv1.Create, rolebindings, "org", "rb", nil, roleBinding("org", "rb", isLocked)))
 	if resp == nil || !resp.Allowed {
 		t.Fatalf("promoting a locked staged creation answered %+v, want allowed", resp)
 	}

@@ -9,7 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // TestParentTerminating: a namespace whose deletion has begun is no place
@@ -38,7 +40,7 @@ func TestParentTerminating(t *testing.T) {
 			index:       idx("org"),
 			answers:     allowAll(updateNamespace("org")),
 			req:         request(update, nsGR, "", "team-a", ns("team-a", ""), ns("team-a", "org", recorded)),
-			wantMessage: []string{`namespace "org" can't be the parent of namespace "team-a": it is being terminated`, merge.LabelParent},
+			wantMessage: []string{`namespace "org" can't be the parent of namespace "team-a": it is being terminated`, v1alpha1.LabelParent},
 			wantSAR:     []authorizationv1.ResourceAttributes{updateNamespace("org")},
 		},
 		{
@@ -131,7 +133,7 @@ func TestParentTerminating(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			runGuard(t, admission.PathParents, tc)
+			runGuard(t, webhookconfig.PathParents, tc)
 		})
 	}
 }
@@ -161,17 +163,17 @@ func TestParentTerminatingMirror(t *testing.T) {
 				ns(global, ""), ns("org", ""), ns("p", "org", recorded, deleting), ns("q", "p", parentUID(nsUID("p"))),
 				ns("r", "org", recorded), ns("c", ""),
 			}, roleBinding("org", "org-sec", isLocked))
-			g := admission.NewGuards(admission.Config{Index: admission.NewIndex(m), Authorizer: &fakeAuthorizer{answers: allowAll(
+			g := admission.NewGuards(admission.Config{Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{answers: allowAll(
 				updateNamespace("p"), updateNamespace("q"), updateNamespace("r"), updateNamespace("org"),
 				unlockAll(rolebindings, "org"),
 			)}, Served: served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient(global, "org", "p", "q", "r", "c")})
 			if tc.deleted != "" {
-				resp, _ := review(t, g, admission.PathNamespaceDeletions, request(admissionv1.Delete, nsGR, "", tc.deleted, ns(tc.deleted, "org", recorded), nil))
+				resp, _ := review(t, g, webhookconfig.PathNamespaceDeletions, request(admissionv1.Delete, nsGR, "", tc.deleted, ns(tc.deleted, "org", recorded), nil))
 				if resp == nil || !resp.Allowed {
 					t.Fatalf("deleting %s: %+v", tc.deleted, resp)
 				}
 			}
-			resp, _ := review(t, g, admission.PathParents, request(admissionv1.Update, nsGR, "", "c", ns("c", ""), ns("c", tc.parent, parentUID(nsUID(tc.parent)))))
+			resp, _ := review(t, g, webhookconfig.PathParents, request(admissionv1.Update, nsGR, "", "c", ns("c", ""), ns("c", tc.parent, parentUID(nsUID(tc.parent)))))
 			if resp == nil {
 				t.Fatal("no answer")
 			}

@@ -88,10 +88,9 @@ func subtree(r watchmux.Reader, namespace string) []string {
 // viewIn merges the whole view of resource of the lineage l's namespace,
 // as the mirror merges it with its own lineage.
 func viewIn(r watchmux.Reader, resource string, l merge.Lineage) []merge.Result {
-	levels := merge.Levels(l, r.GlobalNamespace(resource), func(ns string) []merge.Item {
+	return merge.View(r, resource, l, func(ns string) []merge.Item {
 		return r.SourcesIn(resource, ns)
 	})
-	return merge.MergeWith(resource, levels, r.Options(resource))
 }
 
 func byName(rs []merge.Result) map[string]merge.Result {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/accessreview"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/materialize"
@@ -40,9 +42,9 @@ func (c CompletedConfig) installGuards(gs *genericapiserver.GenericAPIServer, mu
 	if reviews != nil {
 		sar = accessreview.New(admission.SARAuthorizer{Client: reviews}, x.AccessReviewOptions)
 	}
-	index := admission.NewIndex(mux)
+	index := whatif.New(mux)
 	cfg := admission.Config{
-		Index: index, Authorizer: sar, Served: served,
+		Mirror: admission.MirrorOf(index), Authorizer: sar, Served: served,
 		GlobalNamespaces: []string{x.Policy.GlobalNamespace},
 		Materialized:     materialize.Resources(x.Kinds),
 		Ledger:           x.GuardLedger,
@@ -68,13 +70,13 @@ func (c CompletedConfig) installGuards(gs *genericapiserver.GenericAPIServer, mu
 	if err := c.startMaterializer(gs, mux, guards); err != nil {
 		return nil, err
 	}
-	for _, p := range admission.Paths {
+	for _, p := range webhookconfig.Paths {
 		gs.Handler.NonGoRestfulMux.Handle(p, webhook.MeasureAdmission(p, callers(guards.Handler(p))))
 	}
 	if x.Client == nil || x.WebhookConfiguration == "" {
 		return guards, nil
 	}
-	sync := &admission.ConditionSync{
+	sync := &webhookconfig.ConditionSync{
 		Client:          x.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations(),
 		Kube:            x.Client,
 		Name:            x.WebhookConfiguration,
@@ -112,5 +114,5 @@ func (c CompletedConfig) webhookCallers() (func(http.Handler) http.Handler, erro
 			return gc.Authentication.ApplyClientCert(ca, gc.SecureServing)
 		},
 	}
-	return x.WebhookCallers.Prepare(serving, authz.Path, admission.Paths, x.AnonymousWebhooks)
+	return x.WebhookCallers.Prepare(serving, authz.Path, webhookconfig.Paths, x.AnonymousWebhooks)
 }

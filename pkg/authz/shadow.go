@@ -205,7 +205,7 @@ func shadowView(r watchmux.Reader, namespace string, v bindingView, t auditTarge
 // when withoutLocal): what the namespace would see if t selected it. Every
 // other candidate keeps its own selector.
 func stagedItem(r watchmux.Reader, namespace string, t auditTarget, withoutLocal bool) []merge.Result {
-	levels := merge.Levels(r.Lineage(namespace), r.GlobalNamespace(resourceRoleBindings), func(ns string) []merge.Item {
+	out := merge.View(r, resourceRoleBindings, r.Lineage(namespace), func(ns string) []merge.Item {
 		if withoutLocal && ns == namespace {
 			return nil
 		}
@@ -223,7 +223,6 @@ func stagedItem(r watchmux.Reader, namespace string, t auditTarget, withoutLocal
 		}
 		return out
 	})
-	out := merge.MergeWith(resourceRoleBindings, levels, r.Options(resourceRoleBindings))
 	return slices.DeleteFunc(out, func(res merge.Result) bool { return res.Item.Name != t.stable })
 }
 

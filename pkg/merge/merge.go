@@ -187,6 +187,20 @@ func Levels(l Lineage, globalNamespace string, items func(namespace string) []It
 	return StageLevels(append(levels, local), l.Namespace)
 }
 
+// Rules are what a kind's views are merged by beside their items: the
+// kind's global namespace and its merge options (watchmux.Reader is one).
+type Rules interface {
+	GlobalNamespace(resource string) string
+	Options(resource string) Options
+}
+
+// View merges the view of resource of lineage l's namespace, items giving
+// each namespace's source items: Levels, then MergeWith under the kind's
+// rules, the one chain every view is merged by.
+func View(rules Rules, resource string, l Lineage, items func(namespace string) []Item) []Result {
+	return MergeWith(resource, Levels(l, rules.GlobalNamespace(resource), items), rules.Options(resource))
+}
+
 // Merge is MergeWith the Replace strategy only.
 func Merge(resource string, levels []Level) []Result {
 	return MergeWith(resource, levels, Options{})

@@ -144,7 +144,7 @@ func (m *Mux) catchUp(ctx context.Context, vector []uint64) {
 			// behind), and would then be stamped after it (issue 38,
 			// case 4). They are dropped as they come (passedLocked); the
 			// source's first change after b.rev forgets it.
-			m.pos.equal[b.key] = b.rev
+			m.pos.addEqualLocked(b.key, b.rev)
 		}
 		m.mu.Unlock()
 	}

@@ -191,3 +191,47 @@ func TestCatchUpSeesTerminating(t *testing.T) {
 		t.Error("B does not know team-x is terminating after its informer delivered the deletion mark")
 	}
 }
+
+// TestLowerCatchUpKeepsTheVersion: two clients come to replica B, whose
+// RoleBindings informer lags, from versions of other replicas that name the
+// quiet RoleBindings by two revisions (r2 and, later, r1 < r2), each the
+// state B's mirror holds. B reaches each by its own revision, and the
+// versions B issues keep naming RoleBindings by r2: the second catch-up
+// must not move them back to r1 (it did in the 30-minute robustness run:
+// a stream's versions went from a quiet part's r2 to r1 and back).
+func TestLowerCatchUpKeepsTheVersion(t *testing.T) {
+	t.Parallel()
+	c := &fakeCluster{}
+	c.write("namespaces", namespace(global), false)
+	c.write("namespaces", namespace("team-x"), false)
+	c.write(rolebindings, roleBinding("team-x", "a"), false)
+	b := trackedAt(t, c, &clusterLW{c: c})
+	// B's informer never delivers what follows: the written objects are
+	// created and deleted again, so B's mirror is the state at each of
+	// A1's and A2's versions.
+	c.write(rolebindings, roleBinding("team-x", "z"), false)
+	c.write(rolebindings, roleBinding("team-x", "z"), true)
+	v1 := currentVersion(t, c.startReplica(rand.New(rand.NewPCG(38, 12))))
+	c.write(rolebindings, roleBinding("team-x", "y"), false)
+	c.write(rolebindings, roleBinding("team-x", "y"), true)
+	v2 := currentVersion(t, c.startReplica(rand.New(rand.NewPCG(38, 13))))
+	if o := rv.CompareStrings(v1, v2); o != rv.Older {
+		t.Fatalf("A1's %s is %s than A2's %s: want older", v1, o, v2)
+	}
+
+	for _, v := range []string{v2, v1} {
+		if _, _, err := b.ReachVersion(t.Context(), v); err != nil {
+			t.Fatalf("B reaching %s: %v", v, err)
+		}
+		if o := rv.CompareStrings(v2, currentVersion(t, b)); o != rv.Older && o != rv.Same {
+			t.Errorf("after B reached %s, its version %s is %s than A2's %s: want the same or later", v, currentVersion(t, b), o, v2)
+		}
+	}
+	// Each is still reached, without waiting: B's state is each one's.
+	for _, v := range []string{v1, v2} {
+		_, same, err := b.ReachVersion(t.Context(), v)
+		if err != nil || !same {
+			t.Errorf("B reaching %s again: same=%v, %v; want the same state", v, same, err)
+		}
+	}
+}

@@ -56,10 +56,10 @@ type positions struct {
 	// changed maps a source key to the revision of its last change applied:
 	// its state is the same at every revision from changed to revs.
 	changed map[string]uint64
-	// equal maps a source key to a revision past revs whose list was found
-	// to hold the mirror's state (catchUp), until the source's next change
-	// after it (passedLocked).
-	equal map[string]uint64
+	// equal maps a source key to the revisions past revs whose lists were
+	// found to hold the mirror's state (catchUp), until the source's next
+	// change after them (passedLocked).
+	equal map[string]*equalRevisions
 	// lists are the sources' exact listers; a missing one makes versions
 	// this replica has no history for unservable (410).
 	lists map[string]ListFunc
@@ -73,7 +73,58 @@ type positions struct {
 }
 
 func newPositions() *positions {
-	return &positions{revs: map[string]uint64{namespacesKey: 0}, changed: map[string]uint64{}, equal: map[string]uint64{}, lists: map[string]ListFunc{}}
+	return &positions{revs: map[string]uint64{namespacesKey: 0}, changed: map[string]uint64{}, equal: map[string]*equalRevisions{}, lists: map[string]ListFunc{}}
+}
+
+// equalRevisions are the revisions at which a source's list was found to
+// hold the mirror's state. Each is kept: two clients may come from versions
+// naming the quiet source by two revisions, and etcd's state at a revision
+// between them need not be the mirror's (an object created and deleted in
+// between), so each version is reached by its own revision only. The
+// versions this replica issues name the source by the highest (top), so
+// that a later catch-up at a lower revision never moves them back.
+type equalRevisions struct {
+	top uint64
+	at  map[uint64]bool
+}
+
+// maxEqualRevisions bounds the revisions kept per source: past it the
+// lowest is forgotten, and a client at it is compared again (a list).
+const maxEqualRevisions = 32
+
+// addEqualLocked records that source key's list at rev holds the mirror's
+// state.
+func (p *positions) addEqualLocked(key string, rev uint64) {
+	e := p.equal[key]
+	if e == nil {
+		e = &equalRevisions{at: map[uint64]bool{}}
+		p.equal[key] = e
+	}
+	e.at[rev] = true
+	e.top = max(e.top, rev)
+	if len(e.at) > maxEqualRevisions {
+		lowest := e.top
+		for r := range e.at {
+			lowest = min(lowest, r)
+		}
+		delete(e.at, lowest)
+	}
+}
+
+// equalAt reports whether source key's list at rev was found to hold the
+// mirror's state.
+func (p *positions) equalAt(key string, rev uint64) bool {
+	e := p.equal[key]
+	return e != nil && rev != 0 && e.at[rev]
+}
+
+// equalTop is the highest revision at which source key's list was found to
+// hold the mirror's state; 0 when none.
+func (p *positions) equalTop(key string) uint64 {
+	if e := p.equal[key]; e != nil {
+		return e.top
+	}
+	return 0
 }
 
 // addLocked adds a source; a new source changes the vector's layout and the
@@ -118,8 +169,8 @@ func (p *positions) index(key string) int {
 
 // vector returns the current revisions, as the versions this replica
 // issues name them: a source whose list at a later revision was found to
-// hold the mirror's state (catchUp's equal revision) is named by that
-// revision until its next change, so that the events of a watch resumed
+// hold the mirror's state (catchUp's equal revisions) is named by the
+// highest such revision until its next change, so that the events of a watch resumed
 // from another replica's version never name a source's state, unchanged,
 // by a revision older than the one the client started from (issue 38: the
 // replicas' quiet parts follow etcd at their own moments). The informer's
@@ -129,7 +180,7 @@ func (p *positions) vector() []uint64 {
 	keys := p.sortedKeys()
 	out := make([]uint64, len(keys))
 	for i, k := range keys {
-		out[i] = max(p.revs[k], p.equal[k])
+		out[i] = max(p.revs[k], p.equalTop(k))
 	}
 	return out
 }
@@ -161,8 +212,7 @@ func (p *positions) applyLocked(key string, rev uint64) (k int, prev uint64) {
 // than the one it started from, and the versions of that source would go
 // back (issue 38, the out-of-order versions of the 30-minute runs).
 func (p *positions) passedLocked(key string, rev uint64) bool {
-	e, ok := p.equal[key]
-	return ok && rev != 0 && rev <= e
+	return rev != 0 && rev <= p.equalTop(key)
 }
 
 // progressLocked records that source key's state, unchanged, is complete
@@ -195,7 +245,7 @@ func (p *positions) reachesLocked(vector []uint64) bool {
 		return false
 	}
 	for i, k := range keys {
-		if vector[i] > p.revs[k] && p.equal[k] != vector[i] {
+		if vector[i] > p.revs[k] && !p.equalAt(k, vector[i]) {
 			return false
 		}
 	}
@@ -213,7 +263,7 @@ func (p *positions) sameStateLocked(vector []uint64) bool {
 	}
 	for i, k := range keys {
 		v := vector[i]
-		if p.equal[k] == v && v != 0 {
+		if p.equalAt(k, v) {
 			continue
 		}
 		if v < p.changed[k] || v > p.revs[k] {

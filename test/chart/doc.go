@@ -6,7 +6,7 @@
 // APIService's group priority, the priority-class ResourceQuota, the
 // NetworkPolicy that comes with anonymous webhooks).
 //
-// It imports of this module only internal/controlplane, pkg/admission (the
-// webhook paths) and pkg/cmd/server (the flags), and nothing else that
-// serves.
+// It imports of this module only internal/controlplane,
+// pkg/admission/webhookconfig (the webhook paths) and pkg/cmd/server (the
+// flags), and nothing else that serves.
 package chart

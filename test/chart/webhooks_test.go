@@ -12,7 +12,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 )
 
 // TestWebhooks: the chart's webhook configurations are artifacts/base's
@@ -90,7 +90,7 @@ func TestSyncedWebhooks(t *testing.T) {
 	if err := json.Unmarshal([]byte(list), &names); err != nil {
 		t.Fatalf("implicit-apiserver.syncedWebhooks %q: %v", list, err)
 	}
-	want := []string{admission.WebhookLocks, admission.WebhookShadows, admission.WebhookFanout, admission.WebhookMaterialized, admission.WebhookCandidates}
+	want := []string{webhookconfig.WebhookLocks, webhookconfig.WebhookShadows, webhookconfig.WebhookFanout, webhookconfig.WebhookMaterialized, webhookconfig.WebhookCandidates}
 	if !slices.Equal(names, want) {
 		t.Errorf("chart keeps the live rules of %q, the server sets those of %q", names, want)
 	}

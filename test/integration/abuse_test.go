@@ -26,7 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/cmd/server"
@@ -524,7 +524,7 @@ func TestAbuseMalformedReviews(t *testing.T) {
 		{"deeply nested", []byte(strings.Repeat("[", 100000) + strings.Repeat("]", 100000))},
 		{"over the size limit", append([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"`), append(make([]byte, 8<<20), []byte(`"}}`)...)...)},
 	}
-	paths := append([]string{authz.Path}, admission.Paths...)
+	paths := append([]string{authz.Path}, webhookconfig.Paths...)
 	for _, path := range paths {
 		for _, b := range bodies {
 			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, implicit.URL()+path, bytes.NewReader(b.body))

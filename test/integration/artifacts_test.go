@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 )
 
@@ -139,7 +140,7 @@ func TestExamples(t *testing.T) {
 // TestWebhookArtifact keeps artifacts/base's webhook configuration equal to
 // what the code generates (hack/gen-webhooks).
 func TestWebhookArtifact(t *testing.T) {
-	checkGenerated(t, "artifacts/base/validatingwebhookconfiguration.yaml", admission.InClusterConfiguration(), "go run ./hack/gen-webhooks")
+	checkGenerated(t, "artifacts/base/validatingwebhookconfiguration.yaml", webhookconfig.InClusterConfiguration(), "go run ./hack/gen-webhooks")
 }
 
 // checkGenerated fails the test unless the YAML file at path (from the

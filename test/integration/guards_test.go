@@ -755,7 +755,7 @@ func TestGuardsReapplied(t *testing.T) {
 		return nil
 	})
 
-	t.Log("re-applying the webhook configuration, as written by admission.Configuration (synced conditions \"false\")")
+	t.Log("re-applying the webhook configuration, as written by webhookconfig.Configuration (synced conditions \"false\")")
 	if err := cp.RegisterGuards(t.Context(), implicit, servedSources()); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
 	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 )
 
 // The hierarchy and lock hardening of issue 13, as a tenant meets it: a
@@ -236,7 +237,7 @@ func TestLockedStatusNeedsUnlock(t *testing.T) {
 			return err
 		}
 		for _, w := range cfg.Webhooks {
-			if w.Name == admission.WebhookLocks && hdRulesHave(w.Rules, "guardrails/status") {
+			if w.Name == webhookconfig.WebhookLocks && hdRulesHave(w.Rules, "guardrails/status") {
 				return nil
 			}
 		}
@@ -326,5 +327,5 @@ func hdRulesHave(rules []admissionregistrationv1.RuleWithOperations, resource st
 // MutatingWebhookConfiguration equal to what the code generates
 // (hack/gen-webhooks -mutating).
 func TestMutatingWebhookArtifact(t *testing.T) {
-	checkGenerated(t, "artifacts/base/mutatingwebhookconfiguration.yaml", admission.InClusterMutatingConfiguration(), "go run ./hack/gen-webhooks -mutating")
+	checkGenerated(t, "artifacts/base/mutatingwebhookconfiguration.yaml", webhookconfig.InClusterMutatingConfiguration(), "go run ./hack/gen-webhooks -mutating")
 }

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
-	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
@@ -294,7 +294,7 @@ func withoutOwnCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Webhooks = slices.DeleteFunc(cfg.Webhooks, func(w admissionregistrationv1.MutatingWebhook) bool {
-		return w.Name == admission.WebhookOwnCopy
+		return w.Name == webhookconfig.WebhookOwnCopy
 	})
 	if _, err := client.Update(t.Context(), cfg, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)

@@ -27,6 +27,7 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
@@ -132,7 +133,7 @@ func startReplicaCluster(t *testing.T) *replicaCluster {
 	proxy.StartTLS()
 	t.Cleanup(proxy.Close)
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: proxy.Certificate().Raw})
-	cfg := admission.Configuration(replicasConfiguration, servedSources(), func(path string) admissionregistrationv1.WebhookClientConfig {
+	cfg := webhookconfig.Configuration(replicasConfiguration, servedSources(), func(path string) admissionregistrationv1.WebhookClientConfig {
 		u := proxy.URL + path
 		return admissionregistrationv1.WebhookClientConfig{URL: &u, CABundle: ca}
 	})
@@ -228,7 +229,7 @@ func TestReplicasDecideAsOne(t *testing.T) {
 		}
 		for _, w := range cfg.Webhooks {
 			for _, c := range w.MatchConditions {
-				if w.Name == admission.WebhookShadows && c.Name == "implicit-sources" && c.Expression != "false" {
+				if w.Name == webhookconfig.WebhookShadows && c.Name == "implicit-sources" && c.Expression != "false" {
 					return nil
 				}
 			}

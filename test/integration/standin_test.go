@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
-	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
@@ -74,7 +74,7 @@ func TestLockedMaterializedStandIn(t *testing.T) {
 		_ = s.Stop()
 	})
 	var cerr error
-	guards := admission.Configuration("implicit-standin-guards", []schema.GroupResource{{Group: "networking.k8s.io", Resource: "networkpolicies"}},
+	guards := webhookconfig.Configuration("implicit-standin-guards", []schema.GroupResource{{Group: "networking.k8s.io", Resource: "networkpolicies"}},
 		func(path string) admissionregistrationv1.WebhookClientConfig {
 			cc, err := s.WebhookClientConfig(path)
 			if err != nil {

@@ -20,7 +20,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
-	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 )
 
@@ -77,7 +77,7 @@ func TestWebhookCallers(t *testing.T) {
 	// An AdmissionReview without a request is answered 400 by the guard
 	// itself: past the caller check, and decides nothing.
 	endpoints := []endpoint{{path: authz.Path, body: sar, reached: http.StatusOK}}
-	for _, p := range admission.Paths {
+	for _, p := range webhookconfig.Paths {
 		endpoints = append(endpoints, endpoint{path: p, body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`), reached: http.StatusBadRequest})
 	}
 	callers := []struct {
@@ -172,7 +172,7 @@ func TestAnonymousWebhooks(t *testing.T) {
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
 	defer hc.CloseIdleConnections()
 	want := map[string]int{authz.Path: http.StatusUnauthorized}
-	for _, p := range admission.Paths {
+	for _, p := range webhookconfig.Paths {
 		want[p] = http.StatusBadRequest // the guard's own answer to a review without a request
 	}
 	for path, code := range want {

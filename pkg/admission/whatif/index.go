@@ -2,15 +2,14 @@ package whatif
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -24,8 +23,9 @@ type Views interface {
 	Changed() <-chan struct{}
 }
 
-// Index answers the guards' questions (Index) and ConditionSync's
-// (Guarded) from the mirror, each inside one Read, and changes nothing.
+// Index answers the guards' questions (the small interfaces of
+// admission.Mirror, each declared by the guard that asks it) and
+// ConditionSync's (webhookconfig.Guarded) from the mirror, each inside one Read, and changes nothing.
 // Before the sources are read, the questions that return an error fail
 // with one watchmux.IsNotSynced recognises, and the others answer as of an
 // empty mirror (nothing exists, nothing is inherited). The guards never ask
@@ -35,6 +35,8 @@ type Views interface {
 type Index struct {
 	views Views
 }
+
+var _ webhookconfig.Guarded = &Index{}
 
 // New returns the index of the guards that reads views.
 func New(views Views) *Index { return &Index{views: views} }
@@ -154,38 +156,10 @@ func (x *Index) SourceLocked(resource, namespace, name string) (locked bool, err
 	return locked, err
 }
 
-// MatchInputs is what the admission webhook's match conditions are made
-// of, so that only requests the guards may act on are sent to them.
-type MatchInputs struct {
-	// LockedNames are the names of locked source objects, per resource, sorted.
-	LockedNames map[string][]string
-	// Inherited are the namespaces whose sources other namespaces inherit:
-	// the global namespaces and every namespace named as a parent, sorted.
-	Inherited []string
-	// NeverInherited are the namespaces no other namespace inherits from,
-	// whatever their labels: the excluded ones that are no kind's global
-	// namespace (the server's own among them), sorted.
-	NeverInherited []string
-	// Materialized are the resources delivered as real objects, sorted:
-	// every creation of one in a tenant namespace is judged (ConditionSync
-	// sets them).
-	Materialized []string
-}
-
-// String prints g compactly, for logs.
-func (g MatchInputs) String() string {
-	var b strings.Builder
-	for _, r := range slices.Sorted(maps.Keys(g.LockedNames)) {
-		fmt.Fprintf(&b, "%s locked %d; ", r, len(g.LockedNames[r]))
-	}
-	fmt.Fprintf(&b, "%d inherited namespaces", len(g.Inherited))
-	return b.String()
-}
-
-// Guarded implements admission.Guarded: what the match conditions need, and false
+// Guarded implements webhookconfig.Guarded: what the match conditions need, and false
 // before the sources are read.
-func (x *Index) Guarded() (MatchInputs, bool) {
-	g := MatchInputs{LockedNames: map[string][]string{}}
+func (x *Index) Guarded() (webhookconfig.MatchInputs, bool) {
+	g := webhookconfig.MatchInputs{LockedNames: map[string][]string{}}
 	err := x.read(func(r watchmux.Reader) {
 		for _, res := range r.Resources() {
 			if names := r.LockedNames(res); len(names) > 0 {
@@ -208,10 +182,10 @@ func (x *Index) Guarded() (MatchInputs, bool) {
 		sort.Strings(g.NeverInherited)
 	})
 	if err != nil {
-		return MatchInputs{}, false
+		return webhookconfig.MatchInputs{}, false
 	}
 	return g, true
 }
 
-// Changed implements admission.Guarded.
+// Changed implements webhookconfig.Guarded.
 func (x *Index) Changed() <-chan struct{} { return x.views.Changed() }

@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -63,7 +64,7 @@ func (x *Index) GoingAway(namespace string, assumed Assumed) (away string) {
 			if !ok {
 				return
 			}
-			cur = ns.Labels[merge.LabelParent]
+			cur = ns.Labels[v1alpha1.LabelParent]
 		}
 	})
 	return away
@@ -103,7 +104,7 @@ func parentCycle(get merge.NamespaceGetter, namespace, parent string) []string {
 		if !ok {
 			return nil
 		}
-		cur = ns.Labels[merge.LabelParent]
+		cur = ns.Labels[v1alpha1.LabelParent]
 	}
 	return nil
 }
@@ -132,7 +133,7 @@ func subtreeAssuming(r watchmux.Reader, name string, assumed Assumed) []string {
 	get := assuming(r, assumed)
 	extra := map[string][]string{}
 	for child, a := range assumed {
-		if p := a.Labels[merge.LabelParent]; p != "" {
+		if p := a.Labels[v1alpha1.LabelParent]; p != "" {
 			extra[p] = append(extra[p], child)
 		}
 	}
@@ -144,7 +145,7 @@ func subtreeAssuming(r watchmux.Reader, name string, assumed Assumed) []string {
 		sort.Strings(candidates)
 		for _, child := range candidates {
 			ns, ok := get(child)
-			if seen.Has(child) || !ok || ns.Labels[merge.LabelParent] != cur {
+			if seen.Has(child) || !ok || ns.Labels[v1alpha1.LabelParent] != cur {
 				continue
 			}
 			seen.Insert(child)
@@ -157,24 +158,20 @@ func subtreeAssuming(r watchmux.Reader, name string, assumed Assumed) []string {
 // viewAssuming merges the item name of namespace's view of resource, with
 // the namespaces get returns.
 func viewAssuming(r watchmux.Reader, resource, namespace, name string, get merge.NamespaceGetter) []merge.Result {
-	lineage := merge.Resolve(r.Policy(), namespace, get)
-	levels := merge.Levels(lineage, r.GlobalNamespace(resource), func(ns string) []merge.Item {
+	return merge.View(r, resource, merge.Resolve(r.Policy(), namespace, get), func(ns string) []merge.Item {
 		if it, ok := r.Source(resource, ns, name); ok {
 			return []merge.Item{it}
 		}
 		return nil
 	})
-	return merge.MergeWith(resource, levels, r.Options(resource))
 }
 
 // viewStaged is viewAssuming with the candidates for name merged too, each
 // standing in for name where the viewer's stage matches (merge.Levels).
 func viewStaged(r watchmux.Reader, resource, namespace, name string, get merge.NamespaceGetter) []merge.Result {
-	lineage := merge.Resolve(r.Policy(), namespace, get)
-	levels := merge.Levels(lineage, r.GlobalNamespace(resource), func(ns string) []merge.Item {
+	return merge.View(r, resource, merge.Resolve(r.Policy(), namespace, get), func(ns string) []merge.Item {
 		return sourceAndCandidates(r, resource, ns, name)
 	})
-	return merge.MergeWith(resource, levels, r.Options(resource))
 }
 
 // ownNames are the names namespace holds objects of (candidates included:
@@ -219,8 +216,7 @@ func (x *Index) InheritedAssuming(resource, namespace, name string, assumed Assu
 			return
 		}
 		get := orNew(assuming(r, assumed))
-		lineage := merge.Resolve(r.Policy(), namespace, get)
-		levels := merge.Levels(lineage, r.GlobalNamespace(resource), func(ns string) []merge.Item {
+		view := merge.View(r, resource, merge.Resolve(r.Policy(), namespace, get), func(ns string) []merge.Item {
 			if ns == namespace {
 				return nil
 			}
@@ -228,7 +224,7 @@ func (x *Index) InheritedAssuming(resource, namespace, name string, assumed Assu
 			// an assumed stage may make one stand in.
 			return sourceAndCandidates(r, resource, ns, name)
 		})
-		for _, rs := range merge.MergeWith(resource, levels, r.Options(resource)) {
+		for _, rs := range view {
 			if rs.Item.Name == name {
 				res, found = rs, true
 				return

@@ -4,6 +4,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -85,8 +86,8 @@ func (x *Index) CandidateReach(resource, namespace string, obj *unstructured.Uns
 // implicit.dev/stage only, absent when it has none.
 func stageSet(ns *merge.Namespace) labels.Set {
 	set := labels.Set{}
-	if v, ok := ns.Labels[merge.LabelStage]; ok {
-		set[merge.LabelStage] = v
+	if v, ok := ns.Labels[v1alpha1.LabelStage]; ok {
+		set[v1alpha1.LabelStage] = v
 	}
 	return set
 }
@@ -95,7 +96,7 @@ func stageSet(ns *merge.Namespace) labels.Set {
 // namespace (its winner or an overlay) if namespace's source of that name
 // were item.
 func inheritsFrom(r watchmux.Reader, resource, viewer, namespace string, item merge.Item) bool {
-	levels := merge.Levels(r.Lineage(viewer), r.GlobalNamespace(resource), func(ns string) []merge.Item {
+	view := merge.View(r, resource, r.Lineage(viewer), func(ns string) []merge.Item {
 		if ns == namespace {
 			return []merge.Item{item}
 		}
@@ -104,7 +105,7 @@ func inheritsFrom(r watchmux.Reader, resource, viewer, namespace string, item me
 		}
 		return nil
 	})
-	for _, res := range merge.MergeWith(resource, levels, r.Options(resource)) {
+	for _, res := range view {
 		if res.Item.Name != item.Name {
 			continue
 		}

@@ -219,8 +219,7 @@ func lockedLost(r watchmux.Reader, viewers []string, before merge.NamespaceGette
 
 // viewWithout is viewAssuming without the sources of the namespace gone.
 func viewWithout(r watchmux.Reader, resource, namespace, name string, get merge.NamespaceGetter, gone string) []merge.Result {
-	lineage := merge.Resolve(r.Policy(), namespace, get)
-	levels := merge.Levels(lineage, r.GlobalNamespace(resource), func(ns string) []merge.Item {
+	return merge.View(r, resource, merge.Resolve(r.Policy(), namespace, get), func(ns string) []merge.Item {
 		if ns == gone {
 			return nil
 		}
@@ -229,7 +228,6 @@ func viewWithout(r watchmux.Reader, resource, namespace, name string, get merge.
 		}
 		return nil
 	})
-	return merge.MergeWith(resource, levels, r.Options(resource))
 }
 
 // ObjectsUnderLock answers the guards: the namespaces that would inherit the
@@ -277,13 +275,13 @@ func (x *Index) LockedUnderLock(resource, namespace, name string, obj *unstructu
 				}
 				return nil
 			}
-			before := merge.MergeWith(resource, merge.Levels(r.Lineage(viewer), r.GlobalNamespace(resource), get), r.Options(resource))
-			after := merge.MergeWith(resource, merge.Levels(r.Lineage(viewer), r.GlobalNamespace(resource), func(ns string) []merge.Item {
+			before := merge.View(r, resource, r.Lineage(viewer), get)
+			after := merge.View(r, resource, r.Lineage(viewer), func(ns string) []merge.Item {
 				if ns == namespace {
 					return []merge.Item{item}
 				}
 				return get(ns)
-			}), r.Options(resource))
+			})
 			was := lockedItems(resource, before)
 			for it := range was {
 				if it.namespace == namespace {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/cmd/server"
 )
@@ -17,7 +17,7 @@ import (
 // fail authorization (failurePolicy Fail refuses every guarded write then).
 func TestWebhookPathsSurviveAlwaysAllowFlag(t *testing.T) {
 	t.Parallel()
-	want := append([]string{authz.Path}, admission.Paths...)
+	want := append([]string{authz.Path}, webhookconfig.Paths...)
 	tests := []struct {
 		name  string
 		args  []string

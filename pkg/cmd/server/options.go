@@ -33,6 +33,7 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/accessreview"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apiserver"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kindcontroller"
@@ -526,7 +527,7 @@ func (o *Options) hubConfig() (*apiserver.HubConfig, error) {
 // let them through, whatever --authorization-always-allow-paths says.
 func withWebhookPaths(paths []string) []string {
 	out := slices.Clone(paths)
-	for _, p := range append([]string{authz.Path}, admission.Paths...) {
+	for _, p := range append([]string{authz.Path}, webhookconfig.Paths...) {
 		if !slices.Contains(out, p) {
 			out = append(out, p)
 		}

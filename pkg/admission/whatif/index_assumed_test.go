@@ -1,4 +1,4 @@
-package admission_test
+package whatif_test
 
 import (
 	"maps"
@@ -8,8 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	tf "github.com/implicit-dev/implicit-apiserver/internal/testfixture"
-	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
@@ -31,31 +31,31 @@ func lockedWorld() []tf.Step {
 }
 
 // nsMeta returns the labels and annotations of namespace's builder with opts.
-func nsMeta(name string, opts ...tf.NamespaceOpt) admission.NamespaceMeta {
+func nsMeta(name string, opts ...tf.NamespaceOpt) whatif.NamespaceMeta {
 	ns := tf.Namespace(name, opts...)
-	return admission.NamespaceMeta{Labels: ns.Labels, Annotations: ns.Annotations}
+	return whatif.NamespaceMeta{Labels: ns.Labels, Annotations: ns.Annotations}
 }
 
 func TestLockedLoss(t *testing.T) {
 	t.Parallel()
-	lost := func(resource, namespace, name string, viewers ...string) admission.LockedItem {
-		return admission.LockedItem{Resource: resource, Namespace: namespace, Name: name, Viewers: viewers}
+	lost := func(resource, namespace, name string, viewers ...string) whatif.LockedItem {
+		return whatif.LockedItem{Resource: resource, Namespace: namespace, Name: name, Viewers: viewers}
 	}
 	parentUID := func(uid string) tf.NamespaceOpt {
-		return func(ns *corev1.Namespace) { ns.Annotations[merge.AnnotationParentUID] = uid }
+		return func(ns *corev1.Namespace) { ns.Annotations[v1alpha1.AnnotationParentUID] = uid }
 	}
 	tests := []struct {
 		name      string
 		namespace string
-		next      admission.NamespaceMeta
-		assumed   admission.Assumed
-		want      []admission.LockedItem
+		next      whatif.NamespaceMeta
+		assumed   whatif.Assumed
+		want      []whatif.LockedItem
 	}{
 		{
 			name:      "opting out loses every inherited lock, in the subtree too",
 			namespace: "team-a",
 			next:      nsMeta("team-a", tf.Parent("org"), tf.NoInherit),
-			want: []admission.LockedItem{
+			want: []whatif.LockedItem{
 				// team-a-1 stays a tenant and keeps the global ones.
 				lost(rbResource, global, "g-lock", "team-a"),
 				lost(rbResource, "org", "o-lock", "team-a", "team-a-1"),
@@ -67,25 +67,25 @@ func TestLockedLoss(t *testing.T) {
 			name:      "removing the parent loses the parent's locks, not the global ones",
 			namespace: "team-a",
 			next:      nsMeta("team-a"),
-			want:      []admission.LockedItem{lost(rbResource, "org", "o-lock", "team-a", "team-a-1")},
+			want:      []whatif.LockedItem{lost(rbResource, "org", "o-lock", "team-a", "team-a-1")},
 		},
 		{
 			name:      "changing the parent loses the old parent's locks",
 			namespace: "team-a",
 			next:      nsMeta("team-a", tf.Parent("solo")),
-			want:      []admission.LockedItem{lost(rbResource, "org", "o-lock", "team-a", "team-a-1")},
+			want:      []whatif.LockedItem{lost(rbResource, "org", "o-lock", "team-a", "team-a-1")},
 		},
 		{
 			name:      "a parent uid that is not the parent's loses its locks",
 			namespace: "team-a",
 			next:      nsMeta("team-a", tf.Parent("org"), parentUID("another-org")),
-			want:      []admission.LockedItem{lost(rbResource, "org", "o-lock", "team-a", "team-a-1")},
+			want:      []whatif.LockedItem{lost(rbResource, "org", "o-lock", "team-a", "team-a-1")},
 		},
 		{
 			name:      "a root opting out takes its locks from every child, which keep the global ones",
 			namespace: "org",
 			next:      nsMeta("org", tf.NoInherit),
-			want: []admission.LockedItem{
+			want: []whatif.LockedItem{
 				lost(rbResource, global, "g-lock", "org"),
 				lost(rbResource, "org", "o-lock", "team-a", "team-a-1", "team-b"),
 			},
@@ -116,21 +116,21 @@ func TestLockedLoss(t *testing.T) {
 			name:      "an assumed child below is in the subtree",
 			namespace: "team-a",
 			next:      nsMeta("team-a"),
-			assumed:   admission.Assumed{"new": nsMeta("new", tf.Parent("team-a-1"))},
-			want:      []admission.LockedItem{lost(rbResource, "org", "o-lock", "new", "team-a", "team-a-1")},
+			assumed:   whatif.Assumed{"new": nsMeta("new", tf.Parent("team-a-1"))},
+			want:      []whatif.LockedItem{lost(rbResource, "org", "o-lock", "new", "team-a", "team-a-1")},
 		},
 		{
 			name:      "an assumed move out of the subtree leaves it",
 			namespace: "team-a",
 			next:      nsMeta("team-a"),
-			assumed:   admission.Assumed{"team-a-1": nsMeta("team-a-1", tf.Parent("solo"))},
-			want:      []admission.LockedItem{lost(rbResource, "org", "o-lock", "team-a")},
+			assumed:   whatif.Assumed{"team-a-1": nsMeta("team-a-1", tf.Parent("solo"))},
+			want:      []whatif.LockedItem{lost(rbResource, "org", "o-lock", "team-a")},
 		},
 		{
 			name:      "an assumed change of the namespace itself is the before",
 			namespace: "team-a",
 			next:      nsMeta("team-a"),
-			assumed:   admission.Assumed{"team-a": nsMeta("team-a")},
+			assumed:   whatif.Assumed{"team-a": nsMeta("team-a")},
 		},
 	}
 	for _, tc := range tests {
@@ -176,7 +176,7 @@ func TestParentCycleAssuming(t *testing.T) {
 	tests := []struct {
 		name              string
 		namespace, parent string
-		assumed           admission.Assumed
+		assumed           whatif.Assumed
 		want              []string
 	}{
 		{name: "a descendant as parent", namespace: "org", parent: "team-a-1", want: []string{"org", "team-a-1", "team-a", "org"}},
@@ -184,17 +184,17 @@ func TestParentCycleAssuming(t *testing.T) {
 		{name: "a missing parent", namespace: "org", parent: "ghost"},
 		{
 			name: "an assumed change closes the cycle", namespace: "org", parent: "solo",
-			assumed: admission.Assumed{"solo": nsMeta("solo", tf.Parent("team-b"))},
+			assumed: whatif.Assumed{"solo": nsMeta("solo", tf.Parent("team-b"))},
 			want:    []string{"org", "solo", "team-b", "org"},
 		},
 		{
 			name: "an assumed namespace not yet in the index", namespace: "org", parent: "new",
-			assumed: admission.Assumed{"new": nsMeta("new", tf.Parent("team-a"))},
+			assumed: whatif.Assumed{"new": nsMeta("new", tf.Parent("team-a"))},
 			want:    []string{"org", "new", "team-a", "org"},
 		},
 		{
 			name: "an assumed change opens the cycle", namespace: "org", parent: "team-a-1",
-			assumed: admission.Assumed{"team-a-1": nsMeta("team-a-1")},
+			assumed: whatif.Assumed{"team-a-1": nsMeta("team-a-1")},
 		},
 	}
 	for _, tc := range tests {

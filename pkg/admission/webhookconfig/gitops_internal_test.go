@@ -1,4 +1,4 @@
-package admission
+package webhookconfig
 
 import (
 	"os"
@@ -21,7 +21,7 @@ import (
 // writes hides real drift.
 func TestGitOpsIgnoredFieldsAreWhatTheServerWrites(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile(filepath.Join("..", "..", "artifacts", "gitops", "argocd-ignore-differences.yaml"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "artifacts", "gitops", "argocd-ignore-differences.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package admission_test
+package whatif_test
 
 import (
 	"reflect"
@@ -10,7 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	tf "github.com/implicit-dev/implicit-apiserver/internal/testfixture"
-	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -20,7 +21,7 @@ func atStage(stage string) tf.NamespaceOpt {
 		if n.Labels == nil {
 			n.Labels = map[string]string{}
 		}
-		n.Labels[merge.LabelStage] = stage
+		n.Labels[v1alpha1.LabelStage] = stage
 	}
 }
 
@@ -38,8 +39,8 @@ func stagedWorld(more ...tf.Step) []tf.Step {
 func stagedCandidate(t *testing.T, namespace, name, stable, selector string, opts ...tf.ObjectOpt) (*unstructured.Unstructured, *merge.Candidate) {
 	t.Helper()
 	opts = append([]tf.ObjectOpt{func(m *metav1.ObjectMeta) {
-		m.Annotations[merge.AnnotationCandidateFor] = stable
-		m.Annotations[merge.AnnotationCanarySelector] = selector
+		m.Annotations[v1alpha1.AnnotationCandidateFor] = stable
+		m.Annotations[v1alpha1.AnnotationCanarySelector] = selector
 	}}, opts...)
 	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(tf.SourceRoleBinding(namespace, name, opts...))
 	if err != nil {
@@ -55,7 +56,7 @@ func stagedCandidate(t *testing.T, namespace, name, stable, selector string, opt
 
 func TestCandidateReach(t *testing.T) {
 	t.Parallel()
-	const canary = merge.LabelStage + "=canary"
+	const canary = v1alpha1.LabelStage + "=canary"
 	tests := []struct {
 		name                string
 		steps               []tf.Step
@@ -77,7 +78,7 @@ func TestCandidateReach(t *testing.T) {
 		{name: "a locked candidate can't be shadowed", steps: stagedWorld(putRB("team-a", "org-viewers")),
 			namespace: global, selector: canary, candidateOpts: []tf.ObjectOpt{tf.Locked}, wantN: 2, wantM: 5},
 		{name: "negative selector reaches namespaces without a stage", steps: stagedWorld(), namespace: global,
-			selector: merge.LabelStage + " notin (prod)", wantN: 4, wantM: 5},
+			selector: v1alpha1.LabelStage + " notin (prod)", wantN: 4, wantM: 5},
 		{name: "a parent's candidate stays in its subtree", steps: stagedWorld(putRB("org", "org-viewers")), namespace: "org", selector: canary, wantN: 2, wantM: 3},
 		{name: "a leaf's candidate reaches no one", steps: stagedWorld(), namespace: "team-a-1", selector: canary, wantN: 0, wantM: 0},
 	}
@@ -109,11 +110,11 @@ func TestIndexCandidates(t *testing.T) {
 	t.Parallel()
 	cand := func(stable string) tf.ObjectOpt {
 		return func(m *metav1.ObjectMeta) {
-			m.Annotations[merge.AnnotationCandidateFor] = stable
-			m.Annotations[merge.AnnotationCanarySelector] = merge.LabelStage + "=canary"
+			m.Annotations[v1alpha1.AnnotationCandidateFor] = stable
+			m.Annotations[v1alpha1.AnnotationCanarySelector] = v1alpha1.LabelStage + "=canary"
 		}
 	}
-	malformed := func(m *metav1.ObjectMeta) { m.Annotations[merge.AnnotationCanarySelector] = "team=a" }
+	malformed := func(m *metav1.ObjectMeta) { m.Annotations[v1alpha1.AnnotationCanarySelector] = "team=a" }
 	m := muxOf(t, true, stagedWorld(
 		putRB(global, "a"), putRB(global, "a.next", cand("a")), putRB(global, "a.v2", cand("a")),
 		putRB(global, "bad", malformed), putRB(global, "b.next", cand("b")),
@@ -123,11 +124,11 @@ func TestIndexCandidates(t *testing.T) {
 	))
 	tests := []struct {
 		namespace string
-		want      []admission.CandidateSource
+		want      []whatif.CandidateSource
 	}{
-		{global, []admission.CandidateSource{{Name: "a.next", For: "a"}, {Name: "a.v2", For: "a"}, {Name: "b.next", For: "b"}, {Name: "bad", For: ""}}},
-		{"org", []admission.CandidateSource{{Name: "a.next", For: "a"}}},
-		{"team-a", []admission.CandidateSource{{Name: "locked", For: "z"}}},
+		{global, []whatif.CandidateSource{{Name: "a.next", For: "a"}, {Name: "a.v2", For: "a"}, {Name: "b.next", For: "b"}, {Name: "bad", For: ""}}},
+		{"org", []whatif.CandidateSource{{Name: "a.next", For: "a"}}},
+		{"team-a", []whatif.CandidateSource{{Name: "locked", For: "z"}}},
 		{"team-b", nil},
 	}
 	for _, tt := range tests {

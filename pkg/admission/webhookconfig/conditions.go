@@ -1,4 +1,4 @@
-package admission
+package webhookconfig
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // Match condition names: the fixed ones, and the one ConditionSync keeps
@@ -26,21 +26,21 @@ const (
 // lockTouched is true when the old or the new object carries the lock, and
 // for every scale subresource request: a Scale carries none of its source's
 // annotations, so the guard looks the lock up.
-const lockTouched = `(has(request.subResource) && request.subResource == '` + subresourceScale + `') || ` +
-	`(oldObject != null && has(oldObject.metadata.annotations) && '` + merge.AnnotationLocked + `' in oldObject.metadata.annotations && oldObject.metadata.annotations['` + merge.AnnotationLocked + `'] == 'true') || ` +
-	`(object != null && has(object.metadata.annotations) && '` + merge.AnnotationLocked + `' in object.metadata.annotations && object.metadata.annotations['` + merge.AnnotationLocked + `'] == 'true')`
+const lockTouched = `(has(request.subResource) && request.subResource == '` + SubresourceScale + `') || ` +
+	`(oldObject != null && has(oldObject.metadata.annotations) && '` + v1alpha1.AnnotationLocked + `' in oldObject.metadata.annotations && oldObject.metadata.annotations['` + v1alpha1.AnnotationLocked + `'] == 'true') || ` +
+	`(object != null && has(object.metadata.annotations) && '` + v1alpha1.AnnotationLocked + `' in object.metadata.annotations && object.metadata.annotations['` + v1alpha1.AnnotationLocked + `'] == 'true')`
 
 // copyTouchedExpr is true when the old or the new object carries the
 // materialized label, whatever its value: copies, forged labels and
 // removed ones.
-const copyTouchedExpr = `(oldObject != null && has(oldObject.metadata.labels) && '` + merge.LabelMaterialized + `' in oldObject.metadata.labels) || ` +
-	`(object != null && has(object.metadata.labels) && '` + merge.LabelMaterialized + `' in object.metadata.labels)`
+const copyTouchedExpr = `(oldObject != null && has(oldObject.metadata.labels) && '` + v1alpha1.LabelMaterialized + `' in oldObject.metadata.labels) || ` +
+	`(object != null && has(object.metadata.labels) && '` + v1alpha1.LabelMaterialized + `' in object.metadata.labels)`
 
 // copyWritten is true when the old object is a materialized copy (the
 // label "true") and the new object exists: the writes OwnCopy may make
 // their writer's own.
-const copyWritten = `oldObject != null && object != null && has(oldObject.metadata.labels) && '` + merge.LabelMaterialized + `' in oldObject.metadata.labels && ` +
-	`oldObject.metadata.labels['` + merge.LabelMaterialized + `'] == 'true'`
+const copyWritten = `oldObject != null && object != null && has(oldObject.metadata.labels) && '` + v1alpha1.LabelMaterialized + `' in oldObject.metadata.labels && ` +
+	`oldObject.metadata.labels['` + v1alpha1.LabelMaterialized + `'] == 'true'`
 
 // candidateTouchedExpr is true when the old or the new object carries
 // either candidate annotation, whatever its value: candidates, malformed
@@ -48,28 +48,28 @@ const copyWritten = `oldObject != null && object != null && has(oldObject.metada
 var candidateTouchedExpr = func() string {
 	has := func(o string) string {
 		return fmt.Sprintf("(%[1]s != null && has(%[1]s.metadata.annotations) && (%[2]s in %[1]s.metadata.annotations || %[3]s in %[1]s.metadata.annotations))",
-			o, quote(merge.AnnotationCandidateFor), quote(merge.AnnotationCanarySelector))
+			o, quote(v1alpha1.AnnotationCandidateFor), quote(v1alpha1.AnnotationCanarySelector))
 	}
 	return has("oldObject") + " || " + has("object")
 }()
 
 // stageChanged is true when a namespace's implicit.dev/stage label is set
 // (on creation too), changed or removed.
-var stageChanged = metadataChanged("labels", merge.LabelStage)
+var stageChanged = metadataChanged("labels", v1alpha1.LabelStage)
 
 // hierarchyChanged is true when a namespace's parent label, inherit label,
 // parent-uid annotation or exclude annotation is set, changed or removed
 // (the parents guard judges the exclusions too).
 var hierarchyChanged = strings.Join([]string{
-	metadataChanged("labels", merge.LabelParent),
-	metadataChanged("labels", merge.LabelInherit),
-	metadataChanged("annotations", merge.AnnotationParentUID),
-	metadataChanged("annotations", merge.AnnotationExclude),
+	metadataChanged("labels", v1alpha1.LabelParent),
+	metadataChanged("labels", v1alpha1.LabelInherit),
+	metadataChanged("annotations", v1alpha1.AnnotationParentUID),
+	metadataChanged("annotations", v1alpha1.AnnotationExclude),
 }, " || ")
 
 // parentTouched is true when a namespace's parent label or parent-uid
 // annotation is set, changed or removed.
-var parentTouched = metadataChanged("labels", merge.LabelParent) + " || " + metadataChanged("annotations", merge.AnnotationParentUID)
+var parentTouched = metadataChanged("labels", v1alpha1.LabelParent) + " || " + metadataChanged("annotations", v1alpha1.AnnotationParentUID)
 
 // metadataChanged is a CEL expression, true when key of the metadata map
 // field (labels, annotations) is added, removed or changed.
@@ -79,6 +79,34 @@ func metadataChanged(field, key string) string {
 	}
 	return fmt.Sprintf("(%[1]s != %[2]s || (%[1]s && %[2]s && oldObject.metadata.%[3]s[%[4]s] != object.metadata.%[3]s[%[4]s]))",
 		in("oldObject"), in("object"), field, quote(key))
+}
+
+// MatchInputs is what the admission webhook's match conditions are made
+// of, so that only requests the guards may act on are sent to them.
+type MatchInputs struct {
+	// LockedNames are the names of locked source objects, per resource, sorted.
+	LockedNames map[string][]string
+	// Inherited are the namespaces whose sources other namespaces inherit:
+	// the global namespaces and every namespace named as a parent, sorted.
+	Inherited []string
+	// NeverInherited are the namespaces no other namespace inherits from,
+	// whatever their labels: the excluded ones that are no kind's global
+	// namespace (the server's own among them), sorted.
+	NeverInherited []string
+	// Materialized are the resources delivered as real objects, sorted:
+	// every creation of one in a tenant namespace is judged (ConditionSync
+	// sets them).
+	Materialized []string
+}
+
+// String prints g compactly, for logs.
+func (g MatchInputs) String() string {
+	var b strings.Builder
+	for _, r := range slices.Sorted(maps.Keys(g.LockedNames)) {
+		fmt.Fprintf(&b, "%s locked %d; ", r, len(g.LockedNames[r]))
+	}
+	fmt.Fprintf(&b, "%d inherited namespaces", len(g.Inherited))
+	return b.String()
 }
 
 // shadowCondition matches a CREATE whose name is the name of a locked source

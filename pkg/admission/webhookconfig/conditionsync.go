@@ -1,4 +1,4 @@
-package admission
+package webhookconfig
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Guarded is what ConditionSync reads: *MuxIndex.
+// Guarded is what ConditionSync reads of the sources: *whatif.Index.
 type Guarded interface {
 	Guarded() (MatchInputs, bool)
 	Changed() <-chan struct{}

@@ -1,4 +1,4 @@
-package admission_test
+package webhookconfig_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,8 +19,8 @@ import (
 	"k8s.io/apiserver/pkg/cel/environment"
 	"k8s.io/utils/ptr"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
-	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // clientConfig is the test's client config of the guard at path.
@@ -31,14 +32,14 @@ func clientConfig(path string) admissionregistrationv1.WebhookClientConfig {
 func TestConfiguration(t *testing.T) {
 	t.Parallel()
 	var paths []string
-	cfg := admission.Configuration("implicit-apiserver", served, func(path string) admissionregistrationv1.WebhookClientConfig {
+	cfg := webhookconfig.Configuration("implicit-apiserver", served, func(path string) admissionregistrationv1.WebhookClientConfig {
 		paths = append(paths, path)
 		return clientConfig(path)
 	})
 	if cfg.Name != "implicit-apiserver" {
 		t.Errorf("name %q, want implicit-apiserver", cfg.Name)
 	}
-	if want := []string{admission.PathLocks, admission.PathShadows, admission.PathParents, admission.PathFanout, admission.PathMaterialized, admission.PathCandidates, admission.PathStages, admission.PathNamespaceDeletions}; !reflect.DeepEqual(paths, want) {
+	if want := []string{webhookconfig.PathLocks, webhookconfig.PathShadows, webhookconfig.PathParents, webhookconfig.PathFanout, webhookconfig.PathMaterialized, webhookconfig.PathCandidates, webhookconfig.PathStages, webhookconfig.PathNamespaceDeletions}; !reflect.DeepEqual(paths, want) {
 		t.Errorf("client configs asked for %q, want %q", paths, want)
 	}
 
@@ -97,22 +98,22 @@ func TestConfiguration(t *testing.T) {
 		rules                 []admissionregistrationv1.RuleWithOperations
 	}{
 		// Failure policies and timeouts as docs/design.md gives them.
-		{admission.WebhookLocks, admission.PathLocks, "lock-touched", admissionregistrationv1.Fail, 5, append(sourceRule(c, u, d), subresourceRule...)},
-		{admission.WebhookShadows, admission.PathShadows, "implicit-sources", admissionregistrationv1.Fail, 5, sourceRule(c)},
-		{admission.WebhookParents, admission.PathParents, "hierarchy-changed", admissionregistrationv1.Fail, 5, []admissionregistrationv1.RuleWithOperations{{
+		{webhookconfig.WebhookLocks, webhookconfig.PathLocks, "lock-touched", admissionregistrationv1.Fail, 5, append(sourceRule(c, u, d), subresourceRule...)},
+		{webhookconfig.WebhookShadows, webhookconfig.PathShadows, "implicit-sources", admissionregistrationv1.Fail, 5, sourceRule(c)},
+		{webhookconfig.WebhookParents, webhookconfig.PathParents, "hierarchy-changed", admissionregistrationv1.Fail, 5, []admissionregistrationv1.RuleWithOperations{{
 			Operations: []admissionregistrationv1.OperationType{c, u},
 			Rule: admissionregistrationv1.Rule{
 				APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces", "namespaces/status", "namespaces/finalize"},
 				Scope: ptr.To(admissionregistrationv1.ClusterScope),
 			},
 		}}},
-		{admission.WebhookFanout, admission.PathFanout, "implicit-sources", admissionregistrationv1.Ignore, 2, sourceRule(c, u, d)},
+		{webhookconfig.WebhookFanout, webhookconfig.PathFanout, "implicit-sources", admissionregistrationv1.Ignore, 2, sourceRule(c, u, d)},
 		// The materialized guard sees status updates too: they write a
 		// copy's labels.
-		{admission.WebhookMaterialized, admission.PathMaterialized, "materialized-touched", admissionregistrationv1.Fail, 5, append(sourceRule(c, u, d), statusRule...)},
+		{webhookconfig.WebhookMaterialized, webhookconfig.PathMaterialized, "materialized-touched", admissionregistrationv1.Fail, 5, append(sourceRule(c, u, d), statusRule...)},
 		// A candidate's status update changes what its view item shows.
-		{admission.WebhookCandidates, admission.PathCandidates, "candidate-touched", admissionregistrationv1.Fail, 5, append(sourceRule(c, u, d), statusRule...)},
-		{admission.WebhookStages, admission.PathStages, "stage-changed", admissionregistrationv1.Fail, 5, []admissionregistrationv1.RuleWithOperations{{
+		{webhookconfig.WebhookCandidates, webhookconfig.PathCandidates, "candidate-touched", admissionregistrationv1.Fail, 5, append(sourceRule(c, u, d), statusRule...)},
+		{webhookconfig.WebhookStages, webhookconfig.PathStages, "stage-changed", admissionregistrationv1.Fail, 5, []admissionregistrationv1.RuleWithOperations{{
 			Operations: []admissionregistrationv1.OperationType{c, u},
 			Rule: admissionregistrationv1.Rule{
 				APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces", "namespaces/status", "namespaces/finalize"},
@@ -121,7 +122,7 @@ func TestConfiguration(t *testing.T) {
 		}}},
 		// Deleting a namespace others inherit from: the synced condition
 		// names them.
-		{admission.WebhookNamespaceDeletions, admission.PathNamespaceDeletions, "implicit-sources", admissionregistrationv1.Fail, 5, []admissionregistrationv1.RuleWithOperations{{
+		{webhookconfig.WebhookNamespaceDeletions, webhookconfig.PathNamespaceDeletions, "implicit-sources", admissionregistrationv1.Fail, 5, []admissionregistrationv1.RuleWithOperations{{
 			Operations: []admissionregistrationv1.OperationType{d},
 			Rule: admissionregistrationv1.Rule{
 				APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces"},
@@ -245,7 +246,7 @@ func match(t *testing.T, w admissionregistrationv1.ValidatingWebhook, a admissio
 // webhookOf returns the webhook name of a fresh Configuration.
 func webhookOf(t *testing.T, name string) admissionregistrationv1.ValidatingWebhook {
 	t.Helper()
-	for _, w := range admission.Configuration("implicit-apiserver", served, clientConfig).Webhooks {
+	for _, w := range webhookconfig.Configuration("implicit-apiserver", served, clientConfig).Webhooks {
 		if w.Name == name {
 			return w
 		}
@@ -285,7 +286,7 @@ func TestLockTouchedCondition(t *testing.T) {
 	t.Parallel()
 	c, u, d := k8sadmission.Create, k8sadmission.Update, k8sadmission.Delete
 	rb := func(opts ...objOpt) *rbacv1.RoleBinding { return roleBinding(global, "admins", opts...) }
-	unlockedFalse := annotated(merge.AnnotationLocked, "false")
+	unlockedFalse := annotated(v1alpha1.AnnotationLocked, "false")
 	other := annotated("other", "x")
 	at := func(op k8sadmission.Operation, old, obj *rbacv1.RoleBinding) admissionAttrs {
 		a := admissionAttrs{op: op, gvr: rbGVR, namespace: global, name: "admins"}
@@ -297,7 +298,7 @@ func TestLockTouchedCondition(t *testing.T) {
 		}
 		return a
 	}
-	runMatches(t, webhookOf(t, admission.WebhookLocks), []matchCase{
+	runMatches(t, webhookOf(t, webhookconfig.WebhookLocks), []matchCase{
 		{"update old and new locked", at(u, rb(isLocked), rb(isLocked)), true},
 		{"update removing the lock", at(u, rb(isLocked), rb()), true},
 		{"update removing the lock, other annotations kept", at(u, rb(isLocked, other), rb(other)), true},
@@ -337,9 +338,9 @@ func nsAt(op k8sadmission.Operation, old, obj *corev1.Namespace) admissionAttrs 
 func TestHierarchyChangedCondition(t *testing.T) {
 	t.Parallel()
 	c, u := k8sadmission.Create, k8sadmission.Update
-	inherit := func(v string) nsOpt { return func(n *corev1.Namespace) { n.Labels[merge.LabelInherit] = v } }
+	inherit := func(v string) nsOpt { return func(n *corev1.Namespace) { n.Labels[v1alpha1.LabelInherit] = v } }
 	other := func(n *corev1.Namespace) { n.Labels["team"] = "a" }
-	runMatches(t, webhookOf(t, admission.WebhookParents), []matchCase{
+	runMatches(t, webhookOf(t, webhookconfig.WebhookParents), []matchCase{
 		{"create with a parent", nsAt(c, nil, ns("team-a", "org")), true},
 		{"create without a parent", nsAt(c, nil, ns("team-a", "")), false},
 		{"create without labels", nsAt(c, nil, bare("team-a")), false},
@@ -369,7 +370,7 @@ func TestHierarchyChangedCondition(t *testing.T) {
 func TestCandidateTouchedCondition(t *testing.T) {
 	t.Parallel()
 	c, u, d := k8sadmission.Create, k8sadmission.Update, k8sadmission.Delete
-	const canary = merge.LabelStage + "=canary"
+	const canary = v1alpha1.LabelStage + "=canary"
 	rb := func(opts ...objOpt) *rbacv1.RoleBinding { return roleBinding(global, "x.next", opts...) }
 	at := func(op k8sadmission.Operation, old, obj *rbacv1.RoleBinding) admissionAttrs {
 		a := admissionAttrs{op: op, gvr: rbGVR, namespace: global, name: "x.next"}
@@ -382,10 +383,10 @@ func TestCandidateTouchedCondition(t *testing.T) {
 		return a
 	}
 	other := annotated("other", "y")
-	runMatches(t, webhookOf(t, admission.WebhookCandidates), []matchCase{
+	runMatches(t, webhookOf(t, webhookconfig.WebhookCandidates), []matchCase{
 		{"create a candidate", at(c, nil, rb(candidateFor("x", canary))), true},
-		{"create with only a selector", at(c, nil, rb(annotated(merge.AnnotationCanarySelector, canary))), true},
-		{"create with only candidate-for", at(c, nil, rb(annotated(merge.AnnotationCandidateFor, "x"))), true},
+		{"create with only a selector", at(c, nil, rb(annotated(v1alpha1.AnnotationCanarySelector, canary))), true},
+		{"create with only candidate-for", at(c, nil, rb(annotated(v1alpha1.AnnotationCandidateFor, "x"))), true},
 		{"create an ordinary source", at(c, nil, rb(other)), false},
 		{"create without annotations", at(c, nil, rb()), false},
 		{"update a candidate", at(u, rb(candidateFor("x", canary)), rb(candidateFor("x", "implicit.dev/stage in (canary,early)"))), true},
@@ -401,9 +402,9 @@ func TestCandidateTouchedCondition(t *testing.T) {
 func TestStageChangedCondition(t *testing.T) {
 	t.Parallel()
 	c, u := k8sadmission.Create, k8sadmission.Update
-	staged := func(v string) nsOpt { return func(n *corev1.Namespace) { n.Labels[merge.LabelStage] = v } }
+	staged := func(v string) nsOpt { return func(n *corev1.Namespace) { n.Labels[v1alpha1.LabelStage] = v } }
 	other := func(n *corev1.Namespace) { n.Labels["team"] = "a" }
-	runMatches(t, webhookOf(t, admission.WebhookStages), []matchCase{
+	runMatches(t, webhookOf(t, webhookconfig.WebhookStages), []matchCase{
 		{"create with a stage", nsAt(c, nil, ns("team-a", "", staged("canary"))), true},
 		{"create without a stage", nsAt(c, nil, ns("team-a", "org")), false},
 		{"create without labels", nsAt(c, nil, bare("team-a")), false},
@@ -420,8 +421,8 @@ func TestStageChangedCondition(t *testing.T) {
 func TestParentTouchedCondition(t *testing.T) {
 	t.Parallel()
 	c, u := k8sadmission.Create, k8sadmission.Update
-	cfg := admission.MutatingConfiguration("implicit-apiserver", clientConfig)
-	if len(cfg.Webhooks) != 2 || cfg.Webhooks[0].Name != admission.WebhookParentUID {
+	cfg := webhookconfig.MutatingConfiguration("implicit-apiserver", clientConfig)
+	if len(cfg.Webhooks) != 2 || cfg.Webhooks[0].Name != webhookconfig.WebhookParentUID {
 		t.Fatalf("webhooks %+v, want parent-uid first of 2", cfg.Webhooks)
 	}
 	runMatches(t, asValidating(cfg.Webhooks[0]), []matchCase{
@@ -447,12 +448,12 @@ func asValidating(w admissionregistrationv1.MutatingWebhook) admissionregistrati
 
 func TestMutatingConfiguration(t *testing.T) {
 	t.Parallel()
-	cfg := admission.MutatingConfiguration("implicit-apiserver", clientConfig)
+	cfg := webhookconfig.MutatingConfiguration("implicit-apiserver", clientConfig)
 	if cfg.Name != "implicit-apiserver" || len(cfg.Webhooks) != 2 {
 		t.Fatalf("configuration %q with %d webhooks, want implicit-apiserver with 2", cfg.Name, len(cfg.Webhooks))
 	}
 	wantRules := map[string][]admissionregistrationv1.RuleWithOperations{
-		admission.WebhookParentUID: {{
+		webhookconfig.WebhookParentUID: {{
 			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
 			Rule: admissionregistrationv1.Rule{
 				APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces", "namespaces/status", "namespaces/finalize"},
@@ -460,7 +461,7 @@ func TestMutatingConfiguration(t *testing.T) {
 			},
 		}},
 		// Any kind may be materialized; the match condition sends copies only.
-		admission.WebhookOwnCopy: {{
+		webhookconfig.WebhookOwnCopy: {{
 			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
 			Rule: admissionregistrationv1.Rule{
 				APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*"},
@@ -468,8 +469,8 @@ func TestMutatingConfiguration(t *testing.T) {
 			},
 		}},
 	}
-	paths := map[string]string{admission.WebhookParentUID: admission.PathParentUID, admission.WebhookOwnCopy: admission.PathOwnCopy}
-	in := admission.InClusterMutatingConfiguration()
+	paths := map[string]string{webhookconfig.WebhookParentUID: webhookconfig.PathParentUID, webhookconfig.WebhookOwnCopy: webhookconfig.PathOwnCopy}
+	in := webhookconfig.InClusterMutatingConfiguration()
 	for i, w := range cfg.Webhooks {
 		path, ok := paths[w.Name]
 		if !ok {
@@ -500,25 +501,25 @@ func TestMutatingConfiguration(t *testing.T) {
 
 func TestShadowCondition(t *testing.T) {
 	t.Parallel()
-	for _, g := range []admission.MatchInputs{
+	for _, g := range []webhookconfig.MatchInputs{
 		{},
 		{LockedNames: map[string][]string{}},
 		{LockedNames: map[string][]string{"rolebindings": nil, "roles": {}}, Inherited: []string{global}},
 	} {
-		if got := admission.ShadowCondition(g, global); got != "false" {
+		if got := webhookconfig.ShadowCondition(g, global); got != "false" {
 			t.Errorf("ShadowCondition(%+v) = %q, want false", g, got)
 		}
 	}
 
-	g := admission.MatchInputs{LockedNames: map[string][]string{"roles": {"r"}, "rolebindings": {"a", "b"}}}
+	g := webhookconfig.MatchInputs{LockedNames: map[string][]string{"roles": {"r"}, "rolebindings": {"a", "b"}}}
 	want := `request.namespace != "implicit-global" && ((request.resource.resource == "rolebindings" && object.metadata.name in ["a", "b"]) || (request.resource.resource == "roles" && object.metadata.name in ["r"]))`
-	if got := admission.ShadowCondition(g, global); got != want {
+	if got := webhookconfig.ShadowCondition(g, global); got != want {
 		t.Errorf("ShadowCondition = %s\nwant %s", got, want)
 	}
 
 	// Names are not DNS names here: the quoting must hold for any string.
 	const inject = `x' || true || '`
-	g = admission.MatchInputs{LockedNames: map[string][]string{
+	g = webhookconfig.MatchInputs{LockedNames: map[string][]string{
 		"rolebindings":    {"admins", "o'brien", `back\slash`, `trail\`, inject},
 		"roles":           {"reader"},
 		"networkpolicies": nil,
@@ -532,7 +533,7 @@ func TestShadowCondition(t *testing.T) {
 		return admissionAttrs{op: k8sadmission.Create, gvr: roleGVR, namespace: namespace, name: name, obj: role(namespace, name)}
 	}
 	npGVR := schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "networkpolicies"}
-	w := withCondition(webhookOf(t, admission.WebhookShadows), admission.ShadowCondition(g, weirdGlobal))
+	w := withCondition(webhookOf(t, webhookconfig.WebhookShadows), webhookconfig.ShadowCondition(g, weirdGlobal))
 	runMatches(t, w, []matchCase{
 		{"locked name of the resource", rbCreate("team-a", "admins"), true},
 		{"locked name in the global namespace", rbCreate(weirdGlobal, "admins"), false},
@@ -553,11 +554,11 @@ func TestShadowCondition(t *testing.T) {
 
 func TestFanoutCondition(t *testing.T) {
 	t.Parallel()
-	if got := admission.FanoutCondition(admission.MatchInputs{LockedNames: map[string][]string{"rolebindings": {"a"}}}); got != "false" {
+	if got := webhookconfig.FanoutCondition(webhookconfig.MatchInputs{LockedNames: map[string][]string{"rolebindings": {"a"}}}); got != "false" {
 		t.Errorf("FanoutCondition without inherited namespaces = %q, want false", got)
 	}
-	g := admission.MatchInputs{Inherited: []string{global, "org", `o'dd\`}}
-	cond := admission.FanoutCondition(g)
+	g := webhookconfig.MatchInputs{Inherited: []string{global, "org", `o'dd\`}}
+	cond := webhookconfig.FanoutCondition(g)
 	if want := `request.namespace in ["implicit-global", "org", "o'dd\\"]`; cond != want {
 		t.Errorf("FanoutCondition = %s, want %s", cond, want)
 	}
@@ -569,7 +570,7 @@ func TestFanoutCondition(t *testing.T) {
 		}
 		return a
 	}
-	runMatches(t, withCondition(webhookOf(t, admission.WebhookFanout), cond), []matchCase{
+	runMatches(t, withCondition(webhookOf(t, webhookconfig.WebhookFanout), cond), []matchCase{
 		{"update in the global namespace", at(u, global), true},
 		{"delete in the global namespace", at(d, global), true},
 		{"update in a parent", at(u, "org"), true},
@@ -577,7 +578,71 @@ func TestFanoutCondition(t *testing.T) {
 		{"update in a leaf", at(u, "team-a"), false},
 		{"delete in a leaf", at(d, "team-a"), false},
 	})
-	runMatches(t, webhookOf(t, admission.WebhookFanout), []matchCase{
+	runMatches(t, webhookOf(t, webhookconfig.WebhookFanout), []matchCase{
 		{"the initial condition matches nothing", at(u, global), false},
+	})
+}
+
+func TestMaterializedTouchedCondition(t *testing.T) {
+	t.Parallel()
+	c, u, d := k8sadmission.Create, k8sadmission.Update, k8sadmission.Delete
+	gvr := schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "networkpolicies"}
+	np := func(opts ...objOpt) *networkingv1.NetworkPolicy { return networkPolicy("team-a", "deny", opts...) }
+	mat := labelled(v1alpha1.LabelMaterialized, "true")
+	other := labelled("team", "a")
+	at := func(op k8sadmission.Operation, old, obj *networkingv1.NetworkPolicy) admissionAttrs {
+		a := admissionAttrs{op: op, gvr: gvr, namespace: "team-a", name: "deny"}
+		if old != nil {
+			a.old = old
+		}
+		if obj != nil {
+			a.obj = obj
+		}
+		return a
+	}
+	runMatches(t, webhookOf(t, webhookconfig.WebhookMaterialized), []matchCase{
+		{"create with the label", at(c, nil, np(mat)), true},
+		{"create with the label false (forged all the same)", at(c, nil, np(labelled(v1alpha1.LabelMaterialized, "false"))), true},
+		{"create without labels", at(c, nil, np()), false},
+		{"create with other labels", at(c, nil, np(other)), false},
+		{"update of a copy", at(u, np(mat), np(mat)), true},
+		{"update adding the label", at(u, np(other), np(mat)), true},
+		{"update removing the label", at(u, np(mat), np(other)), true},
+		{"update of an object of its own", at(u, np(other), np(other)), false},
+		{"delete of a copy", at(d, np(mat), nil), true},
+		{"delete of an object of its own", at(d, np(), nil), false},
+		{"status of a copy", admissionAttrs{op: u, gvr: gvr, namespace: "team-a", name: "deny", sub: "status", old: np(mat), obj: np(mat)}, true},
+	})
+}
+
+func TestCopyWrittenCondition(t *testing.T) {
+	t.Parallel()
+	u, d := k8sadmission.Update, k8sadmission.Delete
+	gvr := schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "networkpolicies"}
+	np := func(opts ...objOpt) *networkingv1.NetworkPolicy { return networkPolicy("team-a", "deny", opts...) }
+	mat := labelled(v1alpha1.LabelMaterialized, "true")
+	at := func(op k8sadmission.Operation, old, obj *networkingv1.NetworkPolicy) admissionAttrs {
+		a := admissionAttrs{op: op, gvr: gvr, namespace: "team-a", name: "deny"}
+		if old != nil {
+			a.old = old
+		}
+		if obj != nil {
+			a.obj = obj
+		}
+		return a
+	}
+	var w admissionregistrationv1.MutatingWebhook
+	for _, m := range webhookconfig.MutatingConfiguration("implicit-apiserver", clientConfig).Webhooks {
+		if m.Name == webhookconfig.WebhookOwnCopy {
+			w = m
+		}
+	}
+	runMatches(t, asValidating(w), []matchCase{
+		{"update of a copy", at(u, np(mat), np(mat)), true},
+		{"update of a copy removing the label", at(u, np(mat), np()), true},
+		{"update adding the label", at(u, np(), np(mat)), false},
+		{"update of an object labelled false", at(u, np(labelled(v1alpha1.LabelMaterialized, "false")), np(mat)), false},
+		{"update of an object of its own", at(u, np(labelled("team", "a")), np()), false},
+		{"delete of a copy", at(d, np(mat), nil), false},
 	})
 }

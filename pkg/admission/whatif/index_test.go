@@ -1,4 +1,4 @@
-package admission_test
+package whatif_test
 
 import (
 	"reflect"
@@ -8,7 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	tf "github.com/implicit-dev/implicit-apiserver/internal/testfixture"
-	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -45,7 +46,7 @@ var changedNamespaces = tf.ChangedNamespaces
 
 func TestReach(t *testing.T) {
 	t.Parallel()
-	unlocked := func(m *metav1.ObjectMeta) { delete(m.Annotations, merge.AnnotationLocked) }
+	unlocked := func(m *metav1.ObjectMeta) { delete(m.Annotations, v1alpha1.AnnotationLocked) }
 	// everyone is the global namespace and every tenant, sorted; the
 	// tenants in the cycle and below the missing parent inherit from the
 	// global namespace too.
@@ -368,7 +369,7 @@ func TestGuarded(t *testing.T) {
 		put(roleResource, tf.SourceRole("org", "open")),
 	)
 	unsynced := muxOf(t, false, steps, rbResource, roleResource)
-	if g, ok := unsynced.Guarded(); ok || !reflect.DeepEqual(g, admission.MatchInputs{}) {
+	if g, ok := unsynced.Guarded(); ok || !reflect.DeepEqual(g, webhookconfig.MatchInputs{}) {
 		t.Errorf("Guarded before sync = %+v, %v; want nothing, false", g, ok)
 	}
 

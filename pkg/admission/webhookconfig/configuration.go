@@ -1,4 +1,4 @@
-package admission
+package webhookconfig
 
 import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -8,27 +8,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
-)
-
-// The webhooks of the ValidatingWebhookConfiguration, one per guard.
-const (
-	WebhookLocks   = "locks.implicit.dev"
-	WebhookShadows = "shadows.implicit.dev"
-	WebhookParents = "parents.implicit.dev"
-	WebhookFanout  = "fanout.implicit.dev"
-	// WebhookMaterialized guards materialized copies and their label.
-	WebhookMaterialized = "materialized.implicit.dev"
-	// WebhookCandidates guards candidates, WebhookStages the namespaces'
-	// implicit.dev/stage label.
-	WebhookCandidates = "candidates.implicit.dev"
-	WebhookStages     = "stages.implicit.dev"
-	// WebhookNamespaceDeletions guards deleting a namespace others inherit
-	// from; its match condition names those namespaces (ConditionSync).
-	WebhookNamespaceDeletions = "namespace-deletions.implicit.dev"
-	// WebhookParentUID and WebhookOwnCopy are the webhooks of the
-	// MutatingWebhookConfiguration.
-	WebhookParentUID = "parent-uid.implicit.dev"
-	WebhookOwnCopy   = "own-copy.implicit.dev"
 )
 
 // Configuration returns the ValidatingWebhookConfiguration of the guards for
@@ -61,21 +40,21 @@ func Configuration(name string, served []schema.GroupResource, client func(path 
 	c := &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app.kubernetes.io/name": "implicit-apiserver"}},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{
-			webhook(WebhookLocks, pathLocks, admissionregistrationv1.Fail, 5,
+			webhook(WebhookLocks, PathLocks, admissionregistrationv1.Fail, 5,
 				sourceRule(WebhookLocks), lockTouchedCondition, lockTouched),
-			webhook(WebhookShadows, pathShadows, admissionregistrationv1.Fail, 5,
+			webhook(WebhookShadows, PathShadows, admissionregistrationv1.Fail, 5,
 				sourceRule(WebhookShadows), syncedCondition, "false"),
-			webhook(WebhookParents, pathParents, admissionregistrationv1.Fail, 5,
+			webhook(WebhookParents, PathParents, admissionregistrationv1.Fail, 5,
 				namespaceRules(), hierarchyChangedCondition, hierarchyChanged),
-			webhook(WebhookFanout, pathFanout, admissionregistrationv1.Ignore, 2,
+			webhook(WebhookFanout, PathFanout, admissionregistrationv1.Ignore, 2,
 				sourceRule(WebhookFanout), syncedCondition, "false"),
-			webhook(WebhookMaterialized, pathMaterialized, admissionregistrationv1.Fail, 5,
+			webhook(WebhookMaterialized, PathMaterialized, admissionregistrationv1.Fail, 5,
 				sourceRule(WebhookMaterialized), copyTouchedCondition, copyTouchedExpr),
-			webhook(WebhookCandidates, pathCandidates, admissionregistrationv1.Fail, 5,
+			webhook(WebhookCandidates, PathCandidates, admissionregistrationv1.Fail, 5,
 				sourceRule(WebhookCandidates), candidateTouchedCondition, candidateTouchedExpr),
-			webhook(WebhookStages, pathStages, admissionregistrationv1.Fail, 5,
+			webhook(WebhookStages, PathStages, admissionregistrationv1.Fail, 5,
 				namespaceRules(), stageChangedCondition, stageChanged),
-			webhook(WebhookNamespaceDeletions, pathNamespaceDeletions, admissionregistrationv1.Fail, 5,
+			webhook(WebhookNamespaceDeletions, PathNamespaceDeletions, admissionregistrationv1.Fail, 5,
 				namespaceDeleteRules(), syncedCondition, "true"),
 		},
 	}
@@ -127,8 +106,8 @@ func MutatingConfiguration(name string, client func(path string) admissionregist
 	return &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app.kubernetes.io/name": "implicit-apiserver"}},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{
-			webhook(WebhookParentUID, pathParentUID, namespaceRules(), parentTouchedCondition, parentTouched),
-			webhook(WebhookOwnCopy, pathOwnCopy, []admissionregistrationv1.RuleWithOperations{{
+			webhook(WebhookParentUID, PathParentUID, namespaceRules(), parentTouchedCondition, parentTouched),
+			webhook(WebhookOwnCopy, PathOwnCopy, []admissionregistrationv1.RuleWithOperations{{
 				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
 				Rule: admissionregistrationv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*"},
 					Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
@@ -143,11 +122,11 @@ func webhookRules(webhook string, served []schema.GroupResource) []admissionregi
 	rules := sourceRules(served, sourceWebhookOps[webhook], nil)
 	switch webhook {
 	case WebhookLocks:
-		rules = append(rules, sourceRules(served, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}, guardedSubresources)...)
+		rules = append(rules, sourceRules(served, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}, GuardedSubresources)...)
 	case WebhookMaterialized, WebhookCandidates:
 		// A status update writes a copy's labels too, and changes what a
 		// candidate's view item shows.
-		rules = append(rules, sourceRules(served, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}, []string{subresourceStatus})...)
+		rules = append(rules, sourceRules(served, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}, []string{SubresourceStatus})...)
 	}
 	return rules
 }
