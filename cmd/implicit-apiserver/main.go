@@ -1,6 +1,3 @@
-// Command implicit-apiserver serves implicit views of RoleBindings, Roles,
-// NetworkPolicies and other configured kinds as an aggregated API server.
-// `implicit-apiserver check` is the chart's helm test (check.go).
 package main
 
 import (

@@ -1,7 +1,3 @@
-// Command kubectl-implicit is the kubectl plugin of implicit-apiserver:
-// `kubectl implicit tree|why|reach|diff|rollout`, answered by the server's
-// hierarchies, explanations and previews (implicit.dev/v1alpha1) and its
-// views; rollout also follows, promotes and aborts a source's candidate. Put it on PATH, or install it with krew (hack/krew).
 package main
 
 import (

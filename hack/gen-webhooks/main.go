@@ -1,14 +1,3 @@
-// Command gen-webhooks prints the guards' webhook configurations of
-// artifacts/base for the default kinds, calling the in-cluster Service, with
-// cert-manager injecting the CA: the ValidatingWebhookConfiguration, or with
-// -mutating the MutatingWebhookConfiguration of the parent-uid and own-copy
-// webhooks.
-//
-//	go run ./hack/gen-webhooks > artifacts/base/validatingwebhookconfiguration.yaml
-//	go run ./hack/gen-webhooks -mutating > artifacts/base/mutatingwebhookconfiguration.yaml
-//
-// TestWebhookArtifact and TestMutatingWebhookArtifact (test/integration)
-// fail when the files and the code differ.
 package main
 
 import (

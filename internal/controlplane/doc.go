@@ -66,4 +66,9 @@
 // The exported types are concrete structs with unexported fields, in the
 // manner of controller-runtime's envtest.Environment: a caller holds one
 // control plane and needs its methods, not an interface to substitute.
+//
+// It imports of this module only internal/selfsign and
+// pkg/admission/webhookconfig (the webhook paths of the admission
+// configuration), and must not import the server's wiring (pkg/apiserver,
+// pkg/cmd/server): the server runs as a process of its own.
 package controlplane

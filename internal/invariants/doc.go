@@ -7,4 +7,6 @@
 // memory. It builds on the real guards, mirror and authorizer and replaces
 // kube-apiserver, etcd, RBAC and the materializer with small models; the
 // package has no code outside its tests (see invariants_test.go).
+//
+// Nothing imports it.
 package invariants

@@ -1,10 +1,3 @@
-// Package testfixture holds the test builders shared across packages: the
-// Namespace objects the unit tests of pkg/watchmux, pkg/views, pkg/authz,
-// pkg/hierarchy, pkg/admission and pkg/materialize build, the RoleBindings
-// and Roles of pkg/watchmux, pkg/views and pkg/admission (rbac.go), the
-// RoleBinding overlayer of the real rbac/v1 schema (pkg/merge, pkg/authz),
-// and the Guardrail kind of the integration and fleet suites: one set of
-// builders instead of a copy per package.
 package testfixture
 
 import (

@@ -6,4 +6,7 @@
 // It reads the mirror through watchmux's Reader, each answer inside one
 // Mux.Read, and merges with pkg/merge, the code the views are merged with:
 // an answer is what the views show, never a second model of them.
+//
+// It builds on pkg/merge and pkg/watchmux and must not import pkg/registry
+// (which declares the interfaces it satisfies), pkg/views or pkg/apiserver.
 package answers

@@ -21,6 +21,7 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/servedgroup"
+	"github.com/implicit-dev/implicit-apiserver/pkg/sourcefeed"
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 	"github.com/implicit-dev/implicit-apiserver/pkg/webhook"
@@ -67,7 +68,7 @@ type ExtraConfig struct {
 	// Watch tunes the watch multiplexer.
 	Watch watchmux.Options
 	// SourceProgress is how often each tracked source is read for progress
-	// and its informer's watch renewed; 0 means DefaultSourceProgress.
+	// and its informer's watch renewed; 0 means sourcefeed.DefaultProgress.
 	SourceProgress time.Duration
 	// WebhookConfiguration names the ValidatingWebhookConfiguration whose
 	// match conditions are kept current; "" for none.
@@ -146,36 +147,36 @@ func (c CompletedConfig) New() (*Server, error) {
 	registerMetrics()
 	x := c.ExtraConfig
 	typed := kinds.Typed(x.Kinds)
-	objects := views.NewObjects(newObjects(typed), 0)
+	objects := views.NewObjects(kinds.NewObjects(typed), 0)
 	watchOpts := x.Watch
 	if watchOpts.PastStates == nil {
 		turns, ok := x.Clock.(clock.WithDelayedExecution)
 		if !ok {
 			turns = clock.RealClock{}
 		}
-		watchOpts.PastStates = pastStateTurns(turns)
+		watchOpts.PastStates = watchmux.FairPastStates(turns)
 	}
-	mux := watchmux.New(x.Policy, resources(typed), objects, watchOpts)
-	var hub *hubHealth
+	mux := watchmux.New(x.Policy, kinds.Resources(typed), objects, watchOpts)
+	var hub *sourcefeed.HubHealth
 	if x.Hub != nil {
-		hub = newHubHealth(x.Hub.Name, x.Hub.Client, x.Clock)
-		objects.WithStaleness(hub.stale)
+		hub = sourcefeed.NewHubHealth(x.Hub.Name, x.Hub.Client, x.Clock)
+		objects.WithStaleness(hub.Stale)
 	}
 	// Before anything asks the factories for these informers: they list
 	// and watch through Trackers, so versions name complete states.
-	local := trackInformers(x.Informers, x.Client, "", x.sourceProgress())
-	var hubTracked tracked
+	local := sourcefeed.TrackInformers(x.Informers, x.Client, "", x.sourceProgress())
+	var hubTracked sourcefeed.Tracked
 	if x.Hub != nil {
-		hubTracked = trackInformers(x.Hub.Informers, x.Hub.Client, x.Policy.GlobalNamespace, x.sourceProgress())
+		hubTracked = sourcefeed.TrackInformers(x.Hub.Informers, x.Hub.Client, x.Policy.GlobalNamespace, x.sourceProgress())
 	}
-	if local.namespaces != nil {
-		if err := mux.AddNamespaceStream(local.namespaces.Informer, local.namespaces.Tracker); err != nil {
+	if local.Namespaces != nil {
+		if err := mux.AddNamespaceStream(local.Namespaces.Informer, local.Namespaces.Tracker); err != nil {
 			return nil, err
 		}
 	} else if err := mux.AddNamespaceInformer(x.Informers.Core().V1().Namespaces().Informer()); err != nil {
 		return nil, err
 	}
-	mux.SetNamespaceList(namespacesAt(x.Client))
+	mux.SetNamespaceList(sourcefeed.NamespacesAt(x.Client))
 
 	group := servedgroup.New(servedgroup.Config{
 		Scheme:            x.Scheme,
@@ -225,7 +226,7 @@ func (c CompletedConfig) New() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.addHooks(gs, mux, ctl, group, hub, append(local.trackers(), hubTracked.trackers()...)); err != nil {
+	if err := c.addHooks(gs, mux, ctl, group, hub, append(local.Trackers(), hubTracked.Trackers()...)); err != nil {
 		return nil, err
 	}
 	return &Server{GenericAPIServer: gs}, nil
@@ -236,35 +237,16 @@ func (s *Server) Run(ctx context.Context) error {
 	return s.GenericAPIServer.PrepareRun().RunWithContext(ctx)
 }
 
-// newObjects are the Go types of the typed kinds' items, by resource.
-func newObjects(typed []kinds.Kind) map[string]func() runtime.Object {
-	out := make(map[string]func() runtime.Object, len(typed))
-	for _, k := range typed {
-		out[k.Resource()] = k.New
-	}
-	return out
-}
-
-// resources are the typed kinds' resources, which the mux serves from the
-// start.
-func resources(typed []kinds.Kind) []string {
-	out := make([]string, 0, len(typed))
-	for _, k := range typed {
-		out = append(out, k.Resource())
-	}
-	return out
-}
-
 // newKindController serves every configured kind through mux and group;
 // onServe is told of each kind served at run time (the guards).
-func (c CompletedConfig) newKindController(mux *watchmux.Mux, objects *views.Objects, group *servedgroup.Group, hub *hubHealth, onServe func(schema.GroupResource), local, hubTracked tracked) (*kindcontroller.Controller, error) {
+func (c CompletedConfig) newKindController(mux *watchmux.Mux, objects *views.Objects, group *servedgroup.Group, hub *sourcefeed.HubHealth, onServe func(schema.GroupResource), local, hubTracked sourcefeed.Tracked) (*kindcontroller.Controller, error) {
 	x := c.ExtraConfig
 	return kindcontroller.New(kindcontroller.Config{
 		Kinds:       x.Kinds,
 		HostSchemas: x.HostSchemas,
 		Overlayer:   x.Overlayer,
 		Informers:   x.Informers,
-		Streams:     local.kinds,
+		Streams:     local.Kinds,
 		Discovery:   discoveryOf(x.Client),
 		Dynamic:     x.Dynamic,
 		Hub:         c.kindsHub(hub, hubTracked),
@@ -280,7 +262,7 @@ func (c CompletedConfig) newKindController(mux *watchmux.Mux, objects *views.Obj
 
 // kindsHub is the hub of the global sources as the kind controller reads
 // it; nil without one.
-func (c CompletedConfig) kindsHub(hub *hubHealth, hubTracked tracked) *kindcontroller.Hub {
+func (c CompletedConfig) kindsHub(hub *sourcefeed.HubHealth, hubTracked sourcefeed.Tracked) *kindcontroller.Hub {
 	x := c.ExtraConfig
 	if x.Hub == nil {
 		return nil
@@ -290,15 +272,15 @@ func (c CompletedConfig) kindsHub(hub *hubHealth, hubTracked tracked) *kindcontr
 		Informers:       x.Hub.Informers,
 		Dynamic:         x.Hub.Dynamic,
 		GlobalNamespace: x.Policy.GlobalNamespace,
-		Staleness:       hub.stale,
-		Streams:         hubTracked.kinds,
+		Staleness:       hub.Stale,
+		Streams:         hubTracked.Kinds,
 	}
 }
 
-// sourceProgress is SourceProgress, or DefaultSourceProgress when unset.
+// sourceProgress is SourceProgress, or sourcefeed.DefaultProgress when unset.
 func (x *ExtraConfig) sourceProgress() time.Duration {
 	if x.SourceProgress > 0 {
 		return x.SourceProgress
 	}
-	return DefaultSourceProgress
+	return sourcefeed.DefaultProgress
 }

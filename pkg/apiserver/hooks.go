@@ -21,7 +21,7 @@ import (
 // controller, the hub's informers and probes, the mux, the hierarchy
 // reporter) and ties readiness to the kinds being looked up and every
 // source being read.
-func (c CompletedConfig) addHooks(gs *genericapiserver.GenericAPIServer, mux *watchmux.Mux, ctl *kindcontroller.Controller, group *servedgroup.Group, hub *hubHealth, trackers []*sourcefeed.Tracker) error {
+func (c CompletedConfig) addHooks(gs *genericapiserver.GenericAPIServer, mux *watchmux.Mux, ctl *kindcontroller.Controller, group *servedgroup.Group, hub *sourcefeed.HubHealth, trackers []*sourcefeed.Tracker) error {
 	x := c.ExtraConfig
 	if err := gs.AddPostStartHook("implicit-source-progress", func(ctx genericapiserver.PostStartHookContext) error {
 		go sourcefeed.RunProgress(ctx, trackers, x.sourceProgress())
@@ -41,7 +41,7 @@ func (c CompletedConfig) addHooks(gs *genericapiserver.GenericAPIServer, mux *wa
 	if x.Hub != nil {
 		if err := gs.AddPostStartHook("implicit-hub-informers", func(ctx genericapiserver.PostStartHookContext) error {
 			x.Hub.Informers.Start(ctx.Done())
-			go hub.run(ctx)
+			go hub.Run(ctx)
 			go func() {
 				<-ctx.Done()
 				x.Hub.Informers.Shutdown()
@@ -74,7 +74,7 @@ func (c CompletedConfig) addHooks(gs *genericapiserver.GenericAPIServer, mux *wa
 
 // addReadyz ties readiness to the kinds being looked up in the host and
 // every source being read.
-func (c CompletedConfig) addReadyz(gs *genericapiserver.GenericAPIServer, mux *watchmux.Mux, ctl *kindcontroller.Controller, group *servedgroup.Group, hub *hubHealth) error {
+func (c CompletedConfig) addReadyz(gs *genericapiserver.GenericAPIServer, mux *watchmux.Mux, ctl *kindcontroller.Controller, group *servedgroup.Group, hub *sourcefeed.HubHealth) error {
 	x := c.ExtraConfig
 	if err := gs.AddReadyzChecks(healthz.NamedCheck("configured-kinds", func(*http.Request) error {
 		if ctl.HasChecked() && group.Serving() {
@@ -92,7 +92,7 @@ func (c CompletedConfig) addReadyz(gs *genericapiserver.GenericAPIServer, mux *w
 			return nil
 		}
 		if hub != nil {
-			if err := hub.unreached(); err != nil {
+			if err := hub.Unreached(); err != nil {
 				return fmt.Errorf("the global sources on hub cluster %q have never been read: %v", x.Hub.Name, err)
 			}
 		}

@@ -1,9 +1,6 @@
 package apiserver
 
 import (
-	"sync"
-
-	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	// rest_client_* metrics of the server's calls to the host (and hub)
@@ -14,13 +11,13 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/hierarchy"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kindcontroller"
 	"github.com/implicit-dev/implicit-apiserver/pkg/materialize"
+	"github.com/implicit-dev/implicit-apiserver/pkg/sourcefeed"
 	"github.com/implicit-dev/implicit-apiserver/pkg/version"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 	"github.com/implicit-dev/implicit-apiserver/pkg/webhook"
 )
 
-// registerMetrics registers every package's metrics, and the wiring's own,
-// in the legacy registry /metrics serves: the one place they are
+// registerMetrics registers every package's metrics in the legacy registry /metrics serves: the one place they are
 // registered (each package's RegisterMetrics, as metrics-server's), so a
 // package imported by the plugin or a test registers nothing by itself.
 func registerMetrics() {
@@ -32,14 +29,5 @@ func registerMetrics() {
 	kindcontroller.RegisterMetrics(register)
 	materialize.RegisterMetrics(register)
 	webhook.RegisterMetrics(register)
-	registerOwnMetrics(register)
+	sourcefeed.RegisterMetrics(register)
 }
-
-// registerOwnMetrics registers the wiring's metrics: the hub's.
-func registerOwnMetrics(register func(...metrics.Registerable)) {
-	ownMetricsOnce.Do(func() {
-		register(hubStale)
-	})
-}
-
-var ownMetricsOnce sync.Once

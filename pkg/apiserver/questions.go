@@ -30,3 +30,17 @@ func questions(mux *watchmux.Mux, rules registry.RulesLister, policies registry.
 	}
 	return out
 }
+
+// admissionPolicies returns the host's admission policies, read with
+// informers that stop with the server.
+func (c CompletedConfig) admissionPolicies(gs *genericapiserver.GenericAPIServer) (registry.AdmissionPolicies, error) {
+	stop := make(chan struct{})
+	err := gs.AddPostStartHook("implicit-admission-policies", func(ctx genericapiserver.PostStartHookContext) error {
+		go func() {
+			<-ctx.Done()
+			close(stop)
+		}()
+		return nil
+	})
+	return registry.NewHostAdmissionPolicies(c.ExtraConfig.Client, stop), err
+}

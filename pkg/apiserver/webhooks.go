@@ -5,7 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	genericapiserver "k8s.io/apiserver/pkg/server"
-	"k8s.io/klog/v2"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/accessreview"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
@@ -13,6 +13,7 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
+	"github.com/implicit-dev/implicit-apiserver/pkg/materialize"
 	"github.com/implicit-dev/implicit-apiserver/pkg/servedgroup"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 	"github.com/implicit-dev/implicit-apiserver/pkg/webhook"
@@ -45,7 +46,7 @@ func (c CompletedConfig) installGuards(gs *genericapiserver.GenericAPIServer, mu
 	cfg := admission.Config{
 		Mirror: admission.MirrorOf(index), Authorizer: sar, Served: served,
 		GlobalNamespaces: []string{x.Policy.GlobalNamespace},
-		Materialized:     materializedResources(x.Kinds),
+		Materialized:     materialize.Resources(x.Kinds),
 		Ledger:           x.GuardLedger,
 	}
 	for _, k := range x.Kinds {
@@ -102,32 +103,16 @@ func (c CompletedConfig) installAuthorizer(gs *genericapiserver.GenericAPIServer
 	gs.Handler.NonGoRestfulMux.Handle(authz.Path, webhook.MeasureAuthorize(c.ExtraConfig.WebhookCallers.Require(authorizer.Handler())))
 }
 
-// webhookCallers prepares the webhook endpoints' own authentication, before
-// the handler chain is built: the generic authentication skips their paths
-// (a webhook client certificate need not be one it knows, and one it can't
-// verify would be refused), and the serving TLS configuration requests
-// client certificates advertising the webhook client CA too (a client only
-// sends a certificate signed by an advertised CA). It returns what wraps
-// each admission guard: webhook.Callers.Require, or nothing with
-// AnonymousWebhooks; /authorize always requires a certificate.
+// webhookCallers prepares the webhook endpoints' own authentication
+// (webhook.Callers.Prepare), before the handler chain is built, and returns
+// what wraps each admission guard.
 func (c CompletedConfig) webhookCallers() (func(http.Handler) http.Handler, error) {
-	x := c.ExtraConfig
-	gc := c.GenericConfig
-	paths := append([]string{authz.Path}, webhookconfig.Paths...)
-	if gc.Authentication.Authenticator != nil {
-		gc.Authentication.Authenticator = webhook.SkipAuthentication(gc.Authentication.Authenticator, paths)
+	x, gc := c.ExtraConfig, c.GenericConfig
+	serving := webhook.Serving{
+		Authenticator: &gc.Authentication.Authenticator,
+		ApplyClientCert: func(ca dynamiccertificates.CAContentProvider) error {
+			return gc.Authentication.ApplyClientCert(ca, gc.SecureServing)
+		},
 	}
-	if x.WebhookCallers.CA != nil {
-		if err := gc.Authentication.ApplyClientCert(x.WebhookCallers.CA, gc.SecureServing); err != nil {
-			return nil, err
-		}
-	} else {
-		klog.Warningf("No --webhook-client-ca-file: the webhook endpoints %v refuse every caller that needs a client certificate", paths)
-	}
-	if x.AnonymousWebhooks {
-		klog.Warningf("--anonymous-webhooks: the admission webhooks %v answer callers without a client certificate; "+
-			"only a network policy keeps anyone else from them (%s still requires one)", webhookconfig.Paths, authz.Path)
-		return func(h http.Handler) http.Handler { return h }, nil
-	}
-	return x.WebhookCallers.Require, nil
+	return x.WebhookCallers.Prepare(serving, authz.Path, webhookconfig.Paths, x.AnonymousWebhooks)
 }

@@ -35,4 +35,8 @@
 // The webhook's transport (who may call it, the review's decoding and
 // writing, its request metrics) is pkg/webhook's, shared with the admission
 // guards.
+//
+// It builds on pkg/merge, pkg/watchmux and pkg/webhook, and must not import
+// pkg/registry, pkg/views, pkg/admission or pkg/apiserver: pkg/registry
+// serves its rules through an interface of its own.
 package authz

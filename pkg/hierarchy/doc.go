@@ -6,4 +6,7 @@
 // It builds on a namespace informer and on pkg/merge's Resolve, the same
 // lineage the views inherit along; it only reads, and changes nothing that
 // is served.
+//
+// It imports pkg/merge only of this module, and must not import
+// pkg/watchmux, pkg/views or pkg/apiserver.
 package hierarchy

@@ -10,7 +10,6 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 	"k8s.io/utils/clock"
@@ -50,14 +49,7 @@ type Hub struct {
 	// Staleness says since when the hub's sources are stale.
 	Staleness views.Staleness
 	// Streams are the Trackers of Informers' built-in kinds.
-	Streams map[schema.GroupVersionResource]Stream
-}
-
-// Stream is a built-in kind's informer that lists and watches through a
-// Tracker (pkg/sourcefeed): the mux takes complete states from it.
-type Stream struct {
-	Tracker  *sourcefeed.Tracker
-	Informer cache.SharedIndexInformer
+	Streams map[schema.GroupVersionResource]sourcefeed.Stream
 }
 
 // Config is what a Controller serves and what it reads.
@@ -74,7 +66,7 @@ type Config struct {
 	Discovery discovery.DiscoveryInterface
 	Dynamic   dynamic.Interface
 	// Streams are the Trackers of Informers' built-in kinds.
-	Streams map[schema.GroupVersionResource]Stream
+	Streams map[schema.GroupVersionResource]sourcefeed.Stream
 	// Hub, when set, feeds the global sources of every kind.
 	Hub *Hub
 	// Mux merges the sources; Objects make its view items.
@@ -110,7 +102,7 @@ type Controller struct {
 	dc           discovery.DiscoveryInterface
 	dyn          dynamic.Interface
 	informers    informers.SharedInformerFactory
-	streams      map[schema.GroupVersionResource]Stream
+	streams      map[schema.GroupVersionResource]sourcefeed.Stream
 	// factory reads the sources of the kinds not built in.
 	factory *trackedInformers
 	// hub, when set, feeds the global sources of every kind; hubFactory,

@@ -5,4 +5,9 @@
 // host cluster, polling until they exist (discovery, OpenAPI v3 through a
 // schema cache, the CustomResourceDefinition's printer columns), and picks
 // up a change of their schema or columns without a restart.
+//
+// It builds on pkg/sourcefeed, pkg/watchmux, pkg/views, pkg/registry and
+// pkg/servedgroup, and must not import pkg/apiserver, pkg/admission or
+// pkg/authz: the wiring tells the guards of each kind served
+// (Config.OnServe).
 package kindcontroller

@@ -18,7 +18,7 @@ import (
 
 // trackedInformers are the configured kinds' informers, one per resource,
 // each listing and watching through a sourcefeed.Tracker as the built-in
-// kinds' do (pkg/apiserver's streams.go), so a configured kind's part of a
+// kinds' do (sourcefeed.TrackInformers), so a configured kind's part of a
 // version names a state etcd held too, and keeps up with etcd while the
 // kind is quiet: the Tracker's watches are renewed and its source read
 // consistently every progress interval. It stands where client-go's
@@ -35,7 +35,7 @@ type trackedInformers struct {
 	progress  time.Duration
 
 	mu      sync.Mutex
-	streams map[schema.GroupVersionResource]Stream
+	streams map[schema.GroupVersionResource]sourcefeed.Stream
 	started map[schema.GroupVersionResource]bool
 	wg      sync.WaitGroup
 }
@@ -45,13 +45,13 @@ type trackedInformers struct {
 func newTrackedInformers(client dynamic.Interface, namespace string, progress time.Duration) *trackedInformers {
 	return &trackedInformers{
 		client: client, namespace: namespace, progress: progress,
-		streams: map[schema.GroupVersionResource]Stream{},
+		streams: map[schema.GroupVersionResource]sourcefeed.Stream{},
 		started: map[schema.GroupVersionResource]bool{},
 	}
 }
 
 // For returns gvr's informer and its Tracker, made on the first call.
-func (t *trackedInformers) For(gvr schema.GroupVersionResource) Stream {
+func (t *trackedInformers) For(gvr schema.GroupVersionResource) sourcefeed.Stream {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if s, ok := t.streams[gvr]; ok {
@@ -72,7 +72,7 @@ func (t *trackedInformers) For(gvr schema.GroupVersionResource) Stream {
 	// deliveries the Tracker does not count.
 	inf := cache.NewSharedIndexInformer(tr.ListerWatcher(), &unstructured.Unstructured{}, 0,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	s := Stream{Tracker: tr, Informer: inf}
+	s := sourcefeed.Stream{Tracker: tr, Informer: inf}
 	t.streams[gvr] = s
 	return s
 }

@@ -107,6 +107,24 @@ func Typed(ks []Kind) []Kind {
 	return out
 }
 
+// Resources are the view resources of ks, in order.
+func Resources(ks []Kind) []string {
+	out := make([]string, 0, len(ks))
+	for _, k := range ks {
+		out = append(out, k.Resource())
+	}
+	return out
+}
+
+// NewObjects are the Go types of the items of ks, by view resource.
+func NewObjects(ks []Kind) map[string]func() runtime.Object {
+	out := make(map[string]func() runtime.Object, len(ks))
+	for _, k := range ks {
+		out[k.Resource()] = k.New
+	}
+	return out
+}
+
 // subjects prints at most three subjects, then how many more, as kubectl does for long lists.
 func subjects(ss []rbacv1.Subject) string {
 	const shown = 3

@@ -71,3 +71,22 @@ func resourcesOf[K interface{ Resource() string }](ks []K) []string {
 	}
 	return out
 }
+
+// TestResourcesAndNewObjects: the built-in kinds' view resources, in
+// order, and their items' Go types by resource.
+func TestResourcesAndNewObjects(t *testing.T) {
+	t.Parallel()
+	builtIn := BuiltIns()
+	if got, want := Resources(builtIn), resourcesOf(builtIn); !reflect.DeepEqual(got, want) {
+		t.Errorf("Resources = %v, want %v", got, want)
+	}
+	objs := NewObjects(builtIn)
+	if len(objs) != len(builtIn) {
+		t.Errorf("NewObjects has %d resources, want %d", len(objs), len(builtIn))
+	}
+	for _, k := range builtIn {
+		if got, want := reflect.TypeOf(objs[k.Resource()]()), reflect.TypeOf(k.New()); got != want {
+			t.Errorf("NewObjects[%s]() is a %v, want %v", k.Resource(), got, want)
+		}
+	}
+}

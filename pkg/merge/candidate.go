@@ -7,6 +7,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/validation/path"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // Candidate is what a candidate source declares: a staged version of the
@@ -32,8 +34,8 @@ type Candidate struct {
 // from every inherited view and reaches no one: it is never shown as an
 // ordinary source, which would hand its content to every namespace below.
 func ParseCandidate(name string, annotations map[string]string) (*Candidate, error) {
-	forName, hasFor := annotations[AnnotationCandidateFor]
-	sel, hasSel := annotations[AnnotationCanarySelector]
+	forName, hasFor := annotations[v1alpha1.AnnotationCandidateFor]
+	sel, hasSel := annotations[v1alpha1.AnnotationCanarySelector]
 	if !hasFor && !hasSel {
 		return nil, nil
 	}
@@ -41,14 +43,14 @@ func ParseCandidate(name string, annotations map[string]string) (*Candidate, err
 	var errs []error
 	switch {
 	case strings.TrimSpace(forName) == "":
-		errs = append(errs, fmt.Errorf("annotation %s must name the source this candidate stages, in the candidate's own namespace", AnnotationCandidateFor))
+		errs = append(errs, fmt.Errorf("annotation %s must name the source this candidate stages, in the candidate's own namespace", v1alpha1.AnnotationCandidateFor))
 	case strings.Contains(forName, "/"):
-		errs = append(errs, fmt.Errorf("annotation %s: %q is not a name: a candidate stages a source of its own namespace only", AnnotationCandidateFor, forName))
+		errs = append(errs, fmt.Errorf("annotation %s: %q is not a name: a candidate stages a source of its own namespace only", v1alpha1.AnnotationCandidateFor, forName))
 	case forName == name:
-		errs = append(errs, fmt.Errorf("annotation %s: %q is the candidate's own name: name the stable source it stages, and give the candidate another name, e.g. %s.next", AnnotationCandidateFor, forName, forName))
+		errs = append(errs, fmt.Errorf("annotation %s: %q is the candidate's own name: name the stable source it stages, and give the candidate another name, e.g. %s.next", v1alpha1.AnnotationCandidateFor, forName, forName))
 	default:
 		if msgs := path.IsValidPathSegmentName(forName); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("annotation %s: %q is not a valid name: %s", AnnotationCandidateFor, forName, strings.Join(msgs, ", ")))
+			errs = append(errs, fmt.Errorf("annotation %s: %q is not a valid name: %s", v1alpha1.AnnotationCandidateFor, forName, strings.Join(msgs, ", ")))
 		}
 	}
 	parsed, err := parseCanarySelector(sel, hasSel)
@@ -68,27 +70,27 @@ func ParseCandidate(name string, annotations map[string]string) (*Candidate, err
 // a stage. Negative requirements (!implicit.dev/stage, notin) are allowed;
 // they also select namespaces without the label.
 func parseCanarySelector(value string, present bool) (labels.Selector, error) {
-	example := fmt.Sprintf("e.g. %s=canary or %s in (canary,early)", LabelStage, LabelStage)
+	example := fmt.Sprintf("e.g. %s=canary or %s in (canary,early)", v1alpha1.LabelStage, v1alpha1.LabelStage)
 	if !present {
-		return nil, fmt.Errorf("annotation %s is missing: a candidate needs a selector over the namespace label %s, %s", AnnotationCanarySelector, LabelStage, example)
+		return nil, fmt.Errorf("annotation %s is missing: a candidate needs a selector over the namespace label %s, %s", v1alpha1.AnnotationCanarySelector, v1alpha1.LabelStage, example)
 	}
 	s, err := labels.Parse(value)
 	if err != nil {
-		return nil, fmt.Errorf("annotation %s: %q is not a label selector: %w", AnnotationCanarySelector, value, err)
+		return nil, fmt.Errorf("annotation %s: %q is not a label selector: %w", v1alpha1.AnnotationCanarySelector, value, err)
 	}
 	reqs, _ := s.Requirements()
 	if len(reqs) == 0 {
-		return nil, fmt.Errorf("annotation %s is empty, which would select every namespace: name the stages that see the candidate, %s (to reach every namespace, promote it)", AnnotationCanarySelector, example)
+		return nil, fmt.Errorf("annotation %s is empty, which would select every namespace: name the stages that see the candidate, %s (to reach every namespace, promote it)", v1alpha1.AnnotationCanarySelector, example)
 	}
 	var others []string
 	for _, r := range reqs {
-		if r.Key() != LabelStage {
+		if r.Key() != v1alpha1.LabelStage {
 			others = append(others, fmt.Sprintf("%q", r.Key()))
 		}
 	}
 	if len(others) > 0 {
 		return nil, fmt.Errorf("annotation %s: %q selects on %s: a canary selector may only use the namespace label %s, %s",
-			AnnotationCanarySelector, value, strings.Join(others, ", "), LabelStage, example)
+			v1alpha1.AnnotationCanarySelector, value, strings.Join(others, ", "), v1alpha1.LabelStage, example)
 	}
 	return s, nil
 }
@@ -154,8 +156,8 @@ func StageLevels(levels []Level, viewer *Namespace) []Level {
 func stageOf(viewer *Namespace) labels.Set {
 	stage := labels.Set{}
 	if viewer != nil {
-		if v, ok := viewer.Labels[LabelStage]; ok {
-			stage[LabelStage] = v
+		if v, ok := viewer.Labels[v1alpha1.LabelStage]; ok {
+			stage[v1alpha1.LabelStage] = v
 		}
 	}
 	return stage

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -27,32 +28,32 @@ func TestParseCandidate(t *testing.T) {
 		{name: "nil annotations", wantNil: true},
 		{
 			name:        "equality",
-			annotations: cand("rb", merge.LabelStage+"=canary"),
+			annotations: cand("rb", v1alpha1.LabelStage+"=canary"),
 			selects:     []string{"canary"}, skips: []string{"", "early", "prod"},
 		},
 		{
 			name:        "set",
-			annotations: cand("rb", merge.LabelStage+" in (canary,early)"),
+			annotations: cand("rb", v1alpha1.LabelStage+" in (canary,early)"),
 			selects:     []string{"canary", "early"}, skips: []string{"", "prod"},
 		},
 		{
 			name:        "not in: namespaces without a stage too",
-			annotations: cand("rb", merge.LabelStage+" notin (prod)"),
+			annotations: cand("rb", v1alpha1.LabelStage+" notin (prod)"),
 			selects:     []string{"", "canary"}, skips: []string{"prod"},
 		},
 		{
 			name:        "two requirements on the stage key",
-			annotations: cand("rb", merge.LabelStage+","+merge.LabelStage+"!=prod"),
+			annotations: cand("rb", v1alpha1.LabelStage+","+v1alpha1.LabelStage+"!=prod"),
 			selects:     []string{"canary"}, skips: []string{"", "prod"},
 		},
 		{
 			name:        "another key is refused, by name",
 			annotations: cand("rb", "team=a"),
-			wantErr:     []string{merge.AnnotationCanarySelector, `"team"`, "may only use the namespace label " + merge.LabelStage},
+			wantErr:     []string{v1alpha1.AnnotationCanarySelector, `"team"`, "may only use the namespace label " + v1alpha1.LabelStage},
 		},
 		{
 			name:        "one other key among stage keys",
-			annotations: cand("rb", merge.LabelStage+"=canary,env in (dev)"),
+			annotations: cand("rb", v1alpha1.LabelStage+"=canary,env in (dev)"),
 			wantErr:     []string{`selects on "env"`},
 		},
 		{
@@ -62,32 +63,32 @@ func TestParseCandidate(t *testing.T) {
 		},
 		{
 			name:        "selector missing",
-			annotations: map[string]string{merge.AnnotationCandidateFor: "rb"},
-			wantErr:     []string{merge.AnnotationCanarySelector + " is missing"},
+			annotations: map[string]string{v1alpha1.AnnotationCandidateFor: "rb"},
+			wantErr:     []string{v1alpha1.AnnotationCanarySelector + " is missing"},
 		},
 		{
 			name:        "selector does not parse",
-			annotations: cand("rb", merge.LabelStage+" in (canary"),
+			annotations: cand("rb", v1alpha1.LabelStage+" in (canary"),
 			wantErr:     []string{"is not a label selector"},
 		},
 		{
 			name:        "candidate-for missing",
-			annotations: map[string]string{merge.AnnotationCanarySelector: merge.LabelStage + "=canary"},
-			wantErr:     []string{merge.AnnotationCandidateFor + " must name the source"},
+			annotations: map[string]string{v1alpha1.AnnotationCanarySelector: v1alpha1.LabelStage + "=canary"},
+			wantErr:     []string{v1alpha1.AnnotationCandidateFor + " must name the source"},
 		},
 		{
 			name:        "candidate-for in another namespace",
-			annotations: cand("other/rb", merge.LabelStage+"=canary"),
+			annotations: cand("other/rb", v1alpha1.LabelStage+"=canary"),
 			wantErr:     []string{"its own namespace only"},
 		},
 		{
 			name:        "candidate-for itself",
-			annotations: cand("rb.next", merge.LabelStage+"=canary"),
+			annotations: cand("rb.next", v1alpha1.LabelStage+"=canary"),
 			wantErr:     []string{"the candidate's own name"},
 		},
 		{
 			name:        "candidate-for not a name",
-			annotations: cand("..", merge.LabelStage+"=canary"),
+			annotations: cand("..", v1alpha1.LabelStage+"=canary"),
 			wantErr:     []string{"is not a valid name"},
 		},
 		{
@@ -109,7 +110,7 @@ func TestParseCandidate(t *testing.T) {
 			if c == nil {
 				t.Fatalf("ParseCandidate = nil, %v; want a candidate", err)
 			}
-			if c.For != tt.annotations[merge.AnnotationCandidateFor] {
+			if c.For != tt.annotations[v1alpha1.AnnotationCandidateFor] {
 				t.Errorf("For = %q", c.For)
 			}
 			if len(tt.wantErr) == 0 && err != nil {
@@ -139,14 +140,14 @@ func TestParseCandidate(t *testing.T) {
 }
 
 func cand(forName, selector string) map[string]string {
-	return map[string]string{merge.AnnotationCandidateFor: forName, merge.AnnotationCanarySelector: selector}
+	return map[string]string{v1alpha1.AnnotationCandidateFor: forName, v1alpha1.AnnotationCanarySelector: selector}
 }
 
 func stageSet(stage string) labels.Set {
 	if stage == "" {
 		return labels.Set{}
 	}
-	return labels.Set{merge.LabelStage: stage}
+	return labels.Set{v1alpha1.LabelStage: stage}
 }
 
 // withUID gives an item the uid "uid-<namespace>/<name>".
@@ -170,7 +171,7 @@ func candidateItem(t *testing.T, namespace, name, forName, selector string) merg
 func viewer(stage string) *merge.Namespace {
 	n := ns("team", "org")
 	if stage != "" {
-		n.Labels[merge.LabelStage] = stage
+		n.Labels[v1alpha1.LabelStage] = stage
 	}
 	return &n
 }
@@ -202,7 +203,7 @@ func render(results []merge.Result) []string {
 
 func TestStageLevels(t *testing.T) {
 	t.Parallel()
-	const canary = merge.LabelStage + "=canary"
+	const canary = v1alpha1.LabelStage + "=canary"
 	g := func(items ...merge.Item) merge.Level { return level(merge.ScopeGlobal, globalNS, nil, items...) }
 	org := func(ex []merge.Exclusion, items ...merge.Item) merge.Level {
 		return level(merge.ScopeParent, "org", ex, items...)
@@ -332,7 +333,7 @@ func TestStageLevels(t *testing.T) {
 		},
 		{
 			name:   "the selector matches the viewer's stage, not the candidate's namespace's",
-			levels: []merge.Level{g(gx, candidateItem(t, globalNS, "x.next", "x", "!"+merge.LabelStage)), team(nil)},
+			levels: []merge.Level{g(gx, candidateItem(t, globalNS, "x.next", "x", "!"+v1alpha1.LabelStage)), team(nil)},
 			want: map[string][]string{
 				"":       {"x=implicit-global/x.next<x.next@uid-implicit-global/x(global)"},
 				"canary": {"x=implicit-global/x@uid-implicit-global/x(global)"},
@@ -360,7 +361,7 @@ func TestStageLevelsWithoutCandidates(t *testing.T) {
 	t.Parallel()
 	levels := []merge.Level{
 		level(merge.ScopeGlobal, globalNS, nil, item(globalNS, "x")),
-		level(merge.ScopeLocal, "team", nil, candidateItem(t, "team", "x.next", "x", merge.LabelStage+"=canary")),
+		level(merge.ScopeLocal, "team", nil, candidateItem(t, "team", "x.next", "x", v1alpha1.LabelStage+"=canary")),
 	}
 	got := merge.StageLevels(levels, viewer("canary"))
 	if &got[0] != &levels[0] {
@@ -371,13 +372,13 @@ func TestStageLevelsWithoutCandidates(t *testing.T) {
 func TestLevelsStagesForTheViewer(t *testing.T) {
 	t.Parallel()
 	canaryTeam := ns("team", "org")
-	canaryTeam.Labels[merge.LabelStage] = "canary"
+	canaryTeam.Labels[v1alpha1.LabelStage] = "canary"
 	prodTeam := ns("team", "org")
-	prodTeam.Labels[merge.LabelStage] = "prod"
+	prodTeam.Labels[v1alpha1.LabelStage] = "prod"
 	org := ns("org", "")
 	items := itemsOf(
-		withUID(item(globalNS, "x")), candidateItem(t, globalNS, "x.next", "x", merge.LabelStage+"=canary"),
-		withUID(item("org", "y")), candidateItem(t, "org", "y.next", "y", merge.LabelStage+" in (canary,prod)"),
+		withUID(item(globalNS, "x")), candidateItem(t, globalNS, "x.next", "x", v1alpha1.LabelStage+"=canary"),
+		withUID(item("org", "y")), candidateItem(t, "org", "y.next", "y", v1alpha1.LabelStage+" in (canary,prod)"),
 	)
 	for _, tt := range []struct {
 		name string
@@ -448,7 +449,7 @@ func TestResultCandidates(t *testing.T) {
 func TestExplainCandidate(t *testing.T) {
 	t.Parallel()
 	levels := []merge.Level{
-		level(merge.ScopeGlobal, globalNS, nil, withUID(item(globalNS, "x")), candidateItem(t, globalNS, "x.next", "x", merge.LabelStage+"=canary")),
+		level(merge.ScopeGlobal, globalNS, nil, withUID(item(globalNS, "x")), candidateItem(t, globalNS, "x.next", "x", v1alpha1.LabelStage+"=canary")),
 		level(merge.ScopeLocal, "team", nil),
 	}
 	e := merge.Explain(resource, "x", merge.StageLevels(levels, viewer("canary")), merge.Options{})

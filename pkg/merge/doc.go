@@ -24,4 +24,8 @@
 // to a view's levels before MergeWith merges them, so locks, shadows,
 // exclusions and overlays treat the candidate as the source it stands in for;
 // Levels applies it for the viewing namespace.
+//
+// It imports pkg/apis/implicit/v1alpha1 only of this module (the label and
+// annotation names), and must not import pkg/watchmux, pkg/views,
+// pkg/registry or anything else that serves.
 package merge

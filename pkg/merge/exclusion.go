@@ -8,6 +8,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/validation/path"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // Exclusion removes inherited items of one resource from a namespace's view
@@ -72,7 +74,7 @@ func ExclusionsOf(ns *Namespace) []Exclusion {
 	if ns == nil {
 		return nil
 	}
-	v, ok := ns.Annotations[AnnotationExclude]
+	v, ok := ns.Annotations[v1alpha1.AnnotationExclude]
 	if !ok {
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -135,15 +136,15 @@ func TestExclusionsOf(t *testing.T) {
 		{name: "nil namespace"},
 		{name: "no annotations", ns: &merge.Namespace{Name: "team"}},
 		{name: "other annotations", ns: &merge.Namespace{Name: "team", Annotations: map[string]string{"example.com/exclude": "roles/a"}}},
-		{name: "empty annotation", ns: &merge.Namespace{Name: "team", Annotations: map[string]string{merge.AnnotationExclude: ""}}},
+		{name: "empty annotation", ns: &merge.Namespace{Name: "team", Annotations: map[string]string{v1alpha1.AnnotationExclude: ""}}},
 		{
 			name: "well-formed entries",
-			ns:   &merge.Namespace{Name: "team", Annotations: map[string]string{merge.AnnotationExclude: "rolebindings/ci-bot,networkpolicies/*"}},
+			ns:   &merge.Namespace{Name: "team", Annotations: map[string]string{v1alpha1.AnnotationExclude: "rolebindings/ci-bot,networkpolicies/*"}},
 			want: []merge.Exclusion{{Resource: "rolebindings", Name: "ci-bot"}, {Resource: "networkpolicies", Name: "*"}},
 		},
 		{
 			name: "malformed entries dropped",
-			ns:   &merge.Namespace{Name: "team", Annotations: map[string]string{merge.AnnotationExclude: "bogus, Roles/viewer ,a/b/c"}},
+			ns:   &merge.Namespace{Name: "team", Annotations: map[string]string{v1alpha1.AnnotationExclude: "bogus, Roles/viewer ,a/b/c"}},
 			want: []merge.Exclusion{{Resource: "roles", Name: "viewer"}},
 		},
 	}

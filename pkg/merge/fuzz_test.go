@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -328,8 +329,8 @@ func FuzzResolve(f *testing.F) {
 		seen := map[string]bool{view: true}
 		end := viewNS
 		for i, a := range l.Ancestors {
-			if a.Name != end.Labels[merge.LabelParent] {
-				t.Fatalf("ancestor %d = %s, but %s's parent is %q", i, a.Name, end.Name, end.Labels[merge.LabelParent])
+			if a.Name != end.Labels[v1alpha1.LabelParent] {
+				t.Fatalf("ancestor %d = %s, but %s's parent is %q", i, a.Name, end.Name, end.Labels[v1alpha1.LabelParent])
 			}
 			if seen[a.Name] {
 				t.Fatalf("ancestors %q of %s repeat %s", names(l.Ancestors), view, a.Name)
@@ -340,7 +341,7 @@ func FuzzResolve(f *testing.F) {
 			}
 			end = a
 		}
-		parent := end.Labels[merge.LabelParent]
+		parent := end.Labels[v1alpha1.LabelParent]
 		parentNS, parentExists := get(parent)
 
 		if l.Problem == nil {
@@ -367,7 +368,7 @@ func FuzzResolve(f *testing.F) {
 			members := map[string]bool{}
 			for i, m := range c {
 				n, ok := get(m)
-				if !ok || !testPolicy.IsTenant(n) || members[m] || n.Labels[merge.LabelParent] != c[(i+1)%len(c)] {
+				if !ok || !testPolicy.IsTenant(n) || members[m] || n.Labels[v1alpha1.LabelParent] != c[(i+1)%len(c)] {
 					t.Fatalf("%s: %+v is not a cycle of tenants following parent labels", view, p)
 				}
 				members[m] = true
@@ -402,11 +403,11 @@ var (
 		expr   string
 		stages []string
 	}{
-		{merge.LabelStage + "=canary", []string{"canary"}},
-		{merge.LabelStage + " in (canary,early)", []string{"canary", "early"}},
-		{merge.LabelStage, []string{"canary", "early", "prod"}},
-		{"!" + merge.LabelStage, []string{""}},
-		{merge.LabelStage + " notin (prod)", []string{"", "canary", "early"}},
+		{v1alpha1.LabelStage + "=canary", []string{"canary"}},
+		{v1alpha1.LabelStage + " in (canary,early)", []string{"canary", "early"}},
+		{v1alpha1.LabelStage, []string{"canary", "early", "prod"}},
+		{"!" + v1alpha1.LabelStage, []string{""}},
+		{v1alpha1.LabelStage + " notin (prod)", []string{"", "canary", "early"}},
 		{"team=a", nil},
 		{"", nil},
 	}
@@ -432,7 +433,7 @@ func fuzzCandidates(t *testing.T, levels []merge.Level, r *byteReader) map[*merg
 			name := fmt.Sprintf("k%d", j)
 			forName := fuzzFor[int(c>>2)%len(fuzzFor)]
 			sel := fuzzSelectors[int(sb)%len(fuzzSelectors)]
-			ann := map[string]string{merge.AnnotationCandidateFor: forName, merge.AnnotationCanarySelector: sel.expr}
+			ann := map[string]string{v1alpha1.AnnotationCandidateFor: forName, v1alpha1.AnnotationCanarySelector: sel.expr}
 			cand, err := merge.ParseCandidate(name, ann)
 			valid := forName != "" && forName != name && sel.stages != nil
 			if cand == nil || (err == nil) != valid {
@@ -527,7 +528,7 @@ func fuzzLineage(levels []merge.Level, stage string) (merge.Lineage, func(string
 	}
 	l := merge.Lineage{Namespace: namespace(levels[len(levels)-1]), Tenant: len(levels) > 1}
 	if stage != "" {
-		l.Namespace.Labels[merge.LabelStage] = stage
+		l.Namespace.Labels[v1alpha1.LabelStage] = stage
 	}
 	if l.Tenant {
 		namespace(levels[0])
@@ -569,7 +570,7 @@ func FuzzStagedMerge(f *testing.F) {
 		stage := fuzzStages[int(r.next())%len(fuzzStages)]
 		viewer := ns("team", "")
 		if stage != "" {
-			viewer.Labels[merge.LabelStage] = stage
+			viewer.Labels[v1alpha1.LabelStage] = stage
 		}
 		before := make([]merge.Level, len(levels))
 		for i, lv := range levels {

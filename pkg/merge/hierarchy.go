@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // Namespace is what merging needs to know about one namespace.
@@ -47,7 +49,7 @@ func (p Policy) IsTenant(ns *Namespace) bool {
 	if ns.Name == p.GlobalNamespace || p.Excluded[ns.Name] {
 		return false
 	}
-	return ns.Labels[LabelInherit] != "false"
+	return ns.Labels[v1alpha1.LabelInherit] != "false"
 }
 
 // ProblemReason classifies a hierarchy problem.
@@ -111,7 +113,7 @@ func (p Problem) String() string {
 	case ProblemParentUIDMismatch:
 		if p.RecordedUID == "" {
 			return fmt.Sprintf("namespace %s names parent %q, which was created after it and is not recorded in %s: "+
-				"it is not inherited until the parent label is removed and set again", p.Namespace, p.Parent, AnnotationParentUID)
+				"it is not inherited until the parent label is removed and set again", p.Namespace, p.Parent, v1alpha1.AnnotationParentUID)
 		}
 		return fmt.Sprintf("namespace %s was given parent %q with uid %s, but the namespace of that name now has uid %s "+
 			"(deleted and created again): it is not inherited", p.Namespace, p.Parent, p.RecordedUID, p.ParentUID)
@@ -146,7 +148,7 @@ const indexAfter = 64
 // name after the child was created, by anyone, is never adopted. See
 // docs/design.md, "Parent identity".
 func ParentMatches(child, parent *Namespace) bool {
-	if uid, ok := child.Annotations[AnnotationParentUID]; ok {
+	if uid, ok := child.Annotations[v1alpha1.AnnotationParentUID]; ok {
 		return uid != "" && types.UID(uid) == parent.UID
 	}
 	return !parent.Created.After(child.Created)
@@ -195,7 +197,7 @@ func Resolve(p Policy, name string, get NamespaceGetter) Lineage {
 		return 0, false
 	}
 	for cur := ns; ; {
-		parent := cur.Labels[LabelParent]
+		parent := cur.Labels[v1alpha1.LabelParent]
 		if parent == "" {
 			return l
 		}
@@ -236,7 +238,7 @@ func Resolve(p Policy, name string, get NamespaceGetter) Lineage {
 		}
 		if !ParentMatches(cur, next) {
 			l.Problem = &Problem{Reason: ProblemParentUIDMismatch, Namespace: cur.Name, Parent: parent,
-				RecordedUID: types.UID(cur.Annotations[AnnotationParentUID]), ParentUID: next.UID}
+				RecordedUID: types.UID(cur.Annotations[v1alpha1.AnnotationParentUID]), ParentUID: next.UID}
 			return l
 		}
 		l.Ancestors = append(l.Ancestors, next)

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -163,7 +164,7 @@ func at(n merge.Namespace, uid string, created time.Time) merge.Namespace {
 
 // recording sets the implicit.dev/parent-uid annotation.
 func recording(n merge.Namespace, uid string) merge.Namespace {
-	n.Annotations[merge.AnnotationParentUID] = uid
+	n.Annotations[v1alpha1.AnnotationParentUID] = uid
 	return n
 }
 
@@ -252,7 +253,7 @@ func TestOwnNamespaceNeverTenant(t *testing.T) {
 	t.Parallel()
 	p := merge.Policy{GlobalNamespace: globalNS, Excluded: map[string]bool{"implicit-system": true}}
 	inheriting := func(n merge.Namespace) merge.Namespace {
-		n.Labels[merge.LabelInherit] = "true"
+		n.Labels[v1alpha1.LabelInherit] = "true"
 		return n
 	}
 	own := inheriting(ns("implicit-system", "org"))
@@ -291,7 +292,7 @@ func TestProblemStringLimits(t *testing.T) {
 		{
 			name:    "no recorded uid says how to adopt the parent",
 			problem: merge.Problem{Reason: merge.ProblemParentUIDMismatch, Namespace: "team", Parent: "org", ParentUID: "u2"},
-			want:    []string{"team", `"org"`, "created after it", merge.AnnotationParentUID, "removed and set again"},
+			want:    []string{"team", `"org"`, "created after it", v1alpha1.AnnotationParentUID, "removed and set again"},
 		},
 	}
 	for _, tt := range tests {
@@ -359,14 +360,14 @@ func FuzzResolveLimits(f *testing.F) {
 		child, _ := get(view)
 		seen := map[string]bool{view: true}
 		for _, a := range got.Ancestors {
-			if a.Name != child.Labels[merge.LabelParent] || !merge.ParentMatches(child, a) || !testPolicy.IsTenant(a) || seen[a.Name] {
+			if a.Name != child.Labels[v1alpha1.LabelParent] || !merge.ParentMatches(child, a) || !testPolicy.IsTenant(a) || seen[a.Name] {
 				t.Fatalf("%s: ancestors %q: %s is not a valid parent of %s", view, names(got.Ancestors), a.Name, child.Name)
 			}
 			seen[a.Name] = true
 			child = a
 		}
-		if got.Problem.Parent != child.Labels[merge.LabelParent] {
-			t.Fatalf("%s: DepthExceeded names %q, but the last ancestor %s's parent is %q", view, got.Problem.Parent, child.Name, child.Labels[merge.LabelParent])
+		if got.Problem.Parent != child.Labels[v1alpha1.LabelParent] {
+			t.Fatalf("%s: DepthExceeded names %q, but the last ancestor %s's parent is %q", view, got.Problem.Parent, child.Name, child.Labels[v1alpha1.LabelParent])
 		}
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -19,20 +20,20 @@ var testPolicy = merge.Policy{
 func ns(name, parent string) merge.Namespace {
 	n := merge.Namespace{Name: name, Labels: map[string]string{}, Annotations: map[string]string{}}
 	if parent != "" {
-		n.Labels[merge.LabelParent] = parent
+		n.Labels[v1alpha1.LabelParent] = parent
 	}
 	return n
 }
 
 // nonTenant labels a namespace implicit.dev/inherit: "false".
 func nonTenant(n merge.Namespace) merge.Namespace {
-	n.Labels[merge.LabelInherit] = "false"
+	n.Labels[v1alpha1.LabelInherit] = "false"
 	return n
 }
 
 // excluding sets the implicit.dev/exclude annotation on a namespace.
 func excluding(n merge.Namespace, exclude string) merge.Namespace {
-	n.Annotations[merge.AnnotationExclude] = exclude
+	n.Annotations[v1alpha1.AnnotationExclude] = exclude
 	return n
 }
 
@@ -66,7 +67,7 @@ func TestIsTenant(t *testing.T) {
 		{name: "ordinary namespace", ns: ns("team-a", ""), want: true},
 		{name: "namespace without labels", ns: merge.Namespace{Name: "team-a"}, want: true},
 		{name: "namespace with a parent", ns: ns("team-a", "org"), want: true},
-		{name: "inherit true", ns: merge.Namespace{Name: "team-a", Labels: map[string]string{merge.LabelInherit: "true"}}, want: true},
+		{name: "inherit true", ns: merge.Namespace{Name: "team-a", Labels: map[string]string{v1alpha1.LabelInherit: "true"}}, want: true},
 		{name: "global namespace", ns: ns(globalNS, ""), want: false},
 		{name: "excluded namespace", ns: ns("kube-system", ""), want: false},
 		{name: "other excluded namespace", ns: ns("kube-public", ""), want: false},

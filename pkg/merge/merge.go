@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // Scope is where a view item's winning source lives, relative to the viewing namespace.
@@ -59,12 +61,12 @@ type Item struct {
 
 // IsLocked reports whether annotations lock a source object.
 func IsLocked(annotations map[string]string) bool {
-	return annotations[AnnotationLocked] == "true"
+	return annotations[v1alpha1.AnnotationLocked] == "true"
 }
 
 // WantsOverlay reports whether annotations ask for the Overlay strategy.
 func WantsOverlay(annotations map[string]string) bool {
-	return annotations[AnnotationMerge] == "overlay"
+	return annotations[v1alpha1.AnnotationMerge] == "overlay"
 }
 
 // Level is one scope of a view, with its items and the exclusions its

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -53,9 +54,9 @@ func TestIsLocked(t *testing.T) {
 	}{
 		{name: "nil annotations", want: false},
 		{name: "no lock annotation", annotations: map[string]string{"other": "true"}, want: false},
-		{name: "locked", annotations: map[string]string{merge.AnnotationLocked: "true"}, want: true},
-		{name: "explicitly unlocked", annotations: map[string]string{merge.AnnotationLocked: "false"}, want: false},
-		{name: "empty value", annotations: map[string]string{merge.AnnotationLocked: ""}, want: false},
+		{name: "locked", annotations: map[string]string{v1alpha1.AnnotationLocked: "true"}, want: true},
+		{name: "explicitly unlocked", annotations: map[string]string{v1alpha1.AnnotationLocked: "false"}, want: false},
+		{name: "empty value", annotations: map[string]string{v1alpha1.AnnotationLocked: ""}, want: false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -17,7 +18,7 @@ var (
 	fuzzActions    = []string{"", "Enforce", "Audit", "Warn", "<empty>"} // "" unset, "<empty>" the empty string
 	fuzzRuleNames  = []string{"a", "b", "c", "d"}
 	fuzzMatches    = []string{"", "x", "y", "z"} // "" unset
-	fuzzLabels     = [][2]string{{}, {"tier", "prod"}, {"tier", "dev"}, {merge.LabelScope, "local"}}
+	fuzzLabels     = [][2]string{{}, {"tier", "prod"}, {"tier", "dev"}, {v1alpha1.LabelScope, "local"}}
 	fuzzNamespaces = []string{globalNS, "org", "dept", "team"}
 )
 
@@ -78,7 +79,7 @@ func fuzzLayers(data []byte) []fuzzLayer {
 		}
 		if lb := fuzzLabels[int(r.next())%len(fuzzLabels)]; lb[0] != "" {
 			u.SetLabels(map[string]string{lb[0]: lb[1]})
-			if i == 0 || !strings.HasPrefix(lb[0], merge.Prefix) {
+			if i == 0 || !strings.HasPrefix(lb[0], v1alpha1.Prefix) {
 				l.fields[".metadata.labels."+lb[0]] = lb[1]
 			}
 		}

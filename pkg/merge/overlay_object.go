@@ -9,6 +9,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
 // toUnstructured reads an object as JSON-like content, without changing it.
@@ -103,7 +105,7 @@ const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 func withoutDirectives(m map[string]interface{}) map[string]interface{} {
 	out := make(map[string]interface{}, len(m))
 	for k, v := range m {
-		if !strings.HasPrefix(k, Prefix) && k != lastApplied {
+		if !strings.HasPrefix(k, v1alpha1.Prefix) && k != lastApplied {
 			out[k] = v
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/schema"
 	"sigs.k8s.io/structured-merge-diff/v6/typed"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -400,7 +401,7 @@ func TestOverlayMetadata(t *testing.T) {
 	o := guardrailOverlayer(t)
 	base := with(guardrail(globalNS, "g", "Enforce"), func(u *unstructured.Unstructured) {
 		u.SetLabels(map[string]string{"tier": "prod"})
-		u.SetAnnotations(map[string]string{merge.AnnotationMerge: "overlay", "owner": "platform"})
+		u.SetAnnotations(map[string]string{v1alpha1.AnnotationMerge: "overlay", "owner": "platform"})
 	})
 	overlay := with(guardrail("team", "g", "Audit"), func(u *unstructured.Unstructured) {
 		u.SetAPIVersion("policy.example.com/v2")
@@ -408,8 +409,8 @@ func TestOverlayMetadata(t *testing.T) {
 		u.SetUID(types.UID("overlay-uid"))
 		u.SetResourceVersion("99")
 		u.SetGeneration(4)
-		u.SetLabels(map[string]string{"env": "dev", merge.LabelScope: "local", merge.LabelParent: "x"})
-		u.SetAnnotations(map[string]string{"note": "relaxed", merge.AnnotationLocked: "true", merge.AnnotationConflict: "spoofed"})
+		u.SetLabels(map[string]string{"env": "dev", v1alpha1.LabelScope: "local", v1alpha1.LabelParent: "x"})
+		u.SetAnnotations(map[string]string{"note": "relaxed", v1alpha1.AnnotationLocked: "true", v1alpha1.AnnotationConflict: "spoofed"})
 	})
 	baseBefore := base.DeepCopy()
 	overlayBefore := overlay.DeepCopy()
@@ -421,7 +422,7 @@ func TestOverlayMetadata(t *testing.T) {
 	u := merged.(*unstructured.Unstructured)
 	want := baseBefore.DeepCopy()
 	want.SetLabels(map[string]string{"tier": "prod", "env": "dev"})
-	want.SetAnnotations(map[string]string{merge.AnnotationMerge: "overlay", "owner": "platform", "note": "relaxed"})
+	want.SetAnnotations(map[string]string{v1alpha1.AnnotationMerge: "overlay", "owner": "platform", "note": "relaxed"})
 	_ = unstructured.SetNestedField(want.Object, "Audit", "spec", "action")
 	if !reflect.DeepEqual(u.Object, want.Object) {
 		t.Errorf("merged =\n%v\nwant\n%v", u.Object, want.Object)

@@ -12,5 +12,10 @@
 // question resources beside the views (hierarchies, explanations, previews,
 // rulesreviews) read their answers through interfaces defined here too:
 // pkg/answers, and the authorization webhook's RulesFor (pkg/authz,
-// whose InheritedBinding type it converts).
+// whose InheritedBinding type it converts). The policy reviews read the
+// host's admission policies through NewHostAdmissionPolicies
+// (hostpolicies.go), informers started by the first review.
+//
+// It must not import pkg/merge, pkg/watchmux, pkg/views or pkg/apiserver:
+// what it serves comes in through the interfaces it declares.
 package registry

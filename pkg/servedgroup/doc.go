@@ -10,4 +10,7 @@
 // aggregated discovery and the OpenAPI v2 and v3 documents are updated
 // alongside. It takes finished storages: which kinds are served is
 // pkg/kindcontroller's business, and each view's storage pkg/registry's.
+//
+// It imports pkg/kinds and pkg/apis/implicit/v1alpha1 only of this module,
+// and must not import pkg/registry, pkg/kindcontroller or pkg/apiserver.
 package servedgroup

@@ -12,4 +12,12 @@
 // list's revision, a bookmark as progress. It builds on client-go's
 // RealFIFO delivery order (InOrderInformers, AtomicFIFO) and replaces
 // nothing of the informer: every other handler and lister of it is unchanged.
+//
+// It also feeds the sources in: TrackInformers registers the built-in kinds'
+// and the namespaces' tracked informers in a client-go informer factory
+// (informers.go), NamespacesAt lists the namespaces at a past revision
+// (listat.go), and HubHealth probes the hub cluster of the global sources and
+// says since when they are stale (hub.go). It is the first link of the chain
+// sources -> merge -> views -> clients and must not import any package of
+// this module.
 package sourcefeed

@@ -5,4 +5,7 @@
 // with the linker's -X flag by `make build`), not the version of the
 // k8s.io libraries the server is built on: those are in kube-apiserver's
 // kubernetes_build_info metric and the /version endpoint.
+//
+// It imports nothing of this module, so that the server and the kubectl
+// plugin both use it.
 package version

@@ -8,4 +8,8 @@
 // Serving one namespace costs work proportional to its depth and to the
 // items of its scopes, never to the number of namespaces. Hierarchy problems
 // are reported by pkg/hierarchy.
+//
+// It builds on pkg/watchmux and pkg/merge, and implements pkg/registry's
+// Viewer; it must not import pkg/kindcontroller, pkg/admission, pkg/authz or
+// pkg/apiserver.
 package views

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-base/metrics/testutil"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -23,7 +24,7 @@ func TestCandidateGauges(t *testing.T) {
 	ns := func(name, stage string) *corev1.Namespace {
 		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("ns-" + name), Labels: map[string]string{}}}
 		if stage != "" {
-			n.Labels[merge.LabelStage] = stage
+			n.Labels[v1alpha1.LabelStage] = stage
 		}
 		return n
 	}
@@ -33,7 +34,7 @@ func TestCandidateGauges(t *testing.T) {
 		}}
 	}
 	next := func() *rbacv1.RoleBinding {
-		return rb("g.next", map[string]string{merge.AnnotationCandidateFor: "g", merge.AnnotationCanarySelector: merge.LabelStage + "=canary"})
+		return rb("g.next", map[string]string{v1alpha1.AnnotationCandidateFor: "g", v1alpha1.AnnotationCanarySelector: v1alpha1.LabelStage + "=canary"})
 	}
 	check := func(step string, wantCandidates, wantNamespaces float64) {
 		t.Helper()
@@ -55,7 +56,7 @@ func TestCandidateGauges(t *testing.T) {
 	m.OnSource(resource, rb("g", nil), false)
 	m.OnSource(resource, next(), false)
 	// A malformed candidate is one too, reaching no namespace.
-	m.OnSource(resource, rb("bad", map[string]string{merge.AnnotationCandidateFor: "h", merge.AnnotationCanarySelector: "team=a"}), false)
+	m.OnSource(resource, rb("bad", map[string]string{v1alpha1.AnnotationCandidateFor: "h", v1alpha1.AnnotationCanarySelector: "team=a"}), false)
 	m.MarkSynced()
 	check("synced", 2, 2)
 	m.OnNamespace(ns("c", "prod"), false)

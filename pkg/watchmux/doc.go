@@ -9,4 +9,9 @@
 // It owns the fan-out of those events to any number of watchers through
 // bounded buffers, in version order, closing a watcher that can't keep up
 // (the locks and goroutines are written on the Mux type).
+//
+// It builds on pkg/sourcefeed, pkg/merge, pkg/resourceversion and
+// pkg/accessreview (the fair turns of past states, pastfair.go), and must
+// not import pkg/views, pkg/registry, pkg/admission, pkg/authz or
+// pkg/apiserver: those read it.
 package watchmux

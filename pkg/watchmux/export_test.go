@@ -13,3 +13,10 @@ const PastWait = pastWait
 func (m *Mux) ApplyNamespaceAt(obj any, deleted bool, rev uint64) {
 	m.applyNamespace(obj, deleted, rev)
 }
+
+// The fair queue of past-state lists (pastfair.go), for tests that fill it.
+const (
+	PastStateQPS        = pastStateQPS
+	PastStateBurst      = pastStateBurst
+	PastStateMaxWaiting = pastStateMaxWaiting
+)

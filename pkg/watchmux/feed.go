@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/sourcefeed"
 )
@@ -132,7 +133,7 @@ func (m *Mux) addSourceHandler(informer cache.SharedIndexInformer, resource, clu
 				obj = d.Obj
 			}
 			acc, err := meta.Accessor(obj)
-			return err != nil || !merge.IsMaterialized(acc.GetLabels())
+			return err != nil || !v1alpha1.IsMaterialized(acc.GetLabels())
 		},
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc: func(obj any) { m.onSource(resource, cluster, obj, false) },
@@ -352,13 +353,13 @@ func (m *Mux) hierarchyChangeLocked(name string, next *merge.Namespace) bool {
 	if !ok || next == nil {
 		return true
 	}
-	oldUID, oldHasUID := old.Annotations[merge.AnnotationParentUID]
-	nextUID, nextHasUID := next.Annotations[merge.AnnotationParentUID]
+	oldUID, oldHasUID := old.Annotations[v1alpha1.AnnotationParentUID]
+	nextUID, nextHasUID := next.Annotations[v1alpha1.AnnotationParentUID]
 	return old.UID != next.UID || !old.Created.Equal(next.Created) ||
 		oldUID != nextUID || oldHasUID != nextHasUID ||
-		old.Labels[merge.LabelParent] != next.Labels[merge.LabelParent] ||
-		old.Labels[merge.LabelInherit] != next.Labels[merge.LabelInherit] ||
-		old.Annotations[merge.AnnotationExclude] != next.Annotations[merge.AnnotationExclude]
+		old.Labels[v1alpha1.LabelParent] != next.Labels[v1alpha1.LabelParent] ||
+		old.Labels[v1alpha1.LabelInherit] != next.Labels[v1alpha1.LabelInherit] ||
+		old.Annotations[v1alpha1.AnnotationExclude] != next.Annotations[v1alpha1.AnnotationExclude]
 }
 
 // stageChangeLocked reports whether replacing namespace name by next
@@ -370,8 +371,8 @@ func (m *Mux) stageChangeLocked(name string, next *merge.Namespace) bool {
 	if !ok || next == nil || !m.st.anyCandidates() {
 		return false
 	}
-	oldStage, oldHas := old.Labels[merge.LabelStage]
-	nextStage, nextHas := next.Labels[merge.LabelStage]
+	oldStage, oldHas := old.Labels[v1alpha1.LabelStage]
+	nextStage, nextHas := next.Labels[v1alpha1.LabelStage]
 	return oldStage != nextStage || oldHas != nextHas
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -14,7 +15,7 @@ func TestLineageCacheBounded(t *testing.T) {
 	t.Parallel()
 	s := newState(merge.Policy{GlobalNamespace: "implicit-global", MaxDepth: 32}, []string{"rolebindings"})
 	s.setNamespaceLocked("org", &merge.Namespace{Name: "org"})
-	s.setNamespaceLocked("team", &merge.Namespace{Name: "team", Labels: map[string]string{merge.LabelParent: "org"}})
+	s.setNamespaceLocked("team", &merge.Namespace{Name: "team", Labels: map[string]string{v1alpha1.LabelParent: "org"}})
 	for i := range 1_000 {
 		if l := s.lineage(fmt.Sprintf("ghost-%d", i)); l.Namespace != nil {
 			t.Fatalf("ghost-%d resolved to %v", i, l.Namespace)

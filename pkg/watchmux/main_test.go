@@ -21,6 +21,7 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 	"github.com/implicit-dev/implicit-apiserver/internal/testwait"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/resourceversion"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
@@ -81,22 +82,22 @@ func (o *objects) Item(_, namespace string, r merge.Result, rv string) (runtime.
 	for k, v := range m.GetLabels() {
 		lbls[k] = v
 	}
-	lbls[merge.LabelScope] = string(r.Scope)
-	lbls[merge.LabelSourceNamespace] = r.Item.Namespace
+	lbls[v1alpha1.LabelScope] = string(r.Scope)
+	lbls[v1alpha1.LabelSourceNamespace] = r.Item.Namespace
 	m.SetLabels(lbls)
 	ann := map[string]string{}
 	for k, v := range m.GetAnnotations() {
 		ann[k] = v
 	}
-	ann[merge.AnnotationSourceUID] = string(sourceUID)
-	ann[merge.AnnotationSourceResourceVersion] = sourceRV
-	delete(ann, merge.AnnotationConflict)
+	ann[v1alpha1.AnnotationSourceUID] = string(sourceUID)
+	ann[v1alpha1.AnnotationSourceResourceVersion] = sourceRV
+	delete(ann, v1alpha1.AnnotationConflict)
 	if len(r.Conflicts) > 0 {
-		ann[merge.AnnotationConflict] = r.Conflict()
+		ann[v1alpha1.AnnotationConflict] = r.Conflict()
 	}
-	delete(ann, merge.AnnotationCandidate)
+	delete(ann, v1alpha1.AnnotationCandidate)
 	if c := r.Candidates(); c != "" {
-		ann[merge.AnnotationCandidate] = c
+		ann[v1alpha1.AnnotationCandidate] = c
 	}
 	m.SetAnnotations(ann)
 	return obj, nil
@@ -222,8 +223,8 @@ func describe(obj runtime.Object) string {
 		return fmt.Sprintf("<%T without metadata>", obj)
 	}
 	s := fmt.Sprintf("%s/%s %s@%s", acc.GetNamespace(), acc.GetName(),
-		acc.GetLabels()[merge.LabelScope], acc.GetLabels()[merge.LabelSourceNamespace])
-	if acc.GetAnnotations()[merge.AnnotationConflict] != "" {
+		acc.GetLabels()[v1alpha1.LabelScope], acc.GetLabels()[v1alpha1.LabelSourceNamespace])
+	if acc.GetAnnotations()[v1alpha1.AnnotationConflict] != "" {
 		s += " conflict"
 	}
 	return s
@@ -367,5 +368,5 @@ func readViews(t testing.TB, m *watchmux.Mux, resource string) (map[string]strin
 func describeFull(obj runtime.Object) string {
 	acc, _ := meta.Accessor(obj)
 	a := acc.GetAnnotations()
-	return strings.Join([]string{describe(obj), acc.GetName(), string(acc.GetUID()), a[merge.AnnotationSourceUID], a[merge.AnnotationSourceResourceVersion], a[merge.AnnotationConflict], a[merge.AnnotationCandidate]}, " | ")
+	return strings.Join([]string{describe(obj), acc.GetName(), string(acc.GetUID()), a[v1alpha1.AnnotationSourceUID], a[v1alpha1.AnnotationSourceResourceVersion], a[v1alpha1.AnnotationConflict], a[v1alpha1.AnnotationCandidate]}, " | ")
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	rv "github.com/implicit-dev/implicit-apiserver/pkg/resourceversion"
 )
@@ -180,7 +181,7 @@ func (c pastConfig) buildWith(namespaces []*merge.Namespace, lists map[string][]
 			}
 			for _, o := range lists[sourceKey(resource, cluster)] {
 				acc, err := meta.Accessor(o)
-				if err != nil || merge.IsMaterialized(acc.GetLabels()) {
+				if err != nil || v1alpha1.IsMaterialized(acc.GetLabels()) {
 					continue
 				}
 				if c.hub != "" && cluster == "" && acc.GetNamespace() == c.policy.GlobalNamespace {

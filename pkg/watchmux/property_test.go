@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
@@ -64,15 +65,15 @@ var stages = []string{"", "", "canary", "early", "prod"}
 // malformed ones, which reach no namespace (missing is the annotation left
 // out).
 var selectors = []string{
-	merge.LabelStage + "=canary", merge.LabelStage + " in (canary,early)", "!" + merge.LabelStage,
-	merge.LabelStage + " notin (prod)", "team=a", "", "missing",
+	v1alpha1.LabelStage + "=canary", v1alpha1.LabelStage + " in (canary,early)", "!" + v1alpha1.LabelStage,
+	v1alpha1.LabelStage + " notin (prod)", "team=a", "", "missing",
 }
 
 // stage labels a namespace with stage ("": none).
 func stage(stage string) nsOpt {
 	return func(ns *corev1.Namespace) {
 		if stage != "" {
-			ns.Labels[merge.LabelStage] = stage
+			ns.Labels[v1alpha1.LabelStage] = stage
 		}
 	}
 }
@@ -82,10 +83,10 @@ func stage(stage string) nsOpt {
 func candidateFor(forName, selector string) objOpt {
 	return func(m *metav1.ObjectMeta) {
 		if forName != "missing" {
-			m.Annotations[merge.AnnotationCandidateFor] = forName
+			m.Annotations[v1alpha1.AnnotationCandidateFor] = forName
 		}
 		if selector != "missing" {
-			m.Annotations[merge.AnnotationCanarySelector] = selector
+			m.Annotations[v1alpha1.AnnotationCanarySelector] = selector
 		}
 	}
 }
@@ -232,11 +233,11 @@ func (w *world) stageStep(m *watchmux.Mux, putCandidate func(ns string) string) 
 	}
 	old := w.nsObjs[w.pick(names)]
 	ns := old.DeepCopy()
-	delete(ns.Labels, merge.LabelStage)
+	delete(ns.Labels, v1alpha1.LabelStage)
 	stage(w.pick(stages))(ns)
 	w.nsObjs[ns.Name] = ns
 	m.OnNamespace(ns, false)
-	return fmt.Sprintf("namespace %s stage %q", ns.Name, ns.Labels[merge.LabelStage])
+	return fmt.Sprintf("namespace %s stage %q", ns.Name, ns.Labels[v1alpha1.LabelStage])
 }
 
 // checkOracle checks every view of m against the merge of what w put

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	rv "github.com/implicit-dev/implicit-apiserver/pkg/resourceversion"
 )
@@ -70,11 +71,11 @@ func (c *randomCluster) namespace(m *Mux, name string) {
 	if name != "g" {
 		switch c.rng.IntN(6) {
 		case 0, 1:
-			ns.Labels[merge.LabelParent] = fmt.Sprintf("t%d", c.rng.IntN(10))
+			ns.Labels[v1alpha1.LabelParent] = fmt.Sprintf("t%d", c.rng.IntN(10))
 		case 2:
-			ns.Annotations[merge.AnnotationExclude] = fmt.Sprintf("rolebindings/g-%d", c.rng.IntN(4))
+			ns.Annotations[v1alpha1.AnnotationExclude] = fmt.Sprintf("rolebindings/g-%d", c.rng.IntN(4))
 		case 3:
-			ns.Labels[merge.LabelInherit] = "false"
+			ns.Labels[v1alpha1.LabelInherit] = "false"
 		}
 	}
 	c.nss[name] = ns
@@ -88,7 +89,7 @@ func (c *randomCluster) binding(m *Mux, namespace, name string) {
 		Subjects:   []rbacv1.Subject{{Kind: "User", Name: "u" + strconv.Itoa(c.rev)}},
 	}
 	if c.rng.IntN(4) == 0 {
-		rb.Annotations = map[string]string{merge.AnnotationLocked: "true"}
+		rb.Annotations = map[string]string{v1alpha1.AnnotationLocked: "true"}
 	}
 	c.rbs[namespace+"/"+name] = rb
 	m.OnSource("rolebindings", rb, false)

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -156,12 +157,12 @@ func (s *state) setNamespaceLocked(name string, ns *merge.Namespace) {
 	}
 	s.excluders.Delete(name)
 	if ns != nil {
-		if _, ok := ns.Annotations[merge.AnnotationExclude]; ok {
+		if _, ok := ns.Annotations[v1alpha1.AnnotationExclude]; ok {
 			s.excluders.Insert(name)
 		}
 	}
 	if had {
-		if p := old.Labels[merge.LabelParent]; p != "" {
+		if p := old.Labels[v1alpha1.LabelParent]; p != "" {
 			s.children[p].Delete(name)
 			if s.children[p].Len() == 0 {
 				delete(s.children, p)
@@ -178,7 +179,7 @@ func (s *state) setNamespaceLocked(name string, ns *merge.Namespace) {
 		return
 	}
 	s.namespaces[name] = ns
-	if p := ns.Labels[merge.LabelParent]; p != "" {
+	if p := ns.Labels[v1alpha1.LabelParent]; p != "" {
 		if s.children[p] == nil {
 			s.children[p] = sets.New[string]()
 		}

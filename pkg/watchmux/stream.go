@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/sourcefeed"
 )
@@ -59,7 +60,7 @@ func sourceChange(c sourcefeed.Change) (obj any, deleted bool) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj, deleted = d.Obj, true
 	}
-	if acc, err := meta.Accessor(obj); err == nil && merge.IsMaterialized(acc.GetLabels()) {
+	if acc, err := meta.Accessor(obj); err == nil && v1alpha1.IsMaterialized(acc.GetLabels()) {
 		deleted = true
 	}
 	return obj, deleted

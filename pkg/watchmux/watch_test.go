@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/testwait"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/resourceversion"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
@@ -550,7 +551,7 @@ func TestWatchFilters(t *testing.T) {
 	scopeIs := func(scope merge.Scope) func(runtime.Object) bool {
 		return func(obj runtime.Object) bool {
 			acc, err := meta.Accessor(obj)
-			return err == nil && acc.GetLabels()[merge.LabelScope] == string(scope)
+			return err == nil && acc.GetLabels()[v1alpha1.LabelScope] == string(scope)
 		}
 	}
 	tests := []struct {

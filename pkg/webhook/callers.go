@@ -97,3 +97,41 @@ func SkipAuthentication(next authenticator.Request, paths []string) authenticato
 		return next.AuthenticateRequest(r)
 	})
 }
+
+// Serving is what the webhook endpoints' authentication changes in the
+// generic server's configuration, before its handler chain is built.
+type Serving struct {
+	// Authenticator is the generic authentication's (the field of
+	// k8s.io/apiserver's AuthenticationInfo).
+	Authenticator *authenticator.Request
+	// ApplyClientCert makes the serving TLS configuration advertise ca for
+	// client certificates (AuthenticationInfo.ApplyClientCert).
+	ApplyClientCert func(ca dynamiccertificates.CAContentProvider) error
+}
+
+// Prepare sets up the webhook endpoints' own authentication: the generic
+// authentication skips authorizePath and admissionPaths (a webhook client
+// certificate need not be one it knows, and one it can't verify would be
+// refused), and the serving TLS configuration requests client certificates
+// advertising c.CA too (a client only sends a certificate signed by an
+// advertised CA). It returns what wraps each admission webhook: Require,
+// or nothing when anonymous; authorizePath always requires a certificate.
+func (c Callers) Prepare(s Serving, authorizePath string, admissionPaths []string, anonymous bool) (func(http.Handler) http.Handler, error) {
+	paths := append([]string{authorizePath}, admissionPaths...)
+	if *s.Authenticator != nil {
+		*s.Authenticator = SkipAuthentication(*s.Authenticator, paths)
+	}
+	if c.CA != nil {
+		if err := s.ApplyClientCert(c.CA); err != nil {
+			return nil, err
+		}
+	} else {
+		klog.Warningf("No --webhook-client-ca-file: the webhook endpoints %v refuse every caller that needs a client certificate", paths)
+	}
+	if anonymous {
+		klog.Warningf("--anonymous-webhooks: the admission webhooks %v answer callers without a client certificate; "+
+			"only a network policy keeps anyone else from them (%s still requires one)", admissionPaths, authorizePath)
+		return func(h http.Handler) http.Handler { return h }, nil
+	}
+	return c.Require, nil
+}

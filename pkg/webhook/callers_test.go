@@ -162,3 +162,40 @@ func TestSkipAuthentication(t *testing.T) {
 
 // authorizePath is pkg/authz's Path, which this package does not import.
 const authorizePath = "/authorize"
+
+// TestCallersPrepare: the webhook paths skip the generic authentication,
+// and the admission webhooks are wrapped by Require unless anonymous.
+func TestCallersPrepare(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name      string
+		anonymous bool
+		want      int
+	}{
+		{name: "certificates required", want: http.StatusUnauthorized},
+		{name: "anonymous admission webhooks", anonymous: true, want: http.StatusOK},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			next := authenticator.RequestFunc(func(*http.Request) (*authenticator.Response, bool, error) {
+				return &authenticator.Response{User: &userinfo.DefaultInfo{Name: "alice"}}, true, nil
+			})
+			var authn authenticator.Request = next
+			wrap, err := webhook.Callers{}.Prepare(webhook.Serving{Authenticator: &authn}, authorizePath, []string{"/admission/locks"}, tt.anonymous)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []string{authorizePath, "/admission/locks"} {
+				resp, ok, err := authn.AuthenticateRequest(httptest.NewRequest(http.MethodPost, p, nil))
+				if err != nil || !ok || resp.User.GetName() != userinfo.Anonymous {
+					t.Errorf("%s: authenticated as %v, %v, %v; want the generic authentication skipped", p, resp, ok, err)
+				}
+			}
+			rec := httptest.NewRecorder()
+			wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/admission/locks", nil))
+			if rec.Code != tt.want {
+				t.Errorf("an admission review without a client certificate: %d, want %d", rec.Code, tt.want)
+			}
+		})
+	}
+}

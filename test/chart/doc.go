@@ -5,4 +5,8 @@
 // context and webhooks) and the cluster-level pitfalls of issue 14 (the
 // APIService's group priority, the priority-class ResourceQuota, the
 // NetworkPolicy that comes with anonymous webhooks).
+//
+// It imports of this module only internal/controlplane,
+// pkg/admission/webhookconfig (the webhook paths) and pkg/cmd/server (the
+// flags), and nothing else that serves.
 package chart

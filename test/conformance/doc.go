@@ -14,4 +14,8 @@
 //
 // It runs against the real thing: etcd, kube-apiserver and implicit-apiserver
 // behind the aggregation layer, started by TestMain with internal/controlplane.
+//
+// It imports of this module only internal/controlplane, the test helpers and
+// pkg/resourceversion, and must not import the server's packages: it sees
+// what a client sees.
 package conformance

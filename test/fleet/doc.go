@@ -6,4 +6,7 @@
 // partition it from a hub that stays editable. The servers run with
 // testdata/implicit-config.yaml, which adds a CRD of the suite's own whose
 // global sources are read from the hub.
+//
+// It imports of this module only internal/controlplane and the test helpers,
+// and must not import the server's packages.
 package fleet

@@ -7,4 +7,11 @@
 //
 // The control plane starts once per package (TestMain); tests run one after
 // another, since every tenant view sees the global namespace.
+//
+// Beyond internal/controlplane and the test helpers, it imports the server's
+// packages only for names and configuration it checks against
+// (pkg/apis/implicit/v1alpha1, pkg/kinds, pkg/merge's problem names,
+// pkg/admission's, pkg/admission/webhookconfig's and pkg/authz's webhook
+// names and configurations, pkg/cmd/server's flags, pkg/sourcefeed's default
+// progress interval), never to serve.
 package integration

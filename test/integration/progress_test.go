@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
-	"github.com/implicit-dev/implicit-apiserver/pkg/apiserver"
 	"github.com/implicit-dev/implicit-apiserver/pkg/resourceversion"
+	"github.com/implicit-dev/implicit-apiserver/pkg/sourcefeed"
 )
 
 // TestQuietSourcesKeepUp: the version of a view names, for every source,
@@ -55,7 +55,7 @@ func TestQuietSourcesKeepUp(t *testing.T) {
 	// each served kind's resource (its view's name), every one tracked.
 	start := time.Now()
 	// Two intervals and their jitter, plus the nudge's own interval.
-	within := 3*apiserver.DefaultSourceProgress + 10*time.Second
+	within := 3*sourcefeed.DefaultProgress + 10*time.Second
 	eventuallyWithin(t, time.Second, within, fmt.Sprintf("every source's part reaches %d (the ConfigMap's revision)", r), func(ctx context.Context) error {
 		keys, err := sourceKeys(kube)
 		if err != nil {

@@ -16,4 +16,7 @@
 //
 // The run lasts IMPLICIT_REPLICAS_DURATION (a Go duration; default 40s, for
 // `make test`; docs/operations.md's figures are from a 3m run).
+//
+// It imports of this module only internal/controlplane, internal/netnshost
+// and pkg/resourceversion, and must not import the server's packages.
 package replicas

@@ -21,4 +21,7 @@
 // test/replicas it runs each replica in a network namespace of its own and
 // needs root; it shares test/replicas' host names and lock, so the two take
 // turns.
+//
+// It imports of this module only internal/controlplane, internal/netnshost
+// and pkg/resourceversion, and must not import the server's packages.
 package robustness

@@ -1,5 +1,3 @@
-// Command etcd is etcd's own main, built from the Go module proxy for the
-// local control plane used by make run and the integration tests.
 package main
 
 import (

@@ -41,6 +41,7 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/materialize"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/servedgroup"
+	"github.com/implicit-dev/implicit-apiserver/pkg/sourcefeed"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 	"github.com/implicit-dev/implicit-apiserver/pkg/webhook"
 )
@@ -142,7 +143,7 @@ func NewOptions() *Options {
 		HostSchemaTimeout:       2 * time.Minute,
 		MaxDepth:                32,
 		HistoryBytes:            watchmux.DefaultHistoryBytes,
-		SourceProgress:          apiserver.DefaultSourceProgress,
+		SourceProgress:          sourcefeed.DefaultProgress,
 		KubeAPIQPS:              50,
 		KubeAPIBurst:            100,
 		AccessReviewQPS:         accessreview.DefaultQPS,

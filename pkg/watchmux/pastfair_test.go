@@ -1,4 +1,4 @@
-package apiserver
+package watchmux_test
 
 import (
 	"context"
@@ -22,7 +22,6 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	rv "github.com/implicit-dev/implicit-apiserver/pkg/resourceversion"
-	"github.com/implicit-dev/implicit-apiserver/pkg/views"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
@@ -92,9 +91,8 @@ func pastStateCounts(t *testing.T) map[string]float64 {
 func TestPastStateTurns(t *testing.T) {
 	src := newPastSources()
 	fake := clocktesting.NewFakeClock(time.Now())
-	m := watchmux.New(merge.Policy{GlobalNamespace: "implicit-global"}, []string{"rolebindings"},
-		views.NewObjects(map[string]func() runtime.Object{"rolebindings": func() runtime.Object { return &rbacv1.RoleBinding{} }}, 0),
-		watchmux.Options{PastStates: pastStateTurns(fake)})
+	m := watchmux.New(merge.Policy{GlobalNamespace: "implicit-global"}, []string{"rolebindings"}, &objects{},
+		watchmux.Options{PastStates: watchmux.FairPastStates(fake)})
 	m.SetNamespaceList(src.listNamespaces)
 	m.SetSourceList("rolebindings", "", src.listBindings)
 	for _, ns := range src.namespaces {
@@ -149,7 +147,7 @@ func TestPastStateTurns(t *testing.T) {
 		}()
 	}
 	served, refused := 0, 0
-	for served+refused < flood-pastStateMaxWaiting {
+	for served+refused < flood-watchmux.PastStateMaxWaiting {
 		select {
 		case err := <-results:
 			switch {
@@ -161,11 +159,11 @@ func TestPastStateTurns(t *testing.T) {
 				t.Fatalf("a made-up version: %v, want served or 429", err)
 			}
 		case <-time.After(30 * time.Second):
-			t.Fatalf("%d served and %d refused after 30s, want %d answered before the clock moves", served, refused, flood-pastStateMaxWaiting)
+			t.Fatalf("%d served and %d refused after 30s, want %d answered before the clock moves", served, refused, flood-watchmux.PastStateMaxWaiting)
 		}
 	}
-	if served != pastStateBurst-1 || refused != flood-pastStateMaxWaiting-served {
-		t.Errorf("of %d made-up versions: %d served, %d refused at once; want %d served (the burst), %d refused", flood, served, refused, pastStateBurst-1, flood-pastStateMaxWaiting-(pastStateBurst-1))
+	if served != watchmux.PastStateBurst-1 || refused != flood-watchmux.PastStateMaxWaiting-served {
+		t.Errorf("of %d made-up versions: %d served, %d refused at once; want %d served (the burst), %d refused", flood, served, refused, watchmux.PastStateBurst-1, flood-watchmux.PastStateMaxWaiting-(watchmux.PastStateBurst-1))
 	}
 
 	// Mallory's turns are used up; her ordinary resumes still don't wait.
@@ -200,9 +198,9 @@ func TestPastStateTurns(t *testing.T) {
 		}
 		queued = queued || fake.Waiters() > waiters
 		if queued && steps < 2 {
-			// One token (1/pastStateQPS s) at a time, well inside
+			// One token (1/watchmux.PastStateQPS s) at a time, well inside
 			// pastStateWait: mallory's waiters are still queued.
-			fake.Step(time.Second / pastStateQPS)
+			fake.Step(time.Second / watchmux.PastStateQPS)
 			steps++
 		}
 		return false, nil
@@ -226,8 +224,8 @@ func TestPastStateTurns(t *testing.T) {
 	if got, least, most := delta("admitted")+delta("refused"), float64(1+served+refused+1), float64(1+flood+1); got < least || got > most {
 		t.Errorf("past_states admitted+refused grew by %v, want %v to %v (one per turn asked): %v -> %v", got, least, most, before, after)
 	}
-	if delta("refused") < float64(flood-pastStateMaxWaiting-(pastStateBurst-1)) || delta("admitted") < float64(pastStateBurst+1) {
-		t.Errorf("past_states grew by admitted %v, refused %v; want at least %d and %d", delta("admitted"), delta("refused"), pastStateBurst+1, flood-pastStateMaxWaiting-(pastStateBurst-1))
+	if delta("refused") < float64(flood-watchmux.PastStateMaxWaiting-(watchmux.PastStateBurst-1)) || delta("admitted") < float64(watchmux.PastStateBurst+1) {
+		t.Errorf("past_states grew by admitted %v, refused %v; want at least %d and %d", delta("admitted"), delta("refused"), watchmux.PastStateBurst+1, flood-watchmux.PastStateMaxWaiting-(watchmux.PastStateBurst-1))
 	}
 	if delta("cached") != 1 {
 		t.Errorf("past_states cached grew by %v, want 1 (the resume the caches served)", delta("cached"))

@@ -1,4 +1,4 @@
-package apiserver
+package watchmux
 
 import (
 	"context"
@@ -12,11 +12,11 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/accessreview"
 )
 
-// Past states: a watch or list from a version this replica has no history
-// for, whose state is not the current one, lists the sources at that
-// version from kube-apiserver, unless the mux's caches of past states and
-// lists hold them. Only those lists (a cache miss's: watchmux.Options.
-// PastStates) share pastStateQPS fairly between requesters, by tenant and
+// Fair turns for past states: a watch or list from a version this replica
+// has no history for, whose state is not the current one, lists the
+// sources at that version from kube-apiserver, unless the mux's caches of
+// past states and lists hold them. Only those lists (a cache miss's:
+// Options.PastStates, pastturn.go) share pastStateQPS fairly between requesters, by tenant and
 // user (accessreview's fair queue), so that a tenant making up versions
 // can't load kube-apiserver and etcd at will; one whose turn does not come
 // within pastStateWait, or with pastStateMaxWaiting of its tenant's
@@ -32,9 +32,9 @@ const (
 // errPastStateWait ends a wait for a turn that took pastStateWait.
 var errPastStateWait = errors.New("no turn to list a past state within " + pastStateWait.String())
 
-// pastStateTurns is watchmux.Options.PastStates: the requester's turn in a
-// fair queue driven by c.
-func pastStateTurns(c clock.WithDelayedExecution) func(ctx context.Context) error {
+// FairPastStates is the server's Options.PastStates: the requester's turn
+// in a fair queue driven by c.
+func FairPastStates(c clock.WithDelayedExecution) func(ctx context.Context) error {
 	q := accessreview.NewFairQueue(c, pastStateQPS, pastStateBurst, pastStateMaxWaiting)
 	return func(ctx context.Context) error {
 		u, ok := request.UserFrom(ctx)

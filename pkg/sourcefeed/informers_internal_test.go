@@ -1,4 +1,4 @@
-package apiserver
+package sourcefeed
 
 import (
 	"testing"
@@ -18,21 +18,21 @@ import (
 func TestTrackInformers(t *testing.T) {
 	client := fake.NewClientset()
 	factory := informers.NewSharedInformerFactory(client, 0)
-	tr := trackInformers(factory, client, "", DefaultSourceProgress)
+	tr := TrackInformers(factory, client, "", DefaultProgress)
 	shared := func(obj runtime.Object) cache.SharedIndexInformer {
 		return factory.InformerFor(obj, func(kubernetes.Interface, time.Duration) cache.SharedIndexInformer {
 			t.Fatalf("%T: no informer was registered", obj)
 			return nil
 		})
 	}
-	if tr.namespaces == nil || tr.namespaces.Informer != shared(&corev1.Namespace{}) {
+	if tr.Namespaces == nil || tr.Namespaces.Informer != shared(&corev1.Namespace{}) {
 		t.Error("the namespaces' shared informer is not the tracked one")
 	}
-	if len(tr.kinds) != len(trackedKinds) {
-		t.Errorf("%d kinds tracked, want %d", len(tr.kinds), len(trackedKinds))
+	if len(tr.Kinds) != len(trackedKinds) {
+		t.Errorf("%d kinds tracked, want %d", len(tr.Kinds), len(trackedKinds))
 	}
 	for _, k := range trackedKinds {
-		if s, ok := tr.kinds[k.gvr]; !ok || s.Informer != shared(k.example) {
+		if s, ok := tr.Kinds[k.gvr]; !ok || s.Informer != shared(k.example) {
 			t.Errorf("%s: the shared informer is not the tracked one", k.gvr)
 		}
 	}

@@ -1,4 +1,4 @@
-package apiserver
+package sourcefeed
 
 import (
 	"context"
@@ -15,14 +15,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
-
-	"github.com/implicit-dev/implicit-apiserver/pkg/kindcontroller"
-	"github.com/implicit-dev/implicit-apiserver/pkg/sourcefeed"
 )
 
-// DefaultSourceProgress is how often each tracked source is read
-// consistently (one item) and its informer's watch renewed, by default
-// (ExtraConfig.SourceProgress, --source-progress-interval): the read moves
+// DefaultProgress is how often each tracked source is read consistently
+// (one item) and its informer's watch renewed, by default
+// (--source-progress-interval): the read moves
 // kube-apiserver's watch cache to etcd's current revision, and the bookmark
 // the cache sends before the renewed watch's deadline carries it, so a quiet
 // source's part stays within about two intervals of etcd's revision.
@@ -32,7 +29,7 @@ import (
 // default; the interval must stay well below its --etcd-compaction-interval)
 // while its state is current: another replica, which must list at that
 // revision, would answer 410.
-const DefaultSourceProgress = 10 * time.Second
+const DefaultProgress = 10 * time.Second
 
 // trackedKinds are the built-in kinds whose informers list and watch
 // through a Tracker, with their list and watch through the typed client.
@@ -83,41 +80,48 @@ var trackedKinds = []struct {
 	},
 }
 
-// tracked are the Trackers registered in one informer factory.
-type tracked struct {
-	// namespaces is the namespaces' stream; nil for a factory of one
-	// namespace (the hub's).
-	namespaces *kindcontroller.Stream
-	// kinds are the built-in kinds' streams.
-	kinds map[schema.GroupVersionResource]kindcontroller.Stream
+// Stream is an informer that lists and watches through a Tracker: the mux
+// takes complete states from it.
+type Stream struct {
+	Tracker  *Tracker
+	Informer cache.SharedIndexInformer
 }
 
-// trackers lists every Tracker.
-func (t tracked) trackers() []*sourcefeed.Tracker {
-	var out []*sourcefeed.Tracker
-	if t.namespaces != nil {
-		out = append(out, t.namespaces.Tracker)
+// Tracked are the Trackers registered in one informer factory.
+type Tracked struct {
+	// Namespaces is the namespaces' stream; nil for a factory of one
+	// namespace (the hub's).
+	Namespaces *Stream
+	// Kinds are the built-in kinds' streams.
+	Kinds map[schema.GroupVersionResource]Stream
+}
+
+// Trackers lists every Tracker.
+func (t Tracked) Trackers() []*Tracker {
+	var out []*Tracker
+	if t.Namespaces != nil {
+		out = append(out, t.Namespaces.Tracker)
 	}
-	for _, s := range t.kinds {
+	for _, s := range t.Kinds {
 		out = append(out, s.Tracker)
 	}
 	return out
 }
 
-// trackInformers registers in factory, for the namespaces (when namespace
+// TrackInformers registers in factory, for the namespaces (when namespace
 // is "") and the built-in kinds, informers that list and watch through a
 // Tracker, before anything asks the factory for them: the factory then
 // shares them with every other reader, so there is still one upstream watch
 // per kind. (Its Informer() hands out a typed wrapper, a new one each call:
 // the mux is fed from the shared informer returned here.) A kind whose
 // informer was made before is left untracked, and fed as before.
-func trackInformers(factory informers.SharedInformerFactory, client kubernetes.Interface, namespace string, progress time.Duration) tracked {
-	out := tracked{kinds: map[schema.GroupVersionResource]kindcontroller.Stream{}}
+func TrackInformers(factory informers.SharedInformerFactory, client kubernetes.Interface, namespace string, progress time.Duration) Tracked {
+	out := Tracked{Kinds: map[schema.GroupVersionResource]Stream{}}
 	if client == nil || factory == nil {
 		return out
 	}
-	register := func(name string, example runtime.Object, lw *cache.ListWatch) kindcontroller.Stream {
-		tr := sourcefeed.New(name, cache.ToListWatcherWithWatchListSemantics(lw, client))
+	register := func(name string, example runtime.Object, lw *cache.ListWatch) Stream {
+		tr := New(name, cache.ToListWatcherWithWatchListSemantics(lw, client))
 		tr.SetProgress(progress)
 		var built cache.SharedIndexInformer
 		got := factory.InformerFor(example, func(kubernetes.Interface, time.Duration) cache.SharedIndexInformer {
@@ -129,9 +133,9 @@ func trackInformers(factory informers.SharedInformerFactory, client kubernetes.I
 		})
 		if got != built {
 			klog.InfoS("An informer was made before its source could be tracked: its versions name the last revision delivered", "resource", name)
-			return kindcontroller.Stream{}
+			return Stream{}
 		}
-		return kindcontroller.Stream{Tracker: tr, Informer: got}
+		return Stream{Tracker: tr, Informer: got}
 	}
 	if namespace == "" {
 		s := register("namespaces", &corev1.Namespace{}, &cache.ListWatch{
@@ -143,7 +147,7 @@ func trackInformers(factory informers.SharedInformerFactory, client kubernetes.I
 			},
 		})
 		if s.Tracker != nil {
-			out.namespaces = &s
+			out.Namespaces = &s
 		}
 	}
 	for _, k := range trackedKinds {
@@ -152,7 +156,7 @@ func trackInformers(factory informers.SharedInformerFactory, client kubernetes.I
 			WatchFuncWithContext: k.watch(client, namespace),
 		})
 		if s.Tracker != nil {
-			out.kinds[k.gvr] = s
+			out.Kinds[k.gvr] = s
 		}
 	}
 	return out

@@ -1,4 +1,4 @@
-package apiserver
+package registry
 
 import (
 	"context"
@@ -7,25 +7,22 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
-	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/informers"
 	admissionregistrationinformers "k8s.io/client-go/informers/admissionregistration/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 )
 
 // policySyncTimeout bounds how long a policy review waits for the host's
 // admission policies to be read the first time.
 const policySyncTimeout = 30 * time.Second
 
-// admissionPolicies reads the host's ValidatingAdmissionPolicies,
+// hostAdmissionPolicies reads the host's ValidatingAdmissionPolicies,
 // MutatingAdmissionPolicies and their bindings (admissionregistration.k8s.io
 // /v1) with informers of their own, started by the first policy review: a
 // server nobody asks about policies never watches them. They stop with the
 // server (stop).
-type admissionPolicies struct {
+type hostAdmissionPolicies struct {
 	client kubernetes.Interface
 	stop   <-chan struct{}
 
@@ -35,14 +32,17 @@ type admissionPolicies struct {
 	synced  []cache.InformerSynced
 }
 
-var _ registry.AdmissionPolicies = &admissionPolicies{}
+var _ AdmissionPolicies = &hostAdmissionPolicies{}
 
-func newAdmissionPolicies(client kubernetes.Interface, stop <-chan struct{}) *admissionPolicies {
-	return &admissionPolicies{client: client, stop: stop}
+// NewHostAdmissionPolicies reads the host's admission policies and bindings
+// through client, with informers started by the first policy review and
+// stopped by stop.
+func NewHostAdmissionPolicies(client kubernetes.Interface, stop <-chan struct{}) AdmissionPolicies {
+	return &hostAdmissionPolicies{client: client, stop: stop}
 }
 
 // start starts the informers once.
-func (a *admissionPolicies) start() {
+func (a *hostAdmissionPolicies) start() {
 	a.once.Do(func() {
 		a.factory = informers.NewSharedInformerFactory(a.client, 0)
 		a.v = a.factory.Admissionregistration().V1()
@@ -56,20 +56,20 @@ func (a *admissionPolicies) start() {
 	})
 }
 
-// AdmissionPolicies implements registry.AdmissionPolicies: it waits, the
+// AdmissionPolicies implements AdmissionPolicies: it waits, the
 // first time, for the informers to have read the host (at most
 // policySyncTimeout, or until ctx ends).
-func (a *admissionPolicies) AdmissionPolicies(ctx context.Context) (registry.AdmissionPolicySet, error) {
+func (a *hostAdmissionPolicies) AdmissionPolicies(ctx context.Context) (AdmissionPolicySet, error) {
 	if a.client == nil {
-		return registry.AdmissionPolicySet{}, fmt.Errorf("no host client")
+		return AdmissionPolicySet{}, fmt.Errorf("no host client")
 	}
 	a.start()
 	ctx, cancel := context.WithTimeout(ctx, policySyncTimeout)
 	defer cancel()
 	if !cache.WaitForCacheSync(ctx.Done(), a.synced...) {
-		return registry.AdmissionPolicySet{}, fmt.Errorf("the host's admission policies and bindings are not read yet")
+		return AdmissionPolicySet{}, fmt.Errorf("the host's admission policies and bindings are not read yet")
 	}
-	var set registry.AdmissionPolicySet
+	var set AdmissionPolicySet
 	var err error
 	if set.Validating, err = a.v.ValidatingAdmissionPolicies().Lister().List(labels.Everything()); err != nil {
 		return set, err
@@ -82,18 +82,4 @@ func (a *admissionPolicies) AdmissionPolicies(ctx context.Context) (registry.Adm
 	}
 	set.MutatingBindings, err = a.v.MutatingAdmissionPolicyBindings().Lister().List(labels.Everything())
 	return set, err
-}
-
-// admissionPolicies returns the host's admission policies, read with
-// informers that stop with the server.
-func (c CompletedConfig) admissionPolicies(gs *genericapiserver.GenericAPIServer) (*admissionPolicies, error) {
-	stop := make(chan struct{})
-	err := gs.AddPostStartHook("implicit-admission-policies", func(ctx genericapiserver.PostStartHookContext) error {
-		go func() {
-			<-ctx.Done()
-			close(stop)
-		}()
-		return nil
-	})
-	return newAdmissionPolicies(c.ExtraConfig.Client, stop), err
 }

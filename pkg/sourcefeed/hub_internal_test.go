@@ -1,4 +1,4 @@
-package apiserver
+package sourcefeed
 
 import (
 	"context"
@@ -49,20 +49,20 @@ func TestHubHealthStaleSince(t *testing.T) {
 	hub := &fakeHub{}
 	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	clock := clocktesting.NewFakeClock(start)
-	h := newHubHealth("stale-since", hub.start(t), clock)
+	h := NewHubHealth("stale-since", hub.start(t), clock)
 	ctx := context.Background()
 
 	h.probe(ctx)
-	if h.unreached() == nil {
+	if h.Unreached() == nil {
 		t.Error("unreached = nil before the hub was ever read")
 	}
-	if _, stale := h.stale(); stale {
+	if _, stale := h.Stale(); stale {
 		t.Error("stale before the hub was ever read: nothing was served from it")
 	}
 
 	hub.up.Store(true)
 	h.probe(ctx)
-	if err := h.unreached(); err != nil {
+	if err := h.Unreached(); err != nil {
 		t.Errorf("unreached = %v after a good probe", err)
 	}
 
@@ -71,13 +71,13 @@ func TestHubHealthStaleSince(t *testing.T) {
 	h.probe(ctx)
 	clock.Step(time.Minute)
 	h.probe(ctx)
-	if since, stale := h.stale(); !stale || !since.Equal(start.Add(time.Minute)) {
+	if since, stale := h.Stale(); !stale || !since.Equal(start.Add(time.Minute)) {
 		t.Errorf("stale() = %v, %v; want stale since the first failed probe, %v", since, stale, start.Add(time.Minute))
 	}
 
 	hub.up.Store(true)
 	h.probe(ctx)
-	if since, stale := h.stale(); stale || !since.IsZero() {
+	if since, stale := h.Stale(); stale || !since.IsZero() {
 		t.Errorf("stale() = %v, %v after the hub came back; want current", since, stale)
 	}
 }
@@ -89,12 +89,12 @@ func TestHubHealthProbesOnTheClock(t *testing.T) {
 	hub := &fakeHub{}
 	hub.up.Store(true)
 	clock := clocktesting.NewFakeClock(time.Now())
-	h := newHubHealth("probes-on-the-clock", hub.start(t), clock)
+	h := NewHubHealth("probes-on-the-clock", hub.start(t), clock)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		h.run(ctx)
+		h.Run(ctx)
 	}()
 	t.Cleanup(func() {
 		cancel()

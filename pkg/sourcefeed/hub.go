@@ -1,4 +1,4 @@
-package apiserver
+package sourcefeed
 
 import (
 	"context"
@@ -12,6 +12,16 @@ import (
 	"k8s.io/utils/clock"
 )
 
+// RegisterMetrics registers the package's metrics (the hub's staleness)
+// with register, once; the server's wiring calls it.
+func RegisterMetrics(register func(...metrics.Registerable)) {
+	registerOnce.Do(func() {
+		register(hubStale)
+	})
+}
+
+var registerOnce sync.Once
+
 var hubStale = metrics.NewGaugeVec(&metrics.GaugeOpts{
 	Namespace:      "implicit",
 	Name:           "global_sources_stale",
@@ -19,10 +29,10 @@ var hubStale = metrics.NewGaugeVec(&metrics.GaugeOpts{
 	StabilityLevel: metrics.ALPHA,
 }, []string{"cluster"})
 
-// hubHealth probes the hub cluster of the global sources. The informers keep
+// HubHealth probes the hub cluster of the global sources. The informers keep
 // serving the last sources they read while it is down (fail-static); this
 // tells tenants, logs and metrics that they are stale.
-type hubHealth struct {
+type HubHealth struct {
 	cluster string
 	client  kubernetes.Interface
 	period  time.Duration
@@ -34,17 +44,18 @@ type hubHealth struct {
 	reached bool
 }
 
-func newHubHealth(cluster string, client kubernetes.Interface, clk clock.Clock) *hubHealth {
+// NewHubHealth probes cluster's /readyz through client, on clk.
+func NewHubHealth(cluster string, client kubernetes.Interface, clk clock.Clock) *HubHealth {
 	hubStale.WithLabelValues(cluster).Set(0)
-	return &hubHealth{cluster: cluster, client: client, period: 5 * time.Second, clock: clk}
+	return &HubHealth{cluster: cluster, client: client, period: 5 * time.Second, clock: clk}
 }
 
-// run probes every period, on the clock, until ctx is cancelled.
-func (h *hubHealth) run(ctx context.Context) {
+// Run probes every period, on the clock, until ctx is cancelled.
+func (h *HubHealth) Run(ctx context.Context) {
 	wait.BackoffUntilWithContext(ctx, h.probe, wait.NewJitteredBackoffManager(h.period, 0, h.clock), true)
 }
 
-func (h *hubHealth) probe(ctx context.Context) {
+func (h *HubHealth) probe(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	err := h.client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
@@ -71,15 +82,17 @@ func (h *hubHealth) probe(ctx context.Context) {
 	}
 }
 
-// stale implements views.Staleness.
-func (h *hubHealth) stale() (time.Time, bool) {
+// Stale implements views.Staleness: since when the hub's sources are
+// stale, and whether they are.
+func (h *HubHealth) Stale() (time.Time, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.since, !h.since.IsZero()
 }
 
-// unreached explains why the hub has never been read, for readiness.
-func (h *hubHealth) unreached() error {
+// Unreached explains why the hub has never been read, for readiness; nil
+// once it has been.
+func (h *HubHealth) Unreached() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.reached {

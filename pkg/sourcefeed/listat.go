@@ -1,4 +1,4 @@
-package apiserver
+package sourcefeed
 
 import (
 	"context"
@@ -6,15 +6,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
-// namespacesAt lists the namespaces as of an etcd revision
-// (resourceVersionMatch=Exact), page by page: the mux serves a version
-// another replica issued from the sources at its revisions. Namespaces are
-// cluster-scoped: the namespace argument is ignored.
-func namespacesAt(client kubernetes.Interface) watchmux.ListFunc {
+// NamespacesAt lists the namespaces as of an etcd revision
+// (resourceVersionMatch=Exact), page by page: the watch multiplexer's
+// namespace list (watchmux.ListFunc), with which it serves a version another
+// replica issued from the sources at its revisions. Namespaces are
+// cluster-scoped: the namespace argument is ignored. Nil without a client.
+func NamespacesAt(client kubernetes.Interface) func(ctx context.Context, rv, namespace string) ([]runtime.Object, error) {
 	if client == nil {
 		return nil
 	}
