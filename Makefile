@@ -123,7 +123,7 @@ verify-generated: ## Fail if the generated files are not what `make generate` wr
 	if [[ -n "$$stale" ]]; then echo "generated files out of date (run make generate):"; echo "$$stale"; exit 1; fi
 
 .PHONY: verify
-verify: verify-generated ## gofmt, goimports (import grouping: standard library, others, this module), go vet, and the generated files current.
+verify: verify-generated ## gofmt, goimports (import grouping: standard library, others, this module), go vet, the generated files current, and every Go directory in docs/design.md's package map.
 	@files=$$(git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null || find . -name '*.go' -not -path './_output/*'); \
 	files=$$(for f in $$files; do [[ -f $$f ]] && echo "$$f"; done); \
 	bad=$$(gofmt -l $$files) || exit 1; \
@@ -134,6 +134,7 @@ verify: verify-generated ## gofmt, goimports (import grouping: standard library,
 	cd hack/tools && $(GO) vet ./etcd
 	cd hack/image && $(GO) vet ./...
 	cd test/bench && $(GO) vet ./...
+	hack/verify-package-map.sh
 
 .PHONY: unit
 unit: ## Unit tests (and fuzz seeds) with -race.
