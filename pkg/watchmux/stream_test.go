@@ -94,8 +94,16 @@ func (l *clusterLW) write(obj runtime.Object, deleted bool) {
 }
 
 // expire ends the watch with 410 Gone and holds the relist's list until
-// the returned func is called.
-func (l *clusterLW) expire() (release func()) {
+// the returned func is called. It waits for the informer's watch to open
+// first: expired before it, the writes after would reach the informer as
+// that watch's replay, in their own order, and no relist would happen.
+func (l *clusterLW) expire(t testing.TB) (release func()) {
+	t.Helper()
+	testwait.For(t, "the informer's watch to open", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.w != nil && !l.w.IsStopped()
+	})
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	gate := make(chan struct{})
@@ -182,7 +190,7 @@ func TestResumeAfterRelist(t *testing.T) {
 			a := trackedReplica(t, c, lw)
 			f := watchAndFollow(t, a, watchmux.WatchOptions{Namespace: "team-x", ResourceVersion: currentText(t, a)})
 
-			release := lw.expire()
+			release := lw.expire(t)
 			tc.writes(lw)
 			release()
 			evs := f.waitFor(t, len(tc.first)+len(tc.rest))
