@@ -121,8 +121,16 @@ func (cp *ControlPlane) WaitAPIServiceAvailable(ctx context.Context) error {
 // cache answers "the server doesn't have a resource type" (test/conformance
 // met it on a busy machine). Call it after the APIService is Available, for
 // a server that serves the group (not a stand-in).
+//
+// It waits discoveryRefresh longer than Options.APIServiceTimeout: the
+// APIService's static endpoint here has no readiness gate, so the
+// aggregator may fetch a restarted server's discovery in the moment between
+// its listening and its serving the group (a pod's readiness keeps it out of
+// the endpoints then), and keeps that document until its next refresh, a
+// minute later (test/conformance met it: the group came back 60.0 s after,
+// as the wait of one minute ended).
 func (cp *ControlPlane) WaitDiscovery(ctx context.Context) error {
-	timeout := cp.opts.APIServiceTimeout
+	timeout := cp.opts.APIServiceTimeout + discoveryRefresh
 	last := "not in discovery yet"
 	dc, err := discovery.NewDiscoveryClientForConfig(cp.AdminConfig())
 	if err != nil {
@@ -146,6 +154,10 @@ func (cp *ControlPlane) WaitDiscovery(ctx context.Context) error {
 	}
 	return nil
 }
+
+// discoveryRefresh is how often kube-aggregator fetches an APIService's
+// discovery document again, whatever it holds.
+const discoveryRefresh = time.Minute
 
 // ensureServiceNamespace creates the Namespace ServiceNamespace unless it
 // exists. As in artifacts/base, the server's own namespace is no tenant:
