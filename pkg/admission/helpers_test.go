@@ -327,40 +327,13 @@ func annotated(k, v string) objOpt {
 	return func(m *metav1.ObjectMeta) { m.Annotations[k] = v }
 }
 
-func objectMeta(namespace, name string, opts ...objOpt) metav1.ObjectMeta {
-	m := metav1.ObjectMeta{Namespace: namespace, Name: name, UID: types.UID("uid-" + name), Annotations: map[string]string{}}
-	for _, o := range opts {
-		o(&m)
-	}
-	if len(m.Annotations) == 0 {
-		m.Annotations = nil
-	}
-	return m
-}
-
-// roleBinding returns the test RoleBinding as kube-apiserver sends it to a
-// webhook.
-func roleBinding(namespace, name string, opts ...objOpt) *rbacv1.RoleBinding {
-	rb := testfixture.RoleBinding(objectMeta(namespace, name, opts...))
-	rb.TypeMeta = metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"}
-	return rb
-}
-
-// role returns a Role as kube-apiserver sends it.
-func role(namespace, name string, opts ...objOpt) *rbacv1.Role {
-	return &rbacv1.Role{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
-		ObjectMeta: objectMeta(namespace, name, opts...),
-	}
-}
-
-// networkPolicy returns a NetworkPolicy as kube-apiserver sends it.
-func networkPolicy(namespace, name string, opts ...objOpt) *networkingv1.NetworkPolicy {
-	return &networkingv1.NetworkPolicy{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
-		ObjectMeta: objectMeta(namespace, name, opts...),
-	}
-}
+// The objects as kube-apiserver sends them to a webhook (testfixture).
+var (
+	objectMeta    = testfixture.AdmittedMeta
+	roleBinding   = testfixture.AdmittedRoleBinding
+	role          = testfixture.AdmittedRole
+	networkPolicy = testfixture.AdmittedNetworkPolicy
+)
 
 // ns returns the test Namespace as kube-apiserver sends it to a webhook,
 // with the parent label when parent is set.
