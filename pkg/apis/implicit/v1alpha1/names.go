@@ -21,6 +21,30 @@ const (
 	// AnnotationExclude on a namespace lists inherited items removed from its
 	// view and its descendants' views: "rolebindings/ci-bot,networkpolicies/*".
 	AnnotationExclude = "implicit.dev/exclude"
+	// AnnotationExceptions on a namespace lists its exceptions: a JSON list
+	// of ExceptionSpec, each excluding inherited items like AnnotationExclude
+	// does, with a name, a reason, its requester and an end. Written by the
+	// requester (requestedBy must name them).
+	AnnotationExceptions = "implicit.dev/exceptions"
+	// AnnotationExceptionApprovals on a namespace: a JSON object of
+	// ExceptionApproval by exception name. Written by approvers only (the
+	// RBAC verb "approve" on the sources an approval covers).
+	AnnotationExceptionApprovals = "implicit.dev/exception-approvals"
+	// AnnotationExceptionsExpired on a namespace: a JSON object of exception
+	// name to the digest of the version that expired. Written by the server
+	// only, at each exception's end: from that revision on the exception is
+	// in effect nowhere (the clock never ends one by itself, so every
+	// component switches at one revision).
+	AnnotationExceptionsExpired = "implicit.dev/exceptions-expired"
+	// AnnotationExceptionApproval "required" on a source object: its items
+	// are excepted only by an approved exception (never by
+	// AnnotationExclude, nor by an exception not approved for the source's
+	// namespace).
+	AnnotationExceptionApproval = "implicit.dev/exception-approval"
+	// AnnotationExceptionMaxDuration on a source object ("720h"): its items
+	// are excepted only by an exception with an end, at most that long after
+	// the exception is written.
+	AnnotationExceptionMaxDuration = "implicit.dev/exception-max-duration"
 	// AnnotationLocked "true" on a source object locks it.
 	AnnotationLocked = "implicit.dev/locked"
 	// AnnotationMerge "overlay" on a source object asks for the Overlay strategy.

@@ -21,10 +21,12 @@ const (
 	ResourceCandidateAudits = "candidateaudits"
 	// ResourcePolicyReviews is the review of admission policies (types_policy.go).
 	ResourcePolicyReviews = "policyreviews"
+	// ResourceExceptions is the namespaces' exceptions (types_exceptions.go).
+	ResourceExceptions = "exceptions"
 )
 
 // Resources are the plural names of the answers: a view can't take them.
-var Resources = []string{ResourceHierarchies, ResourceExplanations, ResourcePreviews, ResourceRulesReviews, ResourceCandidateAudits, ResourcePolicyReviews}
+var Resources = []string{ResourceHierarchies, ResourceExplanations, ResourcePreviews, ResourceRulesReviews, ResourceCandidateAudits, ResourcePolicyReviews, ResourceExceptions}
 
 // AddKnownTypes registers the kinds in s under implicit.dev/v1alpha1.
 func AddKnownTypes(s *runtime.Scheme) error {
@@ -35,6 +37,7 @@ func AddKnownTypes(s *runtime.Scheme) error {
 		&RulesReview{},
 		&CandidateAudit{},
 		&PolicyReview{},
+		&Exception{}, &ExceptionList{},
 	)
 	return nil
 }

@@ -173,10 +173,19 @@ type ScopeExplanation struct {
 type ExclusionEffect struct {
 	// Exclusion as declared: resource/name or resource/*.
 	Exclusion string `json:"exclusion"`
-	// Effect: Removed (an inherited item), BlockedByLock, or NothingInherited.
+	// Effect: Removed (an inherited item), BlockedByLock,
+	// BlockedByExceptionRules (the source requires an approved exception,
+	// or one with an end, and this is not one), or NothingInherited.
 	Effect string `json:"effect"`
 	// Item is the inherited item it removed or could not remove.
 	Item *ItemReference `json:"item,omitempty"`
+	// Exception names the exception that declares it ("" for
+	// implicit.dev/exclude).
+	Exception string `json:"exception,omitempty"`
+	// Ends is that exception's end, if it has one.
+	Ends *metav1.Time `json:"ends,omitempty"`
+	// Blocked says why an exclusion BlockedByExceptionRules did not apply.
+	Blocked string `json:"blocked,omitempty"`
 }
 
 // Effects of an exclusion.
@@ -184,6 +193,9 @@ const (
 	EffectRemoved          = "Removed"
 	EffectBlockedByLock    = "BlockedByLock"
 	EffectNothingInherited = "NothingInherited"
+	// EffectBlockedByExceptionRules: the source requires an approved
+	// exception, or one with an end, and the exclusion is not one.
+	EffectBlockedByExceptionRules = "BlockedByExceptionRules"
 )
 
 // Preview asks what an edit of one source object would change in the views:

@@ -36,6 +36,31 @@ func (in CandidateAuditStatus) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in Exception) OpenAPIModelName() string {
+	return "dev.implicit.v1alpha1.Exception"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ExceptionApproval) OpenAPIModelName() string {
+	return "dev.implicit.v1alpha1.ExceptionApproval"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ExceptionList) OpenAPIModelName() string {
+	return "dev.implicit.v1alpha1.ExceptionList"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ExceptionSpec) OpenAPIModelName() string {
+	return "dev.implicit.v1alpha1.ExceptionSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ExceptionStatus) OpenAPIModelName() string {
+	return "dev.implicit.v1alpha1.ExceptionStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in ExclusionEffect) OpenAPIModelName() string {
 	return "dev.implicit.v1alpha1.ExclusionEffect"
 }

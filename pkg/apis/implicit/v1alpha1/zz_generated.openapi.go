@@ -20,6 +20,11 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		CandidateAuditRecord{}.OpenAPIModelName():         schema_pkg_apis_implicit_v1alpha1_CandidateAuditRecord(ref),
 		CandidateAuditSpec{}.OpenAPIModelName():           schema_pkg_apis_implicit_v1alpha1_CandidateAuditSpec(ref),
 		CandidateAuditStatus{}.OpenAPIModelName():         schema_pkg_apis_implicit_v1alpha1_CandidateAuditStatus(ref),
+		Exception{}.OpenAPIModelName():                    schema_pkg_apis_implicit_v1alpha1_Exception(ref),
+		ExceptionApproval{}.OpenAPIModelName():            schema_pkg_apis_implicit_v1alpha1_ExceptionApproval(ref),
+		ExceptionList{}.OpenAPIModelName():                schema_pkg_apis_implicit_v1alpha1_ExceptionList(ref),
+		ExceptionSpec{}.OpenAPIModelName():                schema_pkg_apis_implicit_v1alpha1_ExceptionSpec(ref),
+		ExceptionStatus{}.OpenAPIModelName():              schema_pkg_apis_implicit_v1alpha1_ExceptionStatus(ref),
 		ExclusionEffect{}.OpenAPIModelName():              schema_pkg_apis_implicit_v1alpha1_ExclusionEffect(ref),
 		Explanation{}.OpenAPIModelName():                  schema_pkg_apis_implicit_v1alpha1_Explanation(ref),
 		ExplanationSpec{}.OpenAPIModelName():              schema_pkg_apis_implicit_v1alpha1_ExplanationSpec(ref),
@@ -510,6 +515,281 @@ func schema_pkg_apis_implicit_v1alpha1_CandidateAuditStatus(ref common.Reference
 	}
 }
 
+func schema_pkg_apis_implicit_v1alpha1_Exception(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "Exception is an exception a namespace declares, as implicit.dev serves it (exceptions.implicit.dev, read-only): its spec as the namespace's annotation holds it and its state.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(ExceptionSpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(ExceptionStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"spec", "status"},
+			},
+		},
+		Dependencies: []string{
+			ExceptionSpec{}.OpenAPIModelName(), ExceptionStatus{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_implicit_v1alpha1_ExceptionApproval(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ExceptionApproval approves one version of an exception, an entry of a namespace's AnnotationExceptionApprovals.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"by": {
+						SchemaProps: spec.SchemaProps{
+							Description: "By is the approver, who may \"approve\" on the sources below and is not the exception's requester.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"at": {
+						SchemaProps: spec.SchemaProps{
+							Description: "At is when the approval was written.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"digest": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Digest is the approved version's (ExceptionDigest): editing the exception makes it requested again.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"sources": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Sources are the namespaces (with \"<cluster>/\" for a hub's) whose sources' items the approval covers: where the approver was allowed \"approve\" on them.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"by", "at", "digest", "sources"},
+			},
+		},
+		Dependencies: []string{
+			v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_implicit_v1alpha1_ExceptionList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ExceptionList is a list of Exceptions.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(Exception{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			Exception{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_implicit_v1alpha1_ExceptionSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ExceptionSpec is one exception a namespace declares, an entry of its AnnotationExceptions: inherited items it removes from the namespace's view and its subtree's, why, who asked, and until when.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name names the exception within its namespace (a DNS-1123 label).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"exclude": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Exclude lists the inherited items excepted, in AnnotationExclude's forms: \"<resource>/<name>\" or \"<resource>/*\".",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"reason": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Reason says why (free text: a ticket, a sentence). Required.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"requestedBy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RequestedBy is the user who wrote this version of the exception; the guards refuse any other value.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"expiresAt": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ExpiresAt is the exception's end, if any. Required, and bounded, where a source it excepts says so (AnnotationExceptionMaxDuration).",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"name", "exclude", "reason", "requestedBy"},
+			},
+		},
+		Dependencies: []string{
+			v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_implicit_v1alpha1_ExceptionStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ExceptionStatus is an exception's state, read from its namespace's annotations (never from a clock).",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"state": {
+						SchemaProps: spec.SchemaProps{
+							Description: "State is Requested, Active or Expired.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"digest": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Digest is this version's (ExceptionDigest).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"approval": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Approval is the approval of this version, if any.",
+							Ref:         ref(ExceptionApproval{}.OpenAPIModelName()),
+						},
+					},
+					"needsApproval": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "NeedsApproval lists the inherited items it names whose sources require an approval this version lacks, as \"<resource> <namespace>/<name>\".",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"state", "digest"},
+			},
+		},
+		Dependencies: []string{
+			ExceptionApproval{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_implicit_v1alpha1_ExclusionEffect(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -527,7 +807,7 @@ func schema_pkg_apis_implicit_v1alpha1_ExclusionEffect(ref common.ReferenceCallb
 					},
 					"effect": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Effect: Removed (an inherited item), BlockedByLock, or NothingInherited.",
+							Description: "Effect: Removed (an inherited item), BlockedByLock, BlockedByExceptionRules (the source requires an approved exception, or one with an end, and this is not one), or NothingInherited.",
 							Default:     "",
 							Type:        []string{"string"},
 							Format:      "",
@@ -539,12 +819,32 @@ func schema_pkg_apis_implicit_v1alpha1_ExclusionEffect(ref common.ReferenceCallb
 							Ref:         ref(ItemReference{}.OpenAPIModelName()),
 						},
 					},
+					"exception": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Exception names the exception that declares it (\"\" for implicit.dev/exclude).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"ends": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Ends is that exception's end, if it has one.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"blocked": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Blocked says why an exclusion BlockedByExceptionRules did not apply.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 				},
 				Required: []string{"exclusion", "effect"},
 			},
 		},
 		Dependencies: []string{
-			ItemReference{}.OpenAPIModelName()},
+			ItemReference{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 
