@@ -35,6 +35,9 @@ var tenancyKeys = []struct {
 	{v1alpha1.LabelInherit, true},
 	{v1alpha1.LabelStage, true},
 	{v1alpha1.AnnotationExclude, false},
+	{v1alpha1.AnnotationExceptions, false},
+	{v1alpha1.AnnotationExceptionApprovals, false},
+	{v1alpha1.AnnotationExceptionsExpired, false},
 }
 
 // isNamespace reports whether info is a core Namespace.

@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"strings"
 	"sync"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
 // NamespaceIndex is what the guards ask of the mirror about one namespace:
@@ -121,5 +123,17 @@ func hierarchyKeys(m whatif.NamespaceMeta) [5]string {
 	if hasStage {
 		stage = "=" + stage
 	}
-	return [5]string{m.Labels[v1alpha1.LabelParent], m.Labels[v1alpha1.LabelInherit], uid, m.Annotations[v1alpha1.AnnotationExclude], stage}
+	return [5]string{m.Labels[v1alpha1.LabelParent], m.Labels[v1alpha1.LabelInherit], uid, exclusionKey(m.Annotations), stage}
+}
+
+// exclusionKey is one string for every exclusion annotation of a namespace
+// (merge.ExclusionAnnotations), each present one's value after its name.
+func exclusionKey(annotations map[string]string) string {
+	var b strings.Builder
+	for _, k := range merge.ExclusionAnnotations {
+		if v, ok := annotations[k]; ok {
+			b.WriteString(k + "=" + v + "\x00")
+		}
+	}
+	return b.String()
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -177,7 +179,10 @@ func explanationStatus(resource, name, namespace string, l merge.Lineage, e merg
 			se.Item = &v1alpha1.ItemReference{Namespace: lv.Item.Namespace, Name: lv.Item.Name, Scope: string(lv.Scope), Locked: lv.Item.Locked}
 		}
 		for _, ex := range lv.Exclusions {
-			eff := v1alpha1.ExclusionEffect{Exclusion: ex.Exclusion.String(), Effect: string(ex.Effect)}
+			eff := v1alpha1.ExclusionEffect{Exclusion: ex.Exclusion.String(), Effect: string(ex.Effect), Exception: ex.Exclusion.Exception, Blocked: ex.Blocked}
+			if !ex.Exclusion.Ends.IsZero() {
+				eff.Ends = &metav1.Time{Time: ex.Exclusion.Ends}
+			}
 			if ex.Item != nil {
 				eff.Item = &v1alpha1.ItemReference{Namespace: ex.Item.Namespace, Name: ex.Item.Name, Scope: scopeOf[ex.Item.Namespace], Locked: ex.Item.Locked}
 			}
@@ -244,7 +249,7 @@ func (a *Answers) Preview(resource, namespace, name string, obj runtime.Object) 
 		// A candidate is one whatever its annotations' errors, as the
 		// mirror reads it: a malformed one reaches no namespace.
 		c, _ := merge.ParseCandidate(name, ann)
-		edit.Item = &merge.Item{Namespace: namespace, Name: name, Locked: merge.IsLocked(ann), Overlay: merge.WantsOverlay(ann), Object: obj, Candidate: c}
+		edit.Item = &merge.Item{Namespace: namespace, Name: name, Locked: merge.IsLocked(ann), Exceptions: merge.ExceptionRulesOf(ann), Overlay: merge.WantsOverlay(ann), Object: obj, Candidate: c}
 	}
 	var st v1alpha1.PreviewStatus
 	err := a.read(func(r watchmux.Reader) { st = preview(r, resource, stagedView(r, resource, edit), obj == nil) })

@@ -3,7 +3,7 @@ package merge
 import (
 	"fmt"
 	"strings"
-
+	"time"
 	"unicode"
 
 	"k8s.io/apimachinery/pkg/api/validation/path"
@@ -17,6 +17,16 @@ import (
 type Exclusion struct {
 	Resource string
 	Name     string
+	// Exception names the exception that declares it; "" for the
+	// implicit.dev/exclude annotation.
+	Exception string
+	// Ends is the exception's end (zero: none). Only the server's expiry
+	// mark ends it (ExceptionsOf): Ends is for the sources that require an
+	// end, never compared with a clock here.
+	Ends time.Time
+	// Approved are the source namespaces (SourceKey) the exception's
+	// approval covers; nil when it has none.
+	Approved []string
 }
 
 // Matches reports whether the exclusion removes the item name of resource.
@@ -25,6 +35,15 @@ func (e Exclusion) Matches(resource, name string) bool {
 }
 
 func (e Exclusion) String() string { return e.Resource + "/" + e.Name }
+
+// Declared says where the exclusion is declared, for messages: the entry,
+// and its exception's name if it is one's.
+func (e Exclusion) Declared() string {
+	if e.Exception != "" {
+		return e.String() + " (exception " + e.Exception + ")"
+	}
+	return e.String()
+}
 
 // ParseExclusions parses the implicit.dev/exclude annotation:
 // a comma-separated list of <resource>/<name> or <resource>/*.
@@ -69,15 +88,16 @@ func ParseExclusions(value string) ([]Exclusion, []error) {
 	return out, errs
 }
 
-// ExclusionsOf returns the well-formed exclusions declared on ns.
+// ExclusionsOf returns the well-formed exclusions declared on ns: its
+// implicit.dev/exclude annotation's, then those of its exceptions in effect
+// (ExceptionsOf: not marked expired).
 func ExclusionsOf(ns *Namespace) []Exclusion {
 	if ns == nil {
 		return nil
 	}
-	v, ok := ns.Annotations[v1alpha1.AnnotationExclude]
-	if !ok {
-		return nil
+	var ex []Exclusion
+	if v, ok := ns.Annotations[v1alpha1.AnnotationExclude]; ok {
+		ex, _ = ParseExclusions(v)
 	}
-	ex, _ := ParseExclusions(v)
-	return ex
+	return append(ex, exceptionExclusions(ns)...)
 }

@@ -202,7 +202,7 @@ func TestExclusionString(t *testing.T) {
 			}
 			// What String renders parses back to the same exclusion.
 			back, errs := merge.ParseExclusions(tt.exclusion.String())
-			if len(errs) != 0 || len(back) != 1 || back[0] != tt.exclusion {
+			if len(errs) != 0 || len(back) != 1 || !reflect.DeepEqual(back[0], tt.exclusion) {
 				t.Errorf("ParseExclusions(%q) = %v, %v; want [%v]", tt.exclusion.String(), back, errs, tt.exclusion)
 			}
 		})

@@ -34,6 +34,9 @@ const (
 	ExclusionRemoved ExclusionEffect = v1alpha1.EffectRemoved
 	// ExclusionBlocked: the inherited item is locked.
 	ExclusionBlocked ExclusionEffect = v1alpha1.EffectBlockedByLock
+	// ExclusionRuled: the inherited item's source requires an approved
+	// exception, or one with an end (Exclusion.Excepts), and this is not one.
+	ExclusionRuled ExclusionEffect = v1alpha1.EffectBlockedByExceptionRules
 	// ExclusionIdle: nothing of the name was inherited at that point.
 	ExclusionIdle ExclusionEffect = v1alpha1.EffectNothingInherited
 )
@@ -44,6 +47,8 @@ type ExclusionStep struct {
 	Effect    ExclusionEffect
 	// Item is the inherited item removed or kept (the base); nil when idle.
 	Item *Item
+	// Blocked says why an ExclusionRuled step did not remove Item.
+	Blocked string
 }
 
 // LevelExplanation is one level of a view, seen for one name.
@@ -115,9 +120,13 @@ func Explain(resource, name string, levels []Level, o Options) Explanation {
 			if base >= 0 {
 				it := *out.Levels[base].Item
 				step.Item = &it
-				if current().Locked() {
+				ok, why := ex.Excepts(it)
+				switch {
+				case current().Locked():
 					step.Effect = ExclusionBlocked
-				} else {
+				case !ok:
+					step.Effect, step.Blocked = ExclusionRuled, why
+				default:
 					step.Effect = ExclusionRemoved
 					out.Levels[base].Outcome, out.Levels[base].By = Excluded, lv.Namespace
 					for _, i := range overlays {

@@ -252,7 +252,7 @@ func FuzzParseExclusions(f *testing.F) {
 			}
 			// What String renders parses back to the same exclusion.
 			back, berrs := merge.ParseExclusions(ex.String())
-			if len(berrs) != 0 || len(back) != 1 || back[0] != ex {
+			if len(berrs) != 0 || len(back) != 1 || !reflect.DeepEqual(back[0], ex) {
 				t.Fatalf("round trip of %#v: %v, %v", ex, back, berrs)
 			}
 		}

@@ -57,6 +57,10 @@ type Item struct {
 	// stable source's (the candidate's, for a staged creation), and Object
 	// the candidate's. The view annotates it implicit.dev/candidate.
 	FromCandidate string
+	// Exceptions are what the source says of its exceptions
+	// (ExceptionRulesOf): an exclusion that does not meet them leaves the
+	// item in the view, as a lock does.
+	Exceptions ExceptionRules
 }
 
 // IsLocked reports whether annotations lock a source object.
@@ -234,6 +238,10 @@ func MergeWith(resource string, levels []Level, o Options) []Result {
 				}
 				if w.Locked() {
 					w.Conflicts = append(w.Conflicts, fmt.Sprintf("exclusion %s in namespace %s blocked: %s is locked", ex, lv.Namespace, w.describe()))
+					continue
+				}
+				if ok, why := ex.Excepts(w.Item); !ok {
+					w.Conflicts = append(w.Conflicts, fmt.Sprintf("exclusion %s in namespace %s blocked: %s", ex.Declared(), lv.Namespace, why))
 					continue
 				}
 				delete(winners, name)

@@ -154,7 +154,7 @@ func sourceItem(namespace, name string, acc metav1.Object, o runtime.Object, clu
 	ann := acc.GetAnnotations()
 	c, _ := merge.ParseCandidate(name, ann)
 	return &merge.Item{
-		Namespace: namespace, Name: name, Locked: merge.IsLocked(ann), Overlay: merge.WantsOverlay(ann),
+		Namespace: namespace, Name: name, Locked: merge.IsLocked(ann), Exceptions: merge.ExceptionRulesOf(ann), Overlay: merge.WantsOverlay(ann),
 		Object: o, Cluster: cluster, UID: acc.GetUID(), Candidate: c,
 	}
 }
@@ -359,7 +359,7 @@ func (m *Mux) hierarchyChangeLocked(name string, next *merge.Namespace) bool {
 		oldUID != nextUID || oldHasUID != nextHasUID ||
 		old.Labels[v1alpha1.LabelParent] != next.Labels[v1alpha1.LabelParent] ||
 		old.Labels[v1alpha1.LabelInherit] != next.Labels[v1alpha1.LabelInherit] ||
-		old.Annotations[v1alpha1.AnnotationExclude] != next.Annotations[v1alpha1.AnnotationExclude]
+		merge.ExclusionsChanged(old.Annotations, next.Annotations)
 }
 
 // stageChangeLocked reports whether replacing namespace name by next

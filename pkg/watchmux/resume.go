@@ -5,7 +5,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/sets"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	rv "github.com/implicit-dev/implicit-apiserver/pkg/resourceversion"
 )
@@ -323,8 +322,7 @@ func (s *state) plainLevel(resource string, ns *merge.Namespace) bool {
 	if len(s.sources[resource][ns.Name]) > 0 {
 		return false
 	}
-	_, excludes := ns.Annotations[v1alpha1.AnnotationExclude]
-	return !excludes
+	return !merge.DeclaresExclusions(ns.Annotations)
 }
 
 // currentCopy is what the current views of one resource are merged from,

@@ -157,7 +157,7 @@ func (s *state) setNamespaceLocked(name string, ns *merge.Namespace) {
 	}
 	s.excluders.Delete(name)
 	if ns != nil {
-		if _, ok := ns.Annotations[v1alpha1.AnnotationExclude]; ok {
+		if merge.DeclaresExclusions(ns.Annotations) {
 			s.excluders.Insert(name)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/sets"
 
-	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
@@ -99,7 +98,7 @@ func relevantAncestors(l merge.Lineage, byNS map[string]map[string]merge.Item, c
 	for _, a := range l.Ancestors {
 		_, has := byNS[a.Name][name]
 		staged := candidates[candidateKey{a.Name, name}].Len() > 0
-		_, excludes := a.Annotations[v1alpha1.AnnotationExclude]
+		excludes := merge.DeclaresExclusions(a.Annotations)
 		if has || staged || excludes || (o != nil && o.namespace == a.Name) {
 			kept = append(kept, a)
 		}

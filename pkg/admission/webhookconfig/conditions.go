@@ -65,6 +65,9 @@ var hierarchyChanged = strings.Join([]string{
 	metadataChanged("labels", v1alpha1.LabelInherit),
 	metadataChanged("annotations", v1alpha1.AnnotationParentUID),
 	metadataChanged("annotations", v1alpha1.AnnotationExclude),
+	metadataChanged("annotations", v1alpha1.AnnotationExceptions),
+	metadataChanged("annotations", v1alpha1.AnnotationExceptionApprovals),
+	metadataChanged("annotations", v1alpha1.AnnotationExceptionsExpired),
 }, " || ")
 
 // parentTouched is true when a namespace's parent label or parent-uid

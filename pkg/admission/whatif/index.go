@@ -66,7 +66,7 @@ func (x *Index) Reach(resource, namespace, name string, obj runtime.Object) (int
 		if err != nil {
 			return 0, fmt.Errorf("reach of %s %s/%s: %w", resource, namespace, name, err)
 		}
-		e.Item = &merge.Item{Namespace: namespace, Name: name, Locked: merge.IsLocked(acc.GetAnnotations()), Object: obj}
+		e.Item = &merge.Item{Namespace: namespace, Name: name, Locked: merge.IsLocked(acc.GetAnnotations()), Exceptions: merge.ExceptionRulesOf(acc.GetAnnotations()), Object: obj}
 	}
 	n := 0
 	err := x.read(func(r watchmux.Reader) {

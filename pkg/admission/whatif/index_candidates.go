@@ -56,7 +56,7 @@ func (x *Index) CandidateReach(resource, namespace string, obj *unstructured.Uns
 	ann := obj.GetAnnotations()
 	stand := merge.Item{
 		Namespace: namespace, Name: c.For, Object: obj, UID: obj.GetUID(), FromCandidate: obj.GetName(),
-		Locked: merge.IsLocked(ann), Overlay: merge.WantsOverlay(ann),
+		Locked: merge.IsLocked(ann), Exceptions: merge.ExceptionRulesOf(ann), Overlay: merge.WantsOverlay(ann),
 	}
 	err = x.read(func(r watchmux.Reader) {
 		if !isServed(r, resource) {

@@ -234,7 +234,7 @@ func viewWithout(r watchmux.Reader, resource, namespace, name string, get merge.
 // source namespace/name locked, as obj, while holding an object of their
 // own under that name (in the mirror, or among holders), sorted.
 func (x *Index) ObjectsUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, holders []string) (out []string, err error) {
-	item := merge.Item{Namespace: namespace, Name: name, Object: obj, UID: obj.GetUID(), Locked: true, Overlay: merge.WantsOverlay(obj.GetAnnotations())}
+	item := merge.Item{Namespace: namespace, Name: name, Object: obj, UID: obj.GetUID(), Locked: true, Overlay: merge.WantsOverlay(obj.GetAnnotations()), Exceptions: merge.ExceptionRulesOf(obj.GetAnnotations())}
 	err = x.read(func(r watchmux.Reader) {
 		if !isServed(r, resource) {
 			return
@@ -258,7 +258,7 @@ func (x *Index) ObjectsUnderLock(resource, namespace, name string, obj *unstruct
 // from the views they win (they become overlays of it, or leave): each
 // owner's lock would be overridden from above. Computed with pending.
 func (x *Index) LockedUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, pending Pending) (out []LockedItem, err error) {
-	item := merge.Item{Namespace: namespace, Name: name, Object: obj, UID: obj.GetUID(), Locked: true, Overlay: merge.WantsOverlay(obj.GetAnnotations())}
+	item := merge.Item{Namespace: namespace, Name: name, Object: obj, UID: obj.GetUID(), Locked: true, Overlay: merge.WantsOverlay(obj.GetAnnotations()), Exceptions: merge.ExceptionRulesOf(obj.GetAnnotations())}
 	err = x.read(func(mirror watchmux.Reader) {
 		r := pending.over(mirror)
 		if !isServed(r, resource) {

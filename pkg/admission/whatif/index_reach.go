@@ -23,7 +23,7 @@ func (x *Index) InheritedReach(resource, namespace, name string, obj runtime.Obj
 			return 0, fmt.Errorf("reach of %s %s/%s: %w", resource, namespace, name, err)
 		}
 		ann := acc.GetAnnotations()
-		e.Item = &merge.Item{Namespace: namespace, Name: name, Locked: merge.IsLocked(ann), Overlay: merge.WantsOverlay(ann), Object: obj}
+		e.Item = &merge.Item{Namespace: namespace, Name: name, Locked: merge.IsLocked(ann), Exceptions: merge.ExceptionRulesOf(ann), Overlay: merge.WantsOverlay(ann), Object: obj}
 	}
 	n := 0
 	err := x.read(func(r watchmux.Reader) {

@@ -70,7 +70,7 @@ func (r pendingReader) Source(resource, namespace, name string) (merge.Item, boo
 	it, ok := r.Reader.Source(resource, namespace, name)
 	if obj := r.p.objects[ref]; !ok && obj != nil {
 		it = merge.Item{Namespace: namespace, Name: name, UID: obj.GetUID(), Object: obj,
-			Locked: merge.IsLocked(obj.GetAnnotations()), Overlay: merge.WantsOverlay(obj.GetAnnotations())}
+			Locked: merge.IsLocked(obj.GetAnnotations()), Exceptions: merge.ExceptionRulesOf(obj.GetAnnotations()), Overlay: merge.WantsOverlay(obj.GetAnnotations())}
 		ok = true
 	}
 	if ok && slices.Contains(r.p.Locked, ref) {
