@@ -144,6 +144,9 @@ type harness struct {
 	// badBefore and badNow are the subjects of bad states after the last
 	// op and this one (violateState).
 	badBefore, badNow map[string]bool
+	// exceptionWriters: who wrote each version of each entry of the
+	// namespaces' exception annotations (exceptions_test.go).
+	exceptionWriters map[exceptionWrite]string
 	// current is the op being played; memoryBroken is set when the guards
 	// admitted it only thanks to their memory.
 	current      op
@@ -172,7 +175,7 @@ func newMux(s *shared) *watchmux.Mux {
 }
 
 func newHarness(s *shared) (*harness, error) {
-	h := &harness{shared: s, w: newWorld(), actors: newActors(), ledger: &ledger{},
+	h := &harness{shared: s, w: newWorld(), actors: newActors(), ledger: &ledger{}, exceptionWriters: map[exceptionWrite]string{},
 		clock: testingclock.NewFakePassiveClock(epoch)}
 	h.oracle = &rbacOracle{actors: h.actors, w: h.w}
 	h.truth = newMux(s)
@@ -255,6 +258,8 @@ func (h *harness) storeLag(writer string, old, obj runtime.Object, lag lags) {
 	now := h.clock.Now()
 	switch o := obj.(type) {
 	case *corev1.Namespace:
+		oldNS, _ := old.(*corev1.Namespace)
+		h.recordExceptionWriters(writer, oldNS, o)
 		if old == nil {
 			o.UID = h.w.nextUID("ns-" + o.Name)
 			o.CreationTimestamp = metav1.NewTime(now)

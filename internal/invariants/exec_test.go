@@ -47,6 +47,7 @@ func (h *harness) run(o op) bool {
 	}
 	h.finishing = nil
 	h.checkApproved()
+	h.checkExceptions()
 	h.checkMaterialized()
 	if h.sampleGrants {
 		h.checkGrants(rand.New(rand.NewPCG(o.order, 7)))
@@ -208,6 +209,7 @@ func applyNSEdit(n *corev1.Namespace, e nsEdit) {
 		a = nil
 	}
 	n.Annotations = a
+	applyExceptionEdit(n, e.excep)
 }
 
 func applySrcEdit(obj runtime.Object, e srcEdit) {
@@ -226,6 +228,7 @@ func applySrcEdit(obj runtime.Object, e srcEdit) {
 	}
 	flag(e.lock, v1alpha1.AnnotationLocked, "true")
 	flag(e.overlay, v1alpha1.AnnotationMerge, "overlay")
+	flag(e.approval, v1alpha1.AnnotationExceptionApproval, "required")
 	flag(e.candidate, v1alpha1.AnnotationCandidateFor, e.candFor)
 	flag(e.candidate, v1alpha1.AnnotationCanarySelector, e.selector)
 	if len(a) == 0 {

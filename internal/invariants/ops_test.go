@@ -86,6 +86,8 @@ type srcEdit struct {
 	candidate         tri
 	candFor, selector string
 	dropCopyLabel     bool
+	// approval: set requires approval for the source's exceptions.
+	approval tri
 }
 
 // nsEdit is what a create or update of a namespace sets.
@@ -98,6 +100,8 @@ type nsEdit struct {
 	stageV  string
 	exclude tri
 	exclV   string
+	// excep requests, approves or marks expired an exception (issue 42).
+	excep exceptionEdit
 }
 
 func (t tri) show(name, v string) string {
@@ -135,6 +139,7 @@ func (o op) String() string {
 		add(o.ns.inherit.show("inherit=false", ""))
 		add(o.ns.stage.show("stage", o.ns.stageV))
 		add(o.ns.exclude.show("exclude", o.ns.exclV))
+		add(o.ns.excep.String())
 	default:
 		fmt.Fprintf(&b, "%s %s/%s", o.resource, o.namespace, o.name)
 		if o.src.content >= 0 && o.kind != opDelete {
@@ -142,6 +147,7 @@ func (o op) String() string {
 		}
 		add(o.src.lock.show("locked", ""))
 		add(o.src.overlay.show("overlay", ""))
+		add(o.src.approval.show("exception-approval=required", ""))
 		add(o.src.candidate.show("candidate-for", o.src.candFor))
 		if o.src.candidate == set {
 			add(fmt.Sprintf("canary-selector=%q", o.src.selector))
@@ -211,6 +217,9 @@ func (h *harness) gen(rng *rand.Rand) op {
 			}
 			if o.ns.exclude = triOf(0.15, 0.08); o.ns.exclude == set {
 				o.ns.exclV = pick(exclusions)
+			}
+			if rng.Float64() < 0.3 {
+				o.ns.excep = h.genExceptionEdit(rng, o.actor, o.name)
 			}
 		}
 	case f < 0.36:
@@ -304,6 +313,7 @@ func (h *harness) gen(rng *rand.Rand) op {
 		}
 		o.src.lock = triOf(0.3, 0.15)
 		o.src.overlay = triOf(0.15, 0.1)
+		o.src.approval = triOf(0.15, 0.05)
 		if o.src.candidate = triOf(0.2, 0.08); o.src.candidate == set {
 			// Mostly a candidate for a source beside it.
 			targets := sourceNames[o.resource]
