@@ -56,9 +56,12 @@ type options struct {
 
 	// The replica switch (replicaswitch.go) instead of the sweep.
 	replicaSwitch bool
-	switchFleet   int
-	switchScopes  []string
-	switchProfile int
+	// exceptionsExpire: issue 42's burst of exceptions ending together (exceptions.go).
+	exceptionsExpire bool
+	exceptions       int
+	switchFleet      int
+	switchScopes     []string
+	switchProfile    int
 }
 
 func main() {
@@ -110,6 +113,8 @@ func main() {
 	flag.IntVar(&o.switchFleet, "switch-fleet", 0, "-replica-switch: one-namespace clients, one per tenant from the first (0: every tenant)")
 	flag.StringVar(&switchScopes, "switch-scopes", "one,all", "-replica-switch: the scopes measured, each on its own restart, in this order: one (the -switch-fleet one-namespace clients), all (one -A client)")
 	flag.IntVar(&o.switchProfile, "switch-profile", 0, "-replica-switch: seconds of CPU profiles of implicit-apiserver and kube-apiserver from the start of each resume and relist, and implicit-apiserver's heap profile after each (0: none)")
+	flag.BoolVar(&o.exceptionsExpire, "exceptions-expire", false, "instead of the sweep (issue 42): -namespaces tenants (the first value, default 10000), -exceptions of them with an exception of one global RoleBinding, all ending in the same second; the time until every excepted view has it back, and the watch events")
+	flag.IntVar(&o.exceptions, "exceptions", 1000, "-exceptions-expire: the excepted namespaces")
 	flag.Parse()
 	if o.short {
 		set := map[string]bool{}
@@ -151,6 +156,30 @@ func main() {
 		stop()
 		if err != nil {
 			fail(1, "guard flood: %v", err)
+		}
+		return
+	}
+	if o.exceptionsExpire {
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["namespaces"] {
+			namespaces = "10000"
+		}
+		ns, err := ints(namespaces)
+		if err != nil || o.exceptions < 1 || o.exceptions > ns[0] {
+			fail(2, "-exceptions-expire: -namespaces and -exceptions (1 to the namespaces) must be positive (%v)", err)
+		}
+		if o.binDir == "" || o.binary == "" {
+			fail(2, "bench needs -bin-dir (or IMPLICIT_TOOLS_BIN) and -implicit-binary (or IMPLICIT_BINARY)")
+		}
+		o.implicitArgs = strings.Fields(implicitArgs)
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		ctx, cancel := context.WithTimeout(ctx, o.timeout)
+		err = exceptionsExpire(ctx, o, ns[0], o.exceptions)
+		cancel()
+		stop()
+		if err != nil {
+			fail(1, "exceptions: %v", err)
 		}
 		return
 	}
