@@ -147,6 +147,8 @@ type harness struct {
 	// exceptionWriters: who wrote each version of each entry of the
 	// namespaces' exception annotations (exceptions_test.go).
 	exceptionWriters map[exceptionWrite]string
+	// approvalsSeen counts, over the checks, the approvals in effect.
+	approvalsSeen int
 	// current is the op being played; memoryBroken is set when the guards
 	// admitted it only thanks to their memory.
 	current      op

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sort"
 	"strings"
+	"testing"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -26,8 +27,14 @@ import (
 
 const invExceptions = "exceptions"
 
-// exceptionNames are the exceptions the generator writes.
-var exceptionNames = []string{"x1", "x2"}
+// exceptionNames are the exceptions the generator writes, and
+// exceptionEntries what they except: named unlocked and locked items and
+// wildcards (the guards refuse an exception of a locked item, a wildcard's
+// included).
+var (
+	exceptionNames   = []string{"x1", "x2"}
+	exceptionEntries = []string{"rolebindings/x", "rolebindings/rb", "roles/quota-admin", "networkpolicies/allow", "rolebindings/*", "rolebindings/g-lock", "roles/*"}
+)
 
 // exceptionEdit is what an op does to a namespace's exceptions: request
 // (or withdraw) one, approve one, mark one expired.
@@ -39,6 +46,38 @@ type exceptionEdit struct {
 	// approver claimed and the namespaces the approval covers (comma-separated).
 	approver, sources string
 	expire            tri
+}
+
+// genExceptionOp turns o, a namespace update, into an exception edit:
+// mostly a request by an actor on a namespace they administer, or an
+// approval of a namespace's exception by an actor who may approve
+// (sometimes by anyone, anywhere: RBAC and the guards must refuse it).
+func (h *harness) genExceptionOp(rng *rand.Rand, o op) op {
+	pick := func(xs []string) string { return xs[rng.IntN(len(xs))] }
+	var mine, declaring []string
+	for _, n := range h.w.namespaceNames() {
+		if h.actors[o.actor].isAdmin(n) {
+			mine = append(mine, n)
+		}
+		if _, ok := h.w.namespaces[n].Annotations[v1alpha1.AnnotationExceptions]; ok {
+			declaring = append(declaring, n)
+		}
+	}
+	switch f := rng.Float64(); {
+	case f < 0.4 && len(declaring) > 0:
+		// an approval where there is something to approve
+		o.name = pick(declaring)
+		if rng.Float64() < 0.8 {
+			o.actor = pick([]string{"org", "ops", "org2"})
+		}
+	case f < 0.9 && len(mine) > 0:
+		o.name = pick(mine)
+	}
+	o.ns = nsEdit{excep: h.genExceptionEdit(rng, o.actor, o.name)}
+	if o.ns.excep == (exceptionEdit{}) {
+		o.ns.excep = exceptionEdit{request: set, name: pick(exceptionNames), exclude: pick(exceptionEntries), requester: o.actor}
+	}
+	return o
 }
 
 // genExceptionEdit draws an exceptionEdit for actor on namespace ns.
@@ -54,7 +93,7 @@ func (h *harness) genExceptionEdit(rng *rand.Rand, actor, ns string) exceptionEd
 	switch f := rng.Float64(); {
 	case f < 0.45:
 		e.request = set
-		e.exclude = pick(exclusions)
+		e.exclude = pick(exceptionEntries)
 	case f < 0.55:
 		e.request = clear
 	case f < 0.9:
@@ -219,6 +258,7 @@ func (h *harness) checkExceptions() {
 				h.violateState("exception "+ns+"/"+e.Name, invExceptions, "", "exception %s in namespace %s names %s as its requester, but %s wrote it", e.Name, ns, e.RequestedBy, w)
 			}
 			if e.Approval != nil {
+				h.approvalsSeen++
 				b, _ := json.Marshal(*e.Approval)
 				w, known := h.exceptionWriters[exceptionWrite{ns, v1alpha1.AnnotationExceptionApprovals, e.Name, string(b)}]
 				if known {
@@ -259,4 +299,31 @@ func (h *harness) mayApprove(writer string, e merge.Exception) string {
 		}
 	}
 	return ""
+}
+
+// TestExceptionScenario plays one exception through the guards: a tenant
+// requests it, approves it (refused: the requester), someone allowed
+// approve on the global namespace approves it, a tenant marks it expired
+// (refused: the server's only).
+func TestExceptionScenario(t *testing.T) {
+	s := newShared(t)
+	h := mustHarness(t, s)
+	ops := []op{
+		{actor: "alice", kind: opNSUpdate, name: "a", ns: nsEdit{excep: exceptionEdit{request: set, name: "x1", exclude: "rolebindings/x", requester: "alice"}}},
+		{actor: "alice", kind: opNSUpdate, name: "a", ns: nsEdit{excep: exceptionEdit{approve: set, name: "x1", approver: "alice", sources: global}}},
+		{actor: "ops", kind: opNSUpdate, name: "a", ns: nsEdit{excep: exceptionEdit{approve: set, name: "x1", approver: "ops", sources: global}}},
+		{actor: "alice", kind: opNSUpdate, name: "a", ns: nsEdit{excep: exceptionEdit{expire: set, name: "x1"}}},
+	}
+	want := []bool{true, false, true, false}
+	for i, o := range ops {
+		if stored := h.run(o); stored != want[i] {
+			t.Errorf("%s: stored %v, want %v; transcript:\n%s", o, stored, want[i], strings.Join(h.transcript, "\n"))
+		}
+	}
+	if h.approvalsSeen == 0 {
+		t.Error("the approval never was in effect")
+	}
+	for _, v := range h.violations {
+		t.Errorf("%s", v)
+	}
 }

@@ -207,6 +207,9 @@ func (h *harness) gen(rng *rand.Rand) op {
 	case f < 0.30: // a namespace's place, tenancy, stage, exclusions
 		o.kind = opNSUpdate
 		o.name = pick(names)
+		if rng.Float64() < 0.3 {
+			return h.genExceptionOp(rng, o)
+		}
 		for o.ns == (nsEdit{}) {
 			if o.ns.parent = triOf(0.35, 0.08); o.ns.parent == set {
 				o.ns.parentN = pick(append(names, "f"))
@@ -217,9 +220,6 @@ func (h *harness) gen(rng *rand.Rand) op {
 			}
 			if o.ns.exclude = triOf(0.15, 0.08); o.ns.exclude == set {
 				o.ns.exclV = pick(exclusions)
-			}
-			if rng.Float64() < 0.3 {
-				o.ns.excep = h.genExceptionEdit(rng, o.actor, o.name)
 			}
 		}
 	case f < 0.36:
