@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -108,6 +110,7 @@ var (
 	_ admission.ParentIndex      = &fakeIndex{}
 	_ admission.LossIndex        = &fakeIndex{}
 	_ admission.NamespaceIndex   = &fakeIndex{}
+	_ admission.ExceptionIndex   = &fakeIndex{}
 )
 
 // mirrorOf asks every question of the guards of f; it tells no sync state
@@ -115,7 +118,7 @@ var (
 func mirrorOf(f *fakeIndex) admission.Mirror {
 	return admission.Mirror{
 		Sources: f, Candidates: f, Locks: f, Inheritance: f, Reach: f,
-		Parents: f, Losses: f, Namespaces: f,
+		Parents: f, Losses: f, Namespaces: f, Exceptions: f,
 	}
 }
 
@@ -149,6 +152,21 @@ func (f *fakeIndex) Inherited(resource, namespace, name string) (merge.Result, b
 	}
 	r, ok := f.inherited[key]
 	return r, ok, nil
+}
+
+// InheritedItems implements admission.ExceptionIndex: the inherited items
+// of resource in namespace, sorted by name, whatever next says.
+func (f *fakeIndex) InheritedItems(resource, namespace string, _ whatif.NamespaceMeta) ([]merge.Result, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []merge.Result
+	prefix := resource + " " + namespace + " "
+	for _, k := range slices.Sorted(maps.Keys(f.inherited)) {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, f.inherited[k])
+		}
+	}
+	return out, f.inheritedErr
 }
 
 // Overlays implements admission.InheritanceIndex: overlays answers it by "resource
