@@ -92,6 +92,16 @@ func (g *Guards) exceptionApproval(ctx context.Context, req *admissionv1.Admissi
 		}
 	}
 	var missing []string
+	// Each question once: two entries of one kind share the first.
+	answered := map[authorizationv1.ResourceAttributes]bool{}
+	allowed := func(attrs authorizationv1.ResourceAttributes) (bool, error) {
+		if ok, seen := answered[attrs]; seen {
+			return ok, nil
+		}
+		ok, _, err := g.authz.Allowed(ctx, req.UserInfo, attrs)
+		answered[attrs] = ok
+		return ok, err
+	}
 	for _, src := range a.Sources {
 		for _, entry := range spec.Exclude {
 			ex, errs := merge.ParseExclusions(entry)
@@ -105,7 +115,7 @@ func (g *Guards) exceptionApproval(ctx context.Context, req *admissionv1.Admissi
 			attrs := authorizationv1.ResourceAttributes{Verb: ApproveVerb, Group: gr.Group, Resource: gr.Resource, Namespace: src}
 			// A grant without resourceNames (an org admin's) answers for
 			// every name at once; otherwise the name is asked.
-			all, _, err := g.authz.Allowed(ctx, req.UserInfo, attrs)
+			all, err := allowed(attrs)
 			if err != nil {
 				return unavailable(fmt.Errorf("checking the approve permission: %w", err))
 			}
@@ -114,11 +124,11 @@ func (g *Guards) exceptionApproval(ctx context.Context, req *admissionv1.Admissi
 			}
 			if ex[0].Name != "*" {
 				attrs.Name = ex[0].Name
-				allowed, _, err := g.authz.Allowed(ctx, req.UserInfo, attrs)
+				one, err := allowed(attrs)
 				if err != nil {
 					return unavailable(fmt.Errorf("checking the approve permission: %w", err))
 				}
-				if allowed {
+				if one {
 					continue
 				}
 			}

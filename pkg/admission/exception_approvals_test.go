@@ -26,6 +26,8 @@ func TestExceptionApprovals(t *testing.T) {
 		return annotate(v1alpha1.AnnotationExceptionApprovals, jsonOf(t, map[string]v1alpha1.ExceptionApproval{"e": a}))
 	}
 	approvedAll, approvedOne := approve(global, ""), approve(global, "needs-approval")
+	two := exception("e", "needs-approval", func(s *v1alpha1.ExceptionSpec) { s.Exclude = append(s.Exclude, "rolebindings/plain") })
+	twice := annotate(v1alpha1.AnnotationExceptions, jsonOf(t, []v1alpha1.ExceptionSpec{two}))
 	tests := []exceptionCase{
 		{name: "an approver allowed approve on the source's namespace", user: &bob, old: teamA(declared), obj: teamA(declared, approval()),
 			answers: allowAll(approvedAll), allowed: true, wantSAR: []authorizationv1.ResourceAttributes{approvedAll}},
@@ -54,6 +56,11 @@ func TestExceptionApprovals(t *testing.T) {
 			answers: allowAll(approvedAll), want: []string{"approvals of hub sources are decided on the hub: not yet supported"}},
 		{name: "malformed", user: &bob, old: teamA(declared), obj: teamA(declared, annotate(v1alpha1.AnnotationExceptionApprovals, `["e"]`)),
 			want: []string{"implicit.dev/exception-approvals must be a JSON object of approvals"}},
+		{name: "two items of one kind ask once for the kind", user: &bob, old: teamA(twice), obj: teamA(twice, annotate(v1alpha1.AnnotationExceptionApprovals, jsonOf(t, map[string]v1alpha1.ExceptionApproval{
+			"e": {By: "bob", Digest: merge.ExceptionDigest(two), Sources: []string{global}},
+		}))),
+			wantSAR: []authorizationv1.ResourceAttributes{approvedAll, approvedOne, approve(global, "plain")},
+			want:    []string{"(rolebindings/needs-approval); rolebindings.rbac.authorization.k8s.io in namespace implicit-global (rolebindings/plain)"}},
 		{name: "removing an approval", old: teamA(declared, approval()), obj: teamA(declared), allowed: true},
 		{name: "an approval left as it was is not judged again", old: teamA(declared, approval()),
 			obj: teamA(declared, approval(), annotate(v1alpha1.AnnotationExclude, "rolebindings/plain")), allowed: true},
