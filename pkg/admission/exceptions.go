@@ -41,7 +41,10 @@ func (g *Guards) exceptions(ctx context.Context, req *admissionv1.AdmissionReque
 	if d := g.expiryMarks(req, old, obj); !d.allowed {
 		return d
 	}
-	inh := &inheritedItems{g: g, namespace: obj.GetName(), next: whatif.NamespaceMeta{Labels: obj.GetLabels(), Annotations: obj.GetAnnotations()}, byResource: map[string][]merge.Result{}}
+	inh := &inheritedItems{
+		g: g, namespace: obj.GetName(), next: whatif.NamespaceMeta{Labels: obj.GetLabels(), Annotations: obj.GetAnnotations()},
+		byResource: map[string][]merge.Result{}, byName: map[string]map[string]merge.Result{},
+	}
 	if d := g.exceptionSpecs(req, old, obj, inh); !d.allowed {
 		return d
 	}
@@ -128,6 +131,7 @@ type inheritedItems struct {
 	namespace  string
 	next       whatif.NamespaceMeta
 	byResource map[string][]merge.Result
+	byName     map[string]map[string]merge.Result
 }
 
 // named are the inherited items ex names: the one of its name, or every
@@ -140,14 +144,17 @@ func (in *inheritedItems) named(ex merge.Exclusion) ([]merge.Result, error) {
 			return nil, err
 		}
 		in.byResource[ex.Resource] = all
+		names := make(map[string]merge.Result, len(all))
+		for _, r := range all {
+			names[r.Item.Name] = r
+		}
+		in.byName[ex.Resource] = names
 	}
 	if ex.Name == "*" {
 		return all, nil
 	}
-	for _, r := range all {
-		if r.Item.Name == ex.Name {
-			return []merge.Result{r}, nil
-		}
+	if r, ok := in.byName[ex.Resource][ex.Name]; ok {
+		return []merge.Result{r}, nil
 	}
 	return nil, nil
 }
@@ -169,13 +176,16 @@ func (g *Guards) exclusionsNeedingExceptions(old, obj *unstructured.Unstructured
 		return allow()
 	}
 	prev, _ := annotation(old, key)
-	before := exclusionEntries(prev)
+	before := map[string]bool{}
+	for _, e := range exclusionEntries(prev) {
+		before[e] = true
+	}
 	views := g.views()
 	var refused []string
 	var entry string
 	for _, e := range exclusionEntries(next) {
 		ex, errs := merge.ParseExclusions(e)
-		if slices.Contains(before, e) || len(errs) > 0 || !slices.Contains(views, ex[0].Resource) {
+		if before[e] || len(errs) > 0 || !slices.Contains(views, ex[0].Resource) {
 			continue // judged by exclusions
 		}
 		items, err := inh.named(ex[0])
