@@ -2,8 +2,10 @@ package admission_test
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +31,21 @@ var (
 	bob        = authenticationv1.UserInfo{Username: "bob", UID: "uid-bob", Groups: []string{"org-admins", "system:authenticated"}}
 	serverUser = authenticationv1.UserInfo{Username: server, Groups: []string{"system:serviceaccounts"}}
 )
+
+// InheritedItems implements admission.ExceptionIndex: the inherited items
+// of resource in namespace, sorted by name, whatever next says.
+func (f *fakeIndex) InheritedItems(resource, namespace string, _ whatif.NamespaceMeta) ([]merge.Result, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []merge.Result
+	prefix := resource + " " + namespace + " "
+	for _, k := range slices.Sorted(maps.Keys(f.inherited)) {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, f.inherited[k])
+		}
+	}
+	return out, f.inheritedErr
+}
 
 // exceptionCase is one namespace write to the parents guard, judged on its
 // exceptions, and what it must answer.

@@ -5,11 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -152,21 +150,6 @@ func (f *fakeIndex) Inherited(resource, namespace, name string) (merge.Result, b
 	}
 	r, ok := f.inherited[key]
 	return r, ok, nil
-}
-
-// InheritedItems implements admission.ExceptionIndex: the inherited items
-// of resource in namespace, sorted by name, whatever next says.
-func (f *fakeIndex) InheritedItems(resource, namespace string, _ whatif.NamespaceMeta) ([]merge.Result, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []merge.Result
-	prefix := resource + " " + namespace + " "
-	for _, k := range slices.Sorted(maps.Keys(f.inherited)) {
-		if strings.HasPrefix(k, prefix) {
-			out = append(out, f.inherited[k])
-		}
-	}
-	return out, f.inheritedErr
 }
 
 // Overlays implements admission.InheritanceIndex: overlays answers it by "resource
