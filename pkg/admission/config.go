@@ -45,8 +45,8 @@ type Config struct {
 	// the other replicas' (shared.go). Without one, a replica decides with
 	// its own memory only: right for one replica.
 	Ledger Ledger
-	// Clock times what the guards remember (default the real clock; tests
-	// use a fake one).
+	// Clock times what the guards remember and tells an exception's end
+	// from the future (default the real clock; tests use a fake one).
 	Clock clock.PassiveClock
 	// MirrorWait is how long a namespace deletion waits for the mirror to
 	// show the namespace it deletes, then answers 503 (0: the default, 2 s;
@@ -70,6 +70,7 @@ func NewGuards(c Config) *Guards {
 		hierarchy:    assumptions{mirror: c.Mirror.Namespaces, clock: clk, ttl: assumeFor, byName: map[string]assumption{}},
 		recent:       newRecent(clk),
 		mirrorWait:   c.MirrorWait,
+		clock:        clk,
 	}
 	if g.mirrorWait == 0 {
 		g.mirrorWait = defaultMirrorWait

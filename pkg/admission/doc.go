@@ -24,6 +24,10 @@
 //	              that takes locked items needs unlock                     under the lock; admitted changes assumed)
 //	exclusions    the implicit.dev/exclude annotation, judged with the   exclusions.go
 //	              parents guard: no entry is a silent no-op
+//	exceptions    a namespace's exceptions, judged with the parents      exceptions.go (the order; marks;
+//	              guard: each annotation by its one kind of writer         exclusions needing exceptions)
+//	              (requester, approver with approve on the source,       exception_specs.go (an exception)
+//	              the server); no locked item, no end past a maximum     exception_approvals.go (an approval)
 //	namespace-    what a namespace others inherit from takes with it     namespace_deletions.go
 //	deletions     when it is deleted: unlock on each locked item lost
 //	fanout        none: warns how many views a change reaches            fanout.go

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/clock"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
@@ -70,6 +71,9 @@ type Guards struct {
 	// (materialized.go). mu guards both.
 	identity     string
 	materialized map[string]bool
+
+	// clock tells when an exception's end is (exception_specs.go).
+	clock clock.PassiveClock
 }
 
 func (g *Guards) isGlobal(namespace string) bool {

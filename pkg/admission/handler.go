@@ -142,7 +142,7 @@ func refuseOverload(d decision) decision {
 		return d
 	case errors.Is(d.unavailable, accessreview.ErrTooManyReviews):
 		return deny("refused: deciding this request needs more permission checks than one request may ask (%v); "+
-			"a grant without resourceNames (e.g. the %q verb on every object of the kind in the source namespace) answers them at once", d.unavailable, UnlockVerb)
+			"a grant without resourceNames (e.g. the %q or %q verb on every object of the kind in the source namespace) answers them at once", d.unavailable, UnlockVerb, ApproveVerb)
 	case errors.Is(d.unavailable, accessreview.ErrTooManyWaiting):
 		d = deny("refused for now: %v; retry later", d.unavailable)
 		d.code = http.StatusTooManyRequests

@@ -108,6 +108,7 @@ var (
 	_ admission.ParentIndex      = &fakeIndex{}
 	_ admission.LossIndex        = &fakeIndex{}
 	_ admission.NamespaceIndex   = &fakeIndex{}
+	_ admission.ExceptionIndex   = &fakeIndex{}
 )
 
 // mirrorOf asks every question of the guards of f; it tells no sync state
@@ -115,7 +116,7 @@ var (
 func mirrorOf(f *fakeIndex) admission.Mirror {
 	return admission.Mirror{
 		Sources: f, Candidates: f, Locks: f, Inheritance: f, Reach: f,
-		Parents: f, Losses: f, Namespaces: f,
+		Parents: f, Losses: f, Namespaces: f, Exceptions: f,
 	}
 }
 

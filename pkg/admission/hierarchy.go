@@ -87,7 +87,8 @@ const maxRejudge = 3
 //
 // It also judges the implicit.dev/exclude annotation (exclusions.go): an
 // entry added that names no served view is refused, and the warnings of
-// the exclusions come with the answer when the change is allowed.
+// the exclusions come with the answer when the change is allowed; and the
+// exceptions' annotations (exceptions.go).
 func (g *Guards) Parents(ctx context.Context, req *admissionv1.AdmissionRequest) decision {
 	// Labels reach a namespace through its status and finalize
 	// subresources too: all three are guarded alike.
@@ -98,6 +99,9 @@ func (g *Guards) Parents(ctx context.Context, req *admissionv1.AdmissionRequest)
 	ex := g.exclusions(old, obj)
 	if !ex.allowed {
 		return ex
+	}
+	if d := g.exceptions(ctx, req, old, obj); !d.allowed {
+		return d
 	}
 	d = g.parents(ctx, req, old, obj)
 	if d.allowed {

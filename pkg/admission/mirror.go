@@ -26,6 +26,9 @@ type Mirror struct {
 	Losses LossIndex
 	// Namespaces: a namespace as the mirror holds it (assumptions.go).
 	Namespaces NamespaceIndex
+	// Exceptions: what a namespace inherits, whatever excludes it
+	// (exceptions.go).
+	Exceptions ExceptionIndex
 	// Synced: whether the mirror holds every namespace and source yet
 	// (handler.go); nil: taken as synced.
 	Synced SyncIndex
@@ -35,6 +38,6 @@ type Mirror struct {
 func MirrorOf(x *whatif.Index) Mirror {
 	return Mirror{
 		Sources: x, Candidates: x, Locks: x, Inheritance: x, Reach: x,
-		Parents: x, Losses: x, Namespaces: x, Synced: x,
+		Parents: x, Losses: x, Namespaces: x, Exceptions: x, Synced: x,
 	}
 }
