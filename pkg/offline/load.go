@@ -2,6 +2,7 @@ package offline
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -119,8 +120,8 @@ func Decode(files []File) ([]Object, error) {
 	for _, f := range files {
 		d := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(f.Data), 4096)
 		for i := 0; ; i++ {
-			var m map[string]any
-			err := d.Decode(&m)
+			var raw json.RawMessage
+			err := d.Decode(&raw)
 			if errors.Is(err, io.EOF) {
 				break
 			}
@@ -128,13 +129,15 @@ func Decode(files []File) ([]Object, error) {
 				errs = append(errs, fmt.Errorf("%s: document %d: %w", f.Path, i, err))
 				break
 			}
-			if len(m) == 0 {
+			if t := bytes.TrimSpace(raw); len(t) == 0 || bytes.Equal(t, []byte("null")) || bytes.Equal(t, []byte("{}")) {
 				continue
 			}
-			u := &unstructured.Unstructured{Object: m}
 			from := fmt.Sprintf("%s#%d", f.Path, i)
-			if u.GetAPIVersion() == "" || u.GetKind() == "" {
-				errs = append(errs, fmt.Errorf("%s: apiVersion and kind are required", from))
+			// unstructured's decoding keeps integers int64, as the API
+			// server's does.
+			u := &unstructured.Unstructured{}
+			if err := u.UnmarshalJSON(raw); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", from, err))
 				continue
 			}
 			if u.IsList() {

@@ -71,8 +71,8 @@ type World struct {
 	files map[Key]*unstructured.Unstructured
 	// Tests are the ImplicitTest documents found.
 	Tests []Object
-	// Warnings say what the files hold that is not evaluated.
-	Warnings []string
+	// rv numbers the objects fed to the mirror, as resourceVersions.
+	rv int
 }
 
 // Key names an object of the files.
@@ -285,7 +285,7 @@ func (w *World) feed() error {
 		recordParentUID(ns, w.namespaces)
 		w.mux.OnNamespace(ns, false)
 	}
-	rv := 1
+	w.rv = 1
 	var clusterRoles, clusterRoleBindings []runtime.Object
 	for _, key := range w.keys() {
 		u := w.files[key]
@@ -310,8 +310,8 @@ func (w *World) feed() error {
 			errs = append(errs, fmt.Errorf("%s: %s: overlay merges use the kind's OpenAPI schema, which offline evaluation does not read yet", key, v1alpha1.AnnotationMerge))
 			continue
 		}
-		rv++
-		obj, err := w.sourceObject(k, u, strconv.Itoa(rv))
+		w.rv++
+		obj, err := w.sourceObject(k, u, strconv.Itoa(w.rv))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", key, err))
 			continue
