@@ -64,9 +64,9 @@ would, greater than 1 on error.
 Offline (--from A --to B): A and B are each a directory of plain YAML or JSON
 manifests (kustomize build or helm template output; kustomizations and charts
 are never built, nothing is executed, no network), or a Git ref (REF or
-REF:PATH; REF alone reads the path of the other side's directory, or the
-repository's top): its tree is read with git ls-tree and cat-file, with no
-checkout. A ref missing from a shallow clone is an error saying so. The
+REF:PATH, of the repository holding the other side's directory, else the
+current directory's; REF alone reads the other side's directory's path): its
+tree is read with git ls-tree and cat-file, with no checkout. A ref missing from a shallow clone is an error saying so. The
 writes that turn A into B are judged in order by the server's admission
 guards (namespaces, parents first; sources; deletions), each as --as would
 send it (default: a member of system:masters, so only the guards' own rules

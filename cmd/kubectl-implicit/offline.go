@@ -292,28 +292,30 @@ func (o *options) runOfflineDiff(cmd *cobra.Command, f offlineDiff) error {
 }
 
 // readSide reads one side of an offline diff: a directory when one exists
-// at that path, else a Git ref, REF or REF:PATH. REF alone reads the path
-// of other, when other is a directory, relative to its repository's top;
-// else the whole tree.
+// at that path, else a Git ref, REF or REF:PATH, of the repository that
+// holds other when other is a directory (else the current directory's).
+// REF alone reads the path of other within its repository when other is a
+// directory, else the whole tree.
 func readSide(cmd *cobra.Command, side, other string) ([]offline.Object, error) {
 	if st, err := os.Stat(side); err == nil && st.IsDir() {
 		return readDir(side)
 	}
 	ref, dir, hasPath := strings.Cut(side, ":")
 	repo := "."
-	if !hasPath {
-		if st, err := os.Stat(other); err == nil && st.IsDir() {
-			top, err := offline.GitTop(cmd.Context(), other)
-			if err != nil {
-				return nil, fmt.Errorf("%s is neither a directory nor, %s being outside a Git repository, a Git ref", side, other)
-			}
+	if st, err := os.Stat(other); err == nil && st.IsDir() {
+		top, err := offline.GitTop(cmd.Context(), other)
+		if err != nil {
+			return nil, fmt.Errorf("%s is not a directory, and %s is in no Git repository to read it as a ref from", side, other)
+		}
+		repo = top
+		if !hasPath {
 			abs, _ := filepath.Abs(other)
 			abs, _ = filepath.EvalSymlinks(abs)
 			rel, err := filepath.Rel(top, abs)
 			if err != nil {
 				return nil, err
 			}
-			repo, dir = top, filepath.ToSlash(rel)
+			dir = filepath.ToSlash(rel)
 		}
 	}
 	top, err := offline.GitTop(cmd.Context(), repo)

@@ -140,6 +140,10 @@ func Decode(files []File) ([]Object, error) {
 				errs = append(errs, fmt.Errorf("%s: %w", from, err))
 				continue
 			}
+			if u.GetAPIVersion() == "" || u.GetKind() == "" {
+				errs = append(errs, fmt.Errorf("%s: apiVersion and kind are required", from))
+				continue
+			}
 			if u.IsList() {
 				err := u.EachListItem(func(o runtime.Object) error {
 					item, ok := o.(*unstructured.Unstructured)
