@@ -148,7 +148,7 @@ func (w *World) runTest(ctx context.Context, t Test, from string) ([]Result, err
 		if v.Namespace == "" || v.Resource == "" {
 			return nil, fmt.Errorf("%s: views[%d]: namespace and resource are required", from, i)
 		}
-		items, err := w.View(v.Namespace, v.Resource)
+		items, err := w.Members(v.Namespace, v.Resource)
 		if err != nil {
 			return nil, fmt.Errorf("%s: views[%d]: %w", from, i, err)
 		}

@@ -19,7 +19,7 @@ type Item struct {
 	// Conflict is the item's implicit.dev/conflict: what a lock blocked.
 	Conflict string
 	// Object is the view item as the server serves it (its uid and
-	// resourceVersions are the offline stand-ins).
+	// resourceVersions are the offline stand-ins); nil from Members.
 	Object *unstructured.Unstructured
 }
 
@@ -28,6 +28,16 @@ type Item struct {
 // pkg/views as the server renders them. A namespace that does not exist has
 // an empty view.
 func (w *World) View(namespace, resource string) ([]Item, error) {
+	return w.view(namespace, resource, true)
+}
+
+// Members returns namespace's view of resource as View does, without the
+// objects: what tests check, with no rendering.
+func (w *World) Members(namespace, resource string) ([]Item, error) {
+	return w.view(namespace, resource, false)
+}
+
+func (w *World) view(namespace, resource string, render bool) ([]Item, error) {
 	k, ok := w.KindOf(resource)
 	if !ok {
 		return nil, fmt.Errorf("resource %q is not served (served: %v)", resource, w.resources())
@@ -39,6 +49,11 @@ func (w *World) View(namespace, resource string) ([]Item, error) {
 	}
 	out := make([]Item, 0, len(results))
 	for _, res := range results {
+		it := Item{Name: res.Item.Name, Scope: res.Scope, SourceNamespace: res.Item.Namespace, Conflict: res.Conflict()}
+		if !render {
+			out = append(out, it)
+			continue
+		}
 		obj, err := w.objects.Item(resource, namespace, res, rv)
 		if err != nil {
 			return nil, err
@@ -51,10 +66,8 @@ func (w *World) View(namespace, resource string) ([]Item, error) {
 			u.SetAPIVersion(v1alpha1.SchemeGroupVersion.String())
 			u.SetKind(k.Kind)
 		}
-		out = append(out, Item{
-			Name: res.Item.Name, Scope: res.Scope, SourceNamespace: res.Item.Namespace,
-			Conflict: res.Conflict(), Object: u,
-		})
+		it.Object = u
+		out = append(out, it)
 	}
 	return out, nil
 }

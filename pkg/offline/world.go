@@ -1,6 +1,7 @@
 package offline
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -350,7 +351,9 @@ func (w *World) keys() []Key {
 	for k := range w.files {
 		out = append(out, k)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	slices.SortFunc(out, func(a, b Key) int {
+		return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
 	return out
 }
 
