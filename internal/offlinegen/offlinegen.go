@@ -27,8 +27,8 @@ type Config struct {
 	// Names is the pool of source names: a small pool makes shadows,
 	// locks and exclusions meet.
 	Names int
-	// Prefix starts every namespace's name, so that worlds of one cluster
-	// don't meet.
+	// Prefix starts every namespace's and source's name, so that worlds
+	// of one cluster don't meet.
 	Prefix string
 	// GlobalNamespace holds the global sources.
 	GlobalNamespace string
@@ -86,7 +86,7 @@ func Generate(r *rand.Rand, c Config) World {
 
 func (w World) namespace(i int) string { return fmt.Sprintf("%sns-%d", w.Prefix, i) }
 
-func (w World) name(r *rand.Rand) string { return fmt.Sprintf("item-%d", r.Intn(w.Names)) }
+func (w World) name(r *rand.Rand) string { return fmt.Sprintf("%sitem-%d", w.Prefix, r.Intn(w.Names)) }
 
 func (w World) resource(r *rand.Rand) string {
 	if r.Intn(2) == 0 {

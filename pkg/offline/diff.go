@@ -30,7 +30,10 @@ type Report struct {
 type JudgedEdit struct {
 	Operation Operation `json:"operation"`
 	Object    string    `json:"object"`
-	Verdict   Verdict   `json:"verdict"`
+	// Manifest is the object written (for DELETE, deleted), as the files
+	// state it.
+	Manifest *unstructured.Unstructured `json:"-"`
+	Verdict  Verdict                    `json:"verdict"`
 	// Reach is how many namespaces' views an edit of this source may
 	// change (a source's subtree; every namespace for a global one).
 	Reach int `json:"reach,omitempty"`
@@ -123,7 +126,7 @@ func Diff(ctx context.Context, fromObjs, toObjs []Object, o Options, d DiffOptio
 			return Report{}, err
 		}
 		key := KeyOf(e.Object)
-		je := JudgedEdit{Operation: e.Operation, Object: key.String(), Verdict: v}
+		je := JudgedEdit{Operation: e.Operation, Object: key.String(), Manifest: e.Object, Verdict: v}
 		if k, ok := from.byKind[schema.GroupKind{Group: key.Group, Kind: key.Kind}]; ok {
 			je.Reach = from.Reached(k.Resource(), key.Namespace)
 		}
