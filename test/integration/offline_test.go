@@ -86,6 +86,7 @@ func offlineStep(t *testing.T, dyn dynamic.Interface, prefix string, from, to []
 	for _, o := range from {
 		admitted[offline.KeyOf(o.Unstructured)] = o.Unstructured
 	}
+	before := liveViews(t, dyn, prefix)
 	var allowed, refused int
 	for _, e := range rep.Edits {
 		liveErr := applyLive(ctx, dyn, e)
@@ -127,7 +128,93 @@ func offlineStep(t *testing.T, dyn dynamic.Interface, prefix string, from, to []
 		t.Fatal(err)
 	}
 	compareViews(t, dyn, world, prefix)
+	if refused == 0 {
+		// Every edit was admitted: what diff --from --to reports changing
+		// is what changed in the served views.
+		got, want := liveChanges(before, liveViews(t, dyn, prefix)), reportedChanges(rep, prefix)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("the views changed by\n  %s\ndiff --from --to reported\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+		}
+		t.Logf("diff --from --to reported the %d view changes the server made", len(got))
+	}
 	return state, allowed, refused
+}
+
+// liveViews lists the round's namespaces' views, items of the round only:
+// "namespace/resource/name" to the item's content.
+func liveViews(t *testing.T, dyn dynamic.Interface, prefix string) map[string]string {
+	t.Helper()
+	nss, err := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, ns := range nss.Items {
+		if !strings.HasPrefix(ns.GetName(), prefix) || ns.GetDeletionTimestamp() != nil {
+			continue
+		}
+		for _, res := range []string{"rolebindings", "networkpolicies"} {
+			items, err := listView(t.Context(), dyn, v1alpha1.SchemeGroupVersion.WithResource(res), ns.GetName(), prefix, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, u := range items {
+				out[ns.GetName()+"/"+res+"/"+name] = viewContent(u)
+			}
+		}
+	}
+	return out
+}
+
+// liveChanges lists the view items added (+), removed (-) and changed (~)
+// between two listings, sorted.
+func liveChanges(before, after map[string]string) []string {
+	var out []string
+	for k, v := range after {
+		prev, ok := before[k]
+		switch {
+		case !ok:
+			out = append(out, "+ "+k)
+		case prev != v:
+			out = append(out, "~ "+k)
+		}
+	}
+	for k := range before {
+		if _, ok := after[k]; !ok {
+			out = append(out, "- "+k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// reportedChanges lists a diff report's changes of the round's items as
+// liveChanges does.
+func reportedChanges(rep offline.Report, prefix string) []string {
+	var out []string
+	for _, nd := range rep.Namespaces {
+		if !strings.HasPrefix(nd.Namespace, prefix) {
+			continue
+		}
+		for _, v := range nd.Views {
+			add := func(sign, name string) {
+				if strings.HasPrefix(name, prefix) {
+					out = append(out, sign+" "+nd.Namespace+"/"+v.Resource+"/"+name)
+				}
+			}
+			for _, it := range v.Added {
+				add("+", it.Name)
+			}
+			for _, it := range v.Removed {
+				add("-", it.Name)
+			}
+			for _, c := range v.Changed {
+				add("~", c.After.Name)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // waitShadowCondition waits until the shadows webhook matches creations of
