@@ -3,9 +3,12 @@ package integration
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand"
 	"os"
+	"os/exec"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -51,6 +54,7 @@ func TestOfflineMatchesServer(t *testing.T) {
 	r := rand.New(rand.NewSource(seed))
 	kube, dyn := admin(t)
 	ensureNamespace(t, kube, globalNS)
+	path := buildPlugin(t)
 	var refused, allowed int
 	for round := 0; round < 20; round++ {
 		prefix := fmt.Sprintf("off%d-%d-", seed%10000, round)
@@ -63,8 +67,11 @@ func TestOfflineMatchesServer(t *testing.T) {
 		allowed, refused = allowed+a, refused+d
 		// Step 2: random edits of what was admitted.
 		next := editFiles(r, w, state)
-		_, a, d = offlineStep(t, dyn, prefix, state, next)
+		state, a, d = offlineStep(t, dyn, prefix, state, next)
 		allowed, refused = allowed+a, refused+d
+		// Step 3: kubectl implicit test, the command, on the admitted
+		// files and a test stating every served view of the round.
+		pluginTestsLiveViews(t, dyn, path, prefix, state)
 	}
 	t.Logf("%d edits admitted, %d refused, offline and live alike", allowed, refused)
 	if refused == 0 || allowed == 0 {
@@ -214,6 +221,74 @@ func reportedChanges(rep offline.Report, prefix string) []string {
 		}
 	}
 	sort.Strings(out)
+	return out
+}
+
+// pluginTestsLiveViews writes state's files and an ImplicitTest whose
+// expectations are the round's views as the server serves them (every item
+// with its scope and source namespace, nothing else), and runs kubectl
+// implicit test on them: it must pass.
+func pluginTestsLiveViews(t *testing.T, dyn dynamic.Interface, path, prefix string, state []offline.Object) {
+	t.Helper()
+	dir := t.TempDir()
+	var objs []*unstructured.Unstructured
+	for _, o := range state {
+		objs = append(objs, o.Unstructured)
+	}
+	if err := offlinegen.WriteFile(dir+"/objects.yaml", objs...); err != nil {
+		t.Fatal(err)
+	}
+	live := liveItems(t, dyn, prefix)
+	var views []any
+	for _, key := range slices.Sorted(maps.Keys(live)) {
+		ns, res, _ := strings.Cut(key, "/")
+		views = append(views, map[string]any{"namespace": ns, "resource": res, "contains": live[key], "only": true})
+	}
+	test := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": offline.TestAPIVersion, "kind": offline.KindTest,
+		"metadata": map[string]any{"name": prefix + "live-views"}, "views": views,
+	}}
+	if err := offlinegen.WriteFile(dir+"/tests/live.yaml", test); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), "kubectl", "implicit", "test", dir)
+	cmd.Env = append(os.Environ(), "PATH="+path)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("kubectl implicit test on the admitted files, expecting the served views: %v\n%s", err, out)
+	}
+}
+
+// liveItems lists the round's served views: "namespace/resource" to the
+// items (name, scope, source namespace), every round namespace and served
+// resource included, empty views too.
+func liveItems(t *testing.T, dyn dynamic.Interface, prefix string) map[string][]any {
+	t.Helper()
+	nss, err := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]any{}
+	for _, ns := range nss.Items {
+		if !strings.HasPrefix(ns.GetName(), prefix) || ns.GetDeletionTimestamp() != nil {
+			continue
+		}
+		for _, res := range []string{"rolebindings", "networkpolicies"} {
+			items, err := listView(t.Context(), dyn, v1alpha1.SchemeGroupVersion.WithResource(res), ns.GetName(), "", metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			list := []any{}
+			for _, name := range slices.Sorted(maps.Keys(items)) {
+				if !strings.HasPrefix(name, prefix) {
+					continue // another test's, or another round's global item
+				}
+				l := items[name].GetLabels()
+				list = append(list, map[string]any{"name": name, "scope": l[v1alpha1.LabelScope], "sourceNamespace": l[v1alpha1.LabelSourceNamespace]})
+			}
+			out[ns.GetName()+"/"+res] = list
+		}
+	}
 	return out
 }
 
