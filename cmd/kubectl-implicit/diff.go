@@ -27,14 +27,20 @@ import (
 func (o *options) diffCommand() *cobra.Command {
 	var del bool
 	var mode applyMode
+	var off offlineDiff
 	files := genericclioptions.FileNameFlags{
 		Usage:     "Files, directories or URLs of the source objects to preview; - for standard input.",
 		Filenames: &[]string{}, Kustomize: ptr.To(""), Recursive: ptr.To(false),
 	}
 	cmd := &cobra.Command{
-		Use:   "diff -f FILENAME | -k DIRECTORY",
-		Short: "Preview what applying the files' sources (or deleting them) would change in every view",
-		Long: `Preview what kubectl apply -f (or, with --server-side, kubectl apply
+		Use:   "diff -f FILENAME | -k DIRECTORY | --from DIR_OR_GIT_REF --to DIR_OR_GIT_REF",
+		Short: "Preview what applying the files' sources (or deleting them) would change in every view; --from/--to offline",
+		Long: `Two forms. With -f or -k, diff asks the live cluster; with --from and --to,
+it needs no cluster: it compares two sets of manifest files (for a pull
+request: the base and the head), each a directory or a Git ref, with the
+server's own merge and guard rules (see "Offline" below).
+
+Preview what kubectl apply -f (or, with --server-side, kubectl apply
 --server-side; with --delete, kubectl delete -f) would change in every view.
 diff asks the live cluster, as kubectl diff does: it reads the files as
 kubectl apply reads them (directories with -R, kustomizations with -k, - for
@@ -53,14 +59,38 @@ then each view item it and its subtree would gain, lose or see change (with
 An apply the server would refuse (an immutable field, a guard of
 implicit.dev, a forbidden write) is an error, as it is for kubectl diff.
 Exit status, as kubectl diff's: 0 when no view would change, 1 when some
-would, greater than 1 on error.`,
+would, greater than 1 on error.
+
+Offline (--from A --to B): A and B are each a directory of plain YAML or JSON
+manifests (kustomize build or helm template output; kustomizations and charts
+are never built, nothing is executed, no network), or a Git ref (REF or
+REF:PATH, of the repository holding the other side's directory, else the
+current directory's; REF alone reads the other side's directory's path): its
+tree is read with git ls-tree and cat-file, with no checkout. A ref missing from a shallow clone is an error saying so. The
+writes that turn A into B are judged in order by the server's admission
+guards (namespaces, parents first; sources; deletions), each as --as would
+send it (default: a member of system:masters, so only the guards' own rules
+refuse: a shadow or exclusion of a locked item, a cycle, a missing parent);
+then every namespace's views of A and B are compared: items added, removed
+and changed (field paths; values only with --show-data), and hierarchy
+problems. -o markdown prints a pull-request comment, -o json the report.
+Exit status: 0 when nothing changes, 1 when views change or an edit is
+refused, greater than 1 on error.`,
 		Example: `  kubectl implicit diff -f org-viewers.yaml
   kubectl implicit diff -f org-viewers.yaml --server-side
   kubectl get rolebinding org-viewers.next -n implicit-global -o yaml | kubectl implicit diff -f -
   kubectl implicit diff -k overlays/prod
-  kubectl implicit diff -f org-viewers.yaml --delete`,
+  kubectl implicit diff -f org-viewers.yaml --delete
+  kubectl implicit diff --from origin/main --to ./policies -o markdown
+  kubectl implicit diff --from ./before --to ./after`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if off.from != "" || off.to != "" {
+				if len(*files.Filenames) > 0 || *files.Kustomize != "" || del || mode.serverSide {
+					return errors.New("--from/--to compare files offline: -f, -k, --delete and --server-side are for the live cluster")
+				}
+				return o.runOfflineDiff(cmd, off)
+			}
 			if err := o.validateOutput(); err != nil {
 				return err
 			}
@@ -157,6 +187,7 @@ would, greater than 1 on error.`,
 	cmd.Flags().BoolVar(&mode.serverSide, "server-side", false, "Preview kubectl apply --server-side: a server-side apply under --field-manager.")
 	cmd.Flags().StringVar(&mode.fieldManager, "field-manager", "", `The field manager of the apply, as kubectl apply's (default "kubectl-client-side-apply", with --server-side "kubectl").`)
 	cmd.Flags().BoolVar(&mode.forceConflicts, "force-conflicts", false, "With --server-side, take the fields other managers own, as kubectl apply --server-side --force-conflicts would.")
+	off.addFlags(cmd)
 	return cmd
 }
 

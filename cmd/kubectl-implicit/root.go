@@ -85,8 +85,12 @@ hierarchies, explanations, previews and rules reviews and its views:
   can-i VERB RESOURCE [NAME] -n NS | can-i --list -n NS
                               what you may do in NS and why: local RBAC or which inherited RoleBinding; exits 1 on no
   policies -n NS              the admission policies whose parameters NS inherits from views: bindings, actions, parameters
+  test DIR                    no cluster: check DIR's ImplicitTest expectations (views, guards' refusals, access) against
+                              its manifests with the server's own rules; exits 1 on a failure, 2 on bad input
+  diff --from A --to B        no cluster: what changing the manifests A (a directory or Git ref) into B changes in every
+                              view, and what the guards would refuse; -o markdown for a pull-request comment
 
-Every command exits 1 on an error, as kubectl does.`,
+Every command exits 1 on an error, as kubectl does, but diff and test, which exit 2.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version.Version,
@@ -98,14 +102,14 @@ Every command exits 1 on an error, as kubectl does.`,
 	o.config.AddFlags(root.PersistentFlags())
 	addKlogFlags(root)
 	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: "+outputFormats+". Default: a table.")
-	root.AddCommand(o.treeCommand(), o.whyCommand(), o.reachCommand(), o.diffCommand(), o.rolloutCommand(), o.canICommand(), o.policiesCommand(), versionCommand())
+	root.AddCommand(o.treeCommand(), o.whyCommand(), o.reachCommand(), o.diffCommand(), o.rolloutCommand(), o.canICommand(), o.policiesCommand(), o.testCommand(), versionCommand())
 	o.addCompletions(root)
 	usageOnArgs(root)
 	cmd, err := root.ExecuteContextC(ctx)
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.Is(err, errChanged), errors.Is(err, errDenied):
+	case errors.Is(err, errChanged), errors.Is(err, errDenied), errors.Is(err, errTestsFailed):
 		return exitChanged
 	}
 	printError(streams.ErrOut, err)
@@ -116,7 +120,8 @@ Every command exits 1 on an error, as kubectl does.`,
 	if errors.As(err, &usage) && cmd != nil {
 		printUsage(streams.ErrOut, cmd)
 	}
-	if cmd != nil && cmd.Name() == "diff" {
+	var input *inputError
+	if cmd != nil && cmd.Name() == "diff" || errors.As(err, &input) {
 		return exitDiffError
 	}
 	return exitError

@@ -189,3 +189,23 @@ func (a *Authorizer) realRules(r watchmux.Reader, attrs Attributes) []rbacv1.Pol
 	}
 	return rules
 }
+
+// AllowsByRBAC reports whether the requester's real RBAC rules in
+// attrs.Namespace (realRules: the ClusterRoleBindings' and the namespace's
+// own RoleBindings', their roles resolved as RBAC resolves them) grant
+// attrs, matched as kube-apiserver's RBAC authorizer matches them
+// (ruleAllows): what kube-apiserver's own RBAC would answer from the objects
+// the mirror and the ClusterRole caches hold. pkg/offline judges the
+// guards' permission checks with it, beside Authorize, with no cluster.
+func (a *Authorizer) AllowsByRBAC(attrs Attributes) (bool, error) {
+	var allowed bool
+	_, err := a.views.Read(func(r watchmux.Reader) {
+		for _, rule := range a.realRules(r, attrs) {
+			if ruleAllows(attrs, rule) {
+				allowed = true
+				return
+			}
+		}
+	})
+	return allowed, err
+}

@@ -87,9 +87,16 @@ func LoadConfiguration(path string) (Configuration, error) {
 	if err != nil {
 		return Configuration{}, fmt.Errorf("--config: %w", err)
 	}
+	return ParseConfiguration(raw, "--config "+path)
+}
+
+// ParseConfiguration is LoadConfiguration of a file's bytes; name says
+// where they come from in errors ("--config path" for the server's flag).
+// kubectl implicit test and diff read a directory's configuration with it.
+func ParseConfiguration(raw []byte, name string) (Configuration, error) {
 	var cfg ImplicitConfiguration
 	if err := yaml.UnmarshalStrict(raw, &cfg); err != nil {
-		return Configuration{}, fmt.Errorf("--config %s: %w", path, err)
+		return Configuration{}, fmt.Errorf("%s: %w", name, err)
 	}
 	var errs []error
 	if cfg.APIVersion != "config.implicit.dev/v1alpha1" || cfg.Kind != "ImplicitConfiguration" {
@@ -116,7 +123,7 @@ func LoadConfiguration(path string) (Configuration, error) {
 		out.Kinds = append(out.Kinds, k)
 	}
 	if len(errs) > 0 {
-		return Configuration{}, fmt.Errorf("--config %s: %w", path, utilerrors.NewAggregate(errs))
+		return Configuration{}, fmt.Errorf("%s: %w", name, utilerrors.NewAggregate(errs))
 	}
 	return out, nil
 }
