@@ -41,6 +41,12 @@ type Config struct {
 	// Materialize: the fan-out warning of their sources counts the writes
 	// of copies a change makes.
 	Materialized []string
+	// Hub, when set, answers the access questions about the sources of the
+	// hub cluster named HubCluster (an approval of an exception of a hub
+	// item is decided by the hub's RBAC: its sources' namespaces are the
+	// hub's, whatever the member's RBAC says of namespaces of that name).
+	Hub        Authorizer
+	HubCluster string
 	// Ledger, when set, makes the guards' decisions take turns on it with
 	// the other replicas' (shared.go). Without one, a replica decides with
 	// its own memory only: right for one replica.
@@ -61,7 +67,7 @@ func NewGuards(c Config) *Guards {
 		clk = clock.RealClock{}
 	}
 	g := &Guards{
-		mirror: c.Mirror, authz: c.Authorizer,
+		mirror: c.Mirror, authz: c.Authorizer, hub: c.Hub, hubCluster: c.HubCluster,
 		served: map[schema.GroupResource]string{}, globals: map[string]bool{},
 		namespaces:   c.Namespaces,
 		trusted:      map[string]bool{},

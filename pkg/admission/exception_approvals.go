@@ -66,8 +66,8 @@ func (g *Guards) exceptionApprovals(ctx context.Context, req *admissionv1.Admiss
 // current version, naming the sources it covers, on each of which the
 // approver may approve every item the exception names (a
 // SubjectAccessReview with verb approve on the source's group, resource,
-// namespace and name, the name empty for <resource>/*). Hub sources are
-// decided on the hub, which has no reviewer here yet: refused.
+// namespace and name, the name empty for <resource>/*). A hub source
+// ("<cluster>/<namespace>") is asked of the hub's RBAC, for the same user.
 func (g *Guards) exceptionApproval(ctx context.Context, req *admissionv1.AdmissionRequest, namespace, name string, a v1alpha1.ExceptionApproval, spec v1alpha1.ExceptionSpec, found bool) decision {
 	user := req.UserInfo.Username
 	what := fmt.Sprintf("namespace %s: the approval of exception %q", namespace, name)
@@ -83,26 +83,42 @@ func (g *Guards) exceptionApproval(ctx context.Context, req *admissionv1.Admissi
 	case len(a.Sources) == 0:
 		return deny("%s: sources must name the namespaces whose sources' items it covers", what)
 	}
+	type where struct {
+		namespace string
+		authz     Authorizer
+		at        string // how messages name the source's cluster
+	}
+	places := make([]where, 0, len(a.Sources))
 	for _, src := range a.Sources {
-		if strings.Contains(src, "/") {
-			return deny("%s: source %s: approvals of hub sources are decided on the hub: not yet supported", what, src)
-		}
-		if src == "" {
+		cluster, namespace, hubSource := strings.Cut(src, "/")
+		switch {
+		case !hubSource && src != "":
+			places = append(places, where{namespace: src, authz: g.authz})
+		case hubSource && g.hub != nil && cluster == g.hubCluster && namespace != "":
+			places = append(places, where{namespace: namespace, authz: g.hub, at: " of hub cluster " + cluster})
+		case hubSource:
+			return deny("%s: source %s: this cluster reads no hub cluster %q: its approvals are decided on the hub this server reads global sources from", what, src, cluster)
+		default:
 			return deny("%s: sources: an empty namespace", what)
 		}
 	}
 	var missing []string
 	// Each question once: two entries of one kind share the first.
-	answered := map[authorizationv1.ResourceAttributes]bool{}
-	allowed := func(attrs authorizationv1.ResourceAttributes) (bool, error) {
-		if ok, seen := answered[attrs]; seen {
+	type question struct {
+		hub   bool
+		attrs authorizationv1.ResourceAttributes
+	}
+	answered := map[question]bool{}
+	allowed := func(at where, attrs authorizationv1.ResourceAttributes) (bool, error) {
+		q := question{hub: at.at != "", attrs: attrs}
+		if ok, seen := answered[q]; seen {
 			return ok, nil
 		}
-		ok, _, err := g.authz.Allowed(ctx, req.UserInfo, attrs)
-		answered[attrs] = ok
+		ok, _, err := at.authz.Allowed(ctx, req.UserInfo, attrs)
+		answered[q] = ok
 		return ok, err
 	}
-	for _, src := range a.Sources {
+	for _, src := range places {
 		for _, entry := range spec.Exclude {
 			ex, errs := merge.ParseExclusions(entry)
 			if len(errs) > 0 || len(ex) != 1 {
@@ -112,10 +128,10 @@ func (g *Guards) exceptionApproval(ctx context.Context, req *admissionv1.Admissi
 			if !ok {
 				return deny("%s: implicit.dev serves no view %q", what, ex[0].Resource)
 			}
-			attrs := authorizationv1.ResourceAttributes{Verb: ApproveVerb, Group: gr.Group, Resource: gr.Resource, Namespace: src}
+			attrs := authorizationv1.ResourceAttributes{Verb: ApproveVerb, Group: gr.Group, Resource: gr.Resource, Namespace: src.namespace}
 			// A grant without resourceNames (an org admin's) answers for
 			// every name at once; otherwise the name is asked.
-			all, err := allowed(attrs)
+			all, err := allowed(src, attrs)
 			if err != nil {
 				return unavailable(fmt.Errorf("checking the approve permission: %w", err))
 			}
@@ -124,7 +140,7 @@ func (g *Guards) exceptionApproval(ctx context.Context, req *admissionv1.Admissi
 			}
 			if ex[0].Name != "*" {
 				attrs.Name = ex[0].Name
-				one, err := allowed(attrs)
+				one, err := allowed(src, attrs)
 				if err != nil {
 					return unavailable(fmt.Errorf("checking the approve permission: %w", err))
 				}
@@ -132,7 +148,7 @@ func (g *Guards) exceptionApproval(ctx context.Context, req *admissionv1.Admissi
 					continue
 				}
 			}
-			missing = append(missing, fmt.Sprintf("%s in namespace %s (%s)", gr, src, ex[0]))
+			missing = append(missing, fmt.Sprintf("%s in namespace %s%s (%s)", gr, src.namespace, src.at, ex[0]))
 		}
 	}
 	if len(missing) > 0 {

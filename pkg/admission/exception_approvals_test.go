@@ -12,8 +12,8 @@ import (
 
 // TestExceptionApprovals: an approval added or changed is written by its
 // approver, never the requester, of the exception's current version, of
-// sources named, local ones only for now, on each of which the approver
-// may approve; removing one, or leaving one as it was, asks nothing.
+// sources named, on each of which the approver may approve (a hub's asked
+// of the hub); removing one, or leaving one as it was, asks nothing.
 func TestExceptionApprovals(t *testing.T) {
 	t.Parallel()
 	e := exception("e", "needs-approval")
@@ -52,8 +52,13 @@ func TestExceptionApprovals(t *testing.T) {
 			answers: allowAll(approvedAll), want: []string{`implicit.dev/exceptions declares no exception "e" to approve`}},
 		{name: "no sources", user: &bob, old: teamA(declared), obj: teamA(declared, approval(func(a *v1alpha1.ExceptionApproval) { a.Sources = nil })),
 			answers: allowAll(approvedAll), want: []string{"sources must name the namespaces"}},
-		{name: "a hub source", user: &bob, old: teamA(declared), obj: teamA(declared, approval(func(a *v1alpha1.ExceptionApproval) { a.Sources = []string{"hub/" + global} })),
-			answers: allowAll(approvedAll), want: []string{"approvals of hub sources are decided on the hub: not yet supported"}},
+		{name: "a hub source, allowed approve on the hub", user: &bob, old: teamA(declared), obj: teamA(declared, approval(func(a *v1alpha1.ExceptionApproval) { a.Sources = []string{"hub/" + global} })),
+			hubAnswers: allowAll(approvedAll), allowed: true, wantHubSAR: []authorizationv1.ResourceAttributes{approvedAll}},
+		{name: "a hub source, allowed approve on the member only", user: &bob, old: teamA(declared), obj: teamA(declared, approval(func(a *v1alpha1.ExceptionApproval) { a.Sources = []string{"hub/" + global} })),
+			answers: allowAll(approvedAll), wantHubSAR: []authorizationv1.ResourceAttributes{approvedAll, approvedOne},
+			want: []string{"missing: rolebindings.rbac.authorization.k8s.io in namespace implicit-global of hub cluster hub (rolebindings/needs-approval)"}},
+		{name: "a cluster this server reads nothing from", user: &bob, old: teamA(declared), obj: teamA(declared, approval(func(a *v1alpha1.ExceptionApproval) { a.Sources = []string{"elsewhere/" + global} })),
+			answers: allowAll(approvedAll), hubAnswers: allowAll(approvedAll), want: []string{`this cluster reads no hub cluster "elsewhere"`}},
 		{name: "malformed", user: &bob, old: teamA(declared), obj: teamA(declared, annotate(v1alpha1.AnnotationExceptionApprovals, `["e"]`)),
 			want: []string{"implicit.dev/exception-approvals must be a JSON object of approvals"}},
 		{name: "two items of one kind ask once for the kind", user: &bob, old: teamA(twice), obj: teamA(twice, annotate(v1alpha1.AnnotationExceptionApprovals, jsonOf(t, map[string]v1alpha1.ExceptionApproval{

@@ -60,6 +60,10 @@ type exceptionCase struct {
 	status     int // the HTTP status, when not 200
 	want       []string
 	wantSAR    []authorizationv1.ResourceAttributes
+	// hubAnswers are the hub cluster "hub"'s access answers; wantHubSAR
+	// the questions it must be asked.
+	hubAnswers map[authorizationv1.ResourceAttributes]answer
+	wantHubSAR []authorizationv1.ResourceAttributes
 }
 
 // teamA is the namespace the exception tests write: team-a under org, with
@@ -123,9 +127,10 @@ func exceptionMirror(t *testing.T) admission.Mirror {
 
 func runException(t *testing.T, tc exceptionCase) {
 	t.Helper()
-	authz := &fakeAuthorizer{answers: tc.answers}
+	authz, hub := &fakeAuthorizer{answers: tc.answers}, &fakeAuthorizer{answers: tc.hubAnswers}
 	cfg := admission.Config{Mirror: exceptionMirror(t), Authorizer: authz, Served: served, GlobalNamespaces: []string{global},
-		Namespaces: namespaceClient(hostNamespaces...), ServerIdentity: server, Clock: clocktesting.NewFakePassiveClock(exceptionNow)}
+		Namespaces: namespaceClient(hostNamespaces...), ServerIdentity: server, Clock: clocktesting.NewFakePassiveClock(exceptionNow),
+		Hub: hub, HubCluster: "hub"}
 	if tc.noIdentity {
 		cfg.ServerIdentity = ""
 	}
@@ -169,6 +174,13 @@ func runException(t *testing.T, tc exceptionCase) {
 	}
 	if !reflect.DeepEqual(asked, tc.wantSAR) {
 		t.Errorf("asked %+v, want %+v", asked, tc.wantSAR)
+	}
+	var hubAsked []authorizationv1.ResourceAttributes
+	for _, q := range hub.asked() {
+		hubAsked = append(hubAsked, q.attrs)
+	}
+	if !reflect.DeepEqual(hubAsked, tc.wantHubSAR) {
+		t.Errorf("asked the hub %+v, want %+v", hubAsked, tc.wantHubSAR)
 	}
 }
 

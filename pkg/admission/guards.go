@@ -40,6 +40,10 @@ const UnlockVerb = "unlock"
 type Guards struct {
 	mirror Mirror
 	authz  Authorizer
+	// hub answers access questions on the sources of hub cluster
+	// hubCluster (nil: no hub).
+	hub        Authorizer
+	hubCluster string
 	// served maps a source group/resource to its view resource name; mu
 	// guards it, as kinds are served at run time (Serve).
 	mu     sync.RWMutex

@@ -49,6 +49,12 @@ func (c CompletedConfig) installGuards(gs *genericapiserver.GenericAPIServer, mu
 		Materialized:     materialize.Resources(x.Kinds),
 		Ledger:           x.GuardLedger,
 	}
+	if x.Hub != nil && x.Hub.Client != nil {
+		// Approvals of exceptions of hub items are the hub's RBAC's to
+		// decide (docs/fleets.md): asked of the hub, for the same user.
+		cfg.Hub = accessreview.New(admission.SARAuthorizer{Client: x.Hub.Client.AuthorizationV1().SubjectAccessReviews()}, x.AccessReviewOptions)
+		cfg.HubCluster = x.Hub.Name
+	}
 	for _, k := range x.Kinds {
 		if k.GlobalNamespace != "" {
 			cfg.GlobalNamespaces = append(cfg.GlobalNamespaces, k.GlobalNamespace)
