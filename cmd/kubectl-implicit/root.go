@@ -85,6 +85,8 @@ hierarchies, explanations, previews and rules reviews and its views:
   can-i VERB RESOURCE [NAME] -n NS | can-i --list -n NS
                               what you may do in NS and why: local RBAC or which inherited RoleBinding; exits 1 on no
   policies -n NS              the admission policies whose parameters NS inherits from views: bindings, actions, parameters
+  exceptions [-A | -n NS]     the exceptions NS's lineage declares: what, why, who, state and time left;
+                              exceptions request|approve NAME -n NS writes one, as you
 
 Every command exits 1 on an error, as kubectl does.`,
 		SilenceUsage:  true,
@@ -98,7 +100,7 @@ Every command exits 1 on an error, as kubectl does.`,
 	o.config.AddFlags(root.PersistentFlags())
 	addKlogFlags(root)
 	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: "+outputFormats+". Default: a table.")
-	root.AddCommand(o.treeCommand(), o.whyCommand(), o.reachCommand(), o.diffCommand(), o.rolloutCommand(), o.canICommand(), o.policiesCommand(), versionCommand())
+	root.AddCommand(o.treeCommand(), o.whyCommand(), o.reachCommand(), o.diffCommand(), o.rolloutCommand(), o.canICommand(), o.policiesCommand(), o.exceptionsCommand(), versionCommand())
 	o.addCompletions(root)
 	usageOnArgs(root)
 	cmd, err := root.ExecuteContextC(ctx)
