@@ -32,7 +32,9 @@ func withExceptions(specs []v1alpha1.ExceptionSpec, approvals map[string]v1alpha
 	}
 }
 
-func needsApprovalRule(m *metav1.ObjectMeta) { m.Annotations[v1alpha1.AnnotationExceptionApproval] = "required" }
+func needsApprovalRule(m *metav1.ObjectMeta) {
+	m.Annotations[v1alpha1.AnnotationExceptionApproval] = "required"
+}
 
 // TestQuestionExceptions: a namespace's list holds its own exceptions and
 // its ancestors', each in the namespace declaring it; all namespaces'
