@@ -127,3 +127,19 @@ func inheritedNames(r watchmux.Reader, resource string, l merge.Lineage) []strin
 	}
 	return names
 }
+
+// ExceptionState is the state of exception e declared on namespace, as
+// Exceptions says it (Expired, Requested or Active); Active when the views
+// can't be read.
+func (a *Answers) ExceptionState(namespace string, e merge.Exception) string {
+	state := v1alpha1.ExceptionActive
+	if e.Expired {
+		return v1alpha1.ExceptionExpired
+	}
+	_ = a.read(func(r watchmux.Reader) {
+		if len(needsApproval(r, namespace, e)) > 0 {
+			state = v1alpha1.ExceptionRequested
+		}
+	})
+	return state
+}

@@ -92,7 +92,22 @@ func TestQuestionExceptions(t *testing.T) {
 	if got, _ := rows("solo"); len(got) != 0 {
 		t.Errorf("solo lists %v, want none", got)
 	}
+	// The writer's gauge asks one exception's state: the same.
+	for _, e := range merge.ExceptionsOf(merge.NamespaceOf(mustNamespace(t, "team-a", open, gated, stale))) {
+		want := map[string]string{"open": "Active", "gated": "Requested", "stale": "Requested"}[e.Name]
+		if got := m.ExceptionState("team-a", e); got != want {
+			t.Errorf("ExceptionState(team-a, %s) = %s, want %s", e.Name, got, want)
+		}
+	}
 	if _, err := m.Exceptions("nowhere"); err == nil {
 		t.Error("Exceptions(nowhere): no error")
 	}
+}
+
+// mustNamespace is a namespace declaring specs, as ExceptionsOf reads it.
+func mustNamespace(t *testing.T, name string, specs ...v1alpha1.ExceptionSpec) *corev1.Namespace {
+	t.Helper()
+	ns := tf.Namespace(name)
+	withExceptions(specs, nil, nil)(ns)
+	return ns
 }

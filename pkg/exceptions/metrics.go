@@ -23,7 +23,7 @@ var (
 	exceptionsGauge = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Namespace:      "implicit",
 		Name:           "exceptions",
-		Help:           "Exceptions declared on namespaces, by state (Active, Expired; Requested where the server can tell).",
+		Help:           "Exceptions declared on namespaces, by state (Requested, Active, Expired).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"state"})
 	expiringSoon = metrics.NewGauge(&metrics.GaugeOpts{

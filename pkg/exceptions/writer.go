@@ -213,13 +213,24 @@ func (w *Writer) scan() time.Time {
 			next = t
 		}
 	}
-	states := map[string]int{v1alpha1.ExceptionActive: 0, v1alpha1.ExceptionRequested: 0, v1alpha1.ExceptionExpired: 0}
-	soon := 0
-	inWindow := map[string]bool{}
+	// First the marks to write, so that the worker starts at once; then
+	// the warnings and the gauges (StateOf may read the views).
+	declaring := all[:0:0]
 	for _, ns := range all {
 		if !merge.DeclaresExclusions(ns.Annotations) {
 			continue
 		}
+		declaring = append(declaring, ns)
+		// A namespace backing off after a failed write is the queue's to
+		// retry; queueing it again here would retry it at once.
+		if markingOf(ns, now).changes() && w.queue.NumRequeues(ns.Name) == 0 {
+			w.queue.Add(ns.Name)
+		}
+	}
+	states := map[string]int{v1alpha1.ExceptionActive: 0, v1alpha1.ExceptionRequested: 0, v1alpha1.ExceptionExpired: 0}
+	soon := 0
+	inWindow := map[string]bool{}
+	for _, ns := range declaring {
 		for _, e := range merge.ExceptionsOf(merge.NamespaceOf(ns)) {
 			states[w.stateOf(ns, e)]++
 			if e.Expired || e.ExpiresAt == nil {
@@ -243,11 +254,6 @@ func (w *Writer) scan() time.Time {
 				w.event(ns, corev1.EventTypeWarning, ReasonExpiresSoon, fmt.Sprintf("exception %s (excluding %s) ends at %s, in %s",
 					e.Name, strings.Join(e.Exclude, ", "), end.UTC().Format(time.RFC3339), end.Sub(now).Round(time.Minute)))
 			}
-		}
-		// A namespace backing off after a failed write is the queue's to
-		// retry; queueing it again here would retry it at once.
-		if markingOf(ns, now).changes() && w.queue.NumRequeues(ns.Name) == 0 {
-			w.queue.Add(ns.Name)
 		}
 	}
 	for key := range w.warned {
