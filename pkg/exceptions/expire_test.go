@@ -1,8 +1,10 @@
 package exceptions_test
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -149,4 +151,47 @@ func TestWarnsOnce(t *testing.T) {
 	if len(warned) != 1 || !strings.Contains(warned[0], "Warning "+exceptions.ReasonExpiresSoon) {
 		t.Errorf("events = %q, want one %s", warned, exceptions.ReasonExpiresSoon)
 	}
+}
+
+// TestStateAskedOncePerResync: the views are asked an exception's state
+// (StateOf, for the gauge) once per Resync, however many namespace
+// changes wake the writer meanwhile; again once Resync has passed.
+func TestStateAskedOncePerResync(t *testing.T) {
+	t.Parallel()
+	c := newCluster(
+		namespace("team-a", []v1alpha1.ExceptionSpec{spec("ci", t0.Add(time.Hour))}, nil),
+		namespace("team-b", []v1alpha1.ExceptionSpec{spec("other", time.Time{})}, nil),
+	)
+	var mu sync.Mutex
+	asked := map[string]int{}
+	count := func(name string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return asked[name]
+	}
+	clk, _ := start(t, c, time.Minute, func(cfg *exceptions.Config) {
+		cfg.StateOf = func(_ *corev1.Namespace, e merge.Exception) string {
+			mu.Lock()
+			defer mu.Unlock()
+			asked[e.Name]++
+			return v1alpha1.ExceptionRequested
+		}
+	})
+	testwait.For(t, "the first look", func() bool { return count("ci") == 1 })
+	for i := range 3 {
+		// Each edit makes a new version of team-b's exception: the writer
+		// looks again, and asks that version's state (proving it looked).
+		c.edit(t, "team-b", func(ns *corev1.Namespace) {
+			other := spec("other", time.Time{})
+			other.Reason = fmt.Sprintf("edit %d", i)
+			ns.Annotations[v1alpha1.AnnotationExceptions] = namespace("x", []v1alpha1.ExceptionSpec{other}, nil).Annotations[v1alpha1.AnnotationExceptions]
+		})
+		testwait.For(t, "the writer to look again", func() bool { return count("other") == i+2 })
+	}
+	settle(t, clk)
+	if n := count("ci"); n != 1 {
+		t.Errorf("ci's state asked %d times within Resync, want 1", n)
+	}
+	clk.Step(exceptions.DefaultResync)
+	testwait.For(t, "the look after Resync", func() bool { return count("ci") == 2 })
 }

@@ -86,8 +86,10 @@ type Writer struct {
 	// kick wakes the watcher; buffered, one pending wake is enough.
 	kick     chan struct{}
 	recorder record.EventRecorder
-	// warned holds the exception versions already warned of; watcher only.
+	// warned holds the exception versions already warned of; states the
+	// states StateOf last said. Watcher only.
 	warned map[string]bool
+	states map[string]cachedState
 	// written holds, by namespace, what this replica's last write returned
 	// and the versions it superseded, until the informer has caught up:
 	// the watcher may queue a namespace again from the informer's copy
@@ -126,6 +128,7 @@ func New(cfg Config) (*Writer, error) {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "implicit_exceptions"}),
 		kick:    make(chan struct{}, 1),
 		warned:  map[string]bool{},
+		states:  map[string]cachedState{},
 		written: map[string]writtenNamespace{},
 	}
 	_, err := cfg.Namespaces.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -229,10 +232,10 @@ func (w *Writer) scan() time.Time {
 	}
 	states := map[string]int{v1alpha1.ExceptionActive: 0, v1alpha1.ExceptionRequested: 0, v1alpha1.ExceptionExpired: 0}
 	soon := 0
-	inWindow := map[string]bool{}
+	inWindow, declared := map[string]bool{}, map[string]bool{}
 	for _, ns := range declaring {
 		for _, e := range merge.ExceptionsOf(merge.NamespaceOf(ns)) {
-			states[w.stateOf(ns, e)]++
+			states[w.stateOf(ns, e, now, declared)]++
 			if e.Expired || e.ExpiresAt == nil {
 				continue
 			}
@@ -256,6 +259,11 @@ func (w *Writer) scan() time.Time {
 			}
 		}
 	}
+	for key := range w.states {
+		if !declared[key] {
+			delete(w.states, key)
+		}
+	}
 	for key := range w.warned {
 		if !inWindow[key] {
 			delete(w.warned, key)
@@ -268,14 +276,33 @@ func (w *Writer) scan() time.Time {
 	return next
 }
 
-func (w *Writer) stateOf(ns *corev1.Namespace, e merge.Exception) string {
+// stateOf is e's state for the gauge. StateOf reads the views, so its
+// answer is kept for Resync: a burst of namespace changes (a thousand
+// marks written in one second) costs one look per exception, not one per
+// change. seen collects the keys still declared, for pruning.
+func (w *Writer) stateOf(ns *corev1.Namespace, e merge.Exception, now time.Time, seen map[string]bool) string {
 	switch {
 	case e.Expired:
 		return v1alpha1.ExceptionExpired
-	case w.cfg.StateOf != nil:
-		return w.cfg.StateOf(ns, e)
+	case w.cfg.StateOf == nil:
+		return v1alpha1.ExceptionActive
 	}
-	return v1alpha1.ExceptionActive
+	key := ns.Name + "/" + e.Name + "/" + e.Digest
+	if e.Approval != nil {
+		key += "/" + e.Approval.By + "/" + strings.Join(e.Approval.Sources, ",")
+	}
+	seen[key] = true
+	if c, ok := w.states[key]; ok && now.Sub(c.at) < w.cfg.Resync {
+		return c.state
+	}
+	st := w.cfg.StateOf(ns, e)
+	w.states[key] = cachedState{state: st, at: now}
+	return st
+}
+
+type cachedState struct {
+	state string
+	at    time.Time
 }
 
 func (w *Writer) processNext(ctx context.Context) bool {

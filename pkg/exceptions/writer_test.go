@@ -145,13 +145,17 @@ func (c *cluster) marks(t *testing.T, name string) map[string]string {
 }
 
 // start runs a writer on c with a fake clock at t0 until the test ends.
-func start(t *testing.T, c *cluster, window time.Duration) (*clocktesting.FakeClock, *record.FakeRecorder) {
+func start(t *testing.T, c *cluster, window time.Duration, opts ...func(*exceptions.Config)) (*clocktesting.FakeClock, *record.FakeRecorder) {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(t0)
 	factory := informers.NewSharedInformerFactory(c, 0)
-	w, err := exceptions.New(exceptions.Config{
+	cfg := exceptions.Config{
 		Client: c, Namespaces: factory.Core().V1().Namespaces(), Clock: clk, WarningWindow: window,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	w, err := exceptions.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
