@@ -3,16 +3,20 @@ package integration
 import (
 	"context"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
@@ -71,7 +75,8 @@ func metaName(obj any) string {
 // no, and kubectl implicit exceptions -A shows it Active. At its end the
 // server writes the expired mark (never before the end), and then the view
 // has the item again (one ADDED), can-i answers yes, and the plugin shows
-// it Expired; each side's time after the mark is logged, and all are
+// it Expired; a ValidatingAdmissionPolicy whose parameter is the item denies
+// meanwhile and admits again; each side's time after the mark is logged, and all are
 // within 2 s of the mark (kube-apiserver caches the webhook's answers for
 // a second).
 func TestExceptionLifecycle(t *testing.T) {
@@ -93,12 +98,19 @@ func TestExceptionLifecycle(t *testing.T) {
 	}
 
 	t.Log("a global RoleBinding grants", group, "view; team-a inherits it")
-	createNamespace(t, kube, ns, nil, nil)
+	createNamespace(t, kube, ns, map[string]string{"ex-suite": "lifecycle"}, nil)
 	createRoleBinding(t, kube, globalNS, rb, "view", group)
+	paramPolicy(t, kube, "ex-lifecycle", rb, "ex-suite=lifecycle")
+	admitted := func(ctx context.Context) error {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "ex-probe-"}}
+		_, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	}
 	eventually(t, "the item in "+ns+"'s view", func(ctx context.Context) error {
 		_, err := dyn.Resource(view).Namespace(ns).Get(ctx, rb, metav1.GetOptions{})
 		return err
 	})
+	eventually(t, "the policy admitting a ConfigMap (its parameter "+rb+" inherited)", admitted)
 	eventually(t, "can-i yes before the exception", func(context.Context) error {
 		if !canI() {
 			return errorf("can-i answers no")
@@ -152,6 +164,14 @@ func TestExceptionLifecycle(t *testing.T) {
 		}
 		return nil
 	})
+	eventually(t, "the policy denying a ConfigMap (no parameter: the exception excepts it)", func(ctx context.Context) error {
+		if err := admitted(ctx); err == nil {
+			return errorf("admitted")
+		} else if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+			return err
+		}
+		return nil
+	})
 	if time.Now().After(ends) {
 		t.Fatalf("the exception ended (%s) before its effects were checked: the machine is too slow for a 20 s end", ends.Format(time.RFC3339))
 	}
@@ -180,6 +200,18 @@ func TestExceptionLifecycle(t *testing.T) {
 		t.Errorf("the mark was seen %s before the end", ends.Sub(mark.at))
 	}
 
+	// The policy is polled beside can-i, so that neither waits for the other.
+	policyBack := make(chan time.Time, 1)
+	go func() {
+		_ = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+			if admitted(ctx) != nil {
+				return false, nil
+			}
+			policyBack <- time.Now()
+			return true, nil
+		})
+		close(policyBack)
+	}()
 	var canAt time.Time
 	eventuallyWithin(t, 20*time.Millisecond, 10*time.Second, "can-i yes after the mark", func(context.Context) error {
 		if !canI() {
@@ -188,6 +220,14 @@ func TestExceptionLifecycle(t *testing.T) {
 		canAt = time.Now()
 		return nil
 	})
+	var admittedAt time.Time
+	select {
+	case admittedAt = <-policyBack:
+	case <-ctx.Done():
+	}
+	if admittedAt.IsZero() {
+		t.Fatalf("the policy did not admit a ConfigMap within 10 s of the mark")
+	}
 	var added seen
 	eventually(t, "the watch's ADDED of "+rb, func(context.Context) error {
 		a := viewEvents.find(func(e seen) bool { return e.typ == watch.Added && e.name == rb })
@@ -203,9 +243,9 @@ func TestExceptionLifecycle(t *testing.T) {
 	if _, err := dyn.Resource(view).Namespace(ns).Get(ctx, rb, metav1.GetOptions{}); err != nil {
 		t.Errorf("%s is not in %s's view after the mark: %v", rb, ns, err)
 	}
-	t.Logf("after the mark: watch ADDED %s, can-i yes %s (can-i polled with kubectl, each run included)",
-		added.at.Sub(mark.at).Round(time.Millisecond), canAt.Sub(mark.at).Round(time.Millisecond))
-	for what, at := range map[string]time.Time{"the watch's ADDED": added.at, "can-i yes": canAt} {
+	t.Logf("after the mark: watch ADDED %s, can-i yes %s (polled with kubectl, each run included), the policy's parameter back %s (polled beside it with dry-run creates)",
+		added.at.Sub(mark.at).Round(time.Millisecond), canAt.Sub(mark.at).Round(time.Millisecond), admittedAt.Sub(mark.at).Round(time.Millisecond))
+	for what, at := range map[string]time.Time{"the watch's ADDED": added.at, "can-i yes": canAt, "the policy's parameter": admittedAt} {
 		if d := at.Sub(mark.at); d > 2*time.Second {
 			t.Errorf("%s came %s after the mark, want within 2 s", what, d.Round(time.Millisecond))
 		}
@@ -218,6 +258,51 @@ func TestExceptionLifecycle(t *testing.T) {
 	if d := viewEvents.find(func(e seen) bool { return e.typ == watch.Deleted && e.name == rb }); len(d) != 1 {
 		t.Errorf("%d DELETED of %s, want exactly one", len(d), rb)
 	}
+}
+
+// paramPolicy creates a ValidatingAdmissionPolicy whose parameter is the
+// RoleBinding view item param of the request's namespace (paramRef without
+// a namespace, parameterNotFoundAction Deny), bound to ConfigMap creates in
+// the namespaces labeled selector; removed when the test ends.
+func paramPolicy(t *testing.T, kube kubernetes.Interface, name, param, selector string) {
+	t.Helper()
+	k, v, _ := strings.Cut(selector, "=")
+	deny := admissionregistrationv1.DenyAction
+	fail := admissionregistrationv1.Fail
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: &fail,
+			ParamKind:     &admissionregistrationv1.ParamKind{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "RoleBinding"},
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "params.roleRef.name == 'view'"}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			ParamRef:          &admissionregistrationv1.ParamRef{Name: param, ParameterNotFoundAction: &deny},
+			MatchResources:    &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{k: v}}},
+		},
+	}
+	api := kube.AdmissionregistrationV1()
+	if _, err := api.ValidatingAdmissionPolicies().Create(t.Context(), policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.ValidatingAdmissionPolicyBindings().Create(t.Context(), binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = api.ValidatingAdmissionPolicyBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = api.ValidatingAdmissionPolicies().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
 }
 
 // matches checks that a run's standard output matches the expression.
