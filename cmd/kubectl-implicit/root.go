@@ -85,6 +85,8 @@ hierarchies, explanations, previews and rules reviews and its views:
   can-i VERB RESOURCE [NAME] -n NS | can-i --list -n NS
                               what you may do in NS and why: local RBAC or which inherited RoleBinding; exits 1 on no
   policies -n NS              the admission policies whose parameters NS inherits from views: bindings, actions, parameters
+  exceptions [-A | -n NS]     the exceptions NS's lineage declares: what, why, who, state and time left;
+                              exceptions request|approve NAME -n NS writes one, as you
   test DIR                    no cluster: check DIR's ImplicitTest expectations (views, guards' refusals, access) against
                               its manifests with the server's own rules; exits 1 on a failure, 2 on bad input
   diff --from A --to B        no cluster: what changing the manifests A (a directory or Git ref) into B changes in every
@@ -102,7 +104,7 @@ Every command exits 1 on an error, as kubectl does, but diff and test, which exi
 	o.config.AddFlags(root.PersistentFlags())
 	addKlogFlags(root)
 	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: "+outputFormats+". Default: a table.")
-	root.AddCommand(o.treeCommand(), o.whyCommand(), o.reachCommand(), o.diffCommand(), o.rolloutCommand(), o.canICommand(), o.policiesCommand(), o.testCommand(), versionCommand())
+	root.AddCommand(o.treeCommand(), o.whyCommand(), o.reachCommand(), o.diffCommand(), o.rolloutCommand(), o.canICommand(), o.policiesCommand(), o.exceptionsCommand(), o.testCommand(), versionCommand())
 	o.addCompletions(root)
 	usageOnArgs(root)
 	cmd, err := root.ExecuteContextC(ctx)

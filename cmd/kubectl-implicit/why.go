@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
@@ -85,6 +87,7 @@ func printExplanation(w io.Writer, e *v1alpha1.Explanation, wide bool) error {
 		headers = append(headers, "MESSAGE")
 	}
 	t := newTable(w, headers...)
+	var notes []string
 	for _, s := range st.Scopes {
 		item, locked := "-", "-"
 		if s.Item != nil {
@@ -92,7 +95,10 @@ func printExplanation(w io.Writer, e *v1alpha1.Explanation, wide bool) error {
 		}
 		var ex []string
 		for _, x := range s.Exclusions {
-			ex = append(ex, x.Exclusion+" "+x.Effect)
+			ex = append(ex, exclusionCell(x))
+			if x.Exception != "" || x.Blocked != "" {
+				notes = append(notes, exceptionNote(s.Namespace, x, time.Now()))
+			}
 		}
 		by := s.By
 		if by == "" {
@@ -111,8 +117,41 @@ func printExplanation(w io.Writer, e *v1alpha1.Explanation, wide bool) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
+	for _, n := range notes {
+		fmt.Fprintln(w, n)
+	}
 	for _, c := range st.Conflicts {
 		fmt.Fprintln(w, "Conflict: "+c)
 	}
 	return nil
+}
+
+// exclusionCell is an exclusion and its effect, with the exception that
+// declares it, if one does.
+func exclusionCell(x v1alpha1.ExclusionEffect) string {
+	if x.Exception == "" {
+		return x.Exclusion + " " + x.Effect
+	}
+	return x.Exclusion + " " + x.Effect + " (exception " + x.Exception + ")"
+}
+
+// exceptionNote says which exception an exclusion is, its end and, when its
+// source's rules blocked it, why.
+func exceptionNote(namespace string, x v1alpha1.ExclusionEffect, now time.Time) string {
+	what := "Exclusion " + x.Exclusion + " of " + namespace
+	if x.Exception != "" {
+		what = "Exception " + x.Exception + " of " + namespace + " (" + x.Exclusion + ")"
+	}
+	switch {
+	case x.Ends == nil:
+		what += ": no end"
+	case x.Ends.After(now):
+		what += fmt.Sprintf(": ends %s (in %s)", x.Ends.UTC().Format(time.RFC3339), duration.HumanDuration(x.Ends.Sub(now)))
+	default:
+		what += fmt.Sprintf(": ended %s, in effect until the server marks it expired", x.Ends.UTC().Format(time.RFC3339))
+	}
+	if x.Blocked != "" {
+		what += "; not applied: " + x.Blocked
+	}
+	return what + "."
 }

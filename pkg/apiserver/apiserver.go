@@ -83,6 +83,9 @@ type ExtraConfig struct {
 	// Materialize writes the views of the Kinds delivered as real objects
 	// (pkg/materialize).
 	Materialize MaterializeConfig
+	// ExceptionWarningWindow is how long before an exception's end it is
+	// warned of (pkg/exceptions; default exceptions.DefaultWarningWindow).
+	ExceptionWarningWindow time.Duration
 }
 
 // MaterializeConfig configures the materializer.

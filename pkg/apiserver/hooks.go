@@ -58,6 +58,9 @@ func (c CompletedConfig) addHooks(gs *genericapiserver.GenericAPIServer, mux *wa
 		return err
 	}
 
+	if err := c.startExceptionWriter(gs, mux); err != nil {
+		return err
+	}
 	reporter, err := hierarchy.NewReporter(x.Policy, x.Informers.Core().V1().Namespaces())
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/restclient"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
+	"github.com/implicit-dev/implicit-apiserver/pkg/exceptions"
 	"github.com/implicit-dev/implicit-apiserver/pkg/hierarchy"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kindcontroller"
 	"github.com/implicit-dev/implicit-apiserver/pkg/materialize"
@@ -30,4 +31,5 @@ func registerMetrics() {
 	materialize.RegisterMetrics(register)
 	webhook.RegisterMetrics(register)
 	sourcefeed.RegisterMetrics(register)
+	exceptions.RegisterMetrics(register)
 }

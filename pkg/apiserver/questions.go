@@ -12,13 +12,14 @@ import (
 )
 
 // questions returns the storage of the resources that answer questions about
-// the views read from mux: hierarchies, explanations, previews and rules
+// the views read from mux: hierarchies, exceptions, explanations, previews and rules
 // reviews (whose inherited rules rules lists), candidate audits and policy
 // reviews (of the host's admission policies), authorized like the views.
 func questions(mux *watchmux.Mux, rules registry.RulesLister, policies registry.AdmissionPolicies, gs *genericapiserver.GenericAPIServer, group *servedgroup.Group) map[string]rest.Storage {
 	a := answers.New(mux)
 	out := map[string]rest.Storage{
 		v1alpha1.ResourceHierarchies:   registry.NewHierarchyStorage(a),
+		v1alpha1.ResourceExceptions:    registry.NewExceptionStorage(a),
 		v1alpha1.ResourceExplanations:  registry.NewExplanationStorage(a, gs.Authorizer),
 		v1alpha1.ResourcePreviews:      registry.NewPreviewStorage(a, gs.Authorizer, group.Kinds),
 		v1alpha1.ResourceRulesReviews:  registry.NewRulesReviewStorage(rules, gs.Authorizer, watchmux.IsNotSynced),

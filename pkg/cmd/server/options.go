@@ -36,6 +36,7 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apiserver"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
+	"github.com/implicit-dev/implicit-apiserver/pkg/exceptions"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kindcontroller"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/materialize"
@@ -101,6 +102,9 @@ type Options struct {
 	MaterializeBurst          int
 	MaterializeLeaseName      string
 	MaterializeLeaseNamespace string
+	// ExceptionWarningWindow is how long before an exception's end the
+	// server warns of it (Events, implicit_exceptions_expiring_soon).
+	ExceptionWarningWindow time.Duration
 	// ShutdownDelay is how long the server goes on serving after SIGTERM
 	// (its /readyz failing) before it ends its watches and stops listening.
 	ShutdownDelay time.Duration
@@ -152,6 +156,7 @@ func NewOptions() *Options {
 		MaterializeQPS:          50,
 		MaterializeBurst:        100,
 		MaterializeLeaseName:    materialize.DefaultLeaseName,
+		ExceptionWarningWindow:  exceptions.DefaultWarningWindow,
 	}
 }
 
@@ -229,6 +234,10 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		"The Lease the replicas campaign for: only its holder writes materialized copies.")
 	mfs.StringVar(&o.MaterializeLeaseNamespace, "materialize-lease-namespace", o.MaterializeLeaseNamespace,
 		"The namespace of the materializer's Lease. Empty: the server's own (--pod-namespace); without one, no leader election (one replica only).")
+	efs := fss.FlagSet("exceptions")
+	efs.DurationVar(&o.ExceptionWarningWindow, "exception-warning-window", o.ExceptionWarningWindow,
+		"How long before an exception's end (implicit.dev/exceptions' expiresAt) a Warning Event ExceptionExpiresSoon is recorded on its "+
+			"namespace and the exception counts in implicit_exceptions_expiring_soon.")
 	o.Recommended.Audit.AddFlags(fss.FlagSet("auditing"))
 	o.Recommended.Features.AddFlags(fss.FlagSet("features"))
 	o.Recommended.EgressSelector.AddFlags(fss.FlagSet("egress selector"))
@@ -324,6 +333,9 @@ func (o *Options) Validate() error {
 	}
 	if o.AccessReviewsPerRequest < 1 {
 		errs = append(errs, fmt.Errorf("--access-reviews-per-request must be at least 1"))
+	}
+	if o.ExceptionWarningWindow <= 0 {
+		errs = append(errs, fmt.Errorf("--exception-warning-window %s: must be positive", o.ExceptionWarningWindow))
 	}
 	if o.MaterializeQPS <= 0 {
 		errs = append(errs, fmt.Errorf("--materialize-qps must be positive"))
@@ -462,14 +474,15 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 			AccessReviewOptions: accessreview.Options{
 				QPS: float64(o.AccessReviewQPS), Burst: o.AccessReviewBurst, PerAdmission: o.AccessReviewsPerRequest,
 			},
-			WebhookConfiguration: o.WebhookConfiguration,
-			Hub:                  hub,
-			WebhookCallers:       callers,
-			AnonymousWebhooks:    o.AnonymousWebhooks,
-			Watch:                watchmux.Options{HistoryBytes: o.HistoryBytes},
-			SourceProgress:       o.SourceProgress,
-			Materialize:          mat,
-			GuardLedger:          ledger,
+			WebhookConfiguration:   o.WebhookConfiguration,
+			Hub:                    hub,
+			WebhookCallers:         callers,
+			AnonymousWebhooks:      o.AnonymousWebhooks,
+			Watch:                  watchmux.Options{HistoryBytes: o.HistoryBytes},
+			SourceProgress:         o.SourceProgress,
+			Materialize:            mat,
+			GuardLedger:            ledger,
+			ExceptionWarningWindow: o.ExceptionWarningWindow,
 		},
 	}, nil
 }
