@@ -67,7 +67,7 @@ func startCluster(ctx context.Context, o options, spec clusterSpec) (_ *cluster,
 	var webhook *controlplane.AuthorizationWebhook
 	var apiserverArgs []string
 	if spec.implicit {
-		webhook, err = controlplane.PrepareAuthorizationWebhook(workDir, "implicit-apiserver", authz.Path,
+		webhook, err = controlplane.PrepareAuthorizationWebhook(workDir, implicitName, authz.Path,
 			authz.MatchCondition("implicit-global", []string{"kube-system", "kube-public", "kube-node-lease"}))
 		if err != nil {
 			return nil, fmt.Errorf("preparing the authorization webhook: %w", err)
@@ -111,7 +111,9 @@ func startCluster(ctx context.Context, o options, spec clusterSpec) (_ *cluster,
 			args = append(args, "--config="+o.config)
 		}
 		c.say("starting %s", strings.Join(append([]string{o.implicitBinary}, args...), " "))
-		c.implicit, err = c.cp.StartAggregated(ctx, controlplane.AggregatedServerOptions{Binary: o.implicitBinary, Port: webhook.Port, Args: args})
+		// Named as the authorization webhook was prepared (its certificate
+		// directory), whatever the binary's file is called.
+		c.implicit, err = c.cp.StartAggregated(ctx, controlplane.AggregatedServerOptions{Binary: o.implicitBinary, Name: implicitName, Port: webhook.Port, Args: args})
 		if err != nil {
 			return nil, fmt.Errorf("starting implicit-apiserver: %w", err)
 		}
@@ -255,3 +257,7 @@ func joinAnd(parts []string) string {
 	}
 	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
 }
+
+// implicitName names implicit-apiserver's process (its log and certificate
+// directory) in the work directory.
+const implicitName = "implicit-apiserver"
