@@ -70,8 +70,8 @@ reason, or allowed; a requester may or may not do something in a namespace
 What files can't say is stated: a parent is the namespace named (files carry
 no uids); permission checks (unlock, the parent's update, stage) are judged
 for the requester a test names (default: a member of system:masters), with
-the RBAC objects in DIR. The Overlay strategy is not evaluated offline yet:
-files that use it are an error.
+the RBAC objects in DIR. Overlays merge with the schemas of the built-in
+kinds (client-go's) and of the CustomResourceDefinitions in DIR.
 
 Output: a table of every check (-o wide: with the passes' details), -o json,
 or -o junit for CI. Exit status: 0 when every check passes, 1 when one fails,

@@ -61,7 +61,10 @@ type World struct {
 	policy merge.Policy
 	kinds  []kinds.Kind
 	// byKind maps a source's group and kind to its served kind.
-	byKind     map[schema.GroupKind]kinds.Kind
+	byKind map[schema.GroupKind]kinds.Kind
+	// merges are each kind's merge options, by resource: its strategy and
+	// the overlayer of its schema (schemas.go).
+	merges     map[string]merge.Options
 	mux        *watchmux.Mux
 	objects    *views.Objects
 	authorizer *authz.Authorizer
@@ -183,18 +186,22 @@ func policyOf(o Options, ks []kinds.Kind) merge.Policy {
 
 // resolveKinds completes configured kinds that are not built in with their
 // names from the CustomResourceDefinitions of the files (what the kind
-// controller reads from the host's discovery), and refuses what offline
-// evaluation can't do as the server does.
+// controller reads from the host's discovery), and gives every kind its
+// merge options: its strategy and an overlayer of its schema, as the
+// server's kind controller does (schemas.go).
 func (w *World) resolveKinds(crds []*unstructured.Unstructured) error {
 	var errs []error
 	w.byKind = map[schema.GroupKind]kinds.Kind{}
+	w.merges = map[string]merge.Options{}
 	for i, k := range w.kinds {
-		if k.Strategy == merge.Overlay {
-			errs = append(errs, fmt.Errorf("kind %s: the Overlay strategy merges with the kind's OpenAPI schema, which offline evaluation does not read yet", k.Source))
-			continue
-		}
 		if k.Typed() {
 			w.byKind[schema.GroupKind{Group: k.Source.Group, Kind: k.Kind}] = k
+			ov, err := builtInOverlayer(k)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			w.merges[k.Resource()] = merge.Options{Strategy: k.Strategy, Overlayer: ov}
 			continue
 		}
 		var found bool
@@ -209,9 +216,22 @@ func (w *World) resolveKinds(crds []*unstructured.Unstructured) error {
 			if singular == "" {
 				singular = kind
 			}
-			k = k.WithHostNames(kinds.HostNames{Kind: kind, Singular: singular}, v1alpha1.SchemeGroupVersion)
+			models, model, err := crdModels(crd, k)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("kind %s: %w", k.Source, err))
+				found = true
+				continue
+			}
+			ov, err := merge.NewOverlayer(models, model)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("kind %s: %w", k.Source, err))
+				found = true
+				continue
+			}
+			k = k.WithHostNames(kinds.HostNames{Kind: kind, Singular: singular, Model: model}, v1alpha1.SchemeGroupVersion)
 			w.kinds[i] = k
 			w.byKind[schema.GroupKind{Group: k.Source.Group, Kind: kind}] = k
+			w.merges[k.Resource()] = merge.Options{Strategy: k.Strategy, Overlayer: ov}
 			found = true
 		}
 		if !found {
@@ -233,9 +253,10 @@ func (w *World) feed() error {
 			w.mux.SetGlobalNamespace(k.Resource(), k.GlobalNamespace)
 		}
 		if k.Typed() {
+			w.mux.SetMergeOptions(k.Resource(), w.merges[k.Resource()])
 			continue
 		}
-		if err := w.mux.AddResource(k.Resource(), merge.Options{Strategy: k.Strategy}); err != nil {
+		if err := w.mux.AddResource(k.Resource(), w.merges[k.Resource()]); err != nil {
 			return err
 		}
 		w.objects.Add(k.Resource(), k.New)
@@ -305,10 +326,6 @@ func (w *World) feed() error {
 		}
 		k, ok := w.byKind[schema.GroupKind{Group: key.Group, Kind: key.Kind}]
 		if !ok {
-			continue
-		}
-		if merge.WantsOverlay(u.GetAnnotations()) {
-			errs = append(errs, fmt.Errorf("%s: %s: overlay merges use the kind's OpenAPI schema, which offline evaluation does not read yet", key, v1alpha1.AnnotationMerge))
 			continue
 		}
 		w.rv++
