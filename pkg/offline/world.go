@@ -2,11 +2,13 @@ package offline
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -37,6 +39,9 @@ type Options struct {
 	ExcludeNamespaces []string
 	// MaxDepth is --max-depth (0: no limit).
 	MaxDepth int
+	// Now is the reference time: the expiry marks the server would have
+	// written by then are written (markExpired). Zero: the current time.
+	Now time.Time
 }
 
 func (o *Options) defaults() {
@@ -45,6 +50,9 @@ func (o *Options) defaults() {
 	}
 	if o.ExcludeNamespaces == nil {
 		o.ExcludeNamespaces = []string{"kube-system", "kube-public", "kube-node-lease"}
+	}
+	if o.Now.IsZero() {
+		o.Now = time.Now()
 	}
 }
 
@@ -305,6 +313,9 @@ func (w *World) feed() error {
 	}
 	for _, ns := range w.namespaces {
 		recordParentUID(ns, w.namespaces)
+		if err := markExpired(ns, w.opts.Now); err != nil {
+			errs = append(errs, fmt.Errorf("namespace %s: %w", ns.Name, err))
+		}
 		w.mux.OnNamespace(ns, false)
 	}
 	w.rv = 1
@@ -426,6 +437,35 @@ func recordParentUID(ns *corev1.Namespace, all map[string]*corev1.Namespace) {
 	ns.Annotations[v1alpha1.AnnotationParentUID] = string(parent.UID)
 }
 
+// markExpired writes on ns the expiry marks the server would have written
+// by now: each exception whose end has passed and whose version is not
+// marked gets its mark (name to digest) in implicit.dev/exceptions-expired,
+// as the server's writer does at the end. Files can't say the mark was
+// written: a cluster has it from the end on.
+func markExpired(ns *corev1.Namespace, now time.Time) error {
+	due := merge.ExpiredBy(merge.NamespaceOf(ns), now)
+	if len(due) == 0 {
+		return nil
+	}
+	marks := map[string]string{}
+	if v, ok := ns.Annotations[v1alpha1.AnnotationExceptionsExpired]; ok {
+		cur, err := merge.ParseExceptionsExpired(v)
+		if err != nil {
+			return err
+		}
+		marks = cur
+	}
+	for _, e := range due {
+		marks[e.Name] = e.Digest
+	}
+	b, err := json.Marshal(marks) // keys sorted, as the server writes them
+	if err != nil {
+		return err
+	}
+	ns.Annotations[v1alpha1.AnnotationExceptionsExpired] = string(b)
+	return nil
+}
+
 // namespaceUID and sourceUID stand in for the uids a cluster would give.
 func namespaceUID(name string) types.UID { return types.UID("offline-namespace-" + name) }
 
@@ -442,6 +482,9 @@ func informerOf(example runtime.Object, objs []runtime.Object) cache.SharedIndex
 	}
 	return inf
 }
+
+// Now is the reference time of the expiry marks (Options.Now).
+func (w *World) Now() time.Time { return w.opts.Now }
 
 // Kinds are the served kinds.
 func (w *World) Kinds() []kinds.Kind { return w.kinds }
