@@ -30,23 +30,32 @@ func (e *inputError) Unwrap() error { return e.err }
 type offlineServerFlags struct {
 	opts    offline.Options
 	exclude string
+	now     string
 }
 
 func (f *offlineServerFlags) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.opts.GlobalNamespace, "global-namespace", "implicit-global", "The server's --global-namespace.")
 	cmd.Flags().StringVar(&f.exclude, "exclude-namespaces", "kube-system,kube-public,kube-node-lease", "The server's --exclude-namespaces: never tenants.")
 	cmd.Flags().IntVar(&f.opts.MaxDepth, "max-depth", 0, "The server's --max-depth (0: no limit).")
+	cmd.Flags().StringVar(&f.now, "now", "", "The reference time (RFC3339, default: the current time): each exception ended by then is marked expired, as the server marks it at its end.")
 }
 
-func (f *offlineServerFlags) options() offline.Options {
+func (f *offlineServerFlags) options() (offline.Options, error) {
 	o := f.opts
+	if f.now != "" {
+		t, err := time.Parse(time.RFC3339, f.now)
+		if err != nil {
+			return o, fmt.Errorf("--now %q: want an RFC3339 time, e.g. 2026-12-01T00:00:00Z", f.now)
+		}
+		o.Now = t
+	}
 	o.ExcludeNamespaces = []string{}
 	for _, ns := range strings.Split(f.exclude, ",") {
 		if ns = strings.TrimSpace(ns); ns != "" {
 			o.ExcludeNamespaces = append(o.ExcludeNamespaces, ns)
 		}
 	}
-	return o
+	return o, nil
 }
 
 func (o *options) testCommand() *cobra.Command {
@@ -70,8 +79,10 @@ reason, or allowed; a requester may or may not do something in a namespace
 What files can't say is stated: a parent is the namespace named (files carry
 no uids); permission checks (unlock, the parent's update, stage) are judged
 for the requester a test names (default: a member of system:masters), with
-the RBAC objects in DIR. The Overlay strategy is not evaluated offline yet:
-files that use it are an error.
+the RBAC objects in DIR. Overlays merge with the schemas of the built-in
+kinds (client-go's) and of the CustomResourceDefinitions in DIR. Exceptions
+ended by --now (default: the current time) are marked expired, as the server
+marks them at their end.
 
 Output: a table of every check (-o wide: with the passes' details), -o json,
 or -o junit for CI. Exit status: 0 when every check passes, 1 when one fails,
@@ -86,7 +97,11 @@ or -o junit for CI. Exit status: 0 when every check passes, 1 when one fails,
 				return &inputError{fmt.Errorf("--output %q: want json, junit or wide (default: a table)", o.output)}
 			}
 			start := time.Now()
-			w, err := loadWorld(args[0], sf.options())
+			opts, err := sf.options()
+			if err != nil {
+				return &inputError{err}
+			}
+			w, err := loadWorld(args[0], opts)
 			if err != nil {
 				return &inputError{err}
 			}
@@ -97,7 +112,7 @@ or -o junit for CI. Exit status: 0 when every check passes, 1 when one fails,
 			if err != nil {
 				return &inputError{err}
 			}
-			if err := printResults(cmd.OutOrStdout(), o.output, results, time.Since(start)); err != nil {
+			if err := printResults(cmd.OutOrStdout(), o.output, results, w.Now(), time.Since(start)); err != nil {
 				return err
 			}
 			for _, r := range results {
@@ -129,7 +144,7 @@ func readDir(dir string) ([]offline.Object, error) {
 	return offline.Decode(files)
 }
 
-func printResults(w io.Writer, format string, results []offline.Result, took time.Duration) error {
+func printResults(w io.Writer, format string, results []offline.Result, now time.Time, took time.Duration) error {
 	failed := 0
 	for _, r := range results {
 		if !r.Pass {
@@ -147,7 +162,9 @@ func printResults(w io.Writer, format string, results []offline.Result, took tim
 			Results []offline.Result `json:"results"`
 			Passed  int              `json:"passed"`
 			Failed  int              `json:"failed"`
-		}{results, len(results) - failed, failed})
+			// Now is the reference time of the exceptions' ends.
+			Now time.Time `json:"now"`
+		}{results, len(results) - failed, failed, now.UTC().Truncate(time.Second)})
 	case "junit":
 		return printJUnit(w, results, took)
 	}
@@ -165,7 +182,7 @@ func printResults(w io.Writer, format string, results []offline.Result, took tim
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\n%d checks: %d passed, %d failed\n", len(results), len(results)-failed, failed)
+	_, err := fmt.Fprintf(w, "\n%d checks: %d passed, %d failed (exceptions' ends as of %s)\n", len(results), len(results)-failed, failed, now.UTC().Format(time.RFC3339))
 	return err
 }
 
@@ -267,7 +284,11 @@ func (o *options) runOfflineDiff(cmd *cobra.Command, f offlineDiff) error {
 			r.Groups = *o.config.ImpersonateGroup
 		}
 	}
-	rep, err := offline.Diff(cmd.Context(), fromObjs, toObjs, f.server.options(), offline.DiffOptions{Requester: r, ShowData: f.showData})
+	opts, err := f.server.options()
+	if err != nil {
+		return &inputError{err}
+	}
+	rep, err := offline.Diff(cmd.Context(), fromObjs, toObjs, opts, offline.DiffOptions{Requester: r, ShowData: f.showData})
 	if err != nil {
 		return err
 	}

@@ -204,3 +204,40 @@ spec:
 		t.Errorf("missing ref: exit %d: %s", code, errOut)
 	}
 }
+
+// TestOfflineNow: --now is the reference time of the exceptions' ends:
+// before the end the item is excepted, after it the server's mark brings it
+// back; the time is stated; a malformed one is bad input.
+func TestOfflineNow(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "files.yaml"), `apiVersion: v1
+kind: Namespace
+metadata:
+  name: team
+  annotations:
+    implicit.dev/exceptions: '[{"name":"tmp","exclude":["rolebindings/shared"],"reason":"INC-1","requestedBy":"olivia","expiresAt":"2026-03-01T00:00:00Z"}]'
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: shared, namespace: implicit-global}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}
+---
+apiVersion: test.implicit.dev/v1alpha1
+kind: ImplicitTest
+metadata: {name: excepted}
+views:
+- {namespace: team, resource: rolebindings, absent: [shared]}
+`)
+	code, out, errOut := runPlugin(t, "test", dir, "--now", "2026-02-28T23:59:59Z")
+	if code != 0 || !strings.Contains(out, "as of 2026-02-28T23:59:59Z") {
+		t.Errorf("before the end: exit %d, want 0 and the time stated\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runPlugin(t, "test", dir, "--now", "2026-03-01T00:00:00Z")
+	if code != 1 || !strings.Contains(out, "1 failed") {
+		t.Errorf("at the end: exit %d, want 1 (shared is back)\n%s%s", code, out, errOut)
+	}
+	if code, _, errOut := runPlugin(t, "test", dir, "--now", "yesterday"); code != 2 || !strings.Contains(errOut, "RFC3339") {
+		t.Errorf("--now yesterday: exit %d, want 2\n%s", code, errOut)
+	}
+}

@@ -1,6 +1,6 @@
 // Package offlinegen generates random hierarchies as manifests: namespaces
 // with parents and exclusions, RoleBindings and NetworkPolicies (some
-// locked) in the global namespace and the tenants, and random edits of
+// locked, some overlays) in the global namespace and the tenants, and random edits of
 // them. The integration test of pkg/offline applies them to a live server
 // and to the offline evaluation alike; the offline benchmark writes large
 // ones. It builds on nothing of the product but the label names.
@@ -96,7 +96,8 @@ func (w World) resource(r *rand.Rand) string {
 }
 
 // Source is a source of resource named name in namespace, locked one time
-// in eight, with content that varies.
+// in eight, asking for an overlay (implicit.dev/merge: overlay) one time in
+// five, with content that varies.
 func (w World) Source(r *rand.Rand, namespace, resource, name string) *unstructured.Unstructured {
 	var u *unstructured.Unstructured
 	if resource == "rolebindings" {
@@ -110,8 +111,18 @@ func (w World) Source(r *rand.Rand, namespace, resource, name string) *unstructu
 			"policyTypes": []any{"Ingress"},
 		}
 	}
+	annotations := map[string]string{}
 	if r.Intn(8) == 0 {
-		u.SetAnnotations(map[string]string{v1alpha1.AnnotationLocked: "true"})
+		annotations[v1alpha1.AnnotationLocked] = "true"
+	}
+	if r.Intn(5) == 0 {
+		// An overlay of the inherited item of its name: the merged view
+		// shows both layers' labels, and the overlay's spec fields.
+		annotations[v1alpha1.AnnotationMerge] = "overlay"
+		u.SetLabels(map[string]string{"overlay-" + namespace: "true"})
+	}
+	if len(annotations) > 0 {
+		u.SetAnnotations(annotations)
 	}
 	return u
 }

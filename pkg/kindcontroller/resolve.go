@@ -106,7 +106,7 @@ func resolve(ctx context.Context, dc discovery.DiscoveryInterface, dyn dynamic.I
 		models[n] = s
 	}
 	gvk := gvr.GroupVersion().WithKind(r.Kind)
-	model := modelOf(models, gvk)
+	model := ModelOf(models, gvk)
 	if model == "" {
 		return resolved{}, errNotYet{fmt.Sprintf("the host cluster's OpenAPI of %s has no schema of kind %s yet", gvr.GroupVersion(), r.Kind)}
 	}
@@ -137,8 +137,8 @@ func resolve(ctx context.Context, dc discovery.DiscoveryInterface, dyn dynamic.I
 	return out, err
 }
 
-// modelOf returns the name of the model whose group-version-kind extension is gvk.
-func modelOf(h servedgroup.HostSchemas, gvk schema.GroupVersionKind) string {
+// ModelOf returns the name of the model whose group-version-kind extension is gvk.
+func ModelOf(h servedgroup.HostSchemas, gvk schema.GroupVersionKind) string {
 	names := make([]string, 0, len(h))
 	for name := range h {
 		names = append(names, name)

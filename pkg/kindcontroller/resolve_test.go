@@ -180,8 +180,8 @@ func TestHostSchemasModelOf(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			for range 20 {
-				if got := modelOf(h, tc.gvk); got != tc.want {
-					t.Fatalf("modelOf(%v) = %q, want %q", tc.gvk, got, tc.want)
+				if got := ModelOf(h, tc.gvk); got != tc.want {
+					t.Fatalf("ModelOf(%v) = %q, want %q", tc.gvk, got, tc.want)
 				}
 			}
 		})
@@ -228,7 +228,7 @@ func TestListSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := modelOf(servedgroup.HostSchemas{"l": hostSchema(t, string(raw))}, policyV1.WithKind("GuardrailList")); got != "l" {
+	if got := ModelOf(servedgroup.HostSchemas{"l": hostSchema(t, string(raw))}, policyV1.WithKind("GuardrailList")); got != "l" {
 		t.Errorf("modelOf after a JSON round trip = %q, want l", got)
 	}
 }
@@ -650,7 +650,7 @@ func TestResolve(t *testing.T) {
 				if list.Description != tc.wantList {
 					t.Errorf("list description = %q, want the host's %q", list.Description, tc.wantList)
 				}
-			} else if got := modelOf(servedgroup.HostSchemas{"l": list}, policyV1.WithKind("GuardrailList")); got != "l" {
+			} else if got := ModelOf(servedgroup.HostSchemas{"l": list}, policyV1.WithKind("GuardrailList")); got != "l" {
 				t.Errorf("the synthesized list is not of policy.example.com/v1 GuardrailList: %v", list.Extensions)
 			}
 			want, err := fingerprint(guardrails, got.names, got.models)

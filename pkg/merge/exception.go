@@ -261,3 +261,18 @@ func ExclusionsChanged(old, next map[string]string) bool {
 	}
 	return false
 }
+
+// ExpiredBy returns the exceptions of ns whose end has passed at now (an
+// end at now included) and whose version is not marked expired yet: the
+// ones the server's expiry writer marks at now, each with the Digest its
+// mark records.
+func ExpiredBy(ns *Namespace, now time.Time) []Exception {
+	var out []Exception
+	for _, e := range ExceptionsOf(ns) {
+		if e.Expired || e.ExpiresAt == nil || e.Ends().After(now) {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}

@@ -136,3 +136,42 @@ func TestExceptionRulesOf(t *testing.T) {
 		t.Errorf("no annotations: %+v", r)
 	}
 }
+
+// TestExpiredBy: the exceptions due for a mark at now are those with an
+// end at or before now whose current version is not marked yet.
+func TestExpiredBy(t *testing.T) {
+	t.Parallel()
+	end := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	spec := func(name string, ends *time.Time) v1alpha1.ExceptionSpec {
+		s := v1alpha1.ExceptionSpec{Name: name, Exclude: []string{"rolebindings/" + name}, Reason: "r", RequestedBy: "olivia"}
+		if ends != nil {
+			at := metav1.NewTime(*ends)
+			s.ExpiresAt = &at
+		}
+		return s
+	}
+	later := end.Add(time.Hour)
+	marked := spec("marked", &end)
+	edited := spec("edited", &end)
+	specs := []v1alpha1.ExceptionSpec{spec("ends", &end), spec("later", &later), spec("never", nil), marked, edited}
+	ns := exceptionNS(t, specs, nil, map[string]string{"marked": merge.ExceptionDigest(marked), "edited": "an-earlier-version"})
+	for _, tt := range []struct {
+		now  time.Time
+		want string
+	}{
+		{now: end.Add(-time.Second), want: ""},
+		{now: end, want: "edited,ends"},
+		{now: later, want: "edited,ends,later"},
+	} {
+		var got []string
+		for _, e := range merge.ExpiredBy(ns, tt.now) {
+			if e.Digest != merge.ExceptionDigest(e.ExceptionSpec) {
+				t.Errorf("%s: digest %s, want its spec's", e.Name, e.Digest)
+			}
+			got = append(got, e.Name)
+		}
+		if strings.Join(got, ",") != tt.want {
+			t.Errorf("ExpiredBy(%s) = %v, want %s", tt.now, got, tt.want)
+		}
+	}
+}

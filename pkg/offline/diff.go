@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sort"
 	"strconv"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -24,6 +25,9 @@ type Report struct {
 	Edits []JudgedEdit `json:"edits"`
 	// Namespaces are the namespaces whose views or hierarchy change.
 	Namespaces []NamespaceDiff `json:"namespaces"`
+	// Now is the reference time both sides are read at: the exceptions
+	// ended by then are marked expired (Options.Now).
+	Now time.Time `json:"now"`
 }
 
 // JudgedEdit is one write and the guards' answer.
@@ -106,6 +110,10 @@ type DiffOptions struct {
 // parents first; then sources created or changed; then sources deleted;
 // then namespaces deleted.
 func Diff(ctx context.Context, fromObjs, toObjs []Object, o Options, d DiffOptions) (Report, error) {
+	if o.Now.IsZero() {
+		o.Now = time.Now() // one reference time for both sides
+	}
+	o.Now = o.Now.UTC().Truncate(time.Second)
 	from, err := Build(fromObjs, o)
 	if err != nil {
 		return Report{}, fmt.Errorf("from: %w", err)
@@ -118,7 +126,7 @@ func Diff(ctx context.Context, fromObjs, toObjs []Object, o Options, d DiffOptio
 	if err != nil {
 		return Report{}, err
 	}
-	var rep Report
+	rep := Report{Now: o.Now}
 	for _, e := range edits(from, to) {
 		e.Requester = d.Requester
 		v, err := from.Judge(ctx, e)

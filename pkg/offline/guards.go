@@ -25,6 +25,7 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 )
 
@@ -40,6 +41,11 @@ type Requester struct {
 // check permission-dependent guards (unlock, the parent's update, stage)
 // name a requester, whose permissions are the files' RBAC objects'.
 var Admin = Requester{User: "offline-admin", Groups: []string{"system:masters", "system:authenticated"}}
+
+// ServerIdentity stands in for implicit-apiserver's own user, which files
+// can't say: the guards know the server's identity live, so an edit of the
+// expiry marks by anyone else is refused offline as live.
+const ServerIdentity = "offline:implicit-apiserver"
 
 // Operation is an edit's: CREATE, UPDATE or DELETE.
 type Operation string
@@ -145,6 +151,7 @@ func (w *World) Judge(ctx context.Context, e Edit) (Verdict, error) {
 		return Verdict{}, fmt.Errorf("operation %q: want CREATE, UPDATE or DELETE", op)
 	}
 	obj := e.Object.DeepCopy()
+	keepExpiryMarks(old, obj)
 	if old != nil {
 		obj.SetUID(old.GetUID())
 		obj.SetResourceVersion(old.GetResourceVersion())
@@ -164,7 +171,7 @@ func (w *World) Judge(ctx context.Context, e Edit) (Verdict, error) {
 	guards := admission.NewGuards(admission.Config{
 		Mirror: admission.MirrorOf(whatif.New(w.mux)), Authorizer: w.permissions(), Served: w.served(),
 		GlobalNamespaces: w.globalNamespaces(), Namespaces: namespaceGetter{w}, Materialized: w.materialized(),
-		MirrorWait: -1,
+		MirrorWait: -1, ServerIdentity: ServerIdentity,
 	})
 	var v Verdict
 	v.Allowed = true
@@ -188,6 +195,30 @@ func (w *World) Judge(ctx context.Context, e Edit) (Verdict, error) {
 		}
 	}
 	return v, nil
+}
+
+// keepExpiryMarks carries the server's expiry marks (markExpired) of the
+// namespace old into obj, its update, when obj does not state them: files
+// never hold them, and kubectl apply, Argo CD and Flux leave an annotation
+// they never set as the cluster has it. An update that states them is
+// judged as it is.
+func keepExpiryMarks(old, obj *unstructured.Unstructured) {
+	if old == nil || old.GetAPIVersion() != "v1" || old.GetKind() != kindNamespace {
+		return
+	}
+	v, ok := old.GetAnnotations()[v1alpha1.AnnotationExceptionsExpired]
+	if !ok {
+		return
+	}
+	a := obj.GetAnnotations()
+	if _, set := a[v1alpha1.AnnotationExceptionsExpired]; set {
+		return
+	}
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[v1alpha1.AnnotationExceptionsExpired] = v
+	obj.SetAnnotations(a)
 }
 
 // review sends req to a guard's handler as kube-apiserver would.

@@ -82,15 +82,6 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}
 			files:   map[string]string{"a.yaml": strings.ReplaceAll(rb, "%s", "x"), "b.yaml": strings.ReplaceAll(rb, "%s", "x")},
 			wantErr: "defined twice",
 		},
-		{
-			name: "the Overlay strategy is refused, not merged as Replace",
-			files: map[string]string{"a.yaml": `apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: x, namespace: team, annotations: {implicit.dev/merge: overlay}}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}
-`},
-			wantErr: "offline evaluation does not read yet",
-		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

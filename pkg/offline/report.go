@@ -58,6 +58,9 @@ func WriteMarkdown(w io.Writer, r Report, from, to string) error {
 		}
 	}
 	fmt.Fprintf(&b, "%d edits, **%d refused by the guards**; %d view items change in %d namespaces.\n\n", len(r.Edits), refused, changes, len(r.Namespaces))
+	if !r.Now.IsZero() {
+		fmt.Fprintf(&b, "Exceptions' ends as of %s.\n\n", r.Now.UTC().Format("2006-01-02T15:04:05Z"))
+	}
 	if refused > 0 {
 		b.WriteString("#### Refused\n\n| edit | guard | reason |\n|---|---|---|\n")
 		for _, e := range r.Edits {

@@ -2,11 +2,13 @@ package offline
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -37,6 +39,9 @@ type Options struct {
 	ExcludeNamespaces []string
 	// MaxDepth is --max-depth (0: no limit).
 	MaxDepth int
+	// Now is the reference time: the expiry marks the server would have
+	// written by then are written (markExpired). Zero: the current time.
+	Now time.Time
 }
 
 func (o *Options) defaults() {
@@ -45,6 +50,9 @@ func (o *Options) defaults() {
 	}
 	if o.ExcludeNamespaces == nil {
 		o.ExcludeNamespaces = []string{"kube-system", "kube-public", "kube-node-lease"}
+	}
+	if o.Now.IsZero() {
+		o.Now = time.Now()
 	}
 }
 
@@ -61,7 +69,10 @@ type World struct {
 	policy merge.Policy
 	kinds  []kinds.Kind
 	// byKind maps a source's group and kind to its served kind.
-	byKind     map[schema.GroupKind]kinds.Kind
+	byKind map[schema.GroupKind]kinds.Kind
+	// merges are each kind's merge options, by resource: its strategy and
+	// the overlayer of its schema (schemas.go).
+	merges     map[string]merge.Options
 	mux        *watchmux.Mux
 	objects    *views.Objects
 	authorizer *authz.Authorizer
@@ -183,18 +194,22 @@ func policyOf(o Options, ks []kinds.Kind) merge.Policy {
 
 // resolveKinds completes configured kinds that are not built in with their
 // names from the CustomResourceDefinitions of the files (what the kind
-// controller reads from the host's discovery), and refuses what offline
-// evaluation can't do as the server does.
+// controller reads from the host's discovery), and gives every kind its
+// merge options: its strategy and an overlayer of its schema, as the
+// server's kind controller does (schemas.go).
 func (w *World) resolveKinds(crds []*unstructured.Unstructured) error {
 	var errs []error
 	w.byKind = map[schema.GroupKind]kinds.Kind{}
+	w.merges = map[string]merge.Options{}
 	for i, k := range w.kinds {
-		if k.Strategy == merge.Overlay {
-			errs = append(errs, fmt.Errorf("kind %s: the Overlay strategy merges with the kind's OpenAPI schema, which offline evaluation does not read yet", k.Source))
-			continue
-		}
 		if k.Typed() {
 			w.byKind[schema.GroupKind{Group: k.Source.Group, Kind: k.Kind}] = k
+			ov, err := builtInOverlayer(k)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			w.merges[k.Resource()] = merge.Options{Strategy: k.Strategy, Overlayer: ov}
 			continue
 		}
 		var found bool
@@ -209,9 +224,22 @@ func (w *World) resolveKinds(crds []*unstructured.Unstructured) error {
 			if singular == "" {
 				singular = kind
 			}
-			k = k.WithHostNames(kinds.HostNames{Kind: kind, Singular: singular}, v1alpha1.SchemeGroupVersion)
+			models, model, err := crdModels(crd, k)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("kind %s: %w", k.Source, err))
+				found = true
+				continue
+			}
+			ov, err := merge.NewOverlayer(models, model)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("kind %s: %w", k.Source, err))
+				found = true
+				continue
+			}
+			k = k.WithHostNames(kinds.HostNames{Kind: kind, Singular: singular, Model: model}, v1alpha1.SchemeGroupVersion)
 			w.kinds[i] = k
 			w.byKind[schema.GroupKind{Group: k.Source.Group, Kind: kind}] = k
+			w.merges[k.Resource()] = merge.Options{Strategy: k.Strategy, Overlayer: ov}
 			found = true
 		}
 		if !found {
@@ -233,9 +261,10 @@ func (w *World) feed() error {
 			w.mux.SetGlobalNamespace(k.Resource(), k.GlobalNamespace)
 		}
 		if k.Typed() {
+			w.mux.SetMergeOptions(k.Resource(), w.merges[k.Resource()])
 			continue
 		}
-		if err := w.mux.AddResource(k.Resource(), merge.Options{Strategy: k.Strategy}); err != nil {
+		if err := w.mux.AddResource(k.Resource(), w.merges[k.Resource()]); err != nil {
 			return err
 		}
 		w.objects.Add(k.Resource(), k.New)
@@ -284,6 +313,9 @@ func (w *World) feed() error {
 	}
 	for _, ns := range w.namespaces {
 		recordParentUID(ns, w.namespaces)
+		if err := markExpired(ns, w.opts.Now); err != nil {
+			errs = append(errs, fmt.Errorf("namespace %s: %w", ns.Name, err))
+		}
 		w.mux.OnNamespace(ns, false)
 	}
 	w.rv = 1
@@ -305,10 +337,6 @@ func (w *World) feed() error {
 		}
 		k, ok := w.byKind[schema.GroupKind{Group: key.Group, Kind: key.Kind}]
 		if !ok {
-			continue
-		}
-		if merge.WantsOverlay(u.GetAnnotations()) {
-			errs = append(errs, fmt.Errorf("%s: %s: overlay merges use the kind's OpenAPI schema, which offline evaluation does not read yet", key, v1alpha1.AnnotationMerge))
 			continue
 		}
 		w.rv++
@@ -409,6 +437,35 @@ func recordParentUID(ns *corev1.Namespace, all map[string]*corev1.Namespace) {
 	ns.Annotations[v1alpha1.AnnotationParentUID] = string(parent.UID)
 }
 
+// markExpired writes on ns the expiry marks the server would have written
+// by now: each exception whose end has passed and whose version is not
+// marked gets its mark (name to digest) in implicit.dev/exceptions-expired,
+// as the server's writer does at the end. Files can't say the mark was
+// written: a cluster has it from the end on.
+func markExpired(ns *corev1.Namespace, now time.Time) error {
+	due := merge.ExpiredBy(merge.NamespaceOf(ns), now)
+	if len(due) == 0 {
+		return nil
+	}
+	marks := map[string]string{}
+	if v, ok := ns.Annotations[v1alpha1.AnnotationExceptionsExpired]; ok {
+		cur, err := merge.ParseExceptionsExpired(v)
+		if err != nil {
+			return err
+		}
+		marks = cur
+	}
+	for _, e := range due {
+		marks[e.Name] = e.Digest
+	}
+	b, err := json.Marshal(marks) // keys sorted, as the server writes them
+	if err != nil {
+		return err
+	}
+	ns.Annotations[v1alpha1.AnnotationExceptionsExpired] = string(b)
+	return nil
+}
+
 // namespaceUID and sourceUID stand in for the uids a cluster would give.
 func namespaceUID(name string) types.UID { return types.UID("offline-namespace-" + name) }
 
@@ -425,6 +482,9 @@ func informerOf(example runtime.Object, objs []runtime.Object) cache.SharedIndex
 	}
 	return inf
 }
+
+// Now is the reference time of the expiry marks (Options.Now).
+func (w *World) Now() time.Time { return w.opts.Now }
 
 // Kinds are the served kinds.
 func (w *World) Kinds() []kinds.Kind { return w.kinds }

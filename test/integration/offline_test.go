@@ -23,6 +23,7 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/internal/controlplane"
 	"github.com/implicit-dev/implicit-apiserver/internal/offlinegen"
+	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/offline"
 )
@@ -475,4 +476,91 @@ func cleanupRound(dyn dynamic.Interface, w offlinegen.World) {
 	for _, ns := range w.Namespaces {
 		_ = dyn.Resource(gvrOf(ns)).Delete(ctx, ns.GetName(), metav1.DeleteOptions{})
 	}
+}
+
+// TestOfflineOverlayConfiguredKind: the suite's Guardrail kind, configured
+// with the Overlay strategy, merges offline (the schema of its
+// CustomResourceDefinition, as kube-apiserver publishes it) as the live
+// server merges it (the host's OpenAPI): a dev overlay adds a rule and
+// changes the action of one global guardrail, and can't change a locked
+// one's action; both views' content equal.
+func TestOfflineOverlayConfiguredKind(t *testing.T) {
+	kube, dyn := admin(t)
+	ctx := t.Context()
+	ensureNamespace(t, kube, globalNS)
+	crd, err := dyn.Resource(testfixture.CRDs).Get(ctx, testfixture.GuardrailCRD(false).GetName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		// Kept for the rest of the suite, as TestConfiguredKindOverlay keeps it.
+		crd, err = dyn.Resource(testfixture.CRDs).Create(ctx, testfixture.GuardrailCRD(false), metav1.CreateOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	const dev = "offov-dev"
+	createNamespace(t, kube, dev, nil, nil)
+	eventually(t, "guardrails.implicit.dev is served", func(ctx context.Context) error {
+		_, err := dyn.Resource(testfixture.GuardrailViews).Namespace(dev).List(ctx, metav1.ListOptions{})
+		return err
+	})
+	objs := []*unstructured.Unstructured{
+		testfixture.Guardrail(globalNS, "offov-baseline", false, map[string]any{"action": "Enforce", "rules": testfixture.GuardrailRules("a", "b")}),
+		testfixture.Guardrail(globalNS, "offov-locked", true, map[string]any{"action": "Enforce", "rules": testfixture.GuardrailRules("a")}),
+		testfixture.Guardrail(dev, "offov-baseline", false, map[string]any{"action": "Audit", "rules": testfixture.GuardrailRules("c")}),
+		testfixture.Guardrail(dev, "offov-locked", false, map[string]any{"action": "Audit", "rules": testfixture.GuardrailRules("d")}),
+	}
+	for _, u := range objs {
+		if _, err := dyn.Resource(testfixture.Guardrails).Namespace(u.GetNamespace()).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating guardrail %s/%s: %v", u.GetNamespace(), u.GetName(), err)
+		}
+		t.Cleanup(func() {
+			_ = dyn.Resource(testfixture.Guardrails).Namespace(u.GetNamespace()).Delete(context.Background(), u.GetName(), metav1.DeleteOptions{})
+		})
+	}
+
+	config, err := os.ReadFile("testdata/implicit-config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := offline.Decode([]offline.File{{Path: "implicit-config.yaml", Data: config}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": dev}}}
+	files = append(files, objectsOf(append([]*unstructured.Unstructured{crd, ns}, objs...))...)
+	world, err := offline.Build(files, offline.Options{GlobalNamespace: globalNS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, err := world.View(dev, "guardrails")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for _, it := range items {
+		if strings.HasPrefix(it.Name, "offov-") {
+			want[it.Name] = viewContent(it.Object)
+		}
+	}
+	if len(want) != 2 || !strings.Contains(want["offov-baseline"], "Audit") || !strings.Contains(want["offov-locked"], "spec.action") {
+		t.Fatalf("offline view of %s: %s\nwant both guardrails, the baseline overlaid (Audit), the locked one's action kept (a conflict on spec.action)", dev, describeContent(want))
+	}
+	var mismatch error
+	eventually(t, "the live guardrails view equals the offline one", func(ctx context.Context) error {
+		live, err := listView(ctx, dyn, testfixture.GuardrailViews, dev, "offov-", metav1.ListOptions{})
+		if err != nil && mismatch != nil {
+			return mismatch
+		}
+		if err != nil {
+			return err
+		}
+		got := map[string]string{}
+		for name, u := range live {
+			got[name] = viewContent(u)
+		}
+		if !reflect.DeepEqual(got, want) {
+			mismatch = fmt.Errorf("\nlive    %s\noffline %s", describeContent(got), describeContent(want))
+			return mismatch
+		}
+		return nil
+	})
 }
