@@ -55,10 +55,7 @@ func markingOf(ns *corev1.Namespace, now time.Time) marking {
 		}
 		sort.Strings(m.dropped)
 	}
-	for _, e := range merge.ExceptionsOf(merge.NamespaceOf(ns)) {
-		if e.Expired || e.ExpiresAt == nil || e.Ends().After(now) {
-			continue
-		}
+	for _, e := range merge.ExpiredBy(merge.NamespaceOf(ns), now) {
 		m.marks[e.Name] = e.Digest
 		m.expired = append(m.expired, e)
 	}
