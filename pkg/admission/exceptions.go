@@ -104,6 +104,21 @@ func (g *Guards) expiryMarks(req *admissionv1.AdmissionRequest, old, obj *unstru
 	return allow()
 }
 
+// markOnly reports whether req is the server's own write of a namespace's
+// expiry marks and of nothing else.
+func (g *Guards) markOnly(req *admissionv1.AdmissionRequest) bool {
+	id := g.serverIdentity()
+	if id == "" || req.UserInfo.Username != id || req.Operation != admissionv1.Update {
+		return false
+	}
+	old, obj, _, ok := namespaceChange(req)
+	if !ok || old == nil {
+		return false
+	}
+	key := v1alpha1.AnnotationExceptionsExpired
+	return annotationChanged(old, obj, key) && otherChanges(old, obj, []string{key}) == ""
+}
+
 // otherChanges names the first label, annotation (but those of keep) or
 // spec field that differs between old and obj, or "".
 func otherChanges(old, obj *unstructured.Unstructured, keep []string) string {

@@ -73,8 +73,17 @@ func (g *Guards) Handler(path string) http.Handler {
 	}
 	if path == webhookconfig.PathParents {
 		// One decision per tenant at a time under the parents guard's lock
-		// (turns.go).
-		decide = newTenantTurns().inTurn(decide)
+		// (turns.go). The server's expiry marks alone take no turn: they
+		// change no parent and only end exclusions (nothing can lose a
+		// locked item by them), and a thousand exceptions ending in one
+		// second must not wait a thousand turns (docs/benchmarks.md).
+		turned := newTenantTurns().inTurn(decide)
+		decide = func(ctx context.Context, req *admissionv1.AdmissionRequest) decision {
+			if g.markOnly(req) {
+				return g.Parents(ctx, req)
+			}
+			return turned(ctx, req)
+		}
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var in admissionv1.AdmissionReview

@@ -86,6 +86,9 @@ type ExtraConfig struct {
 	// ExceptionWarningWindow is how long before an exception's end it is
 	// warned of (pkg/exceptions; default exceptions.DefaultWarningWindow).
 	ExceptionWarningWindow time.Duration
+	// ExceptionsClient writes the expiry marks, on a connection of its own;
+	// nil: Client.
+	ExceptionsClient kubernetes.Interface
 }
 
 // MaterializeConfig configures the materializer.

@@ -19,8 +19,12 @@ func (c CompletedConfig) startExceptionWriter(gs *genericapiserver.GenericAPISer
 		return nil
 	}
 	a := answers.New(mux)
+	client := x.ExceptionsClient
+	if client == nil {
+		client = x.Client
+	}
 	w, err := exceptions.New(exceptions.Config{
-		Client:        x.Client,
+		Client:        client,
 		Namespaces:    x.Informers.Core().V1().Namespaces(),
 		Clock:         x.Clock,
 		WarningWindow: x.ExceptionWarningWindow,

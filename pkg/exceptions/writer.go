@@ -39,6 +39,10 @@ const (
 	// maxConflicts is how many conflicts one attempt re-reads through
 	// before it backs off.
 	maxConflicts = 5
+	// workers write the marks of that many namespaces at once (the queue
+	// never hands one namespace to two): a burst of ends is written at
+	// the client's rate, not one webhook round trip at a time.
+	workers = 8
 )
 
 // Event reasons.
@@ -93,8 +97,9 @@ type Writer struct {
 	// written holds, by namespace, what this replica's last write returned
 	// and the versions it superseded, until the informer has caught up:
 	// the watcher may queue a namespace again from the informer's copy
-	// before our own write reaches it. Worker only.
-	written map[string]writtenNamespace
+	// before our own write reaches it. Workers only, under writtenMu.
+	writtenMu sync.Mutex
+	written   map[string]writtenNamespace
 }
 
 type writtenNamespace struct {
@@ -166,12 +171,12 @@ func (w *Writer) Run(ctx context.Context, recorder record.EventRecorder) {
 		return
 	}
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for w.processNext(ctx) {
-		}
-	}()
+	for range workers {
+		wg.Go(func() {
+			for w.processNext(ctx) {
+			}
+		})
+	}
 	w.watchEnds(ctx)
 	w.queue.ShutDown()
 	wg.Wait()
@@ -325,16 +330,18 @@ func (w *Writer) processNext(ctx context.Context) bool {
 func (w *Writer) mark(ctx context.Context, name string) error {
 	ns, err := w.namespaces.Get(name)
 	if apierrors.IsNotFound(err) {
-		delete(w.written, name)
+		w.forget(name)
 		return nil
 	} else if err != nil {
 		return err
 	}
+	w.writtenMu.Lock()
 	if last, ok := w.written[name]; ok && last.superseded[ns.ResourceVersion] {
 		ns = last.ns // the informer has not seen our write yet
 	} else {
 		delete(w.written, name)
 	}
+	w.writtenMu.Unlock()
 	read := map[string]bool{}
 	for conflicts := 0; ; {
 		read[ns.ResourceVersion] = true
@@ -353,7 +360,9 @@ func (w *Writer) mark(ctx context.Context, name string) error {
 		switch {
 		case err == nil:
 			expiryWrites.WithLabelValues(resultWritten).Inc()
+			w.writtenMu.Lock()
 			w.written[name] = writtenNamespace{ns: got, superseded: read}
+			w.writtenMu.Unlock()
 			for _, e := range m.expired {
 				klog.InfoS("Exception expired", "namespace", klog.KRef("", name), "exception", e.Name, "digest", e.Digest, "ends", e.Ends())
 				w.event(ns, corev1.EventTypeNormal, ReasonExpired, fmt.Sprintf("exception %s (excluding %s) ended at %s: marked expired, in effect nowhere",
@@ -388,4 +397,11 @@ func (w *Writer) event(ns *corev1.Namespace, eventType, reason, msg string) {
 		APIVersion: "v1", Kind: "Namespace", Name: ns.Name, UID: ns.UID,
 		ResourceVersion: ns.ResourceVersion, Namespace: ns.Name,
 	}, eventType, reason, msg)
+}
+
+// forget drops what the workers remember of namespace name's last write.
+func (w *Writer) forget(name string) {
+	w.writtenMu.Lock()
+	defer w.writtenMu.Unlock()
+	delete(w.written, name)
 }

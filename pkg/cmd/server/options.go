@@ -451,6 +451,14 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 		}
 	}
 
+	// The expiry marks have a connection and a rate limit of their own: a
+	// thousand exceptions ending in one second are a thousand writes, which
+	// must neither wait behind the server's other requests nor hold them up.
+	exceptionsClient, err := kubernetes.NewForConfig(ownConnection(gc.ClientConfig, exceptionsQPS, 2*exceptionsQPS))
+	if err != nil {
+		return nil, fmt.Errorf("host cluster client: %w", err)
+	}
+
 	var hub *apiserver.HubConfig
 	if o.GlobalKubeconfig != "" {
 		if hub, err = o.hubConfig(); err != nil {
@@ -483,6 +491,7 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 			Materialize:            mat,
 			GuardLedger:            ledger,
 			ExceptionWarningWindow: o.ExceptionWarningWindow,
+			ExceptionsClient:       exceptionsClient,
 		},
 	}, nil
 }
@@ -566,3 +575,7 @@ func ownConnection(cfg *rest.Config, qps float32, burst int) *rest.Config {
 func (o *Options) limitClient(cfg *rest.Config) {
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 }
+
+// exceptionsQPS is the rate of the expiry marks' writes (and twice it
+// their burst).
+const exceptionsQPS = 100
