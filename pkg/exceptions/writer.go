@@ -348,7 +348,15 @@ func (w *Writer) mark(ctx context.Context, name string) error {
 		m := markingOf(ns, w.cfg.Clock.Now())
 		if !m.changes() {
 			if conflicts > 0 {
+				// Another replica wrote it: what was read afresh stands
+				// for the versions read before it, which the informer may
+				// still hand out (the watcher, or another worker, would
+				// write from them again).
 				expiryWrites.WithLabelValues(resultDone).Inc()
+				delete(read, ns.ResourceVersion)
+				w.writtenMu.Lock()
+				w.written[name] = writtenNamespace{ns: ns, superseded: read}
+				w.writtenMu.Unlock()
 			}
 			return nil
 		}
