@@ -12,6 +12,7 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -127,7 +128,15 @@ func exceptionsExpire(ctx context.Context, o options, n, excepted int) error {
 			RequestedBy: me.Status.UserInfo.Username, ExpiresAt: &metav1.Time{Time: end}}}
 		value, _ := json.Marshal(spec)
 		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{v1alpha1.AnnotationExceptions: string(value)}}})
-		_, err := kube.CoreV1().Namespaces().Patch(ctx, tenant(i*(n/excepted)), types.MergePatchType, patch, metav1.PatchOptions{})
+		// A guard busy with its neighbours' writes may time out (the
+		// failure policy refuses): written again, as a client would.
+		var err error
+		for range 5 {
+			if _, err = kube.CoreV1().Namespaces().Patch(ctx, tenant(i*(n/excepted)), types.MergePatchType, patch, metav1.PatchOptions{}); err == nil ||
+				!(apierrors.IsInternalError(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err)) {
+				return err
+			}
+		}
 		return err
 	}); err != nil {
 		return fmt.Errorf("writing the exceptions: %w", err)
