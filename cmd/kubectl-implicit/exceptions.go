@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
@@ -99,7 +98,7 @@ func printExceptions(w io.Writer, items []v1alpha1.Exception, where string, wide
 		if !wide && len(reason) > 40 {
 			reason = reason[:39] + "…"
 		}
-		cells := []string{e.Namespace, e.Name, strings.Join(e.Spec.Exclude, ","), e.Status.State, reason, e.Spec.RequestedBy, approver, exceptionEnds(e, now)}
+		cells := []string{e.Namespace, e.Name, strings.Join(e.Spec.Exclude, ","), e.Status.State, reason, e.Spec.RequestedBy, approver, e.TimeLeft(now)}
 		if wide {
 			needs := strings.Join(e.Status.NeedsApproval, ",")
 			if needs == "" {
@@ -110,18 +109,4 @@ func printExceptions(w io.Writer, items []v1alpha1.Exception, where string, wide
 		t.row(cells...)
 	}
 	return t.flush()
-}
-
-// exceptionEnds is the time left at now: "-" without an end, "expired"
-// once marked, "ending" past its end until the server marks it.
-func exceptionEnds(e *v1alpha1.Exception, now time.Time) string {
-	switch {
-	case e.Status.State == v1alpha1.ExceptionExpired:
-		return "expired"
-	case e.Spec.ExpiresAt == nil:
-		return "-"
-	case !e.Spec.ExpiresAt.After(now):
-		return "ending"
-	}
-	return duration.HumanDuration(e.Spec.ExpiresAt.Sub(now))
 }

@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/duration"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 
@@ -145,24 +144,9 @@ func (s *ExceptionStorage) ConvertToTable(_ context.Context, obj runtime.Object,
 		}
 		table.Rows = append(table.Rows, metav1.TableRow{
 			Cells: []any{e.Namespace, e.Name, strings.Join(e.Spec.Exclude, ","), e.Status.State, truncate(e.Spec.Reason, 60),
-				e.Spec.RequestedBy, orNone(approver), Ends(e, now), orNone(strings.Join(e.Status.NeedsApproval, ",")), e.Status.Digest},
+				e.Spec.RequestedBy, orNone(approver), e.TimeLeft(now), orNone(strings.Join(e.Status.NeedsApproval, ",")), e.Status.Digest},
 			Object: runtime.RawExtension{Object: e},
 		})
 	}
 	return table, nil
-}
-
-// Ends says how long an exception has left at now: "-" without an end,
-// "expired" once marked, "ending" past its end until marked, else the
-// time left ("6d23h").
-func Ends(e *v1alpha1.Exception, now time.Time) string {
-	switch {
-	case e.Status.State == v1alpha1.ExceptionExpired:
-		return "expired"
-	case e.Spec.ExpiresAt == nil:
-		return "-"
-	case !e.Spec.ExpiresAt.After(now):
-		return "ending"
-	}
-	return duration.HumanDuration(e.Spec.ExpiresAt.Sub(now))
 }

@@ -34,7 +34,7 @@ func TestExceptionEnds(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := &v1alpha1.Exception{Spec: v1alpha1.ExceptionSpec{ExpiresAt: tt.ends}, Status: v1alpha1.ExceptionStatus{State: tt.state}}
-			if got := registry.Ends(e, now); got != tt.want {
+			if got := e.TimeLeft(now); got != tt.want {
 				t.Errorf("Ends = %q, want %q", got, tt.want)
 			}
 		})

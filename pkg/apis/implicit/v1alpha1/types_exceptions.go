@@ -1,7 +1,10 @@
 package v1alpha1
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
 )
 
 // ExceptionSpec is one exception a namespace declares, an entry of its
@@ -90,4 +93,19 @@ type ExceptionList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 
 	Items []Exception `json:"items"`
+}
+
+// TimeLeft says how long the exception has left at now, as its tables
+// show it: "-" without an end, "expired" once marked, "ending" past its
+// end until the server marks it, else the time left ("6d23h").
+func (e *Exception) TimeLeft(now time.Time) string {
+	switch {
+	case e.Status.State == ExceptionExpired:
+		return "expired"
+	case e.Spec.ExpiresAt == nil:
+		return "-"
+	case !e.Spec.ExpiresAt.After(now):
+		return "ending"
+	}
+	return duration.HumanDuration(e.Spec.ExpiresAt.Sub(now))
 }
