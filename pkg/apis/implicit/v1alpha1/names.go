@@ -57,6 +57,13 @@ const (
 	// namespace label LabelStage only, naming the namespaces that see the
 	// candidate instead of the stable source ("implicit.dev/stage=canary").
 	AnnotationCanarySelector = "implicit.dev/canary-selector"
+	// AnnotationCanaryClusters on a hub candidate: a label selector over
+	// the labels the hub's admin registered for each member cluster
+	// (MemberCluster, fleet.implicit.dev), naming the members the candidate
+	// is a candidate in. In any other member, and on a server that is no
+	// member of a fleet, the candidate does not exist: it reaches no
+	// namespace and is not audited. Absent: every member.
+	AnnotationCanaryClusters = "implicit.dev/canary-clusters"
 	// LabelStage on a namespace: the rollout stage it belongs to, which
 	// canary selectors match. Setting it needs the RBAC verb "stage".
 	LabelStage = "implicit.dev/stage"
