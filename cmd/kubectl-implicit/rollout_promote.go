@@ -185,7 +185,7 @@ func (r *rollout) promoted(stable, cand *unstructured.Unstructured) (out *unstru
 	maps.Copy(labels, cand.GetLabels())
 	for k, v := range cand.GetAnnotations() {
 		switch k {
-		case v1alpha1.AnnotationCandidateFor, v1alpha1.AnnotationCanarySelector, lastApplied:
+		case v1alpha1.AnnotationCandidateFor, v1alpha1.AnnotationCanarySelector, v1alpha1.AnnotationCanaryClusters, lastApplied:
 			continue
 		case v1alpha1.AnnotationLocked, v1alpha1.AnnotationMerge:
 			if stable != nil {

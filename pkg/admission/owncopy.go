@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 )
 
 // A write to a materialized copy by anyone but the server makes the object
@@ -106,9 +107,9 @@ func (g *Guards) madeOwn(ctx context.Context, req *admissionv1.AdmissionRequest,
 			"and shadow the locked item, and a locked item can't be shadowed from below; its owners can unlock or change it",
 			s, lockedBy, v1alpha1.AnnotationLocked)
 	}
-	if a := s.obj.GetAnnotations(); a[v1alpha1.AnnotationCandidateFor] != "" || a[v1alpha1.AnnotationCanarySelector] != "" {
-		return deny("%s is a materialized copy of %s: a write that makes it the namespace's own can't make it a candidate (%s, %s) as well; make it your own first",
-			s, from, v1alpha1.AnnotationCandidateFor, v1alpha1.AnnotationCanarySelector)
+	if merge.IsCandidate(s.obj.GetAnnotations()) {
+		return deny("%s is a materialized copy of %s: a write that makes it the namespace's own can't make it a candidate (%s, %s, %s) as well; make it your own first",
+			s, from, v1alpha1.AnnotationCandidateFor, v1alpha1.AnnotationCanarySelector, v1alpha1.AnnotationCanaryClusters)
 	}
 	need := []string{"create"}
 	if locked(s.obj) {

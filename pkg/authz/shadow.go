@@ -125,7 +125,7 @@ func auditTargets(r watchmux.Reader, namespace string) []auditTarget {
 		cands := r.Candidates(resourceRoleBindings, ns)
 		for _, it := range cands {
 			c := it.Candidate
-			if c == nil || c.Selector == nil || c.Selector.Matches(stage) || !wellFormed(it) || !onlyOneFor(cands, c.For) {
+			if c == nil || c.OutOfCluster || c.Selector == nil || c.Selector.Matches(stage) || !wellFormed(it) || !onlyOneFor(cands, c.For) {
 				continue
 			}
 			out = append(out, auditTarget{

@@ -21,6 +21,53 @@ type Candidate struct {
 	// Selector is implicit.dev/canary-selector, over LabelStage only. It is
 	// labels.Nothing() when the candidate is malformed.
 	Selector labels.Selector
+	// Clusters is implicit.dev/canary-clusters, over the labels a fleet's
+	// hub registered for its member clusters; nil when absent (every
+	// cluster). See InCluster.
+	Clusters labels.Selector
+	// OutOfCluster is set, by whoever knows the cluster's registration
+	// (InCluster), on a candidate whose Clusters does not select this
+	// cluster: there it does not exist. Its Selector is then
+	// labels.Nothing(): it reaches no namespace, and is not audited.
+	OutOfCluster bool
+	// Stages is the canary selector as parsed, which Selector is while the
+	// candidate is in the cluster.
+	Stages labels.Selector
+}
+
+// InAnyCluster is c before InCluster marked it out of a cluster: the
+// candidate as its annotations declare it. c is never modified.
+func (c *Candidate) InAnyCluster() *Candidate {
+	if c == nil || !c.OutOfCluster {
+		return c
+	}
+	out := *c
+	out.Selector, out.OutOfCluster = out.Stages, false
+	return &out
+}
+
+// InCluster returns c as it is in a cluster registered with labels
+// (registered false: a cluster that is no member of a fleet, or one its
+// hub has not registered): c itself when it is in the cluster, else a copy
+// marked OutOfCluster, whose Selector matches nothing. c is never modified.
+func (c *Candidate) InCluster(registered bool, clusterLabels labels.Set) *Candidate {
+	if c == nil || c.Clusters == nil || registered && c.Clusters.Matches(clusterLabels) {
+		return c
+	}
+	out := *c
+	out.Selector, out.OutOfCluster = labels.Nothing(), true
+	return &out
+}
+
+// IsCandidate reports whether annotations make their object a candidate,
+// well formed or not: it carries any of the candidate annotations.
+func IsCandidate(annotations map[string]string) bool {
+	for _, k := range []string{v1alpha1.AnnotationCandidateFor, v1alpha1.AnnotationCanarySelector, v1alpha1.AnnotationCanaryClusters} {
+		if _, ok := annotations[k]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // ParseCandidate reads the candidate annotations of the source object name.
@@ -36,10 +83,11 @@ type Candidate struct {
 func ParseCandidate(name string, annotations map[string]string) (*Candidate, error) {
 	forName, hasFor := annotations[v1alpha1.AnnotationCandidateFor]
 	sel, hasSel := annotations[v1alpha1.AnnotationCanarySelector]
-	if !hasFor && !hasSel {
+	clusters, hasClusters := annotations[v1alpha1.AnnotationCanaryClusters]
+	if !hasFor && !hasSel && !hasClusters {
 		return nil, nil
 	}
-	c := &Candidate{For: forName, Selector: labels.Nothing()}
+	c := &Candidate{For: forName, Selector: labels.Nothing(), Stages: labels.Nothing()}
 	var errs []error
 	switch {
 	case strings.TrimSpace(forName) == "":
@@ -57,11 +105,35 @@ func ParseCandidate(name string, annotations map[string]string) (*Candidate, err
 	if err != nil {
 		errs = append(errs, err)
 	}
+	var inClusters labels.Selector
+	if hasClusters {
+		if inClusters, err = parseCanaryClusters(clusters); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if len(errs) > 0 {
+		// A malformed candidate reaches no namespace in any cluster.
+		c.Clusters = labels.Nothing()
 		return c, errors.Join(errs...)
 	}
-	c.Selector = parsed
+	c.Selector, c.Stages, c.Clusters = parsed, parsed, inClusters
 	return c, nil
+}
+
+// parseCanaryClusters parses implicit.dev/canary-clusters: a label selector
+// over the member clusters' registered labels, with at least one
+// requirement (to be a candidate in every member, leave the annotation
+// out).
+func parseCanaryClusters(value string) (labels.Selector, error) {
+	example := "e.g. implicit.dev/cluster-stage=canary"
+	s, err := labels.Parse(value)
+	if err != nil {
+		return nil, fmt.Errorf("annotation %s: %q is not a label selector: %w", v1alpha1.AnnotationCanaryClusters, value, err)
+	}
+	if reqs, _ := s.Requirements(); len(reqs) == 0 {
+		return nil, fmt.Errorf("annotation %s is empty, which would select every member cluster: name the clusters' labels, %s (to be a candidate in every member, remove the annotation)", v1alpha1.AnnotationCanaryClusters, example)
+	}
+	return s, nil
 }
 
 // parseCanarySelector parses implicit.dev/canary-selector. Every requirement
@@ -194,7 +266,7 @@ func stageItems(items []Item, stage labels.Set) []Item {
 	applies := map[string]Item{}
 	for _, it := range items {
 		c := it.Candidate
-		if c == nil || count[c.For] != 1 || candidateNames[c.For] || c.Selector == nil || !c.Selector.Matches(stage) {
+		if c == nil || c.OutOfCluster || count[c.For] != 1 || candidateNames[c.For] || c.Selector == nil || !c.Selector.Matches(stage) {
 			continue
 		}
 		applies[c.For] = it

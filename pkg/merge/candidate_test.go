@@ -464,3 +464,65 @@ func TestExplainCandidate(t *testing.T) {
 		t.Errorf("unstaged candidate explained as %+v", e)
 	}
 }
+
+// TestCanaryClusters: implicit.dev/canary-clusters names the member clusters
+// a candidate exists in; InCluster marks it out of any other, where it
+// reaches no stage, and InAnyCluster gives it back as declared.
+func TestCanaryClusters(t *testing.T) {
+	t.Parallel()
+	withClusters := func(sel string) map[string]string {
+		a := cand("rb", v1alpha1.LabelStage+"=canary")
+		a[v1alpha1.AnnotationCanaryClusters] = sel
+		return a
+	}
+	for _, tt := range []struct {
+		name, selector string
+		wantErr        string
+	}{
+		{name: "empty", selector: "", wantErr: "would select every member cluster"},
+		{name: "malformed", selector: "a in (", wantErr: "is not a label selector"},
+	} {
+		c, err := merge.ParseCandidate("rb.next", withClusters(tt.selector))
+		if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), v1alpha1.AnnotationCanaryClusters) {
+			t.Errorf("%s: error %v, want one naming %s that says %q", tt.name, err, v1alpha1.AnnotationCanaryClusters, tt.wantErr)
+		}
+		if c == nil || c.Clusters == nil || c.Clusters.Matches(labels.Set{"x": "y"}) || c.Selector.Matches(labels.Set{v1alpha1.LabelStage: "canary"}) {
+			t.Errorf("%s: a malformed candidate must reach no cluster and no stage: %+v", tt.name, c)
+		}
+	}
+	only, err := merge.ParseCandidate("rb", map[string]string{v1alpha1.AnnotationCanaryClusters: "cluster-stage=canary"})
+	if err == nil || only == nil {
+		t.Errorf("canary-clusters without candidate-for: %v, %v; want a malformed candidate", only, err)
+	}
+
+	c, err := merge.ParseCandidate("rb.next", withClusters("cluster-stage in (canary,early)"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	canary := labels.Set{v1alpha1.LabelStage: "canary"}
+	for _, tt := range []struct {
+		name       string
+		registered bool
+		labels     labels.Set
+		in         bool
+	}{
+		{"selected", true, labels.Set{"cluster-stage": "canary"}, true},
+		{"not selected", true, labels.Set{"cluster-stage": "main"}, false},
+		{"registered without labels", true, nil, false},
+		{"not registered: no member of a fleet", false, labels.Set{"cluster-stage": "canary"}, false},
+	} {
+		got := c.InCluster(tt.registered, tt.labels)
+		if got.OutOfCluster == tt.in || got.Selector.Matches(canary) != tt.in {
+			t.Errorf("%s: OutOfCluster %v, selects the canary stage %v; want in the cluster %v", tt.name, got.OutOfCluster, got.Selector.Matches(canary), tt.in)
+		}
+		if back := got.InAnyCluster(); back.OutOfCluster || !back.Selector.Matches(canary) {
+			t.Errorf("%s: InAnyCluster %+v, want the candidate as declared", tt.name, back)
+		}
+		if c.OutOfCluster || !c.Selector.Matches(canary) {
+			t.Fatalf("%s: InCluster modified its receiver", tt.name)
+		}
+	}
+	if plain, _ := merge.ParseCandidate("rb.next", cand("rb", v1alpha1.LabelStage+"=canary")); plain.InCluster(false, nil) != plain {
+		t.Error("a candidate without canary-clusters is one in every cluster, fleet or not")
+	}
+}

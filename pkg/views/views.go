@@ -303,6 +303,7 @@ func item(namespace string, r merge.Result, rv string, stale Staleness, kind sch
 		// the stable name's item, annotated with the candidate instead.
 		delete(ann, v1alpha1.AnnotationCandidateFor)
 		delete(ann, v1alpha1.AnnotationCanarySelector)
+		delete(ann, v1alpha1.AnnotationCanaryClusters)
 	}
 	if staged != "" {
 		ann[v1alpha1.AnnotationCandidate] = staged

@@ -159,6 +159,9 @@ type Mux struct {
 	// regs are the registrations of the informer handlers Run waits for:
 	// the namespaces' and those of the resources New was given; mu.
 	regs []cache.ResourceEventHandlerRegistration
+	// membershipKey is the source key of the cluster's registration on its
+	// fleet's hub (membership.go), "" when none is fed; mu.
+	membershipKey string
 
 	// changed gets a value, without blocking, after every applied change
 	// once synced: a coalescing signal for Changed.

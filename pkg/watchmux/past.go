@@ -53,6 +53,8 @@ type pastConfig struct {
 	hub       string
 	keys      []string
 	lists     map[string]ListFunc
+	// membership is the registration's source key, "" when none is fed.
+	membership string
 }
 
 func (m *Mux) pastConfigLocked() pastConfig {
@@ -72,6 +74,7 @@ func (m *Mux) pastConfigLocked() pastConfig {
 	return pastConfig{
 		policy: s.policy, resources: slices.Clone(s.resources), options: options, globals: globals,
 		pending: s.pending.Clone(), hub: m.hub, keys: slices.Clone(m.pos.sortedKeys()), lists: lists,
+		membership: m.membershipKey,
 	}
 }
 
@@ -171,6 +174,9 @@ func (c pastConfig) buildWith(namespaces []*merge.Namespace, lists map[string][]
 		s.globals[k] = g
 	}
 	s.pending = c.pending.Clone()
+	if c.membership != "" {
+		s.membership = membershipOf(lists[c.membership])
+	}
 	for _, ns := range namespaces {
 		s.setNamespaceLocked(ns.Name, ns)
 	}

@@ -21,7 +21,7 @@ import (
 // sources (pkg/merge, pkg/views, the feed), so that a rollout of a binary
 // that merges otherwise answers the old versions 410 and never serves a
 // difference computed under other rules.
-const Semantics = "implicit-views/1"
+const Semantics = "implicit-views/2"
 
 // Upstream positions: a view's state is a pure function of the sources,
 // and each source informer's state is named by the etcd revision of the last

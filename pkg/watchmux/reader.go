@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
@@ -84,6 +85,11 @@ type Reader interface {
 	GlobalNamespace(resource string) string
 	// GlobalNamespaces are every resource's global namespaces, sorted.
 	GlobalNamespaces() []string
+	// Membership is the cluster's registration on its fleet's hub: which
+	// candidates with implicit.dev/canary-clusters exist here
+	// (merge.Candidate.InCluster). registered is false on a server that is
+	// no member of a fleet, or that its hub has not registered.
+	Membership() (registered bool, clusterLabels labels.Set)
 }
 
 // Edit stands for one source item as an edit would leave it: Item nil for
@@ -204,3 +210,7 @@ func (r reader) Options(resource string) merge.Options { return r.st.options[res
 func (r reader) GlobalNamespace(resource string) string { return r.st.globalFor(resource) }
 
 func (r reader) GlobalNamespaces() []string { return r.st.globalNamespaces() }
+
+func (r reader) Membership() (bool, labels.Set) {
+	return r.st.membership.registered, r.st.membership.labels
+}

@@ -69,6 +69,10 @@ type state struct {
 	candidateHolders map[string]map[string]sets.Set[string]
 	// candidateCounts is the number of candidates per resource.
 	candidateCounts map[string]int
+	// membership is this cluster's registration on its fleet's hub
+	// (membership.go): which candidates carrying implicit.dev/canary-clusters
+	// exist here.
+	membership membership
 	// candidateViews maps resource -> namespace -> the names of its view
 	// items built from a candidate (merge.Result.Candidates), kept up to
 	// date with the view events, for the implicit_candidate_namespaces gauge.
@@ -198,6 +202,11 @@ func (s *state) initResource(resource string) {
 
 // setItemLocked records it, or removes namespace/name when it is nil.
 func (s *state) setItemLocked(resource, namespace, name string, it *merge.Item) {
+	if it != nil && it.Candidate != nil && it.Candidate.Clusters != nil {
+		in := *it
+		in.Candidate = it.Candidate.InCluster(s.membership.registered, s.membership.labels)
+		it = &in
+	}
 	byNS := s.sources[resource]
 	old, had := byNS[namespace][name]
 	if had && old.Candidate != nil {

@@ -43,12 +43,12 @@ const copyWritten = `oldObject != null && object != null && has(oldObject.metada
 	`oldObject.metadata.labels['` + v1alpha1.LabelMaterialized + `'] == 'true'`
 
 // candidateTouchedExpr is true when the old or the new object carries
-// either candidate annotation, whatever its value: candidates, malformed
+// any candidate annotation, whatever its value: candidates, malformed
 // ones, and objects that stop being one.
 var candidateTouchedExpr = func() string {
 	has := func(o string) string {
-		return fmt.Sprintf("(%[1]s != null && has(%[1]s.metadata.annotations) && (%[2]s in %[1]s.metadata.annotations || %[3]s in %[1]s.metadata.annotations))",
-			o, quote(v1alpha1.AnnotationCandidateFor), quote(v1alpha1.AnnotationCanarySelector))
+		return fmt.Sprintf("(%[1]s != null && has(%[1]s.metadata.annotations) && (%[2]s in %[1]s.metadata.annotations || %[3]s in %[1]s.metadata.annotations || %[4]s in %[1]s.metadata.annotations))",
+			o, quote(v1alpha1.AnnotationCandidateFor), quote(v1alpha1.AnnotationCanarySelector), quote(v1alpha1.AnnotationCanaryClusters))
 	}
 	return has("oldObject") + " || " + has("object")
 }()

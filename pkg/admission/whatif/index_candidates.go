@@ -62,6 +62,7 @@ func (x *Index) CandidateReach(resource, namespace string, obj *unstructured.Uns
 		if !isServed(r, resource) {
 			return
 		}
+		c := c.InCluster(r.Membership()) // out of this cluster: reaches no one here
 		if stable, ok := r.Source(resource, namespace, c.For); ok {
 			stand.UID = stable.UID
 			if stable.Locked {
