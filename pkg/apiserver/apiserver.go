@@ -106,7 +106,12 @@ type MaterializeConfig struct {
 
 // HubConfig reaches the hub cluster of the global sources.
 type HubConfig struct {
-	Name      string
+	Name string
+	// Member is this cluster's name as its hub registered it (its
+	// MemberCluster), "" when it reports to no hub: the registration's
+	// labels decide which hub candidates with implicit.dev/canary-clusters
+	// exist here.
+	Member    string
 	Client    kubernetes.Interface
 	Informers informers.SharedInformerFactory
 	// Dynamic reads the configured kinds' global sources on the hub.
@@ -230,6 +235,9 @@ func (c CompletedConfig) New() (*Server, error) {
 	// Every served kind, built in or found on the host later.
 	ctl, err := c.newKindController(mux, objects, group, hub, guards.Serve, local, hubTracked)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.addMembership(gs, mux); err != nil {
 		return nil, err
 	}
 	if err := c.addHooks(gs, mux, ctl, group, hub, append(local.Trackers(), hubTracked.Trackers()...)); err != nil {

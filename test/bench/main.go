@@ -115,6 +115,17 @@ func main() {
 	flag.IntVar(&o.switchProfile, "switch-profile", 0, "-replica-switch: seconds of CPU profiles of implicit-apiserver and kube-apiserver from the start of each resume and relist, and implicit-apiserver's heap profile after each (0: none)")
 	flag.BoolVar(&o.exceptionsExpire, "exceptions-expire", false, "instead of the sweep (issue 42): -namespaces tenants (the first value, default 10000), -exceptions of them with an exception of one global RoleBinding, all ending in the same second; the time until every excepted view has it back, and the watch events")
 	flag.IntVar(&o.exceptions, "exceptions", 1000, "-exceptions-expire: the excepted namespaces")
+	var fo fleetOptions
+	var fleet bool
+	flag.BoolVar(&fleet, "fleet", false, "instead of the sweep (issue 44): a hub, -fleet-real member implicit-apiservers and -fleet-simulated simulated members (their informers and reports); "+
+		"the hub kube-apiserver's CPU and watches, a hub edit's time to the last member, and after a -fleet-outage hub outage the time until every member serves the hub's next edit, with the LISTs it cost")
+	flag.IntVar(&fo.real, "fleet-real", 3, "-fleet: real member implicit-apiservers (one member control plane)")
+	flag.IntVar(&fo.simulated, "fleet-simulated", 100, "-fleet: simulated members")
+	flag.IntVar(&fo.tenants, "fleet-tenants", 200, "-fleet: tenant namespaces of the member control plane")
+	flag.IntVar(&fo.globals, "fleet-globals", 20, "-fleet: global RoleBindings on the hub")
+	flag.IntVar(&fo.rounds, "fleet-rounds", 10, "-fleet: hub edits timed")
+	flag.DurationVar(&fo.outage, "fleet-outage", 5*time.Minute, "-fleet: how long the hub's kube-apiserver is down (0: no outage)")
+	flag.DurationVar(&fo.idle, "fleet-idle", time.Minute, "-fleet: the quiet time the hub's idle CPU is measured over, alone and with the fleet")
 	flag.Parse()
 	if o.short {
 		set := map[string]bool{}
@@ -156,6 +167,24 @@ func main() {
 		stop()
 		if err != nil {
 			fail(1, "guard flood: %v", err)
+		}
+		return
+	}
+	if fleet {
+		if o.binDir == "" || o.binary == "" {
+			fail(2, "bench needs -bin-dir (or IMPLICIT_TOOLS_BIN) and -implicit-binary (or IMPLICIT_BINARY)")
+		}
+		if fo.real < 1 || fo.simulated < 0 || fo.tenants < 1 || fo.globals < 1 || fo.rounds < 1 {
+			fail(2, "-fleet: -fleet-real, -fleet-tenants, -fleet-globals and -fleet-rounds must be positive, -fleet-simulated at least 0")
+		}
+		o.implicitArgs = strings.Fields(implicitArgs)
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		ctx, cancel := context.WithTimeout(ctx, o.timeout)
+		err := fleetBench(ctx, o, fo)
+		cancel()
+		stop()
+		if err != nil {
+			fail(1, "fleet: %v", err)
 		}
 		return
 	}
