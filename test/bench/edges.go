@@ -160,6 +160,13 @@ func (b *bench) storm(ctx context.Context, res *stormResult) error {
 		}
 		as = b.watcherCfg
 	}
+	if b.o.stormDirect {
+		// Straight to implicit-apiserver's port as admin: the server's part
+		// without kube-apiserver's proxy.
+		as = rest.CopyConfig(b.cfg)
+		as.Host = b.implicit.URL()
+		as.CAData, as.CAFile, as.Insecure = nil, "", true
+	}
 	clients, err := b.clientsAs(as, (b.o.stormOpens+b.o.watchersPerConn-1)/b.o.watchersPerConn)
 	if err != nil {
 		return err

@@ -66,6 +66,7 @@ type options struct {
 	// edges: issue 45's open storm and shutdown (edges.go) instead of the sweep.
 	edges       bool
 	stormOpens  int
+	stormDirect bool
 	stopTimeout time.Duration
 }
 
@@ -122,6 +123,7 @@ func main() {
 	flag.IntVar(&o.exceptions, "exceptions", 1000, "-exceptions-expire: the excepted namespaces")
 	flag.BoolVar(&o.edges, "edges", false, "instead of the sweep (issue 45): on -namespaces tenants (default 100), -storm-opens view watches opened at once while the APIService's Available condition and discovery are polled every 200 ms, then SIGTERM to implicit-apiserver with them open: its exit time and how each watch ended")
 	flag.IntVar(&o.stormOpens, "storm-opens", 10000, "-edges: the watches opened at once")
+	flag.BoolVar(&o.stormDirect, "storm-direct", false, "-edges: open the watches straight on implicit-apiserver's port as admin, not through kube-apiserver (the server's part alone)")
 	flag.DurationVar(&o.stopTimeout, "stop-timeout", 0, "how long implicit-apiserver has after SIGTERM before it is killed (0: internal/controlplane's 15 s; -edges: 2m)")
 	flag.Parse()
 	if o.short {
