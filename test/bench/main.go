@@ -62,6 +62,12 @@ type options struct {
 	switchFleet      int
 	switchScopes     []string
 	switchProfile    int
+
+	// edges: issue 45's open storm and shutdown (edges.go) instead of the sweep.
+	edges       bool
+	stormOpens  int
+	stormDirect bool
+	stopTimeout time.Duration
 }
 
 func main() {
@@ -126,6 +132,10 @@ func main() {
 	flag.IntVar(&fo.rounds, "fleet-rounds", 10, "-fleet: hub edits timed")
 	flag.DurationVar(&fo.outage, "fleet-outage", 5*time.Minute, "-fleet: how long the hub's kube-apiserver is down (0: no outage)")
 	flag.DurationVar(&fo.idle, "fleet-idle", time.Minute, "-fleet: the quiet time the hub's idle CPU is measured over, alone and with the fleet")
+	flag.BoolVar(&o.edges, "edges", false, "instead of the sweep (issue 45): on -namespaces tenants (default 100), -storm-opens view watches opened at once while the APIService's Available condition and discovery are polled every 200 ms, then SIGTERM to implicit-apiserver with them open: its exit time and how each watch ended")
+	flag.IntVar(&o.stormOpens, "storm-opens", 10000, "-edges: the watches opened at once")
+	flag.BoolVar(&o.stormDirect, "storm-direct", false, "-edges: open the watches straight on implicit-apiserver's port as admin, not through kube-apiserver (the server's part alone)")
+	flag.DurationVar(&o.stopTimeout, "stop-timeout", 0, "how long implicit-apiserver has after SIGTERM before it is killed (0: internal/controlplane's 15 s; -edges: 2m)")
 	flag.Parse()
 	if o.short {
 		set := map[string]bool{}
@@ -212,6 +222,28 @@ func main() {
 		}
 		return
 	}
+	if o.edges {
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["namespaces"] {
+			namespaces = "100"
+		}
+		if !set["globals"] {
+			globals = "10"
+		}
+		if !set["stop-timeout"] {
+			o.stopTimeout = 2 * time.Minute
+		}
+		if !set["watchers-per-client"] {
+			// kube-apiserver's streams per connection: more would make the
+			// clients dial (a TLS handshake each) in the storm.
+			o.watchersPerConn = 100
+		}
+		o.materializeRuns, o.policyRuns = 0, 0
+		if o.stormOpens < 1 {
+			fail(2, "-storm-opens must be positive")
+		}
+	}
 	if o.replicaSwitch {
 		set := map[string]bool{}
 		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -265,9 +297,12 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	if o.replicaSwitch {
+	switch {
+	case o.edges:
+		err = edges(ctx, o)
+	case o.replicaSwitch:
 		err = replicaSwitch(ctx, o)
-	} else {
+	default:
 		err = sweep(ctx, o)
 	}
 	cancel()

@@ -201,7 +201,7 @@ func startBench(ctx context.Context, o options, n int, prog *progress, work stri
 	if err != nil {
 		return nil, err
 	}
-	cp, err := controlplane.Start(ctx, controlplane.Options{BinDir: o.binDir, WorkDir: work, KubeAPIServerArgs: webhook.KubeAPIServerArgs})
+	cp, err := controlplane.Start(ctx, controlplane.Options{BinDir: o.binDir, WorkDir: work, KubeAPIServerArgs: webhook.KubeAPIServerArgs, StopTimeout: o.stopTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("starting the control plane: %w", err)
 	}

@@ -213,6 +213,7 @@ func TestConfiguredKindOverlay(t *testing.T) {
 		_, err = dyn.Resource(testfixture.CRDs).Update(ctx, next, metav1.UpdateOptions{})
 		return err
 	})
+	changed := time.Now()
 
 	t.Log("kubectl: table columns from the CRD, explain of the view (after kube-apiserver refreshes discovery)")
 	kubectlEventually(t, "kubectl get guardrails.implicit.dev shows the CRD's Action column", func(ctx context.Context) error {
@@ -229,21 +230,15 @@ func TestConfiguredKindOverlay(t *testing.T) {
 		}
 		return nil
 	})
+	t.Logf("FIGURES kubectl get shows the CRD's column %s after the CRD changed", time.Since(changed).Round(100*time.Millisecond))
 	kubectlEventually(t, "the aggregated OpenAPI v2 document describes guardrails.implicit.dev", func(ctx context.Context) error {
 		return checkOpenAPIv2(ctx, kube)
 	})
-	kubectlEventually(t, "kubectl explain guardrails.implicit.dev.spec shows the CRD's new field", func(ctx context.Context) error {
-		out, _, err := cp.Kubectl(ctx, "explain", "guardrails.implicit.dev.spec")
-		if err != nil {
-			return err
-		}
-		for _, want := range []string{"action", "rules", "mode", "How strictly the guardrail applies"} {
-			if !strings.Contains(out, want) {
-				return errorf("no %q in\n%s", want, out)
-			}
-		}
-		return nil
-	})
+	// The aggregator refetches the server's OpenAPI about once a minute
+	// (docs/operations.md, "kubectl explain after the served group changes").
+	t.Logf("FIGURES kube-apiserver's aggregated OpenAPI v2 has the CRD's new field %s after the CRD changed", time.Since(changed).Round(100*time.Millisecond))
+	explainEventually(t, []string{"guardrails.implicit.dev.spec"}, "action", "rules", "mode", "How strictly the guardrail applies")
+	t.Logf("FIGURES kubectl explain shows the CRD's new field %s after the CRD changed", time.Since(changed).Round(100*time.Millisecond))
 }
 
 // checkOpenAPIv2 checks that kube-apiserver's aggregated OpenAPI v2

@@ -217,18 +217,33 @@ func withoutGuards(t *testing.T, f func()) {
 // use up the whole wait.
 func explainEventually(t *testing.T, args []string, want ...string) {
 	t.Helper()
+	// Timed, with why each failed try failed: the aggregator serves a
+	// group's new OpenAPI only after its periodic refetch (docs/operations.md).
+	start := time.Now()
+	var tries int
+	var slowest time.Duration
+	failures := map[string]int{}
 	eventuallyWithin(t, time.Second, 120*time.Second, "kubectl explain "+strings.Join(args, " "), func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
+		tries++
+		began := time.Now()
 		out, _, err := cp.Kubectl(ctx, append([]string{"explain"}, args...)...)
-		if err != nil {
-			return err
-		}
-		for _, w := range want {
-			if !strings.Contains(out, w) {
-				return fmt.Errorf("no %q in:\n%s", w, out)
+		slowest = max(slowest, time.Since(began))
+		if err == nil {
+			for _, w := range want {
+				if !strings.Contains(out, w) {
+					err = fmt.Errorf("no %q in:\n%s", w, out)
+					break
+				}
 			}
 		}
-		return nil
+		if err != nil {
+			msg, _, _ := strings.Cut(err.Error(), "\n")
+			failures[msg]++
+		}
+		return err
 	})
+	t.Logf("FIGURES kubectl explain %s: shown %s after the first try, %d tries, slowest try %s; failed tries: %v",
+		strings.Join(args, " "), time.Since(start).Round(100*time.Millisecond), tries, slowest.Round(100*time.Millisecond), failures)
 }
