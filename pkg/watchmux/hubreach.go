@@ -115,7 +115,7 @@ func (s *state) globalReachOf(resource string, groups tenantGroups) []GlobalItem
 			names.Insert(it.Candidate.For)
 		}
 	}
-	sources := map[string]int{} // ordinary source name -> tenants
+	sources := map[string]int{}  // ordinary source name -> tenants
 	canaries := map[string]int{} // candidate name -> tenants
 	holds := func(rs []merge.Result, weight int) {
 		if len(rs) == 0 {
