@@ -111,6 +111,9 @@ type HubConfig struct {
 	Informers informers.SharedInformerFactory
 	// Dynamic reads the configured kinds' global sources on the hub.
 	Dynamic dynamic.Interface
+	// Member, when set, makes the server a member of the hub's fleet: its
+	// registration and reports (fleet.go).
+	Member *MemberConfig
 }
 
 // Config is the generic API server's configuration plus ExtraConfig.
@@ -224,6 +227,9 @@ func (c CompletedConfig) New() (*Server, error) {
 	}
 	c.installAuthorizer(gs, authorizer)
 	if err := c.startAudit(gs, authorizer); err != nil {
+		return nil, err
+	}
+	if err := c.startFleet(gs, mux, authorizer, hub); err != nil {
 		return nil, err
 	}
 
