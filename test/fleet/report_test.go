@@ -304,11 +304,25 @@ func memberClient(t *testing.T, name string) dynamic.Interface {
 	return dyn
 }
 
-// TestMemberIdentity: a member's hub identity reads its own MemberCluster
-// (by a field selector) and writes its own status, and nothing else: not
-// another member's status, not a new MemberCluster, not its labels.
+// TestMemberIdentity: each member has read its registration's labels (its
+// log says so); a member's hub identity reads its own MemberCluster (by a
+// field selector) and writes its own status, and nothing else: not another
+// member's status, not a new MemberCluster, not its labels.
 func TestMemberIdentity(t *testing.T) {
 	ctx := t.Context()
+	for _, m := range []struct {
+		srv         *controlplane.AggregatedServer
+		name, stage string
+	}{{implicit1, "member-1", "canary"}, {implicit2, "member-2", "main"}} {
+		log, err := os.ReadFile(m.srv.LogPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf(`"Fleet registration changed" member=%q registered=true labels="implicit.dev/cluster-stage=%s"`, m.name, m.stage)
+		if !strings.Contains(string(log), want) {
+			t.Errorf("%s's log does not say it read its registration: no %s", m.name, want)
+		}
+	}
 	mcs := memberClient(t, "member-1").Resource(memberClusters)
 	if _, err := mcs.List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=member-1"}); err != nil {
 		t.Errorf("member-1 lists its own MemberCluster by field selector: %v", err)
