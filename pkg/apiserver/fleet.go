@@ -38,9 +38,8 @@ func (c CompletedConfig) startFleet(gs *genericapiserver.GenericAPIServer, mux *
 	registration := fleet.NewRegistration(m.Client, m.Name)
 	reporter := fleet.NewReporter(fleet.ReporterOptions{
 		Name: m.Name, Client: m.Client, Mirror: mux, Stale: hub.Stale, Groups: groups,
-		// Which hub candidates are candidates here: the cluster stages'
-		// selector over registration.Labels() takes this place.
-		InCluster:        fleet.NoClusterSelector,
+		// Whether a hub candidate is one here: as the mux marks it, from the
+		// registration it is fed (watchmux.Mux.AddMembership).
 		AuditDifferences: authorizer.AuditDifferences,
 		Interval:         m.ReportInterval,
 		Clock:            x.Clock,

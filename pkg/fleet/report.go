@@ -10,22 +10,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleetv1alpha1 "github.com/implicit-dev/implicit-apiserver/pkg/apis/fleet/v1alpha1"
-	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
 // InCluster says whether a hub candidate, by its annotations, is a
 // candidate in this member (implicit.dev/canary-clusters over the member's
-// registered labels).
+// registered labels). Nil: as the mirror marked it
+// (merge.Candidate.OutOfCluster, from the registration the mux is fed).
 type InCluster func(annotations map[string]string) bool
-
-// NoClusterSelector is the default InCluster until cluster stages are
-// wired: a candidate without implicit.dev/canary-clusters is one in every
-// member, one with it in none known.
-func NoClusterSelector(annotations map[string]string) bool {
-	_, ok := annotations[v1alpha1.AnnotationCanaryClusters]
-	return !ok
-}
 
 // rbacGroup is the group of the RoleBindings the authorization webhook
 // audits candidates of.
@@ -78,8 +70,11 @@ func (c contents) status(now time.Time, reach watchmux.GlobalReach, staleSince t
 		}
 		cr := fleetv1alpha1.CandidateReport{
 			Resource: resource, Name: r.Item.Name, For: r.Item.Candidate.For, ResourceVersion: rv,
-			InCluster:        c.inCluster == nil || c.inCluster(annotations),
+			InCluster:        !r.Item.Candidate.OutOfCluster,
 			CanaryNamespaces: int32(r.Namespaces), StableNamespaces: int32(r.Stable),
+		}
+		if c.inCluster != nil {
+			cr.InCluster = c.inCluster(annotations)
 		}
 		if c.audit != nil && r.Resource == "rolebindings" && group == rbacGroup {
 			cr.AuditDifferences = c.audit(r.Item.Namespace, r.Item.Name)

@@ -48,8 +48,8 @@ type ReporterOptions struct {
 	Stale func() (time.Time, bool)
 	// Groups maps each served resource to its API group.
 	Groups map[string]string
-	// InCluster says whether a hub candidate is one in this member
-	// (default NoClusterSelector).
+	// InCluster says whether a hub candidate is one in this member; nil:
+	// as the mirror marked it (merge.Candidate.OutOfCluster).
 	InCluster InCluster
 	// AuditDifferences counts a RoleBinding candidate's differences in this
 	// member (authz.Authorizer.AuditDifferences); nil: zero.
@@ -80,9 +80,6 @@ func NewReporter(o ReporterOptions) *Reporter {
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
-	}
-	if o.InCluster == nil {
-		o.InCluster = NoClusterSelector
 	}
 	if o.Stale == nil {
 		o.Stale = func() (time.Time, bool) { return time.Time{}, false }

@@ -9,6 +9,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
@@ -125,7 +126,16 @@ func hubItem(name, rv, forName string, annotations map[string]string) merge.Item
 	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: global, Name: name, ResourceVersion: rv, Annotations: annotations}}
 	it := merge.Item{Namespace: global, Name: name, Cluster: "hub", Object: rb}
 	if forName != "" {
-		it.Candidate = &merge.Candidate{For: forName}
+		ann := map[string]string{v1alpha1.AnnotationCandidateFor: forName, v1alpha1.AnnotationCanarySelector: v1alpha1.LabelStage + "=canary"}
+		for k, v := range annotations {
+			ann[k] = v
+		}
+		c, err := merge.ParseCandidate(name, ann)
+		if err != nil {
+			panic(err)
+		}
+		// As the mux marks it in a member registered as a main cluster.
+		it.Candidate = c.InCluster(true, labels.Set{"implicit.dev/cluster-stage": "main"})
 	}
 	return it
 }
