@@ -106,16 +106,15 @@ type MaterializeConfig struct {
 
 // HubConfig reaches the hub cluster of the global sources.
 type HubConfig struct {
-	Name string
-	// Member is this cluster's name as its hub registered it (its
-	// MemberCluster), "" when it reports to no hub: the registration's
-	// labels decide which hub candidates with implicit.dev/canary-clusters
-	// exist here.
-	Member    string
+	Name      string
 	Client    kubernetes.Interface
 	Informers informers.SharedInformerFactory
 	// Dynamic reads the configured kinds' global sources on the hub.
 	Dynamic dynamic.Interface
+	// Member, when set, makes the server a member of the hub's fleet: its
+	// registration (membership.go: which hub candidates with
+	// implicit.dev/canary-clusters exist here) and its reports (fleet.go).
+	Member *MemberConfig
 }
 
 // Config is the generic API server's configuration plus ExtraConfig.
@@ -229,6 +228,9 @@ func (c CompletedConfig) New() (*Server, error) {
 	}
 	c.installAuthorizer(gs, authorizer)
 	if err := c.startAudit(gs, authorizer); err != nil {
+		return nil, err
+	}
+	if err := c.startFleet(gs, mux, authorizer, hub); err != nil {
 		return nil, err
 	}
 

@@ -27,11 +27,11 @@ import (
 // no member of a fleet.
 func (c CompletedConfig) addMembership(gs *genericapiserver.GenericAPIServer, mux *watchmux.Mux) error {
 	x := c.ExtraConfig
-	if x.Hub == nil || x.Hub.Member == "" {
+	if x.Hub == nil || x.Hub.Member == nil {
 		return nil
 	}
 	client := x.Hub.Dynamic.Resource(fleetv1alpha1.GroupVersionResource)
-	byName := fields.OneTermEqualSelector("metadata.name", x.Hub.Member).String()
+	byName := fields.OneTermEqualSelector("metadata.name", x.Hub.Member.Name).String()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = byName
@@ -55,7 +55,7 @@ func (c CompletedConfig) addMembership(gs *genericapiserver.GenericAPIServer, mu
 		}
 		return out, nil
 	}
-	if err := mux.AddMembership(x.Hub.Member, x.Hub.Name, informer, tr, list); err != nil {
+	if err := mux.AddMembership(x.Hub.Member.Name, x.Hub.Name, informer, tr, list); err != nil {
 		return err
 	}
 	return gs.AddPostStartHook("implicit-fleet-membership", func(ctx genericapiserver.PostStartHookContext) error {

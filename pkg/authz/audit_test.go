@@ -90,6 +90,12 @@ func TestAuditCandidate(t *testing.T) {
 	if got.Judged != 5 || got.WouldDeny != 3 || got.WouldAllow != 1 {
 		t.Errorf("audit: judged %d, would deny %d, would allow %d; want 5, 3, 1", got.Judged, got.WouldDeny, got.WouldAllow)
 	}
+	if n := f.authz.AuditDifferences(global, "org-viewers.next"); n != 4 {
+		t.Errorf("AuditDifferences: %d, want 4 (3 would deny, 1 would allow)", n)
+	}
+	if n := f.authz.AuditDifferences(global, "org-viewers"); n != 0 {
+		t.Errorf("AuditDifferences of the stable binding: %d, want 0", n)
+	}
 	var keys []string
 	for _, k := range got.Keys {
 		keys = append(keys, keyString(k))

@@ -25,7 +25,14 @@ var (
 	// relay carries member-2's implicit-apiserver to the hub.
 	relay *tcpRelay
 	work  string
+	// memberKubeconfigs are the members' hub identities (fleet:member:<name>,
+	// with only artifacts/fleet/hub/rbac-member.yaml's RBAC), direct to the
+	// hub, by member name.
+	memberKubeconfigs = map[string]string{}
 )
+
+// reportInterval is the members' --fleet-report-interval.
+const reportInterval = 2 * time.Second
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
@@ -61,13 +68,24 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer relay.close()
-	relayed, err := rewriteServer(hub.KubeconfigPath(), hub.APIServerURL(), "https://"+relay.addr(), filepath.Join(work, "hub-via-relay.kubeconfig"))
+	// The hub's global namespace must exist before the members read it;
+	// the hub's admin registers the members, with the identities they use
+	// on the hub.
+	if _, _, err := hub.Kubectl(ctx, "create", "namespace", globalNS); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := registerMembers(ctx, map[string]string{"member-1": "canary", "member-2": "main"}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	relayed, err := rewriteServer(memberKubeconfigs["member-2"], hub.APIServerURL(), "https://"+relay.addr(), filepath.Join(work, "member-2-hub-via-relay.kubeconfig"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 
-	startMember := func(name, hubKubeconfig string) (*controlplane.ControlPlane, *controlplane.AggregatedServer, error) {
+	startMember := func(name, hubKubeconfig string, extra ...string) (*controlplane.ControlPlane, *controlplane.AggregatedServer, error) {
 		cp, err := controlplane.Start(ctx, controlplane.Options{
 			BinDir: binDir, WorkDir: filepath.Join(work, name), Logf: logf(name),
 			ExternalEtcdURL: hub.EtcdURL(), EtcdPrefix: "/" + name,
@@ -77,7 +95,8 @@ func run(m *testing.M) int {
 		}
 		srv, err := cp.StartAggregated(ctx, controlplane.AggregatedServerOptions{
 			Binary: binary, Name: "implicit-apiserver",
-			Args: append([]string{"-v=2", "--global-kubeconfig=" + hubKubeconfig, "--global-cluster-name=hub", "--webhook-configuration=", "--config=" + config},
+			Args: append(append([]string{"-v=2", "--global-kubeconfig=" + hubKubeconfig, "--global-cluster-name=hub", "--webhook-configuration=", "--config=" + config,
+				"--fleet-member-name=" + name, "--fleet-report-interval=" + reportInterval.String()}, extra...),
 				cp.WebhookServerArgs()...),
 		})
 		if err != nil {
@@ -88,12 +107,7 @@ func run(m *testing.M) int {
 		}
 		return cp, srv, nil
 	}
-	// The hub's global namespace must exist before the members read it.
-	if _, _, err := hub.Kubectl(ctx, "create", "namespace", globalNS); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	member1, implicit1, err = startMember("member-1", hub.KubeconfigPath())
+	member1, implicit1, err = startMember("member-1", memberKubeconfigs["member-1"])
 	if member1 != nil {
 		defer member1.Stop()
 	}
@@ -101,7 +115,8 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	member2, implicit2, err = startMember("member-2", relayed)
+	// member-2 reads its sources through the relay, and reports directly.
+	member2, implicit2, err = startMember("member-2", relayed, "--fleet-report-kubeconfig="+memberKubeconfigs["member-2"])
 	if member2 != nil {
 		defer member2.Stop()
 	}
@@ -215,3 +230,86 @@ func (r *tcpRelay) cut() {
 func (r *tcpRelay) heal() error { return r.listen(r.addr()) }
 
 func (r *tcpRelay) close() { r.cut() }
+
+// registerMembers applies the MemberCluster CRD on the hub and, as the
+// hub's admin would, registers each member with the label
+// implicit.dev/cluster-stage=<stage> and gives it a hub identity
+// (fleet:member:<name>, a client certificate) bound by
+// artifacts/fleet/hub/rbac-member.yaml, plus reads of the suite's own
+// configured kind (guardrails) in the global namespace.
+func registerMembers(ctx context.Context, stages map[string]string) error {
+	crd, err := filepath.Abs(filepath.Join("..", "..", "artifacts", "fleet", "hub", "crd-memberclusters.yaml"))
+	if err != nil {
+		return err
+	}
+	if _, _, err := hub.Kubectl(ctx, "apply", "-f", crd); err != nil {
+		return err
+	}
+	if _, _, err := hub.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd/memberclusters.fleet.implicit.dev"); err != nil {
+		return err
+	}
+	for name, stage := range stages {
+		if err := registerMember(ctx, name, stage); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// registerMember registers one member (stage "": no label) and gives it
+// its hub identity.
+func registerMember(ctx context.Context, name, stage string) error {
+	if err := registerMemberIdentity(ctx, name); err != nil {
+		return err
+	}
+	return registerMemberCluster(ctx, name, stage)
+}
+
+// registerMemberIdentity binds the hub identity fleet:member:<name>, in the
+// group implicit:fleet-members, with rbac-member.yaml (and reads of
+// guardrails) and writes its kubeconfig into memberKubeconfigs.
+func registerMemberIdentity(ctx context.Context, name string) error {
+	rbac, err := os.ReadFile(filepath.Join("..", "..", "artifacts", "fleet", "hub", "rbac-member.yaml"))
+	if err != nil {
+		return err
+	}
+	user := "fleet:member:" + name
+	// The suite's configured kind, read by every member.
+	guardrails := fmt.Sprintf(`
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: fleet-member-guardrails, namespace: %[1]s}
+rules:
+- {apiGroups: [policy.example.com], resources: [guardrails], verbs: [get, list, watch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: fleet-member-guardrails, namespace: %[1]s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: fleet-member-guardrails}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: "implicit:fleet-members"}
+`, globalNS)
+	manifest := strings.ReplaceAll(string(rbac), "MEMBER", name) + guardrails
+	if _, _, err := hub.KubectlWithInput(ctx, strings.NewReader(manifest), "apply", "-f", "-"); err != nil {
+		return err
+	}
+	path, err := hub.WriteUserKubeconfig(user, "implicit:fleet-members")
+	if err != nil {
+		return err
+	}
+	memberKubeconfigs[name] = path
+	return nil
+}
+
+// registerMemberCluster creates the member's MemberCluster, as the hub's
+// admin.
+func registerMemberCluster(ctx context.Context, name, stage string) error {
+	labels := ""
+	if stage != "" {
+		labels = fmt.Sprintf("\n  labels: {implicit.dev/cluster-stage: %s}", stage)
+	}
+	mc := fmt.Sprintf("apiVersion: fleet.implicit.dev/v1alpha1\nkind: MemberCluster\nmetadata:\n  name: %s%s\nspec: {}\n", name, labels)
+	_, _, err := hub.KubectlWithInput(ctx, strings.NewReader(mc), "apply", "-f", "-")
+	return err
+}

@@ -37,6 +37,7 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/apiserver"
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/exceptions"
+	"github.com/implicit-dev/implicit-apiserver/pkg/fleet"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kindcontroller"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/materialize"
@@ -71,6 +72,8 @@ type Options struct {
 	// from; GlobalClusterName names it in provenance.
 	GlobalKubeconfig  string
 	GlobalClusterName string
+	// Fleet makes the server a member of its hub's fleet (fleet.go).
+	Fleet FleetOptions
 	// WebhookClientCAFile verifies the client certificate kube-apiserver
 	// presents to the webhook endpoints; WebhookClientNames, when set, are
 	// the common names allowed. AnonymousWebhooks opens the admission
@@ -157,6 +160,7 @@ func NewOptions() *Options {
 		MaterializeBurst:        100,
 		MaterializeLeaseName:    materialize.DefaultLeaseName,
 		ExceptionWarningWindow:  exceptions.DefaultWarningWindow,
+		Fleet:                   FleetOptions{ReportInterval: fleet.DefaultReportInterval},
 	}
 }
 
@@ -238,6 +242,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	efs.DurationVar(&o.ExceptionWarningWindow, "exception-warning-window", o.ExceptionWarningWindow,
 		"How long before an exception's end (implicit.dev/exceptions' expiresAt) a Warning Event ExceptionExpiresSoon is recorded on its "+
 			"namespace and the exception counts in implicit_exceptions_expiring_soon.")
+	o.Fleet.AddFlags(fss.FlagSet("fleet"))
 	o.Recommended.Audit.AddFlags(fss.FlagSet("auditing"))
 	o.Recommended.Features.AddFlags(fss.FlagSet("features"))
 	o.Recommended.EgressSelector.AddFlags(fss.FlagSet("egress selector"))
@@ -305,6 +310,7 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--global-cluster-name %q: %s", o.GlobalClusterName, strings.Join(msgs, ", ")))
 		}
 	}
+	errs = append(errs, o.Fleet.Validate(o.GlobalKubeconfig)...)
 	if o.GlobalKubeconfig != "" && len(o.config.globalNamespaces()) > 0 {
 		errs = append(errs, fmt.Errorf("--config: a kind's own globalNamespace is not supported with --global-kubeconfig: the hub's global namespace is the global scope of every kind"))
 	}
@@ -535,11 +541,16 @@ func (o *Options) hubConfig() (*apiserver.HubConfig, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hub cluster client: %w", err)
 	}
+	member, err := o.Fleet.config(o.GlobalKubeconfig)
+	if err != nil {
+		return nil, err
+	}
 	return &apiserver.HubConfig{
 		Name:      o.GlobalClusterName,
 		Client:    client,
 		Dynamic:   dyn,
 		Informers: informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(o.GlobalNamespace)),
+		Member:    member,
 	}, nil
 }
 

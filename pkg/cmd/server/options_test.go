@@ -30,6 +30,9 @@ func TestNewOptionsDefaults(t *testing.T) {
 	if o.HostSchemaTimeout <= 0 {
 		t.Errorf("HostSchemaTimeout = %v, want positive", o.HostSchemaTimeout)
 	}
+	if o.Fleet.MemberName != "" || o.Fleet.ReportInterval != 30*time.Second || o.Fleet.ReportKubeconfig != "" {
+		t.Errorf("Fleet = %+v, want no member, reports every 30s", o.Fleet)
+	}
 	if o.Recommended.Etcd != nil || o.Recommended.Admission != nil {
 		t.Errorf("etcd and admission options are set: views have neither")
 	}
@@ -95,6 +98,32 @@ func TestOptionsValidate(t *testing.T) {
 		{
 			name:   "hub kubeconfig and cluster name",
 			modify: func(o *server.Options) { o.GlobalKubeconfig, o.GlobalClusterName = "/hub.kubeconfig", "hub-eu-1" },
+		},
+		{
+			name: "fleet member",
+			modify: func(o *server.Options) {
+				o.GlobalKubeconfig, o.GlobalClusterName = "/hub.kubeconfig", "hub"
+				o.Fleet.MemberName, o.Fleet.ReportKubeconfig, o.Fleet.ReportInterval = "member-1.eu", "/reports.kubeconfig", time.Second
+			},
+		},
+		{
+			name:     "fleet member without a hub",
+			modify:   func(o *server.Options) { o.Fleet.MemberName = "member-1" },
+			wantErrs: []string{"--fleet-member-name needs --global-kubeconfig"},
+		},
+		{
+			name: "bad fleet member name, report kubeconfig without a member, short interval",
+			modify: func(o *server.Options) {
+				o.GlobalKubeconfig, o.GlobalClusterName = "/hub.kubeconfig", "hub"
+				o.Fleet.MemberName = "Member_1"
+				o.Fleet.ReportInterval = 500 * time.Millisecond
+			},
+			wantErrs: []string{`--fleet-member-name "Member_1"`, "--fleet-report-interval 500ms: must be at least 1s"},
+		},
+		{
+			name:     "report kubeconfig without a member",
+			modify:   func(o *server.Options) { o.Fleet.ReportKubeconfig = "/reports.kubeconfig" },
+			wantErrs: []string{"--fleet-report-kubeconfig needs --fleet-member-name"},
 		},
 		{
 			name:     "negative host schema timeout",
