@@ -23,8 +23,9 @@ type MemberConfig struct {
 	ReportInterval time.Duration
 }
 
-// startFleet watches the member's registration and writes its reports
-// once the server serves, when it is a member of a fleet.
+// startFleet writes the member's reports once the server serves, when it
+// is a member of a fleet (its registration is the watch multiplexer's:
+// membership.go).
 func (c CompletedConfig) startFleet(gs *genericapiserver.GenericAPIServer, mux *watchmux.Mux, authorizer *authz.Authorizer, hub *sourcefeed.HubHealth) error {
 	x := c.ExtraConfig
 	if x.Hub == nil || x.Hub.Member == nil {
@@ -35,7 +36,6 @@ func (c CompletedConfig) startFleet(gs *genericapiserver.GenericAPIServer, mux *
 	for _, k := range x.Kinds {
 		groups[k.Resource()] = k.Source.Group
 	}
-	registration := fleet.NewRegistration(m.Client, m.Name)
 	reporter := fleet.NewReporter(fleet.ReporterOptions{
 		Name: m.Name, Client: m.Client, Mirror: mux, Stale: hub.Stale, Groups: groups,
 		// Whether a hub candidate is one here: as the mux marks it, from the
@@ -45,7 +45,6 @@ func (c CompletedConfig) startFleet(gs *genericapiserver.GenericAPIServer, mux *
 		Clock:            x.Clock,
 	})
 	return gs.AddPostStartHook("implicit-fleet-member", func(ctx genericapiserver.PostStartHookContext) error {
-		go registration.Run(ctx)
 		go reporter.Run(ctx)
 		return nil
 	})

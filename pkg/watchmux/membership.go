@@ -73,7 +73,7 @@ func (m *Mux) AddMembership(member, hub string, informer cache.SharedIndexInform
 		m.mu.Unlock()
 		return fmt.Errorf("watchmux: membership already fed as %s", m.membershipKey)
 	}
-	m.membershipKey = key
+	m.membershipKey, m.member = key, member
 	m.pos.addLocked(key)
 	if list != nil {
 		m.pos.lists[key] = list
@@ -163,8 +163,8 @@ func (m *Mux) applyMembership(next membership, rev uint64) {
 	s := m.st
 	var events []*Event
 	if !s.membership.equal(next) {
-		klog.InfoS("Fleet registration changed: hub candidates with implicit.dev/canary-clusters follow",
-			"registered", next.registered, "labels", next.labels.String())
+		// The hub candidates with implicit.dev/canary-clusters follow.
+		klog.InfoS("Fleet registration changed", "member", m.member, "registered", next.registered, "labels", next.labels.String())
 		events = m.moveCandidatesLocked(next)
 	}
 	ticket, fan := m.stampLocked(events, k, prev)

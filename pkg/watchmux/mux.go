@@ -160,8 +160,9 @@ type Mux struct {
 	// the namespaces' and those of the resources New was given; mu.
 	regs []cache.ResourceEventHandlerRegistration
 	// membershipKey is the source key of the cluster's registration on its
-	// fleet's hub (membership.go), "" when none is fed; mu.
-	membershipKey string
+	// fleet's hub (membership.go), "" when none is fed, and member the
+	// cluster's name there; mu.
+	membershipKey, member string
 
 	// changed gets a value, without blocking, after every applied change
 	// once synced: a coalescing signal for Changed.
