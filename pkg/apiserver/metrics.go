@@ -9,6 +9,7 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/exceptions"
+	"github.com/implicit-dev/implicit-apiserver/pkg/fleethub"
 	"github.com/implicit-dev/implicit-apiserver/pkg/hierarchy"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kindcontroller"
 	"github.com/implicit-dev/implicit-apiserver/pkg/materialize"
@@ -32,4 +33,5 @@ func registerMetrics() {
 	webhook.RegisterMetrics(register)
 	sourcefeed.RegisterMetrics(register)
 	exceptions.RegisterMetrics(register)
+	fleethub.RegisterMetrics(register)
 }
