@@ -108,7 +108,7 @@ func runFleet(signals context.Context, stopSignals func(), o options) (err error
 			etcdPrefix:   "/" + name,
 			implicit:     true,
 			implicitArgs: args,
-			examples: filepath.Join(o.fleetExamples, "member"),
+			examples:     filepath.Join(o.fleetExamples, "member"),
 		})
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
