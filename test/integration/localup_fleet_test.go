@@ -78,6 +78,7 @@ func TestLocalUpFleetHubGuards(t *testing.T) {
 		if m == nil {
 			return fmt.Errorf("stderr %q: want the fleet's fan-out warning", r.stderr)
 		}
+		t.Logf("the hub's warning: %s", m[0])
 		figure, _ = strconv.Atoi(m[1])
 		clusters, _ = strconv.Atoi(m[2])
 		if clusters != 3 || strings.Contains(m[3], "not reported") {
@@ -167,7 +168,11 @@ type sourceCount struct {
 // memberViews lists a member's global view items (a fresh list).
 func memberViews(t *testing.T, m pluginUser) viewCounts {
 	t.Helper()
-	r := m.expectKubectl(0, nil, "get", "rolebindings.implicit.dev", "-A", "-l", v1alpha1.LabelScope+"=global", "-o", "json")
+	// Not logged: the views' JSON is long.
+	r := m.kubectl(t.Context(), "get", "rolebindings.implicit.dev", "-A", "-l", v1alpha1.LabelScope+"=global", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("%s: kubectl get rolebindings.implicit.dev -A: exit %d\n%s", m.name, r.code, r.stderr)
+	}
 	var list struct {
 		Items []struct {
 			Metadata struct {
