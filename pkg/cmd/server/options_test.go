@@ -93,8 +93,10 @@ func TestOptionsValidate(t *testing.T) {
 			wantErrs: []string{`--global-cluster-name "Hub Cluster"`},
 		},
 		{
-			name:     "a hub reading another hub",
-			modify:   func(o *server.Options) { o.FleetHub, o.GlobalKubeconfig, o.GlobalClusterName = true, "/hub.kubeconfig", "hub" },
+			name: "a hub reading another hub",
+			modify: func(o *server.Options) {
+				o.FleetHub, o.GlobalKubeconfig, o.GlobalClusterName = true, "/hub.kubeconfig", "hub"
+			},
 			wantErrs: []string{"--fleet-hub is a hub's"},
 		},
 		{
