@@ -111,6 +111,9 @@ func readHub(ctx context.Context, dyn dynamic.Interface, resolve resolver, names
 	hub := hubIndex{}
 	for r := range resources {
 		gvr, err := resolve(schema.ParseGroupResource(r))
+		if meta.IsNoMatchError(err) {
+			continue // the hub no longer serves the kind: every member's is behind
+		}
 		if err != nil {
 			return nil, err
 		}
