@@ -72,7 +72,13 @@ func TestFleetValues(t *testing.T) {
 			t.Errorf("member arguments %v, want %s", member.args(t), a)
 		}
 	}
-	if _, err := template(t, namespace, "fleet.reportInterval=soon"); err == nil {
-		t.Error("fleet.reportInterval=soon rendered, want the schema's refusal")
+	for _, bad := range [][]string{
+		{"fleet.reportInterval=soon"},
+		{"fleet.memberName=member-1"},
+		{"fleet.hub=true", "hub.kubeconfigSecret=hub", "hub.clusterName=hub"},
+	} {
+		if _, err := template(t, namespace, bad...); err == nil {
+			t.Errorf("%v rendered, want a refusal", bad)
+		}
 	}
 }
