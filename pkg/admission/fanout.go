@@ -67,7 +67,12 @@ func (g *Guards) Fanout(_ context.Context, req *admissionv1.AdmissionRequest) de
 		// On a hub (--fleet-hub): the members' namespaces too, by their
 		// last reports, summed on their informer's events.
 		r := g.fleet.Reach(s.gr.String(), s.name, req.Operation == admissionv1.Delete)
-		return allow(fleetWarning(n, r))
+		w := fleetWarning(n, r)
+		if g.isMaterialized(s.resource) {
+			// The hub's copies; a member writes its own, as it is configured.
+			w += fmt.Sprintf(" and makes %d real writes here (materialized copies, delivery: Materialize)", n)
+		}
+		return allow(w)
 	}
 	if g.isMaterialized(s.resource) {
 		return allow(materializedWarning(n))

@@ -66,6 +66,15 @@ func TestFanoutFleet(t *testing.T) {
 			wantWarnings: []string{"implicit.dev: this change reaches 7 namespaces in 1 cluster"},
 		},
 		{
+			name:         "a materialized kind's change says the hub's copies",
+			index:        &fakeIndex{reach: 2},
+			fleet:        fleet(testfixture.Reported(now, 10, viewers(9))),
+			req:          update,
+			materialize:  []string{"rolebindings"},
+			wantAllowed:  true,
+			wantWarnings: []string{"implicit.dev: this change reaches 11 namespaces in 2 clusters and makes 2 real writes here (materialized copies, delivery: Materialize)"},
+		},
+		{
 			name:         "a parent's change on the hub counts the hub only",
 			index:        &fakeIndex{reach: 3, descendants: map[string]bool{"org": true}},
 			fleet:        fleet(testfixture.Reported(now, 10, viewers(9))),
