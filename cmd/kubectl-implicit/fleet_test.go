@@ -8,6 +8,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -221,4 +222,26 @@ func mapsEqual(a, b map[string]string) bool {
 // notFoundReactor answers as a cluster without the resource's CRD.
 func notFoundReactor(a clienttesting.Action) (bool, runtime.Object, error) {
 	return true, nil, apierrors.NewNotFound(a.GetResource().GroupResource(), "")
+}
+
+// TestFleetStatusKindGone: a member reporting a kind the hub no longer
+// serves is behind on it; the others are read as usual.
+func TestFleetStatusKindGone(t *testing.T) {
+	t.Parallel()
+	st := testfixture.Reported(fleetNow, 2, rbReport("org-viewers", "12", 2),
+		fleetv1alpha1.SourceReport{Resource: "guardrails.policy.example.com", Name: "g", ResourceVersion: "3", Namespaces: 2})
+	dyn := newFake(t, writtenAt(binding("org-viewers", "ov-uid", "12", nil, "view", "org:viewers"), fleetNow), testfixture.MemberCluster("member-1", nil, st))
+	resolve := func(gr schema.GroupResource) (schema.GroupVersionResource, error) {
+		if gr.Group == "policy.example.com" {
+			return schema.GroupVersionResource{}, &meta.NoResourceMatchError{PartialResource: gr.WithVersion("")}
+		}
+		return rbSource, nil
+	}
+	got, err := readFleetStatus(context.Background(), dyn, resolve, globalNS, fleetNow, 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := got.Members[0]; m.Behind != 1 || m.Status != memberBehind || m.BehindSources[0] != "guardrails.policy.example.com/g" {
+		t.Errorf("member-1 %+v, want Behind on guardrails.policy.example.com/g only", m)
+	}
 }
