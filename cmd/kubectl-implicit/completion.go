@@ -59,6 +59,8 @@ func (o *options) addCompletions(root *cobra.Command) {
 			}
 		case "rollout":
 			c.ValidArgs = []string{"status", "promote", "abort"}
+		case "fleet":
+			c.ValidArgs = []string{"status"}
 		case "version":
 			c.ValidArgsFunction = cobra.NoFileCompletions
 		}

@@ -33,6 +33,9 @@ type RolloutStatus struct {
 	// Audit is the candidate's audit on live authorization traffic
 	// (RoleBindings only; rollout_audit.go).
 	Audit *RolloutAudit `json:"audit,omitempty"`
+	// Members, on a fleet's hub, are the members' shares of a global
+	// source's rollout (rollout_members.go).
+	Members []RolloutMember `json:"members,omitempty"`
 }
 
 // RolloutCandidate is one candidate of the stable source.
@@ -115,6 +118,7 @@ func (r *rollout) status(ctx context.Context) (*RolloutStatus, error) {
 		}
 	}
 	sort.Slice(st.Namespaces, func(i, j int) bool { return st.Namespaces[i].Namespace < st.Namespaces[j].Namespace })
+	r.members(ctx, st, items)
 	return st, nil
 }
 
@@ -148,7 +152,10 @@ func printRolloutStatus(w io.Writer, st *RolloutStatus) error {
 	}
 	fmt.Fprintf(w, "%d namespace(s) see the candidate, %d the stable version.\n", st.CandidateCount, st.StableCount)
 	if len(st.Namespaces) == 0 {
-		return printAudit(w, st.Audit)
+		if err := printAudit(w, st.Audit); err != nil {
+			return err
+		}
+		return printRolloutMembers(w, st.Members)
 	}
 	t := newTable(w, "NAMESPACE", "VERSION", "AS")
 	for _, n := range st.Namespaces {
@@ -157,5 +164,8 @@ func printRolloutStatus(w io.Writer, st *RolloutStatus) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	return printAudit(w, st.Audit)
+	if err := printAudit(w, st.Audit); err != nil {
+		return err
+	}
+	return printRolloutMembers(w, st.Members)
 }

@@ -18,6 +18,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clienttesting "k8s.io/client-go/testing"
 
+	fleetv1alpha1 "github.com/implicit-dev/implicit-apiserver/pkg/apis/fleet/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
 
@@ -36,6 +37,7 @@ func newFake(t *testing.T, objs ...runtime.Object) *dynamicfake.FakeDynamicClien
 	c := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		rbSource: "RoleBindingList", npSource: "NetworkPolicyList",
 		gvr("rolebindings"): "RoleBindingList", gvr("networkpolicies"): "NetworkPolicyList",
+		fleetv1alpha1.GroupVersionResource: "MemberClusterList",
 	}, objs...)
 	tracker := c.Tracker()
 	current := func(a clienttesting.Action, name string) (metav1.Object, error) {

@@ -87,6 +87,8 @@ hierarchies, explanations, previews and rules reviews and its views:
   policies -n NS              the admission policies whose parameters NS inherits from views: bindings, actions, parameters
   exceptions [-A | -n NS]     the exceptions NS's lineage declares: what, why, who, state and time left;
                               exceptions request|approve NAME -n NS writes one, as you
+  fleet status [KIND NAME]    on a fleet's hub: each member cluster's served revision, lag, staleness and last report;
+                              with KIND NAME, which version of the hub source each member serves, candidates included
   test DIR                    no cluster: check DIR's ImplicitTest expectations (views, guards' refusals, access) against
                               its manifests with the server's own rules; exits 1 on a failure, 2 on bad input
   diff --from A --to B        no cluster: what changing the manifests A (a directory or Git ref) into B changes in every
@@ -104,7 +106,7 @@ Every command exits 1 on an error, as kubectl does, but diff and test, which exi
 	o.config.AddFlags(root.PersistentFlags())
 	addKlogFlags(root)
 	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: "+outputFormats+". Default: a table.")
-	root.AddCommand(o.treeCommand(), o.whyCommand(), o.reachCommand(), o.diffCommand(), o.rolloutCommand(), o.canICommand(), o.policiesCommand(), o.exceptionsCommand(), o.testCommand(), versionCommand())
+	root.AddCommand(o.treeCommand(), o.whyCommand(), o.reachCommand(), o.diffCommand(), o.rolloutCommand(), o.canICommand(), o.policiesCommand(), o.exceptionsCommand(), o.fleetCommand(), o.testCommand(), versionCommand())
 	o.addCompletions(root)
 	usageOnArgs(root)
 	cmd, err := root.ExecuteContextC(ctx)

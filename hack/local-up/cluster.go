@@ -29,6 +29,10 @@ type clusterSpec struct {
 	// guards, with implicitArgs beyond those every cluster gets.
 	implicit     bool
 	implicitArgs []string
+	// before are files applied once the server's identity is, before
+	// implicit-apiserver starts (a hub's MemberCluster CRD and the RBAC
+	// to read it); a CRD among them is waited for until Established.
+	before []string
 	// examples is applied with kubectl apply -R once everything runs.
 	examples string
 }
@@ -102,6 +106,9 @@ func startCluster(ctx context.Context, o options, spec clusterSpec) (_ *cluster,
 		// fails here, and the admin's writes are not the server's own.
 		id, err := c.applyIdentity(ctx, o)
 		if err != nil {
+			return nil, err
+		}
+		if err := c.applyBefore(ctx, spec.before); err != nil {
 			return nil, err
 		}
 		args := append([]string{"--webhook-configuration=" + controlplane.GuardsConfiguration}, c.cp.WebhookServerArgs()...)
@@ -235,6 +242,25 @@ func (c *cluster) applyExamples(ctx context.Context, dir string) error {
 		case <-time.After(2 * time.Second):
 		}
 	}
+}
+
+// applyBefore applies files with kubectl apply -f, then waits for the
+// CustomResourceDefinitions among them to be Established.
+func (c *cluster) applyBefore(ctx context.Context, files []string) error {
+	for _, f := range files {
+		c.say("applying %s", f)
+		stdout, _, err := c.cp.Kubectl(ctx, "apply", "-f", f)
+		fmt.Print(indent(stdout))
+		if err != nil {
+			return fmt.Errorf("applying %s: %w", f, err)
+		}
+		if strings.HasPrefix(filepath.Base(f), "crd-") {
+			if _, _, err := c.cp.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s", "-f", f); err != nil {
+				return fmt.Errorf("waiting for %s to be Established: %w", f, err)
+			}
+		}
+	}
+	return nil
 }
 
 // prefix is "<name>: ", or "" for make run's single cluster.

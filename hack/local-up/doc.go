@@ -11,11 +11,14 @@
 //	go run ./hack/local-up --bin-dir="$(hack/build-tools.sh)" --implicit-binary=_output/bin/implicit-apiserver
 //
 // With --fleet (`make run-fleet`) it runs a fleet instead: a hub cluster
-// holding the global sources and two member clusters, each with an
-// implicit-apiserver that reads them from the hub (see fleet.go).
+// holding the global sources, guarded by an implicit-apiserver of its own
+// (--fleet-hub) that knows the registered members, and two member clusters,
+// each with an implicit-apiserver that reads them from the hub (see
+// fleet.go).
 //
 // It builds on internal/controlplane, and imports of the product only
-// pkg/authz (the authorization webhook's path and match condition) and
-// pkg/kinds (the built-in kinds); it runs the server as a separate process
+// pkg/authz (the authorization webhook's path and match condition),
+// pkg/kinds (the built-in kinds) and pkg/apis/fleet/v1alpha1 (a member's
+// registration); it runs the server as a separate process
 // and must not import its wiring (pkg/apiserver, pkg/cmd/server).
 package main

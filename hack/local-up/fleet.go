@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -11,13 +12,17 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	fleetv1alpha1 "github.com/implicit-dev/implicit-apiserver/pkg/apis/fleet/v1alpha1"
 )
 
 // A fleet (make run-fleet) is a hub cluster, which holds the global sources
-// and runs no implicit-apiserver, and member clusters, each with its
-// implicit-apiserver reading the global scope from the hub. The members'
-// kube-apiservers keep their data in the hub's etcd, each under its own
-// prefix: three clusters for the price of one etcd.
+// and runs a plain implicit-apiserver of its own with --fleet-hub (its
+// guards: the hub's locks need unlock; its members' reports counted), and
+// member clusters, each with its implicit-apiserver reading the global
+// scope from the hub, registered on the hub as MemberClusters. The
+// members' kube-apiservers keep their data in the hub's etcd, each under
+// its own prefix: three clusters for the price of one etcd.
 const (
 	// hubName is the hub's directory, kubeconfig name and
 	// --global-cluster-name.
@@ -26,15 +31,26 @@ const (
 	fleetMemberCount = 2
 )
 
-// globalFlags are the implicit-apiserver flags a member needs.
-var globalFlags = []string{"--global-kubeconfig", "--global-cluster-name"}
+// globalFlags are the implicit-apiserver flags a fleet needs: a member's,
+// and the hub's --fleet-hub.
+var globalFlags = []string{"--global-kubeconfig", "--global-cluster-name", "--fleet-hub"}
+
+// memberNameFlag names a member in its reports to the hub; a binary
+// without it runs members that don't report (their MemberClusters stay
+// Unreported).
+const memberNameFlag = "--fleet-member-name"
+
+// memberStages are the implicit.dev/cluster-stage labels the hub's admin
+// registers member-1, member-2, ... with: the first is the canary cluster.
+var memberStages = []string{"canary", "main"}
 
 // runFleet starts the hub, then the members, writes a kubeconfig per
 // cluster to <work-dir>/<name>.kubeconfig, prints the tour and waits for a
 // signal or for a process to die, like runSingle. It stops the members
 // first and the hub last.
 func runFleet(signals context.Context, stopSignals func(), o options) (err error) {
-	if err := checkGlobalFlags(signals, o.implicitBinary); err != nil {
+	reports, err := checkGlobalFlags(signals, o.implicitBinary)
+	if err != nil {
 		return err
 	}
 	workDir, err := filepath.Abs(o.workDir)
@@ -51,8 +67,15 @@ func runFleet(signals context.Context, stopSignals func(), o options) (err error
 	defer cancelHub()
 	stopHubOnSignal := context.AfterFunc(signals, cancelHub)
 	hub, err := startCluster(hubCtx, o, clusterSpec{
-		name:     hubName,
-		workDir:  filepath.Join(workDir, hubName),
+		name:         hubName,
+		workDir:      filepath.Join(workDir, hubName),
+		implicit:     true,
+		implicitArgs: []string{"--fleet-hub"},
+		before: []string{
+			filepath.Join(o.fleetHub, "crd-memberclusters.yaml"),
+			filepath.Join(o.fleetHub, "clusterrole-hub-server.yaml"),
+			filepath.Join(o.fleetHub, "clusterrolebinding-hub-server.yaml"),
+		},
 		examples: filepath.Join(o.fleetExamples, "hub"),
 	})
 	stopHubOnSignal()
@@ -60,22 +83,32 @@ func runFleet(signals context.Context, stopSignals func(), o options) (err error
 		return fmt.Errorf("%s: %w", hubName, err)
 	}
 	defer func() { err = errors.Join(err, hub.stop()) }()
+	if err := registerMembers(signals, hub, filepath.Join(workDir, hubName)); err != nil {
+		return err
+	}
+	if !reports {
+		hub.say("WARNING: %s has no %s flag: the members won't report to the hub (kubectl implicit fleet status shows them Unreported)", o.implicitBinary, memberNameFlag)
+	}
 
 	clusters := []*cluster{hub}
 	for i := 1; i <= fleetMemberCount; i++ {
 		name := fmt.Sprintf("member-%d", i)
+		args := []string{
+			"--global-kubeconfig=" + hub.cp.KubeconfigPath(),
+			"--global-cluster-name=" + hubName,
+		}
+		if reports {
+			args = append(args, memberNameFlag+"="+name)
+		}
 		var member *cluster
 		member, err = startCluster(signals, o, clusterSpec{
-			name:       name,
-			workDir:    filepath.Join(workDir, name),
-			etcdURL:    hub.cp.EtcdURL(),
-			etcdPrefix: "/" + name,
-			implicit:   true,
-			implicitArgs: []string{
-				"--global-kubeconfig=" + hub.cp.KubeconfigPath(),
-				"--global-cluster-name=" + hubName,
-			},
-			examples: filepath.Join(o.fleetExamples, "member"),
+			name:         name,
+			workDir:      filepath.Join(workDir, name),
+			etcdURL:      hub.cp.EtcdURL(),
+			etcdPrefix:   "/" + name,
+			implicit:     true,
+			implicitArgs: args,
+			examples:     filepath.Join(o.fleetExamples, "member"),
 		})
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
@@ -101,21 +134,49 @@ func runFleet(signals context.Context, stopSignals func(), o options) (err error
 }
 
 // checkGlobalFlags fails early, before anything starts, when binary lacks
-// the flags a member needs.
-func checkGlobalFlags(ctx context.Context, binary string) error {
+// the flags a fleet needs; reports says whether its members can report to
+// the hub (memberNameFlag).
+func checkGlobalFlags(ctx context.Context, binary string) (reports bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, binary, "--help").CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("%s --help: %w: %s", binary, err, out)
+		return false, fmt.Errorf("%s --help: %w: %s", binary, err, out)
 	}
 	for _, f := range globalFlags {
 		if !strings.Contains(string(out), f) {
-			return fmt.Errorf("%s has no %s flag, which a fleet's members need (rebuild it: make build)", binary, f)
+			return false, fmt.Errorf("%s has no %s flag, which a fleet needs (rebuild it: make build)", binary, f)
 		}
+	}
+	return strings.Contains(string(out), memberNameFlag), nil
+}
+
+// registerMembers registers member-1, member-2, ... on the hub as its admin
+// does: a MemberCluster each, labelled implicit.dev/cluster-stage (what a
+// hub candidate's implicit.dev/canary-clusters selects on). The file is
+// kept in dir, to read.
+func registerMembers(ctx context.Context, hub *cluster, dir string) error {
+	var b strings.Builder
+	for i := 1; i <= fleetMemberCount; i++ {
+		stage := memberStages[min(i, len(memberStages))-1]
+		fmt.Fprintf(&b, "---\napiVersion: %s\nkind: %s\nmetadata:\n  name: member-%d\n  labels:\n    %s: %s\n",
+			fleetv1alpha1.GroupVersionKind.GroupVersion(), fleetv1alpha1.Kind, i, clusterStageLabel, stage)
+	}
+	file := filepath.Join(dir, "memberclusters.yaml")
+	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	hub.say("registering the members (%s)", file)
+	stdout, _, err := hub.cp.Kubectl(ctx, "apply", "-f", file)
+	fmt.Print(indent(stdout))
+	if err != nil {
+		return fmt.Errorf("registering the members on the hub: %w", err)
 	}
 	return nil
 }
+
+// clusterStageLabel is the member label the fleet's examples select on.
+const clusterStageLabel = "implicit.dev/cluster-stage"
 
 // writeNamedKubeconfig copies the admin kubeconfig src to dst with its
 // cluster, user and context named after the cluster, so that the fleet's
@@ -153,8 +214,9 @@ const driftColumns = `NAMESPACE:.metadata.namespace,NAME:.metadata.name,SOURCE-R
 func printFleetTour(workDir string, clusters []*cluster, kubeconfigs []string) {
 	var b strings.Builder
 	hub, m1, m2 := kubeconfigs[0], kubeconfigs[1], kubeconfigs[len(kubeconfigs)-1]
-	fmt.Fprintf(&b, "\nThe fleet runs: the hub holds the global sources (namespace implicit-global); each member's\n")
-	fmt.Fprintf(&b, "implicit-apiserver reads them from there. Admin kubeconfigs, one per cluster:\n\n")
+	fmt.Fprintf(&b, "\nEverything runs. The fleet: the hub holds the global sources (namespace implicit-global) and guards them with an\n")
+	fmt.Fprintf(&b, "implicit-apiserver of its own (--fleet-hub); each member's implicit-apiserver reads them from there,\n")
+	fmt.Fprintf(&b, "and the hub knows its members (memberclusters.fleet.implicit.dev). Admin kubeconfigs, one per cluster:\n\n")
 	for i, c := range clusters {
 		fmt.Fprintf(&b, "  %-9s %s\n", c.name, kubeconfigs[i])
 	}
@@ -176,6 +238,14 @@ Try, in another terminal:
   kubectl --kubeconfig %[1]s label rolebinding ci-bot -n implicit-global tier=org
   # a hub RoleBinding grants in a member, through the member's implicit-apiserver (authorization webhook)
   kubectl --kubeconfig %[3]s auth can-i list pods -n team-b --as=someone --as-group=org:security
+  # the fleet from the hub: each member's served revision, lag, staleness and last report; one source across the members
+  kubectl implicit --kubeconfig %[1]s fleet status
+  kubectl implicit --kubeconfig %[1]s fleet status rolebinding ci-bot -n implicit-global
+  # the fan-out warning on the hub counts the members' namespaces ("reaches N namespaces in 3 clusters")
+  kubectl --kubeconfig %[1]s annotate rolebinding ci-bot -n implicit-global note=fleet --dry-run=server
+  # the hub's locks hold on the hub too: an admin of implicit-global without the verb unlock can't change org-security-auditors
+  kubectl --kubeconfig %[1]s create rolebinding alice-admin -n implicit-global --clusterrole=admin --user=alice
+  kubectl --kubeconfig %[1]s label rolebinding org-security-auditors -n implicit-global tier=org --as=alice
 
 `, hub, m1, m2, driftColumns)
 	fmt.Fprintf(&b, "Logs: %s/<cluster>/logs. Press Ctrl-C to stop everything.\n", workDir)

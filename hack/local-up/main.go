@@ -29,6 +29,7 @@ type options struct {
 	withControllerManager bool
 	fleet                 bool
 	fleetExamples         string
+	fleetHub              string
 	policyExample         string
 }
 
@@ -43,6 +44,7 @@ func main() {
 	flag.StringVar(&o.policyExample, "policy-example", "artifacts/config/admission-policies", "the admission-policy example, whose policy, [Audit, Warn] binding and global parameter are applied when --config serves configmaps (docs/policies.md)")
 	flag.BoolVar(&o.withControllerManager, "with-controller-manager", true, "also run kube-controller-manager (namespace deletion, garbage collection)")
 	flag.BoolVar(&o.fleet, "fleet", false, "run a fleet instead of one cluster: a hub (in <work-dir>/hub) and members member-1 and member-2 (in <work-dir>/member-N) whose implicit-apiservers read the global sources from the hub; needs --implicit-binary")
+	flag.StringVar(&o.fleetHub, "fleet-hub-artifacts", "artifacts/fleet/hub", "with --fleet: the hub's MemberCluster CRD and its server's RBAC to read them (applied before the hub's implicit-apiserver starts, with --fleet-hub)")
 	flag.StringVar(&o.fleetExamples, "fleet-examples", "artifacts/fleet-examples", "with --fleet: its hub/ is applied to the hub, its member/ to each member (each skipped if missing)")
 	flag.Parse()
 	if flag.NArg() > 0 {

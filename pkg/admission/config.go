@@ -47,6 +47,9 @@ type Config struct {
 	// hub's, whatever the member's RBAC says of namespaces of that name).
 	Hub        Authorizer
 	HubCluster string
+	// Fleet, on a hub (--fleet-hub), is its members' reports: the fan-out
+	// warning of a global source's change counts their namespaces too.
+	Fleet FleetIndex
 	// Ledger, when set, makes the guards' decisions take turns on it with
 	// the other replicas' (shared.go). Without one, a replica decides with
 	// its own memory only: right for one replica.
@@ -67,7 +70,7 @@ func NewGuards(c Config) *Guards {
 		clk = clock.RealClock{}
 	}
 	g := &Guards{
-		mirror: c.Mirror, authz: c.Authorizer, hub: c.Hub, hubCluster: c.HubCluster,
+		mirror: c.Mirror, authz: c.Authorizer, hub: c.Hub, hubCluster: c.HubCluster, fleet: c.Fleet,
 		served: map[schema.GroupResource]string{}, globals: map[string]bool{},
 		namespaces:   c.Namespaces,
 		trusted:      map[string]bool{},

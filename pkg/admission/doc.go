@@ -30,7 +30,8 @@
 //	              the server); no locked item, no end past a maximum     exception_approvals.go (an approval)
 //	namespace-    what a namespace others inherit from takes with it     namespace_deletions.go
 //	deletions     when it is deleted: unlock on each locked item lost
-//	fanout        none: warns how many views a change reaches            fanout.go
+//	fanout        none: warns how many views a change reaches (on a     fanout.go
+//	              hub, the members' too, by their reports: fleethub)
 //	materialized  materialized copies: only the server writes them       materialized.go
 //	candidates    candidates of a stable name: one each, immutable       candidates.go
 //	              fields kept, unlock for a locked source's

@@ -3,12 +3,15 @@ package admission
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/fleethub"
 )
 
 // ReachIndex is what the fan-out guard asks of the mirror: whether others
@@ -60,10 +63,56 @@ func (g *Guards) Fanout(_ context.Context, req *admissionv1.AdmissionRequest) de
 		// A warning is never worth failing a write for.
 		return allow()
 	}
+	if g.fleet != nil && g.isGlobal(s.namespace) {
+		// On a hub (--fleet-hub): the members' namespaces too, by their
+		// last reports, summed on their informer's events.
+		r := g.fleet.Reach(s.gr.String(), s.name, req.Operation == admissionv1.Delete)
+		w := fleetWarning(n, r)
+		if g.isMaterialized(s.resource) {
+			// The hub's copies; a member writes its own, as it is configured.
+			w += fmt.Sprintf(" and makes %d real writes here (materialized copies, delivery: Materialize)", n)
+		}
+		return allow(w)
+	}
 	if g.isMaterialized(s.resource) {
 		return allow(materializedWarning(n))
 	}
 	return allow(warning(n))
+}
+
+// FleetIndex is what the fan-out guard asks of a hub's fleet: the members'
+// share of a change to a hub source (resource is "resource.group").
+type FleetIndex interface {
+	Reach(resource, name string, deletion bool) fleethub.Reach
+}
+
+// fleetWarning is the fan-out warning on a hub: the hub's own namespaces
+// and the members', in the hub and the members that reported.
+func fleetWarning(hub int, r fleethub.Reach) string {
+	clusters := "clusters"
+	if r.Members == 0 {
+		clusters = "cluster"
+	}
+	w := fmt.Sprintf("implicit.dev: this change reaches %d namespaces in %d %s", hub+r.Namespaces, 1+r.Members, clusters)
+	if r.Old > 0 {
+		w += fmt.Sprintf(" (%d members' counts older than %s)", r.Old, shortDuration(r.OldAfter))
+	}
+	if r.Unreported > 0 {
+		w += fmt.Sprintf(" (%d members not reported yet)", r.Unreported)
+	}
+	return w
+}
+
+// shortDuration prints d as 2m or 90s rather than 2m0s.
+func shortDuration(d time.Duration) string {
+	s := d.Round(time.Second).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // warning is the fan-out warning kubectl prints.

@@ -44,6 +44,9 @@ type Guards struct {
 	// hubCluster (nil: no hub).
 	hub        Authorizer
 	hubCluster string
+	// fleet, on a hub, is the members' share of a global source's change
+	// (fanout.go); nil: this cluster only.
+	fleet FleetIndex
 	// served maps a source group/resource to its view resource name; mu
 	// guards it, as kinds are served at run time (Serve).
 	mu     sync.RWMutex

@@ -44,6 +44,8 @@ type guardCase struct {
 	// leaves the guards without a client to read them.
 	namespaces []string
 	noHost     bool
+	// fleet, when set, is a hub's members' reports (--fleet-hub).
+	fleet admission.FleetIndex
 	// hostTerminating are host namespaces whose deletion has begun;
 	// hostParents their parent labels, by name.
 	hostTerminating []string
@@ -67,7 +69,7 @@ func runGuard(t *testing.T, path string, tc guardCase) {
 	}
 	authz := &fakeAuthorizer{answers: tc.answers}
 	cfg := admission.Config{Mirror: mirrorOf(idx), Authorizer: authz, Served: served, GlobalNamespaces: []string{global},
-		TrustParentUIDFrom: tc.trusted, ServerIdentity: tc.identity, Materialized: tc.materialize}
+		TrustParentUIDFrom: tc.trusted, ServerIdentity: tc.identity, Materialized: tc.materialize, Fleet: tc.fleet}
 	if !tc.noHost {
 		names := tc.namespaces
 		if names == nil {

@@ -76,6 +76,10 @@ type ExtraConfig struct {
 	// Hub, when set, is the cluster the global sources are read from: its
 	// client, informers restricted to the global namespace, and its name.
 	Hub *HubConfig
+	// FleetHub: this cluster's global namespace is a fleet's hub; its
+	// members' reports (MemberClusters) are read, counted in the fan-out
+	// warning and exported as metrics (pkg/fleethub).
+	FleetHub bool
 	// WebhookCallers may call the webhook endpoints (/authorize and
 	// /admission/*); AnonymousWebhooks opens the admission ones to anyone.
 	WebhookCallers    webhook.Callers

@@ -10,6 +10,7 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/authz"
 	"github.com/implicit-dev/implicit-apiserver/pkg/exceptions"
 	"github.com/implicit-dev/implicit-apiserver/pkg/fleet"
+	"github.com/implicit-dev/implicit-apiserver/pkg/fleethub"
 	"github.com/implicit-dev/implicit-apiserver/pkg/hierarchy"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kindcontroller"
 	"github.com/implicit-dev/implicit-apiserver/pkg/materialize"
@@ -34,4 +35,5 @@ func registerMetrics() {
 	sourcefeed.RegisterMetrics(register)
 	exceptions.RegisterMetrics(register)
 	fleet.RegisterMetrics(register)
+	fleethub.RegisterMetrics(register)
 }

@@ -64,6 +64,13 @@ func (c CompletedConfig) installGuards(gs *genericapiserver.GenericAPIServer, mu
 		// The parent-uid webhook reads parents from kube-apiserver.
 		cfg.Namespaces = x.Client.CoreV1().Namespaces()
 	}
+	fleet, err := c.startFleetHub(gs, index)
+	if err != nil {
+		return nil, err
+	}
+	if fleet != nil {
+		cfg.Fleet = fleet
+	}
 	guards := admission.NewGuards(cfg)
 	if x.GuardLedger != nil {
 		if err := gs.AddPostStartHook("implicit-guard-record", func(ctx genericapiserver.PostStartHookContext) error {

@@ -183,6 +183,12 @@ func localUpHome(work string) string { return filepath.Join(work, "home") }
 // SIGINT, as Ctrl-C does, and waits for it.
 func startLocalUp(t *testing.T, dir, home, binary string, args ...string) (stop func()) {
 	t.Helper()
+	return startLocalUpWithin(t, localUpStart, dir, home, binary, args...)
+}
+
+// startLocalUpWithin is startLocalUp, waiting start for everything to run.
+func startLocalUpWithin(t *testing.T, start time.Duration, dir, home, binary string, args ...string) (stop func()) {
+	t.Helper()
 	cmd := exec.Command(binary, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "HOME="+home)
@@ -208,14 +214,14 @@ func startLocalUp(t *testing.T, dir, home, binary string, args ...string) (stop 
 			t.Logf("local-up's output:\n%s", out.String())
 		}
 	}
-	deadline := time.After(localUpStart)
+	deadline := time.After(start)
 	for !strings.Contains(out.String(), "Everything runs.") {
 		select {
 		case err := <-exited:
 			t.Fatalf("local-up exited (%v) before everything ran; its output:\n%s", err, out.String())
 		case <-deadline:
 			stop()
-			t.Fatalf("local-up did not start within %s; its output:\n%s", localUpStart, out.String())
+			t.Fatalf("local-up did not start within %s; its output:\n%s", start, out.String())
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

@@ -74,6 +74,8 @@ type Options struct {
 	GlobalClusterName string
 	// Fleet makes the server a member of its hub's fleet (fleet.go).
 	Fleet FleetOptions
+	// FleetHub: this cluster's global namespace is a fleet's hub.
+	FleetHub bool
 	// WebhookClientCAFile verifies the client certificate kube-apiserver
 	// presents to the webhook endpoints; WebhookClientNames, when set, are
 	// the common names allowed. AnonymousWebhooks opens the admission
@@ -187,6 +189,9 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		"Kubeconfig of the hub cluster whose global namespace holds the global sources. Empty: the global namespace of this cluster.")
 	fs.StringVar(&o.GlobalClusterName, "global-cluster-name", o.GlobalClusterName,
 		"The hub cluster's name, in the implicit.dev/source-cluster annotation of the items it provides. Required with --global-kubeconfig.")
+	fs.BoolVar(&o.FleetHub, "fleet-hub", o.FleetHub,
+		"This cluster is a fleet's hub: read the members' reports (memberclusters.fleet.implicit.dev, artifacts/fleet/hub), count their "+
+			"namespaces in the fan-out warning of a global source's change, and export implicit_fleet_member_* metrics.")
 	fs.StringVar(&o.WebhookConfiguration, "webhook-configuration", o.WebhookConfiguration,
 		"The ValidatingWebhookConfiguration of the guards whose match conditions (locked names, inherited namespaces) "+
 			"the server keeps current. Empty: don't.")
@@ -311,6 +316,9 @@ func (o *Options) Validate() error {
 		}
 	}
 	errs = append(errs, o.Fleet.Validate(o.GlobalKubeconfig)...)
+	if o.FleetHub && o.GlobalKubeconfig != "" {
+		errs = append(errs, fmt.Errorf("--fleet-hub is a hub's: its global namespace is its own, not read with --global-kubeconfig"))
+	}
 	if o.GlobalKubeconfig != "" && len(o.config.globalNamespaces()) > 0 {
 		errs = append(errs, fmt.Errorf("--config: a kind's own globalNamespace is not supported with --global-kubeconfig: the hub's global namespace is the global scope of every kind"))
 	}
@@ -490,6 +498,7 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 			},
 			WebhookConfiguration:   o.WebhookConfiguration,
 			Hub:                    hub,
+			FleetHub:               o.FleetHub,
 			WebhookCallers:         callers,
 			AnonymousWebhooks:      o.AnonymousWebhooks,
 			Watch:                  watchmux.Options{HistoryBytes: o.HistoryBytes},

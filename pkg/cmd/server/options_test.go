@@ -96,6 +96,17 @@ func TestOptionsValidate(t *testing.T) {
 			wantErrs: []string{`--global-cluster-name "Hub Cluster"`},
 		},
 		{
+			name: "a hub reading another hub",
+			modify: func(o *server.Options) {
+				o.FleetHub, o.GlobalKubeconfig, o.GlobalClusterName = true, "/hub.kubeconfig", "hub"
+			},
+			wantErrs: []string{"--fleet-hub is a hub's"},
+		},
+		{
+			name:   "a fleet's hub",
+			modify: func(o *server.Options) { o.FleetHub = true },
+		},
+		{
 			name:   "hub kubeconfig and cluster name",
 			modify: func(o *server.Options) { o.GlobalKubeconfig, o.GlobalClusterName = "/hub.kubeconfig", "hub-eu-1" },
 		},
