@@ -22,6 +22,10 @@ var (
 	member1, member2 *controlplane.ControlPlane
 	implicit1        *controlplane.AggregatedServer
 	implicit2        *controlplane.AggregatedServer
+	// hubImplicit is the hub's own implicit-apiserver (--fleet-hub, no
+	// guards registered): the views and the fleet's counts the plugin
+	// reads on the hub.
+	hubImplicit *controlplane.AggregatedServer
 	// relay carries member-2's implicit-apiserver to the hub.
 	relay *tcpRelay
 	work  string
@@ -77,6 +81,17 @@ func run(m *testing.M) int {
 	}
 	if err := registerMembers(ctx, map[string]string{"member-1": "canary", "member-2": "main"}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if hubImplicit, err = hub.StartAggregated(ctx, controlplane.AggregatedServerOptions{
+		Binary: binary, Name: "implicit-apiserver",
+		Args: append([]string{"-v=2", "--fleet-hub", "--webhook-configuration=", "--config=" + config}, hub.WebhookServerArgs()...),
+	}); err != nil {
+		fmt.Fprintf(os.Stderr, "starting the hub's implicit-apiserver: %v\n", err)
+		return 1
+	}
+	if err := hub.RegisterAPIService(ctx, hubImplicit.Port()); err != nil {
+		fmt.Fprintf(os.Stderr, "registering the hub's APIService: %v\n%s\n", err, hubImplicit.LogTail(30))
 		return 1
 	}
 	relayed, err := rewriteServer(memberKubeconfigs["member-2"], hub.APIServerURL(), "https://"+relay.addr(), filepath.Join(work, "member-2-hub-via-relay.kubeconfig"))
