@@ -62,6 +62,11 @@ type options struct {
 	switchFleet      int
 	switchScopes     []string
 	switchProfile    int
+
+	// Issue 45's lists that stream (listrss.go) instead of the sweep.
+	listRSS       bool
+	listBefore    string
+	listPagesTime time.Duration
 }
 
 func main() {
@@ -115,6 +120,9 @@ func main() {
 	flag.IntVar(&o.switchProfile, "switch-profile", 0, "-replica-switch: seconds of CPU profiles of implicit-apiserver and kube-apiserver from the start of each resume and relist, and implicit-apiserver's heap profile after each (0: none)")
 	flag.BoolVar(&o.exceptionsExpire, "exceptions-expire", false, "instead of the sweep (issue 42): -namespaces tenants (the first value, default 10000), -exceptions of them with an exception of one global RoleBinding, all ending in the same second; the time until every excepted view has it back, and the watch events")
 	flag.IntVar(&o.exceptions, "exceptions", 1000, "-exceptions-expire: the excepted namespaces")
+	flag.BoolVar(&o.listRSS, "list-rss", false, "instead of the sweep (issue 45): at the first -namespaces (default 10000) and the last -globals (default 100), implicit-apiserver's peak RSS for one -A list, ten at once, and kubectl's Table pages of 500, each on a new process, for -list-before (if set) and then -implicit-binary")
+	flag.StringVar(&o.listBefore, "list-before", "", "-list-rss: the implicit-apiserver binary measured first (e.g. main's build)")
+	flag.DurationVar(&o.listPagesTime, "list-pages-time", 2*time.Minute, "-list-rss: the most time kubectl's pages are read for")
 	flag.Parse()
 	if o.short {
 		set := map[string]bool{}
@@ -183,7 +191,7 @@ func main() {
 		}
 		return
 	}
-	if o.replicaSwitch {
+	if o.replicaSwitch || o.listRSS {
 		set := map[string]bool{}
 		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		if !set["namespaces"] {
@@ -236,9 +244,12 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	if o.replicaSwitch {
+	switch {
+	case o.listRSS:
+		err = listRSS(ctx, o)
+	case o.replicaSwitch:
 		err = replicaSwitch(ctx, o)
-	} else {
+	default:
 		err = sweep(ctx, o)
 	}
 	cancel()
