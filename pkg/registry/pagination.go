@@ -27,6 +27,10 @@ import (
 // continue token, and remainingItemCount when no selector filters the list;
 // resourceVersion "0" ignores limit, as the watch cache does.
 //
+// A viewer that streams (Streamer) answers the lists of its current view
+// from a stream, item by item (stream.go); what follows is the whole-view
+// path, for the other requests and viewers.
+//
 // A view is computed on read. A paginated list keeps the items it
 // computed, a snapshot, for snapshotTTL: every continuation of it reads the
 // same snapshot, at the first page's resourceVersion, as from etcd. A

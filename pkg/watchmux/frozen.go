@@ -2,6 +2,7 @@ package watchmux
 
 import (
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -23,8 +24,8 @@ type Frozen struct {
 	resource string
 	version  string
 	// keys are the namespaces in storage key order ("namespace/"): the
-	// order of a list's items across namespaces.
-	keys []string
+	// order of a list's items across namespaces; names, sorted by name.
+	keys, names []string
 
 	mu sync.Mutex
 	// counts caches each namespace's number of view items (no name).
@@ -40,22 +41,29 @@ func (m *Mux) Freeze(resource string) (*Frozen, error) {
 	if !m.synced {
 		return nil, errNotSynced
 	}
+	return m.freezeLocked(resource), nil
+}
+
+// freezeLocked is Freeze with mu held (read).
+func (m *Mux) freezeLocked(resource string) *Frozen {
 	version := m.currentTextLocked()
 	m.frozenMu.Lock()
 	defer m.frozenMu.Unlock()
 	if f := m.frozen[resource]; f != nil && f.version == version {
-		return f, nil
+		return f
 	}
 	f := &Frozen{st: m.st.freeze(resource), resource: resource, version: version, counts: map[string]int{}}
-	f.keys = f.st.namespaceNames()
+	f.names = f.st.namespaceNames()
+	f.keys = slices.Clone(f.names)
 	sort.Slice(f.keys, func(i, j int) bool { return f.keys[i]+"/" < f.keys[j]+"/" })
 	if m.frozen == nil {
 		m.frozen = map[string]*Frozen{}
 	}
 	// Only the latest is kept here: a list holds its own while it runs,
-	// and a paginated list's snapshot for its continuations.
+	// a paginated list's snapshot for its continuations, and a watch-list
+	// until its initial events are sent.
 	m.frozen[resource] = f
-	return f, nil
+	return f
 }
 
 // Version is the resourceVersion the frozen state is at.
