@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,7 +28,9 @@ import (
 //   - ten such lists at once (a relist storm; not for -list-before, whose
 //     one list holds the whole view: ten could exhaust the machine);
 //   - kubectl's requests: Table pages of 500 (kubectl get -A's Accept and
-//     --chunk-size), for at most -list-pages-time.
+//     --chunk-size), for at most -list-pages-time;
+//   - with -list-cases, one and ten watch-lists (sendInitialEvents=true)
+//     to their initial-events-end bookmark.
 //
 // The clients decode items one at a time, counting them and checking their
 // key order: the client's memory is not the figure.
@@ -92,10 +95,20 @@ func listRSS(ctx context.Context, o options) error {
 			return err
 		}
 		for _, c := range []struct {
-			name    string
-			clients int
-			pages   bool
-		}{{"one -A list, JSON, no limit", 1, false}, {"ten -A lists at once", 10, false}, {"kubectl get -A: Table pages of 500", 1, true}} {
+			key, name string
+			clients   int
+			pages     bool
+			watch     bool
+		}{
+			{"list", "one -A list, JSON, no limit", 1, false, false},
+			{"lists10", "ten -A lists at once", 10, false, false},
+			{"pages", "kubectl get -A: Table pages of 500", 1, true, false},
+			{"watchlist", "one -A watch-list (sendInitialEvents) to its initial-events-end bookmark", 1, false, true},
+			{"watchlists10", "ten -A watch-lists at once", 10, false, true},
+		} {
+			if !slices.Contains(o.listCases, c.key) {
+				continue
+			}
 			if c.clients > 1 && bin == o.listBefore {
 				// Before lists streamed, one -A list peaked at 4.4 GiB:
 				// ten at once could take the shared machine's memory.
@@ -113,9 +126,13 @@ func listRSS(ctx context.Context, o options) error {
 				wg.Go(func() {
 					var items, pages, nb int64
 					var err error
-					if c.pages {
+					switch {
+					case c.pages:
 						items, pages, nb, err = tablePages(ctx, hc, host+path, o.listPagesTime)
-					} else {
+					case c.watch:
+						items, nb, err = watchList(ctx, hc, host+path)
+						pages = 1
+					default:
 						items, nb, err = streamList(ctx, hc, host+path)
 						pages = 1
 					}
@@ -266,6 +283,53 @@ func tablePages(ctx context.Context, hc *http.Client, u string, d time.Duration)
 		pages++
 		if cont = t.Metadata.Continue; cont == "" || time.Now().After(deadline) {
 			return rows, pages, nbytes, nil
+		}
+	}
+}
+
+// watchList opens a watch-list (sendInitialEvents=true, bookmarks) in JSON
+// and counts its ADDED events until the initial-events-end bookmark.
+func watchList(ctx context.Context, hc *http.Client, u string) (items, nbytes int64, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	q := url.Values{"watch": {"1"}, "sendInitialEvents": {"true"}, "allowWatchBookmarks": {"true"}, "resourceVersionMatch": {"NotOlderThan"}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u+"?"+q.Encode(), nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	cr := &countingReader{r: resp.Body}
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(cr, 512))
+		return 0, cr.n, fmt.Errorf("GET %s: %s: %s", u, resp.Status, body)
+	}
+	dec := json.NewDecoder(cr)
+	for {
+		var ev struct {
+			Type   string `json:"type"`
+			Object struct {
+				Metadata struct {
+					Annotations map[string]string `json:"annotations"`
+				} `json:"metadata"`
+			} `json:"object"`
+		}
+		if err := dec.Decode(&ev); err != nil {
+			return items, cr.n, fmt.Errorf("after %d events: %w", items, err)
+		}
+		switch ev.Type {
+		case "ADDED":
+			items++
+		case "BOOKMARK":
+			if ev.Object.Metadata.Annotations["k8s.io/initial-events-end"] == "true" {
+				return items, cr.n, nil
+			}
+		default:
+			return items, cr.n, fmt.Errorf("a %s event among the initial ones", ev.Type)
 		}
 	}
 }

@@ -67,6 +67,7 @@ type options struct {
 	listRSS       bool
 	listBefore    string
 	listPagesTime time.Duration
+	listCases     []string
 }
 
 func main() {
@@ -122,8 +123,11 @@ func main() {
 	flag.IntVar(&o.exceptions, "exceptions", 1000, "-exceptions-expire: the excepted namespaces")
 	flag.BoolVar(&o.listRSS, "list-rss", false, "instead of the sweep (issue 45): at the first -namespaces (default 10000) and the last -globals (default 100), implicit-apiserver's peak RSS for one -A list, ten at once, and kubectl's Table pages of 500, each on a new process, for -list-before (if set) and then -implicit-binary")
 	flag.StringVar(&o.listBefore, "list-before", "", "-list-rss: the implicit-apiserver binary measured first (e.g. main's build)")
+	var listCases string
+	flag.StringVar(&listCases, "list-cases", "list,lists10,pages", "-list-rss: the cases, in this order: list, lists10, pages, watchlist, watchlists10 (ten-client cases are skipped for -list-before)")
 	flag.DurationVar(&o.listPagesTime, "list-pages-time", 2*time.Minute, "-list-rss: the most time kubectl's pages are read for")
 	flag.Parse()
+	o.listCases = strings.Split(listCases, ",")
 	if o.short {
 		set := map[string]bool{}
 		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
