@@ -132,7 +132,10 @@ func (cp *ControlPlane) StartAggregated(ctx context.Context, opts AggregatedServ
 func (a *AggregatedServer) start(ctx context.Context) error {
 	lifetime, cancel := context.WithCancel(a.cp.lifetime)
 	detach := context.AfterFunc(ctx, cancel)
-	p, err := startProcess(lifetime, a.name, a.binary, a.args, a.logPath, true, a.cp.opts.StopTimeout)
+	a.mu.Lock()
+	binary := a.binary
+	a.mu.Unlock()
+	p, err := startProcess(lifetime, a.name, binary, a.args, a.logPath, true, a.cp.opts.StopTimeout)
 	if err != nil {
 		detach()
 		cancel()
@@ -217,6 +220,22 @@ func (a *AggregatedServer) takeProcess() *Process {
 	p := a.process
 	a.process = nil
 	return p
+}
+
+// SetBinary has the next Restart run binary instead: another build of the
+// same server, measured against this one on the same control plane.
+func (a *AggregatedServer) SetBinary(binary string) error {
+	abs, err := filepath.Abs(binary)
+	if err != nil {
+		return fmt.Errorf("aggregated server binary %s: %w", binary, err)
+	}
+	if _, err := os.Stat(abs); err != nil {
+		return fmt.Errorf("aggregated server binary: %w", err)
+	}
+	a.mu.Lock()
+	a.binary = abs
+	a.mu.Unlock()
+	return nil
 }
 
 // Restart stops the server if it runs and starts it again on the same port

@@ -27,6 +27,10 @@ import (
 // continue token, and remainingItemCount when no selector filters the list;
 // resourceVersion "0" ignores limit, as the watch cache does.
 //
+// A viewer that streams (Streamer) answers the lists of its current view
+// from a stream, item by item (stream.go); what follows is the whole-view
+// path, for the other requests and viewers.
+//
 // A view is computed on read. A paginated list keeps the items it
 // computed, a snapshot, for snapshotTTL: every continuation of it reads the
 // same snapshot, at the first page's resourceVersion, as from etcd. A
@@ -494,10 +498,49 @@ type snapshots struct {
 	// items counts the items of every kept snapshot, at most
 	// maxSnapshotItems.
 	items int
+	// streams are the streams of paginated lists (Streamer): a frozen
+	// state whose size is the sources', whatever the number of items,
+	// bounded by maxSnapshots and snapshotTTL.
+	streams map[snapshotKey]streamSnapshot
+}
+
+// streamSnapshot is a kept stream and when it was taken.
+type streamSnapshot struct {
+	stream ItemStream
+	taken  time.Time
 }
 
 func newSnapshots(c clock.PassiveClock) *snapshots {
-	return &snapshots{clock: c, kept: map[snapshotKey]snapshot{}}
+	return &snapshots{clock: c, kept: map[snapshotKey]snapshot{}, streams: map[snapshotKey]streamSnapshot{}}
+}
+
+// getStream returns the stream kept for k, nil if none.
+func (s *snapshots) getStream(k snapshotKey) ItemStream {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expireLocked()
+	return s.streams[k].stream
+}
+
+// putStream keeps stream for k's continuations.
+func (s *snapshots) putStream(k snapshotKey, stream ItemStream) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expireLocked()
+	if _, ok := s.streams[k]; ok {
+		return
+	}
+	for len(s.streams) >= maxSnapshots {
+		var oldest snapshotKey
+		var at time.Time
+		for key, snap := range s.streams {
+			if at.IsZero() || snap.taken.Before(at) {
+				oldest, at = key, snap.taken
+			}
+		}
+		delete(s.streams, oldest)
+	}
+	s.streams[k] = streamSnapshot{stream: stream, taken: s.clock.Now()}
 }
 
 func (s *snapshots) get(k snapshotKey) (snapshot, bool) {
@@ -546,13 +589,18 @@ func (s *snapshots) expireLocked() {
 			s.dropLocked(k)
 		}
 	}
+	for k, snap := range s.streams {
+		if now.Sub(snap.taken) >= snapshotTTL {
+			delete(s.streams, k)
+		}
+	}
 }
 
 // len is the number of snapshots kept.
 func (s *snapshots) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.kept)
+	return len(s.kept) + len(s.streams)
 }
 
 // itemCount is the number of items the kept snapshots hold.

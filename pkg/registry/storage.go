@@ -221,6 +221,11 @@ func (s *Storage) List(ctx context.Context, opts *metainternalversion.ListOption
 		key:      ns + "\x00" + sel.label.String() + "\x00" + sel.field.String(),
 		filtered: !sel.label.Empty() || !sel.field.Empty(),
 	}
+	if st, ok := s.viewer.(Streamer); ok {
+		if obj, served, err := s.listStreaming(ctx, st, opts, ns, sel, sc); served || err != nil {
+			return obj, err
+		}
+	}
 	var past pastFunc
 	if pl, ok := s.viewer.(PastLister); ok {
 		past = func(version string) ([]runtime.Object, error) { return listViewAt(ctx, pl, ns, sel, version) }
@@ -391,6 +396,15 @@ func checkFieldSelector(sel fields.Selector) error {
 
 // ConvertToTable implements rest.TableConvertor.
 func (s *Storage) ConvertToTable(ctx context.Context, obj runtime.Object, opts runtime.Object) (*metav1.Table, error) {
+	if l, ok := obj.(*StreamList); ok {
+		// A table of a whole list (no limit: kubectl pages by 500) reads
+		// every item.
+		whole, err := l.Whole()
+		if err != nil {
+			return nil, err
+		}
+		obj = whole
+	}
 	return s.table.ConvertToTable(ctx, obj, opts)
 }
 

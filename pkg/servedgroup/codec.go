@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 )
 
 // unstructuredSerializer is the group's negotiated serializer: the scheme's,
@@ -32,8 +34,11 @@ type unstructuredListEncoder struct {
 
 // Encode implements runtime.Encoder.
 func (e unstructuredListEncoder) Encode(obj runtime.Object, w io.Writer) error {
-	if l, ok := obj.(*unstructured.UnstructuredList); ok {
+	switch l := obj.(type) {
+	case *unstructured.UnstructuredList:
 		return e.raw.Encode(l, w)
+	case *registry.StreamList:
+		return e.encodeStream(l, w)
 	}
 	return e.Encoder.Encode(obj, w)
 }

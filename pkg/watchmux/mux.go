@@ -130,6 +130,11 @@ type Mux struct {
 	synced bool
 	hist   *history
 
+	// frozenMu guards frozen: each resource's latest Frozen state, shared
+	// by the lists at its version. A leaf lock, taken under mu's read lock.
+	frozenMu sync.Mutex
+	frozen   map[string]*Frozen
+
 	// nextTicket numbers the changes with events, in version order; mu.
 	nextTicket uint64
 	// fanMu guards the fan-out: serving is the ticket whose turn it is, and

@@ -56,6 +56,10 @@ type watcher struct {
 	startText   string
 	startVector []uint64
 	initial     []*Event
+	// initialFrom, when set, is the state whose items are the initial
+	// events (after initial), merged one namespace at a time as they are
+	// sent: a watch-list of every namespace.
+	initialFrom *Frozen
 	// resumeBookmark asks for a bookmark at startText after the initial
 	// events of a resume from another replica's version.
 	resumeBookmark bool
@@ -184,9 +188,11 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 	case sendInitial && opts.Namespace == "":
 		// Every namespace (an informer's watch-list): merging each of them
 		// under mu held every change, and every request queued behind one,
-		// for a second at 10,000 namespaces. Their inputs are copied here,
-		// at startRV, and the items merged once mu is released.
-		current = m.currentCopyLocked(opts.Resource)
+		// for a second at 10,000 namespaces, and holding them all would
+		// cost the namespaces × inherited items. Their inputs are frozen
+		// here, at startRV (shared by the watch-lists and lists at the
+		// same state), and merged one namespace at a time as they are sent.
+		w.initialFrom = m.freezeLocked(opts.Resource)
 	case sendInitial:
 		w.initial = m.snapshotLocked(opts, w.startRV, w.startText)
 	case same:
@@ -227,8 +233,6 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 	m.wmu.Unlock()
 	m.mu.RUnlock()
 	switch {
-	case current != nil && sendInitial:
-		w.initial = snapshotOf(current.build(), opts, w.startRV, w.startText)
 	case current != nil:
 		w.resumed(past, past.eventsIn(current.build()))
 	}
@@ -301,6 +305,26 @@ func snapshotOf(st *state, opts WatchOptions, rv uint64, text string) []*Event {
 	return out
 }
 
+// emitFrozen sends initialFrom's items as ADDED events at startRV, in the
+// order snapshotOf sends them, and forgets it; false when the watcher
+// stopped.
+func (w *watcher) emitFrozen() bool {
+	f := w.initialFrom
+	if f == nil {
+		return true
+	}
+	w.initialFrom = nil
+	for _, ns := range f.names {
+		for _, r := range f.Results(ns, w.opts.Name) {
+			e := &Event{RV: w.startRV, text: w.startText, Type: watch.Added, Resource: w.opts.Resource, Namespace: ns, Name: r.Item.Name, Result: r}
+			if !w.emit(e) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // wants reports whether e is for this watcher's resource, namespace and name.
 func (w *watcher) wants(e *Event) bool {
 	return e.Resource == w.opts.Resource &&
@@ -333,6 +357,9 @@ func (w *watcher) run() {
 		}
 	}
 	w.initial = nil
+	if !w.emitFrozen() {
+		return
+	}
 	if w.initialEnd || w.resumeBookmark {
 		if !w.send(w.bookmark(w.startText, w.initialEnd)) {
 			return

@@ -68,6 +68,11 @@ type options struct {
 	stormOpens  int
 	stormDirect bool
 	stopTimeout time.Duration
+	// Issue 45's lists that stream (listrss.go) instead of the sweep.
+	listRSS       bool
+	listBefore    string
+	listPagesTime time.Duration
+	listCases     []string
 }
 
 func main() {
@@ -136,7 +141,13 @@ func main() {
 	flag.IntVar(&o.stormOpens, "storm-opens", 10000, "-edges: the watches opened at once")
 	flag.BoolVar(&o.stormDirect, "storm-direct", false, "-edges: open the watches straight on implicit-apiserver's port as admin, not through kube-apiserver (the server's part alone)")
 	flag.DurationVar(&o.stopTimeout, "stop-timeout", 0, "how long implicit-apiserver has after SIGTERM before it is killed (0: internal/controlplane's 15 s; -edges: 2m)")
+	flag.BoolVar(&o.listRSS, "list-rss", false, "instead of the sweep (issue 45): at the first -namespaces (default 10000) and the last -globals (default 100), implicit-apiserver's peak RSS for one -A list, ten at once, and kubectl's Table pages of 500, each on a new process, for -list-before (if set) and then -implicit-binary")
+	flag.StringVar(&o.listBefore, "list-before", "", "-list-rss: the implicit-apiserver binary measured first (e.g. main's build)")
+	var listCases string
+	flag.StringVar(&listCases, "list-cases", "list,lists10,pages", "-list-rss: the cases, in this order: list, lists10, pages, watchlist, watchlists10 (ten-client cases are skipped for -list-before)")
+	flag.DurationVar(&o.listPagesTime, "list-pages-time", 2*time.Minute, "-list-rss: the most time kubectl's pages are read for")
 	flag.Parse()
+	o.listCases = strings.Split(listCases, ",")
 	if o.short {
 		set := map[string]bool{}
 		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -244,7 +255,7 @@ func main() {
 			fail(2, "-storm-opens must be positive")
 		}
 	}
-	if o.replicaSwitch {
+	if o.replicaSwitch || o.listRSS {
 		set := map[string]bool{}
 		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		if !set["namespaces"] {
@@ -300,6 +311,8 @@ func main() {
 	switch {
 	case o.edges:
 		err = edges(ctx, o)
+	case o.listRSS:
+		err = listRSS(ctx, o)
 	case o.replicaSwitch:
 		err = replicaSwitch(ctx, o)
 	default:

@@ -113,6 +113,10 @@ type Options struct {
 	// ShutdownDelay is how long the server goes on serving after SIGTERM
 	// (its /readyz failing) before it ends its watches and stops listening.
 	ShutdownDelay time.Duration
+	// RequestTimeout bounds a request other than a watch, as
+	// kube-apiserver's --request-timeout; 0 keeps the generic server's
+	// default (one minute).
+	RequestTimeout time.Duration
 
 	// config is set by Complete from ConfigFile or the defaults.
 	config Configuration
@@ -210,6 +214,10 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 			"renewed, so that the versions the server issues name revisions within about two intervals of etcd's current one even "+
 			"while a source is quiet. Keep it well below kube-apiserver's --etcd-compaction-interval (5m by default): a version "+
 			"naming a compacted revision can only be answered 410 by a replica that must list at it.")
+	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout,
+		"How long a request other than a watch may take, as kube-apiserver's flag of the same name (0: one minute). "+
+			"A list of every namespace's view streams its items, but a very large one on a busy server may need longer; "+
+			"kube-apiserver's own --request-timeout bounds the same request through the aggregator.")
 	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay-duration", o.ShutdownDelay,
 		"How long to go on serving after SIGTERM, /readyz failing, before ending the watches and no longer accepting requests, "+
 			"as kube-apiserver's flag of the same name: time for kube-apiserver to see the pod leave the Service's endpoints, so "+
@@ -301,6 +309,9 @@ func (o *Options) Validate() error {
 		if ns == o.GlobalNamespace {
 			errs = append(errs, fmt.Errorf("--exclude-namespaces lists the global namespace %q", ns))
 		}
+	}
+	if o.RequestTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--request-timeout %s: must not be negative", o.RequestTimeout))
 	}
 	if o.ShutdownDelay < 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-delay-duration %s: must not be negative", o.ShutdownDelay))
@@ -395,6 +406,9 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 		return nil, err
 	}
 	gc.ShutdownDelayDuration = o.ShutdownDelay
+	if o.RequestTimeout > 0 {
+		gc.RequestTimeout = o.RequestTimeout
+	}
 	if gc.Authorization.Authorizer != nil {
 		// One review per user for reads across namespaces (clusterwide.go).
 		gc.Authorization.Authorizer = newClusterWideReads(gc.Authorization.Authorizer, o.Recommended.Authorization.AllowCacheTTL, o.Recommended.Authorization.DenyCacheTTL)
