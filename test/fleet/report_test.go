@@ -266,6 +266,10 @@ func TestMemberReports(t *testing.T) {
 	if later.Status.ServedRevision != kept || later.Status.StaleSince == nil || !later.Status.StaleSince.Equal(stale.Status.StaleSince) {
 		t.Errorf("member-2 while partitioned: revision %s, stale since %v; want %s, %v", later.Status.ServedRevision, later.Status.StaleSince, kept, stale.Status.StaleSince)
 	}
+	// What the hub's admin sees: stale, with the revision it still serves.
+	if row := fleetRow(t, "member-2"); !strings.Contains(row, " Stale") || !strings.Contains(row, " "+kept+" ") {
+		t.Errorf("kubectl implicit fleet status on the hub, member-2 partitioned: %q, want it Stale serving %s", row, kept)
+	}
 
 	t.Log("healing: member-2 serves the hub's latest revision, no longer stale")
 	if err := relay.heal(); err != nil {
@@ -441,4 +445,23 @@ func TestStoppedMemberSilent(t *testing.T) {
 	if now := memberCluster(t, name).Status.ReportTime; !now.Equal(last) {
 		t.Errorf("report time moved from %v to %v after the member stopped", last, now)
 	}
+	// What the hub's admin sees: silent, with the revision it last served.
+	served := memberCluster(t, name).Status.ServedRevision
+	if row := fleetRow(t, name, "--silent-after="+(2*reportInterval).String()); !strings.Contains(row, " Silent") || !strings.Contains(row, " "+served+" ") {
+		t.Errorf("kubectl implicit fleet status on the hub, %s stopped: %q, want it Silent at revision %s", name, row, served)
+	}
+}
+
+// fleetRow is member's row of `kubectl implicit fleet status` on the hub,
+// blanks squeezed.
+func fleetRow(t *testing.T, member string, args ...string) string {
+	t.Helper()
+	out := hubPlugin(t, append([]string{"fleet", "status"}, args...)...)
+	for line := range strings.Lines(out) {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == member {
+			return squeeze(line)
+		}
+	}
+	t.Fatalf("kubectl implicit fleet status on the hub has no row of %s:\n%s", member, out)
+	return ""
 }
