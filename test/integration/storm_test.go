@@ -95,7 +95,10 @@ func TestWatchStormKeepsAPIServiceAvailable(t *testing.T) {
 				path = "/apis/implicit.dev/v1alpha1/namespaces/default/rolebindings?" + q.Encode()
 			}
 			resp, err := c.get(watchCtx, path)
-			for tries := 0; err == nil && resp.StatusCode == http.StatusTooManyRequests && tries < 60; tries++ {
+			// 429 (APF) and 503 (the aggregator's proxy losing a stream to
+			// the server mid-storm) are retried, as a client's reflector
+			// retries them; any other failure counts.
+			for tries := 0; err == nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) && tries < 60; tries++ {
 				retries.Add(1)
 				resp.Body.Close()
 				after, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
