@@ -194,21 +194,11 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // streamList GETs a list in JSON and decodes its items one at a time,
 // checking that their keys ascend.
 func streamList(ctx context.Context, hc *http.Client, u string) (items, nbytes int64, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	cr, closeBody, err := getJSON(ctx, hc, u)
 	if err != nil {
-		return 0, 0, err
+		return 0, cr.n, err
 	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer resp.Body.Close()
-	cr := &countingReader{r: resp.Body}
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(cr, 512))
-		return 0, cr.n, fmt.Errorf("GET %s: %s: %s", u, resp.Status, body)
-	}
+	defer closeBody()
 	dec := json.NewDecoder(cr)
 	// Walk to "items": [
 	for {
@@ -293,21 +283,11 @@ func watchList(ctx context.Context, hc *http.Client, u string) (items, nbytes in
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	q := url.Values{"watch": {"1"}, "sendInitialEvents": {"true"}, "allowWatchBookmarks": {"true"}, "resourceVersionMatch": {"NotOlderThan"}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u+"?"+q.Encode(), nil)
+	cr, closeBody, err := getJSON(ctx, hc, u+"?"+q.Encode())
 	if err != nil {
-		return 0, 0, err
+		return 0, cr.n, err
 	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer resp.Body.Close()
-	cr := &countingReader{r: resp.Body}
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(cr, 512))
-		return 0, cr.n, fmt.Errorf("GET %s: %s: %s", u, resp.Status, body)
-	}
+	defer closeBody()
 	dec := json.NewDecoder(cr)
 	for {
 		var ev struct {
@@ -332,4 +312,27 @@ func watchList(ctx context.Context, hc *http.Client, u string) (items, nbytes in
 			return items, cr.n, fmt.Errorf("a %s event among the initial ones", ev.Type)
 		}
 	}
+}
+
+// getJSON GETs u as JSON; the caller reads the body through the returned
+// counter and closes it. A status other than 200 is an error with the
+// body's start (the counter then holds the bytes read).
+func getJSON(ctx context.Context, hc *http.Client, u string) (*countingReader, func(), error) {
+	cr := &countingReader{}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return cr, nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return cr, nil, err
+	}
+	cr.r = resp.Body
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(cr, 512))
+		resp.Body.Close()
+		return cr, nil, fmt.Errorf("GET %s: %s: %s", u, resp.Status, body)
+	}
+	return cr, func() { resp.Body.Close() }, nil
 }
