@@ -86,7 +86,7 @@ func TestOfflineMatchesServer(t *testing.T) {
 func offlineStep(t *testing.T, dyn dynamic.Interface, prefix string, from, to []offline.Object) ([]offline.Object, int, int) {
 	t.Helper()
 	ctx := t.Context()
-	rep, err := offline.Diff(ctx, from, to, offline.Options{}, offline.DiffOptions{})
+	rep, err := offline.Diff(ctx, from, to, offline.Options{}, offline.DiffOptions{ShowData: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func offlineStep(t *testing.T, dyn dynamic.Interface, prefix string, from, to []
 		// is what changed in the served views.
 		got, want := liveChanges(before, liveViews(t, dyn, prefix)), reportedChanges(rep, prefix)
 		if !reflect.DeepEqual(got, want) {
-			t.Errorf("the views changed by\n  %s\ndiff --from --to reported\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+			t.Errorf("the views changed by\n  %s\ndiff --from --to reported\n  %s\nthe report's changes: %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "), reportedFields(rep, prefix))
 		}
 		t.Logf("diff --from --to reported the %d view changes the server made", len(got))
 	}
@@ -223,6 +223,26 @@ func reportedChanges(rep offline.Report, prefix string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// reportedFields prints a diff report's changed items with their fields'
+// paths and values, for a failure's message.
+func reportedFields(rep offline.Report, prefix string) string {
+	var b strings.Builder
+	for _, nd := range rep.Namespaces {
+		if !strings.HasPrefix(nd.Namespace, prefix) {
+			continue
+		}
+		for _, v := range nd.Views {
+			for _, c := range v.Changed {
+				fmt.Fprintf(&b, "\n  ~ %s/%s/%s %+v -> %+v:", nd.Namespace, v.Resource, c.After.Name, c.Before, c.After)
+				for _, f := range c.Fields {
+					fmt.Fprintf(&b, " %s (%v -> %v)", f.Path, f.Before, f.After)
+				}
+			}
+		}
+	}
+	return b.String()
 }
 
 // pluginTestsLiveViews writes state's files and an ImplicitTest whose
@@ -391,8 +411,11 @@ func compareViews(t *testing.T, dyn dynamic.Interface, world *offline.World, pre
 	}
 }
 
-// viewContent is what a view item shows of its source: labels (scope,
-// source namespace), the conflict annotation, and every field but metadata.
+// viewContent is what a view item shows: labels (scope, source namespace),
+// annotations (conflict, lock, overlays, candidate; not the source's uid or
+// version), and every field but metadata. It must judge a change as
+// offline.Diff does: a narrower content made the test blame the diff for an
+// overlays annotation the server did change.
 func viewContent(u *unstructured.Unstructured) string {
 	c := map[string]any{}
 	for k, v := range u.Object {
@@ -401,8 +424,16 @@ func viewContent(u *unstructured.Unstructured) string {
 		}
 	}
 	c["labels"] = u.GetLabels()
-	c["conflict"] = u.GetAnnotations()[v1alpha1.AnnotationConflict]
-	c["locked"] = u.GetAnnotations()[v1alpha1.AnnotationLocked]
+	// Every annotation counts (the conflict, the lock, the overlays merged
+	// on top, the candidate, the source's own) but the two whose values name
+	// one build's objects: offline has no uids or versions of its own.
+	ann := map[string]string{}
+	for k, v := range u.GetAnnotations() {
+		if k != v1alpha1.AnnotationSourceUID && k != v1alpha1.AnnotationSourceResourceVersion {
+			ann[k] = v
+		}
+	}
+	c["annotations"] = ann
 	return fmt.Sprint(c)
 }
 
