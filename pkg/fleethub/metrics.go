@@ -24,6 +24,12 @@ var (
 		Help:           "1 while a member cluster reports that it can't read this hub (status.staleSince: it serves its last known sources), else 0.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"cluster"})
+	memberUnreported = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace:      "implicit",
+		Name:           "fleet_member_unreported",
+		Help:           "1 while a registered member cluster has never reported to this hub (its MemberCluster has no status.reportTime), else 0: such a member has no last-report series.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"cluster"})
 	sourcesBehind = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Namespace:      "implicit",
 		Name:           "fleet_member_sources_behind",
@@ -36,7 +42,7 @@ var (
 // server's wiring passes legacyregistry.MustRegister); once per process.
 func RegisterMetrics(register func(...metrics.Registerable)) {
 	registerOnce.Do(func() {
-		register(lastReport, memberStale, sourcesBehind)
+		register(lastReport, memberStale, memberUnreported, sourcesBehind)
 	})
 }
 
@@ -75,9 +81,12 @@ func (t *Tracker) SetMetrics(hub HubSources) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	for name, m := range t.members {
+		unreported := 1.0
 		if m.status.ReportTime != nil {
 			lastReport.WithLabelValues(name).Set(float64(m.status.ReportTime.Unix()))
+			unreported = 0
 		}
+		memberUnreported.WithLabelValues(name).Set(unreported)
 		stale := 0.0
 		if m.status.StaleSince != nil {
 			stale = 1
@@ -91,5 +100,6 @@ func (t *Tracker) SetMetrics(hub HubSources) {
 func forgetMember(name string) {
 	lastReport.DeleteLabelValues(name)
 	memberStale.DeleteLabelValues(name)
+	memberUnreported.DeleteLabelValues(name)
 	sourcesBehind.DeleteLabelValues(name)
 }

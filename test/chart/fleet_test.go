@@ -56,7 +56,7 @@ func TestFleetValues(t *testing.T) {
 		t.Error("no ClusterRole and ClusterRoleBinding implicit-apiserver-fleet-hub with fleet.hub")
 	}
 	rules, _ := yaml.Marshal(hub.get("PrometheusRule", "implicit-apiserver").Object)
-	for _, alert := range []string{"ImplicitFleetMemberSilent", "ImplicitFleetMemberBehind", "ImplicitGlobalSourcesStale"} {
+	for _, alert := range []string{"ImplicitFleetMemberSilent", "ImplicitFleetMemberUnreported", "ImplicitFleetMemberBehind", "ImplicitGlobalSourcesStale"} {
 		if !strings.Contains(string(rules), "alert: "+alert) {
 			t.Errorf("no alert %s in the PrometheusRule with fleet.hub", alert)
 		}

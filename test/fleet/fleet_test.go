@@ -380,6 +380,33 @@ func TestMemberWithoutHubNotReady(t *testing.T) {
 // implicit-apiserver's /metrics, as its cluster's admin.
 func metricOf(t *testing.T, cp *controlplane.ControlPlane, srv *controlplane.AggregatedServer, name string) string {
 	t.Helper()
+	for _, line := range strings.Split(scrape(t, cp, srv), "\n") {
+		if strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ") {
+			f := strings.Fields(line)
+			return f[len(f)-1]
+		}
+	}
+	t.Fatalf("no %s in /metrics", name)
+	return ""
+}
+
+// seriesOf is the value of name's series of labels (as printed, e.g.
+// `cluster="member-1"`) in an implicit-apiserver's /metrics, or "" when it
+// has none.
+func seriesOf(t *testing.T, cp *controlplane.ControlPlane, srv *controlplane.AggregatedServer, name, labels string) string {
+	t.Helper()
+	prefix := name + "{" + labels + "} "
+	for _, line := range strings.Split(scrape(t, cp, srv), "\n") {
+		if v, ok := strings.CutPrefix(line, prefix); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// scrape reads an implicit-apiserver's /metrics as its cluster's admin.
+func scrape(t *testing.T, cp *controlplane.ControlPlane, srv *controlplane.AggregatedServer) string {
+	t.Helper()
 	cfg := cp.AdminConfig()
 	cert, err := tls.X509KeyPair(cfg.CertData, cfg.KeyData)
 	if err != nil {
@@ -394,13 +421,9 @@ func metricOf(t *testing.T, cp *controlplane.ControlPlane, srv *controlplane.Agg
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ") {
-			f := strings.Fields(line)
-			return f[len(f)-1]
-		}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("/metrics: %s: %v", resp.Status, err)
 	}
-	t.Fatalf("no %s in /metrics (status %s)", name, resp.Status)
-	return ""
+	return string(b)
 }

@@ -452,6 +452,52 @@ func TestStoppedMemberSilent(t *testing.T) {
 	}
 }
 
+// TestUnreportedMember: a registered member that never reported has no
+// last-report series on the hub (ImplicitFleetMemberSilent can't see it):
+// the hub's implicit-apiserver says so in implicit_fleet_member_unreported
+// (1, and 0 for a member that reports), and fleet status shows it
+// Unreported.
+func TestUnreportedMember(t *testing.T) {
+	const name = "member-never"
+	if err := registerMemberCluster(t.Context(), name, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, hubDyn := clients(t, hub)
+		hubDyn.Resource(memberClusters).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	series := func(metric, member string) string {
+		return seriesOf(t, hub, hubImplicit, metric, `cluster="`+member+`"`)
+	}
+	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, converge, true, func(context.Context) (bool, error) {
+		return series("implicit_fleet_member_unreported", name) == "1", nil
+	})
+	if err != nil {
+		t.Fatalf("implicit_fleet_member_unreported{cluster=%q} = %q on the hub, want 1", name, series("implicit_fleet_member_unreported", name))
+	}
+	t.Log("the hub says member-never is unreported")
+	if v := series("implicit_fleet_member_last_report_timestamp_seconds", name); v != "" {
+		t.Errorf("a last report time %s for a member that never reported", v)
+	}
+	if v := series("implicit_fleet_member_unreported", "member-1"); v != "0" {
+		t.Errorf("implicit_fleet_member_unreported{cluster=\"member-1\"} = %q, want 0 for a member that reports", v)
+	}
+	if row := fleetRow(t, name); !strings.Contains(row, " Unreported") {
+		t.Errorf("kubectl implicit fleet status on the hub: %q, want %s Unreported", row, name)
+	}
+	t.Log("fleet status shows it Unreported; deleting its registration")
+	_, hubDyn := clients(t, hub)
+	if err := hubDyn.Resource(memberClusters).Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, converge, true, func(context.Context) (bool, error) {
+		return series("implicit_fleet_member_unreported", name) == "", nil
+	})
+	if err != nil {
+		t.Errorf("the deleted member's series stays: %v", err)
+	}
+}
+
 // fleetRow is member's row of `kubectl implicit fleet status` on the hub,
 // blanks squeezed.
 func fleetRow(t *testing.T, member string, args ...string) string {
