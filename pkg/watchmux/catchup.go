@@ -153,7 +153,8 @@ func (m *Mux) catchUp(ctx context.Context, vector []uint64) {
 // mirrorsLocked reports whether the mirror of source key holds what objs
 // hold, all of what it keeps of them: the namespaces' names, uids,
 // creation, labels, annotations and whether they are terminating; the
-// source objects by uid and resourceVersion.
+// fleet registration's presence and labels; the source objects by uid and
+// resourceVersion.
 func (m *Mux) mirrorsLocked(key string, objs []runtime.Object) bool {
 	if key == namespacesKey {
 		if len(objs) != len(m.st.namespaces) {
@@ -172,6 +173,11 @@ func (m *Mux) mirrorsLocked(key string, objs []runtime.Object) bool {
 			}
 		}
 		return true
+	}
+	if key == m.membershipKey {
+		// The registration is no source of view items: the mirror keeps
+		// whether it is there and its labels.
+		return m.st.membership.equal(membershipOf(objs))
 	}
 	resource, cluster := key, ""
 	for i := range key {

@@ -121,7 +121,7 @@ func (s *membershipSink) Apply(changes []sourcefeed.Change, rev uint64) {
 	if !ok {
 		return
 	}
-	s.m.applyMembership(next, rev)
+	s.m.applyMembership(next, rev, true)
 }
 
 // Progress implements sourcefeed.Sink.
@@ -137,7 +137,7 @@ func (m *Mux) onMembership(obj any, deleted bool) {
 	if !ok {
 		return
 	}
-	m.applyMembership(next, revisionOr(0, obj))
+	m.applyMembership(next, revisionOr(0, obj), false)
 }
 
 // registrationOf is the registration an event of obj leaves.
@@ -155,10 +155,16 @@ func registrationOf(obj any, deleted bool) (membership, bool) {
 
 // applyMembership applies the registration next, complete at hub revision
 // rev: the candidates whose canary-clusters select the cluster differently
-// enter or leave the views.
-func (m *Mux) applyMembership(next membership, rev uint64) {
+// enter or leave the views. A change a Tracker delivers (tracked) at or
+// before the revision a catch-up found the registration equal at is
+// dropped, as a source's is (passedLocked).
+func (m *Mux) applyMembership(next membership, rev uint64, tracked bool) {
 	start := m.opts.Clock.Now()
 	m.mu.Lock()
+	if tracked && m.pos.passedLocked(m.membershipKey, rev) {
+		m.mu.Unlock()
+		return
+	}
 	k, prev := m.pos.applyLocked(m.membershipKey, rev)
 	s := m.st
 	var events []*Event

@@ -247,7 +247,7 @@ func (m *Mux) pastStateIn(ctx context.Context, c pastConfig, want rv.Version, re
 	}
 	// A source with objects seen and no lister can't be listed, whatever
 	// the lineage turns out to read.
-	for _, key := range []string{namespacesKey, localKey, hubKey} {
+	for _, key := range []string{namespacesKey, localKey, hubKey, c.membership} {
 		if k := index(key); k >= 0 && (want.Vector[k] != 0 || want.Before()[k] != 0) && c.lists[key] == nil {
 			return nil, errNoLister
 		}
@@ -256,13 +256,20 @@ func (m *Mux) pastStateIn(ctx context.Context, c pastConfig, want rv.Version, re
 	// the vector after and, for a change of the namespaces, before.
 	// Which of the sources this view reads the change a Mid is inside
 	// moved: the namespaces, the resource's own (here or in the hub).
+	// The cluster's fleet registration, which decides the candidates with
+	// implicit.dev/canary-clusters that exist here (membership.go), is
+	// read with the sources.
+	memK := -1
+	if c.membership != "" {
+		memK = index(c.membership)
+	}
 	movedNamespaces, movedSources := false, false
 	if want.Mid != nil {
 		for _, part := range want.Mid.Moved() {
 			switch key := c.keys[part.K]; {
 			case part.K == nsK:
 				movedNamespaces = true
-			case key == localKey || key == hubKey:
+			case key == localKey || key == hubKey || part.K == memK:
 				movedSources = true
 			}
 		}
@@ -306,6 +313,13 @@ func (m *Mux) pastStateIn(ctx context.Context, c pastConfig, want rv.Version, re
 				return nil, err
 			}
 			lists[hubKey] = objs
+		}
+		if memK >= 0 {
+			objs, err := sourcesAt(c.membership, vector[memK], "")
+			if err != nil {
+				return nil, err
+			}
+			lists[c.membership] = objs
 		}
 		return lists, nil
 	}

@@ -30,7 +30,8 @@ import (
 // that change, at the client's own version's vector and position; then the
 // difference from the view at its vector to the current one, as one change
 // that moved every source the view reads (the namespaces, the resource's
-// own) that the client's vector is behind in (rv.Mid with Also). The last
+// own, the fleet registration) that the client's vector is behind in
+// (rv.Mid with Also). The last
 // event carries the current version, with this instance's hint.
 
 // resume is a resume's past side, prepared without mu.
@@ -50,8 +51,7 @@ type resume struct {
 	// diffs caches the difference between two plain views.
 	diffs map[[2]*plainViews][]*Event
 	// reads are the vector's components the views of the resource are
-	// merged from (the namespaces, the resource here and in the hub),
-	// ascending; Watch sets them.
+	// merged from (readsLocked), ascending; Watch sets them.
 	reads []int
 	// finishing counts the events that end the client's change.
 	finishing int
@@ -254,11 +254,13 @@ func (r *resume) versions(events []*Event, now []uint64, last string, seq uint64
 }
 
 // readsLocked returns the components of the vector the views of resource
-// are merged from, ascending. Called with mu held.
+// are merged from (the namespaces, the resource here and in the hub, and
+// the fleet registration, which decides the candidates that exist here),
+// ascending. Called with mu held.
 func (m *Mux) readsLocked(resource string) []int {
 	var out []int
-	for _, key := range []string{namespacesKey, sourceKey(resource, ""), sourceKey(resource, m.hub)} {
-		if k := m.pos.index(key); k >= 0 && !slices.Contains(out, k) {
+	for _, key := range []string{namespacesKey, sourceKey(resource, ""), sourceKey(resource, m.hub), m.membershipKey} {
+		if k := m.pos.index(key); key != "" && k >= 0 && !slices.Contains(out, k) {
 			out = append(out, k)
 		}
 	}
@@ -333,6 +335,9 @@ type currentCopy struct {
 	resource   string
 	namespaces []*merge.Namespace
 	items      []keyedItem
+	// membership is the cluster's fleet registration, which decides the
+	// candidates with implicit.dev/canary-clusters that exist here.
+	membership membership
 }
 
 // keyedItem is a source item and its place in the mirror.
@@ -344,7 +349,8 @@ type keyedItem struct {
 // currentCopyLocked copies the current views' inputs of resource, in time
 // linear in the namespaces and the resource's sources. Called with mu held.
 func (m *Mux) currentCopyLocked(resource string) *currentCopy {
-	c := &currentCopy{cfg: m.pastConfigLocked(), resource: resource, namespaces: make([]*merge.Namespace, 0, len(m.st.namespaces))}
+	c := &currentCopy{cfg: m.pastConfigLocked(), resource: resource, namespaces: make([]*merge.Namespace, 0, len(m.st.namespaces)),
+		membership: m.st.membership}
 	for _, ns := range m.st.namespaces {
 		c.namespaces = append(c.namespaces, ns)
 	}
@@ -359,6 +365,7 @@ func (m *Mux) currentCopyLocked(resource string) *currentCopy {
 // build makes a state of the copy, as the mux's was when it was taken.
 func (c *currentCopy) build() *state {
 	s := c.cfg.buildWith(c.namespaces, nil)
+	s.membership = c.membership // not listed: the mirror's, before its items are marked with it
 	for i := range c.items {
 		k := &c.items[i]
 		s.setItemLocked(c.resource, k.namespace, k.name, &k.item)
