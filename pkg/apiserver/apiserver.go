@@ -202,7 +202,7 @@ func (c CompletedConfig) New() (*Server, error) {
 		Namer:             x.Namer,
 	})
 	c.GenericConfig.BuildHandlerChainFunc = func(h http.Handler, gc *genericapiserver.Config) http.Handler {
-		return genericapiserver.DefaultBuildHandlerChain(watchmux.ConnectionFilter(group.ReadOnly(h)), gc)
+		return genericapiserver.DefaultBuildHandlerChain(servedgroup.RevalidateOpenAPI(watchmux.ConnectionFilter(group.ReadOnly(h))), gc)
 	}
 	admissionCallers, err := c.webhookCallers()
 	if err != nil {

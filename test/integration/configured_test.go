@@ -239,6 +239,33 @@ func TestConfiguredKindOverlay(t *testing.T) {
 	t.Logf("FIGURES kube-apiserver's aggregated OpenAPI v2 has the CRD's new field %s after the CRD changed", time.Since(changed).Round(100*time.Millisecond))
 	explainEventually(t, []string{"guardrails.implicit.dev.spec"}, "action", "rules", "mode", "How strictly the guardrail applies")
 	t.Logf("FIGURES kubectl explain shows the CRD's new field %s after the CRD changed", time.Since(changed).Round(100*time.Millisecond))
+
+	// kubectl has now explained the group (its HTTP cache holds the
+	// document at its hash) and kube-apiserver's discovery has the kind:
+	// the next schema change must reach explain without waiting for the
+	// aggregator's refetch of the server's /openapi/v3 (the server answers
+	// the hash no-cache, docs/operations.md).
+	t.Log("the CRD's schema changes again (spec.mode's description): kubectl explain, its cache warm, shows it")
+	const described = "Enforce, Audit or Warn: how strictly the guardrail applies."
+	eventually(t, "updating the CRD's description of spec.mode", func(ctx context.Context) error {
+		cur, err := dyn.Resource(testfixture.CRDs).Get(ctx, "guardrails.policy.example.com", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		versions, _, _ := unstructured.NestedSlice(cur.Object, "spec", "versions")
+		v := versions[0].(map[string]any)
+		if err := unstructured.SetNestedField(v, described, "schema", "openAPIV3Schema", "properties", "spec", "properties", "mode", "description"); err != nil {
+			return err
+		}
+		if err := unstructured.SetNestedSlice(cur.Object, versions, "spec", "versions"); err != nil {
+			return err
+		}
+		_, err = dyn.Resource(testfixture.CRDs).Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	changed = time.Now()
+	explainEventually(t, []string{"guardrails.implicit.dev.spec.mode"}, "Enforce, Audit or Warn")
+	t.Logf("FIGURES kubectl explain (warm cache) shows the CRD's changed description %s after the change", time.Since(changed).Round(100*time.Millisecond))
 }
 
 // checkOpenAPIv2 checks that kube-apiserver's aggregated OpenAPI v2

@@ -117,6 +117,9 @@ type Options struct {
 	// kube-apiserver's --request-timeout; 0 keeps the generic server's
 	// default (one minute).
 	RequestTimeout time.Duration
+	// ShutdownCPUProfile, if set, is the file a CPU profile of the
+	// shutdown is written to, from SIGTERM to the exit.
+	ShutdownCPUProfile string
 
 	// config is set by Complete from ConfigFile or the defaults.
 	config Configuration
@@ -222,6 +225,9 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		"How long to go on serving after SIGTERM, /readyz failing, before ending the watches and no longer accepting requests, "+
 			"as kube-apiserver's flag of the same name: time for kube-apiserver to see the pod leave the Service's endpoints, so "+
 			"that the watches it ends resume on another replica instead of meeting a closed port (a 503, and client-go relists).")
+
+	fs.StringVar(&o.ShutdownCPUProfile, "shutdown-cpu-profile", o.ShutdownCPUProfile,
+		"Diagnostics: write a CPU profile of the shutdown, from SIGTERM to the exit, to this file (go tool pprof reads it). Empty: none.")
 
 	o.Recommended.SecureServing.AddFlags(fss.FlagSet("secure serving"))
 	o.Recommended.Authentication.AddFlags(fss.FlagSet("authentication"))

@@ -62,5 +62,8 @@ func run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return fmt.Errorf("building the server: %w", err)
 	}
+	if o.ShutdownCPUProfile != "" {
+		defer profileShutdown(ctx, o.ShutdownCPUProfile)()
+	}
 	return srv.Run(ctx)
 }
