@@ -97,8 +97,10 @@ type ExtraConfig struct {
 
 // MaterializeConfig configures the materializer.
 type MaterializeConfig struct {
-	// Dynamic writes the copies, with its own rate limit.
+	// Dynamic writes the copies, with its own rate limit and connection.
 	Dynamic dynamic.Interface
+	// Workers write copies concurrently (0: materialize.DefaultWorkers).
+	Workers int
 	// LeaseNamespace and LeaseName name the leader election's Lease; no
 	// namespace: no election.
 	LeaseNamespace, LeaseName string

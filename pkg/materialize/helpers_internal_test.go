@@ -1,7 +1,6 @@
 package materialize
 
 import (
-	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -85,12 +84,11 @@ func newMux(unsynced bool, srcs ...*networkingv1.NetworkPolicy) *watchmux.Mux {
 	return m
 }
 
-// fakeHost is a fake dynamic client whose apply creates or replaces the
-// object with the applied one (server-side apply with force, as far as a
-// copy that sets every field it has goes), honouring a resourceVersion
-// precondition, whose create gives the object a uid and a resourceVersion,
-// and whose delete honours uid and resourceVersion preconditions; it
-// counts writes (attempts).
+// fakeHost is a fake dynamic client whose create gives the object a uid
+// and a resourceVersion, whose update replaces the object, honouring a
+// resourceVersion precondition, and whose delete honours uid and
+// resourceVersion preconditions; it records the creates and updates that
+// succeed, and every delete attempted.
 type fakeHost struct {
 	*dynamicfake.FakeDynamicClient
 	mu     sync.Mutex
@@ -110,39 +108,8 @@ func newFakeHost(t testing.TB, objs ...runtime.Object) *fakeHost {
 		}
 	}
 	tracker := h.Tracker()
-	h.PrependReactor("patch", "*", func(action clienttesting.Action) (bool, runtime.Object, error) {
-		pa := action.(clienttesting.PatchAction)
-		if pa.GetPatchType() != types.ApplyPatchType {
-			return false, nil, nil
-		}
-		u := &unstructured.Unstructured{}
-		if err := json.Unmarshal(pa.GetPatch(), &u.Object); err != nil {
-			return true, nil, err
-		}
-		h.record("apply " + pa.GetNamespace() + "/" + pa.GetName())
-		cur, err := tracker.Get(npGVR, pa.GetNamespace(), pa.GetName())
-		if apierrors.IsNotFound(err) {
-			if u.GetResourceVersion() != "" {
-				return true, nil, apierrors.NewConflict(npGVR.GroupResource(), pa.GetName(), fmt.Errorf("precondition on a missing object"))
-			}
-			u.SetUID(types.UID(fmt.Sprintf("uid-copy-%d", h.bump())))
-			u.SetResourceVersion(fmt.Sprint(h.bump()))
-			return true, u, tracker.Create(npGVR, u, pa.GetNamespace())
-		}
-		if err != nil {
-			return true, nil, err
-		}
-		c := cur.(*unstructured.Unstructured)
-		if rv := u.GetResourceVersion(); rv != "" && rv != c.GetResourceVersion() {
-			return true, nil, apierrors.NewConflict(npGVR.GroupResource(), pa.GetName(), fmt.Errorf("resourceVersion %s, have %s", rv, c.GetResourceVersion()))
-		}
-		u.SetUID(c.GetUID())
-		u.SetResourceVersion(fmt.Sprint(h.bump()))
-		return true, u, tracker.Update(npGVR, u, pa.GetNamespace())
-	})
 	h.PrependReactor("create", "*", func(action clienttesting.Action) (bool, runtime.Object, error) {
 		u := action.(clienttesting.CreateAction).GetObject().(*unstructured.Unstructured).DeepCopy()
-		h.record("create " + u.GetNamespace() + "/" + u.GetName())
 		if u.GetResourceVersion() != "" {
 			return true, nil, apierrors.NewBadRequest("resourceVersion should not be set on objects to be created")
 		}
@@ -151,6 +118,7 @@ func newFakeHost(t testing.TB, objs ...runtime.Object) *fakeHost {
 		if err := tracker.Create(npGVR, u, action.GetNamespace()); err != nil {
 			return true, nil, err
 		}
+		h.record("create " + u.GetNamespace() + "/" + u.GetName())
 		return true, u, nil
 	})
 	h.PrependReactor("delete", "*", func(action clienttesting.Action) (bool, runtime.Object, error) {
@@ -171,9 +139,24 @@ func newFakeHost(t testing.TB, objs ...runtime.Object) *fakeHost {
 		return false, nil, nil
 	})
 	h.PrependReactor("update", "*", func(action clienttesting.Action) (bool, runtime.Object, error) {
-		u := action.(clienttesting.UpdateAction).GetObject().(*unstructured.Unstructured)
-		h.record("replace " + u.GetNamespace() + "/" + u.GetName())
-		return false, nil, nil
+		// An update under a resourceVersion precondition, as
+		// kube-apiserver makes it.
+		u := action.(clienttesting.UpdateAction).GetObject().(*unstructured.Unstructured).DeepCopy()
+		cur, err := tracker.Get(npGVR, action.GetNamespace(), u.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		c := cur.(*unstructured.Unstructured)
+		if rv := u.GetResourceVersion(); rv != "" && rv != c.GetResourceVersion() {
+			return true, nil, apierrors.NewConflict(npGVR.GroupResource(), u.GetName(), fmt.Errorf("resourceVersion %s, have %s", rv, c.GetResourceVersion()))
+		}
+		u.SetUID(c.GetUID())
+		u.SetResourceVersion(fmt.Sprint(h.bump()))
+		if err := tracker.Update(npGVR, u, action.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		h.record("update " + u.GetNamespace() + "/" + u.GetName())
+		return true, u, nil
 	})
 	return h
 }

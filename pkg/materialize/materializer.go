@@ -44,8 +44,10 @@ type Views interface {
 
 // Options tune a Materializer. Zero values take the defaults.
 type Options struct {
-	// Workers reconcile namespaces concurrently (default 4); writes are
-	// rate-limited by the client given to New, shared by all.
+	// Workers reconcile namespaces concurrently (default DefaultWorkers);
+	// writes are rate-limited by the client given to New, shared by all.
+	// Each waits for its write's answer: the workers, not the rate limit,
+	// bound the writes per second once that limit is raised.
 	Workers int
 	// Resync is how often every namespace is compared again without a
 	// change (default 10m): a safety net, as changes and drift are followed.
@@ -59,9 +61,13 @@ type Options struct {
 	Clock clock.WithTicker
 }
 
+// DefaultWorkers is the default of Options.Workers: as many writes in
+// flight as a 32-worker client copier keeps (issue 45).
+const DefaultWorkers = 32
+
 func (o *Options) defaults() {
 	if o.Workers <= 0 {
-		o.Workers = 4
+		o.Workers = DefaultWorkers
 	}
 	if o.Resync <= 0 {
 		o.Resync = 10 * time.Minute
@@ -86,7 +92,7 @@ func (o *Options) defaults() {
 // namespaces (the workqueue never hands one namespace to two workers), and
 // one that logs the namespaces behind. Everything stops when Run's context
 // is cancelled, and Run returns once it has. mu guards the bookkeeping the
-// workers share (dirty, seen, reported, wrote, uids).
+// workers share (dirty, seen, reported, wrote, uids, inflight, requeue).
 type Materializer struct {
 	views    Views
 	dyn      dynamic.Interface
@@ -118,6 +124,13 @@ type Materializer struct {
 	// materializer wrote: an object of that uid without the label is a
 	// copy a write made its writer's own, no tenant object in the way.
 	uids map[copyKey]types.UID
+	// inflight holds the copies being written (begin, end), with the
+	// last version of each the copies' informer showed meanwhile that
+	// was not the previous write's: the write's own result usually
+	// arrives before the write returns, and is no drift.
+	inflight map[copyKey]string
+	// requeue queues a namespace in the current Run (nil outside one).
+	requeue func(namespace string)
 }
 
 type copyKey struct{ resource, namespace, name string }
@@ -130,7 +143,7 @@ func New(views Views, dyn dynamic.Interface, served []kinds.Kind, recorder recor
 	return &Materializer{
 		views: views, dyn: dyn, kinds: slices.Clone(served), recorder: recorder, opts: opts,
 		dirty: map[string]time.Time{}, seen: map[copyKey]string{}, reported: map[copyKey]string{}, wrote: map[copyKey]string{},
-		uids: map[copyKey]types.UID{},
+		uids: map[copyKey]types.UID{}, inflight: map[copyKey]string{},
 	}
 }
 
@@ -158,6 +171,14 @@ func (m *Materializer) Run(ctx context.Context) {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "materialize", Clock: m.opts.Clock}),
 		copies: map[string]cache.SharedIndexInformer{},
 	}
+	m.mu.Lock()
+	m.requeue = r.enqueue
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.requeue = nil
+		m.mu.Unlock()
+	}()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer r.queue.ShutDown()
@@ -276,6 +297,11 @@ func (r *run) copyHandler(k kinds.Kind) cache.ResourceEventHandler {
 		r.m.uids[key] = u.GetUID()
 		rv := u.GetResourceVersion()
 		echo := rv != "" && r.m.wrote[key] == rv
+		if _, writing := r.m.inflight[key]; writing && !echo {
+			// Decided when the write returns (end).
+			r.m.inflight[key] = rv
+			echo = true
+		}
 		r.m.mu.Unlock()
 		if !echo {
 			r.enqueue(u.GetNamespace())

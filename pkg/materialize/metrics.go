@@ -24,7 +24,7 @@ var (
 	writes = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace:      "implicit",
 		Name:           "materialize_writes_total",
-		Help:           "Writes of materialized copies, by resource and operation (create, apply, replace, delete).",
+		Help:           "Writes of materialized copies, by resource and operation (create, update, delete).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"resource", "operation"})
 	driftRepaired = metrics.NewCounterVec(&metrics.CounterOpts{

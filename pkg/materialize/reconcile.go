@@ -90,11 +90,11 @@ func (m *Materializer) reconcileKind(ctx context.Context, k kinds.Kind, namespac
 	for _, name := range slices.Sorted(maps.Keys(want)) {
 		w, cur := want[name], copies[name]
 		key := copyKey{k.Resource(), namespace, name}
-		if cur == nil {
-			// The informer may lag: read the name itself before writing,
-			// so that a tenant object holding it is reported, not written.
-			// The read only saves a doomed create: a tenant object created
-			// after it makes the create fail (write), never become a copy.
+		if cur == nil && m.heldBefore(key) {
+			// A name a tenant object held at the last look: read it
+			// rather than fail a create on every pass. A new copy is
+			// otherwise created straight away (write), a tenant object
+			// holding its name found by the create's AlreadyExists.
 			live, err := client.Get(ctx, name, metav1.GetOptions{})
 			switch {
 			case apierrors.IsNotFound(err):
@@ -160,63 +160,59 @@ func (m *Materializer) reconcileKind(ctx context.Context, k kinds.Kind, namespac
 	return n, utilerrors.NewAggregate(errs)
 }
 
-// write makes w the copy: a new copy (cur nil) is created, never applied,
-// so that an object created since the name was read is never taken over
-// (AlreadyExists: tenantHolds when that object is no copy); an existing
-// copy is applied with its resourceVersion as precondition, so that only
-// the copy that was read is overwritten, not an object a write made its
-// own meanwhile. Fields another manager owns survive an apply: when the
-// result still differs from w, it is replaced whole, again with a
-// precondition. The copy's resourceVersion after the last write is
+// write makes w the copy in one request: a new copy (cur nil, the
+// informer has none) is created, never written over a name, so that an
+// object holding the name is never taken over (AlreadyExists: tenantHolds
+// when that object is no copy, read only then); an existing copy is
+// replaced whole (Update) with cur's resourceVersion as precondition, so
+// that only the copy that was read is overwritten, not an object a write
+// made its own meanwhile. The finalizers and owner references others put
+// on the copy are kept. The copy's resourceVersion after the write is
 // remembered (wrote), so that its echo on the copies' informer is not
 // taken for drift.
+//
+// An Update, not a server-side apply: the copy is the materializer's
+// whole, and kube-apiserver's apply path (typed conversion and field sets)
+// cost more than the rest of the write.
 func (m *Materializer) write(ctx context.Context, k kinds.Kind, client resourceClient, cur, w *unstructured.Unstructured) (int, error) {
-	var got *unstructured.Unstructured
-	var err error
+	key := copyKey{k.Resource(), w.GetNamespace(), w.GetName()}
+	m.begin(key)
+	defer m.end(key)
 	if cur == nil {
-		got, err = client.Create(ctx, w.DeepCopy(), metav1.CreateOptions{FieldManager: FieldManager})
-		if apierrors.IsAlreadyExists(err) {
-			live, gerr := client.Get(ctx, w.GetName(), metav1.GetOptions{})
-			switch {
-			case gerr != nil:
-				// Gone again, or unreadable: retried from a fresh read.
-				return 0, fmt.Errorf("creating the copy %s: %w; reading what holds its name: %w", w.GetName(), err, gerr)
-			case !v1alpha1.IsMaterialized(live.GetLabels()):
-				return 0, &tenantHolds{object: live}
-			}
-			// A copy of the server's own, not yet in the informer:
-			// overwritten as it is.
-			cur = live
-		} else if err != nil {
-			return 0, err
-		} else {
+		got, err := client.Create(ctx, w.DeepCopy(), metav1.CreateOptions{FieldManager: FieldManager})
+		if err == nil {
 			writes.WithLabelValues(k.Resource(), "create").Inc()
+			m.remember(k, got)
+			return 1, nil
 		}
-	}
-	n := 0
-	if cur != nil {
-		apply := w.DeepCopy()
-		apply.SetResourceVersion(cur.GetResourceVersion())
-		got, err = client.Apply(ctx, w.GetName(), apply, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
-		if err != nil {
+		if !apierrors.IsAlreadyExists(err) {
 			return 0, err
 		}
-		writes.WithLabelValues(k.Resource(), "apply").Inc()
-	}
-	n++
-	if upToDate(got, w) {
-		m.remember(k, got)
-		return n, nil
+		live, gerr := client.Get(ctx, w.GetName(), metav1.GetOptions{})
+		switch {
+		case gerr != nil:
+			// Gone again, or unreadable: retried from a fresh read.
+			return 0, fmt.Errorf("creating the copy %s: %w; reading what holds its name: %w", w.GetName(), err, gerr)
+		case !v1alpha1.IsMaterialized(live.GetLabels()):
+			return 0, &tenantHolds{object: live}
+		case upToDate(live, w):
+			// A copy of the server's own, not yet in the informer.
+			m.remember(k, live)
+			return 0, nil
+		}
+		cur = live // overwritten as it is
 	}
 	replace := w.DeepCopy()
-	replace.SetResourceVersion(got.GetResourceVersion())
-	got, err = client.Update(ctx, replace, metav1.UpdateOptions{FieldManager: FieldManager})
+	replace.SetResourceVersion(cur.GetResourceVersion())
+	replace.SetFinalizers(cur.GetFinalizers())
+	replace.SetOwnerReferences(cur.GetOwnerReferences())
+	got, err := client.Update(ctx, replace, metav1.UpdateOptions{FieldManager: FieldManager})
 	if err != nil {
-		return n, err
+		return 0, err
 	}
-	writes.WithLabelValues(k.Resource(), "replace").Inc()
+	writes.WithLabelValues(k.Resource(), "update").Inc()
 	m.remember(k, got)
-	return n + 1, nil
+	return 1, nil
 }
 
 // tenantHolds: an object that is no copy holds the name a copy was to be
@@ -237,11 +233,42 @@ func (m *Materializer) remember(k kinds.Kind, c *unstructured.Unstructured) {
 	m.mu.Unlock()
 }
 
+// heldBefore reports whether an object that is no copy held key's name
+// when last seen (a conflict reported, or a former copy).
+func (m *Materializer) heldBefore(key copyKey) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.reported[key]
+	return ok
+}
+
+// begin notes that a write of key is under way: the copies' informer may
+// show the version it leaves before the write returns (see end).
+func (m *Materializer) begin(key copyKey) {
+	m.mu.Lock()
+	m.inflight[key] = ""
+	m.mu.Unlock()
+}
+
+// end closes the write of key begun: a version the copies' informer showed
+// meanwhile (inflight) that is not the one the write left (wrote) is
+// someone else's, and its namespace is compared again (requeue).
+func (m *Materializer) end(key copyKey) {
+	m.mu.Lock()
+	shown := m.inflight[key]
+	delete(m.inflight, key)
+	other := shown != "" && shown != m.wrote[key]
+	requeue := m.requeue
+	m.mu.Unlock()
+	if other && requeue != nil {
+		requeue(key.namespace)
+	}
+}
+
 // resourceClient is the part of dynamic.ResourceInterface write uses.
 type resourceClient interface {
 	Create(ctx context.Context, obj *unstructured.Unstructured, options metav1.CreateOptions, subresources ...string) (*unstructured.Unstructured, error)
 	Get(ctx context.Context, name string, options metav1.GetOptions, subresources ...string) (*unstructured.Unstructured, error)
-	Apply(ctx context.Context, name string, obj *unstructured.Unstructured, options metav1.ApplyOptions, subresources ...string) (*unstructured.Unstructured, error)
 	Update(ctx context.Context, obj *unstructured.Unstructured, options metav1.UpdateOptions, subresources ...string) (*unstructured.Unstructured, error)
 }
 

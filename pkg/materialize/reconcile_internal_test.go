@@ -103,7 +103,7 @@ func TestReconcile(t *testing.T) {
 			staleCopy("team-b", global, "web", "global-web", "11"),
 		},
 		wantCopies: map[string]copyOf{"default-deny": {global, "global", "all"}, "web": {global, "global", "global-web"}},
-		wantWrites: []string{"apply team-b/default-deny"},
+		wantWrites: []string{"update team-b/default-deny"},
 	}, {
 		name:      "a copy changed behind the guards is repaired and counted",
 		namespace: "team-b",
@@ -112,7 +112,7 @@ func TestReconcile(t *testing.T) {
 			staleCopy("team-b", global, "web", "global-web", "11"),
 		},
 		wantCopies: map[string]copyOf{"default-deny": {global, "global", "all"}, "web": {global, "global", "global-web"}},
-		wantWrites: []string{"apply team-b/default-deny"},
+		wantWrites: []string{"update team-b/default-deny"},
 		wantDrift:  1,
 	}, {
 		name:      "a tenant object holding an inherited name is never overwritten, and reported",

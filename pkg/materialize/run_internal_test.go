@@ -143,3 +143,52 @@ func TestCopyEchoIsNotDrift(t *testing.T) {
 		delete(m.dirty, ns)
 	}
 }
+
+// TestCopyEchoBeforeTheWriteReturns: the copies' informer often shows a
+// write's result before the write returns. That echo queues nothing; a
+// version of someone else's shown while the write is under way queues the
+// namespace once the write returns.
+func TestCopyEchoBeforeTheWriteReturns(t *testing.T) {
+	m := New(newMux(false, sources()...), newFakeHost(t), []kinds.Kind{npKind}, nil, Options{})
+	r := &run{m: m, queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())}
+	defer r.queue.ShutDown()
+	m.requeue = r.enqueue
+	h := r.copyHandler(npKind)
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(staleCopy("team-a", global, "default-deny", "all", "7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := copyKey{"networkpolicies", "team-a", "default-deny"}
+	at := func(rv string) *unstructured.Unstructured {
+		u := (&unstructured.Unstructured{Object: content}).DeepCopy()
+		u.SetResourceVersion(rv)
+		return u
+	}
+
+	m.begin(key)
+	h.OnAdd(at("41"), false) // the write's own result, shown first
+	m.remember(npKind, at("41"))
+	m.end(key)
+	if n := r.queue.Len(); n != 0 || len(m.dirty) != 0 {
+		t.Errorf("the echo shown before the write returned queued %d namespaces (dirty %v), want none", n, m.dirty)
+	}
+
+	m.begin(key)
+	h.OnUpdate(at("41"), at("42")) // an earlier version, then the write's own: the write is the last
+	h.OnUpdate(at("42"), at("43"))
+	m.remember(npKind, at("43"))
+	m.end(key)
+	if n := r.queue.Len(); n != 0 {
+		t.Errorf("%d namespaces queued for a version followed by the write's own, want none", n)
+	}
+
+	m.begin(key)
+	h.OnUpdate(at("43"), at("44")) // the write fails; 44 is someone else's
+	m.end(key)
+	if n := r.queue.Len(); n != 1 {
+		t.Fatalf("%d namespaces queued for a version of someone else's, want team-a", n)
+	}
+	if ns, _ := r.queue.Get(); ns != "team-a" {
+		t.Errorf("queued %q, want team-a", ns)
+	}
+}

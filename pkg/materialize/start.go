@@ -31,6 +31,8 @@ type Server struct {
 	Client kubernetes.Interface
 	// Dynamic writes the copies, with its own rate limit.
 	Dynamic dynamic.Interface
+	// Workers write copies concurrently (Options.Workers).
+	Workers int
 	// LeaseClient, LeaseNamespace and LeaseName: see Election.
 	LeaseClient               kubernetes.Interface
 	LeaseNamespace, LeaseName string
@@ -66,7 +68,7 @@ func (s Server) Run(ctx context.Context) {
 	if len(materialized) == 0 {
 		return
 	}
-	m := New(s.Views, s.Dynamic, materialized, s.NewRecorder(), Options{})
+	m := New(s.Views, s.Dynamic, materialized, s.NewRecorder(), Options{Workers: s.Workers})
 	lease := s.LeaseClient
 	if lease == nil {
 		lease = s.Client

@@ -19,31 +19,27 @@ import (
 )
 
 // TestReconcileNeverTakesOver plays the races between the materializer's
-// read of a name and its write: an object a tenant creates, or a copy a
+// list of the copies and its write: an object a tenant creates, or a copy a
 // write made its own (the label removed at admission), in between is never
 // overwritten nor deleted.
 func TestReconcileNeverTakesOver(t *testing.T) {
-	t.Run("a tenant object created between the read and the create is reported, not taken over", func(t *testing.T) {
+	t.Run("a tenant object created after the copies were listed is reported, not taken over", func(t *testing.T) {
 		host := newFakeHost(t)
 		tracker := host.Tracker()
 		var once sync.Once
-		// The materializer's read of team-b/default-deny finds nothing;
-		// the tenant's create lands right after it.
-		host.PrependReactor("get", "networkpolicies", func(action clienttesting.Action) (bool, runtime.Object, error) {
-			ga := action.(clienttesting.GetAction)
-			if ga.GetNamespace() != "team-b" || ga.GetName() != "default-deny" {
+		// The copies' informer has nothing in team-b; the tenant's
+		// create of default-deny lands right before the materializer's.
+		host.PrependReactor("create", "networkpolicies", func(action clienttesting.Action) (bool, runtime.Object, error) {
+			ca := action.(clienttesting.CreateAction)
+			if ca.GetNamespace() != "team-b" || ca.GetObject().(*unstructured.Unstructured).GetName() != "default-deny" {
 				return false, nil, nil
-			}
-			obj, err := tracker.Get(npGVR, "team-b", "default-deny")
-			if !apierrors.IsNotFound(err) {
-				return true, obj, err
 			}
 			once.Do(func() {
 				if cerr := tracker.Create(npGVR, toUnstructured(t, tenantObject("team-b", "default-deny")), "team-b"); cerr != nil {
 					t.Error(cerr)
 				}
 			})
-			return true, nil, err
+			return false, nil, nil
 		})
 		rec := record.NewFakeRecorder(10)
 		m := New(newMux(false, sources()...), host, []kinds.Kind{npKind}, rec, Options{})

@@ -26,7 +26,8 @@
 //     its creation, then -materialize-runs edits, each until one native -A
 //     watch of the copies (label implicit.dev/materialized=true) has the
 //     copy of that edit in every namespace that inherits; time to the last
-//     copy, writes per second, and the materializer's own metrics;
+//     copy, writes per second beside the 32-worker copier's (the same
+//     user), and the materializer's own metrics;
 //   - lists of one namespace's view against a native list of as many real
 //     RoleBindings, and -A lists of the view against native -A lists;
 //   - implicit-apiserver's and kube-apiserver's resident memory and live Go

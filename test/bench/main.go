@@ -106,7 +106,7 @@ func main() {
 	flag.BoolVar(&o.fanoutOnly, "fanout-only", false, "per N, only the fan-out: the concurrent rounds (-runs, no promotion, slow watcher, authz, copies, materialization) and the fleets alone")
 	flag.IntVar(&o.openProfile, "open-profile", 10, "seconds of CPU profiles of kube-apiserver and the server behind it from the start of the first opening of each fleet alone (0: none)")
 	flag.StringVar(&o.watchUser, "watch-user", "bench-watcher", "the user of the fleets alone, granted reads of the three fleets' resources in every namespace by a ClusterRoleBinding (\"\": admin, system:masters, whom every authorizer allows without a review)")
-	flag.IntVar(&o.roundsProfile, "rounds-profile", 10, "seconds of CPU profiles of kube-apiserver and the server behind it from the first timed edit of each fleet alone (0: none)")
+	flag.IntVar(&o.roundsProfile, "rounds-profile", 10, "seconds of CPU profiles of kube-apiserver and the server behind it from the first timed edit of each fleet alone, and of kube-apiserver and implicit-apiserver from the first materialized edit (0: none)")
 	flag.StringVar(&aloneFleets, "alone-fleets", "views,native,reference", "the fleets measured alone, in this order in each repetition")
 	flag.BoolVar(&o.concurrent, "concurrent", true, "-fanout-only: also the concurrent rounds (both fleets open at once); false: only the fleets alone")
 	flag.StringVar(&replot, "replot", "", "only redraw the plot (-plot) from this results.json")

@@ -239,9 +239,8 @@ func (b *bench) measureMaterialize(ctx context.Context, res *nResult) error {
 	}
 	defer w.stop()
 	// A round's deadline: the round timeout, plus the slower of the rate
-	// limiter's pace for two requests per copy (a new copy's name is read
-	// before it is applied) and 50 copies a second (the copy baseline's
-	// QPS 50 allowance).
+	// limiter's pace for two requests per copy (room for a conflict's
+	// read) and 50 copies a second (the copy baseline's QPS 50 allowance).
 	timeout := roundTimeout + max(2*floorAt(m.Copies, m.QPS), floorAt(m.Copies, copyQPS))
 
 	before, err := b.implicitSrv.metrics(ctx, metricMatWrites)
@@ -269,6 +268,14 @@ func (b *bench) measureMaterialize(ctx context.Context, res *nResult) error {
 	cpuI, cpuK, cpuE := b.implicitSrv.cpu(), b.kubeSrv.cpu(), b.etcdSrv.cpu()
 	for i := range b.o.materializeRuns {
 		time.Sleep(100 * time.Millisecond)
+		if i == 0 && b.o.roundsProfile > 0 {
+			// Where a write's CPU goes, from the first edit on.
+			tag := fmt.Sprintf("N%d-materialize", b.n)
+			waitI := b.implicitSrv.cpuProfile(ctx, b.o.outDir, tag, b.o.roundsProfile)
+			waitK := b.kubeSrv.cpuProfile(ctx, b.o.outDir, tag, b.o.roundsProfile)
+			defer waitK()
+			defer waitI()
+		}
 		value := fmt.Sprintf("mat-%d", i+1)
 		d, err := w.measure(ctx, matPolicy, value, timeout, func(ctx context.Context) error {
 			_, err := b.kube.NetworkingV1().NetworkPolicies(globalNS).Patch(ctx, matPolicy, types.MergePatchType, labelPatch(value), metav1.PatchOptions{})
@@ -295,8 +302,13 @@ func (b *bench) measureMaterialize(ctx context.Context, res *nResult) error {
 
 	fmt.Printf("  create, until every namespace has its copy: %s (%.0f writes/s); %.0f writes (%s)\n", dur(m.Create), perSecond(m.Copies, m.Create), m.CreateWrites, metricMatWrites)
 	fmt.Printf("  edit, until every namespace has the edited copy: %s; writes/s at the median %.0f\n", m.Edits, perSecond(m.Copies, m.Edits.median()))
-	fmt.Printf("  the rate limiter's floor at --materialize-qps %g: %s per edit (%s for the create, a read and a write per copy); at the server's default QPS %d: %s per edit\n",
-		m.QPS, dur(floorAt(m.Copies, m.QPS)), dur(2*floorAt(m.Copies, m.QPS)), serverDefaultMaterializeQPS, dur(floorAt(m.Copies, serverDefaultMaterializeQPS)))
+	fmt.Printf("  the rate limiter's floor at --materialize-qps %g: %s per edit and for the create (one write per copy); at the server's default QPS %d: %s per edit\n",
+		m.QPS, dur(floorAt(m.Copies, m.QPS)), serverDefaultMaterializeQPS, dur(floorAt(m.Copies, serverDefaultMaterializeQPS)))
+	if c := res.Copy.Unthrottled.median(); c > 0 {
+		mat, copier := perSecond(m.Copies, m.Edits.median()), perSecond(len(b.tenants), c)
+		fmt.Printf("  beside the copier (%d workers, no rate limit, the same user: admin, system:masters, API Priority and Fairness's exempt level, as implicit-apiserver's host client): materialized %.0f writes/s, copier %.0f writes/s (%d copies in %s, median): materialized / copier %s\n",
+			copyWorkers, mat, copier, len(b.tenants), dur(c), speedRatio(mat, copier))
+	}
 	fmt.Printf("  materializer's metrics over the edits: %.0f writes (%.2f per copy), mean namespace lag %s over %.0f namespaces, pending at the end %.0f; copy watch reconnects %d\n",
 		m.EditWrites, m.EditWrites/float64(max(1, m.Copies*len(m.Edits))), dur(m.LagMean), m.LagObserved, m.Pending, m.Reconnects)
 	fmt.Printf("  CPU over the edits: implicit-apiserver %s, kube-apiserver %s, etcd %s: per write %s, %s, %s\n",

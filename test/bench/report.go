@@ -87,6 +87,14 @@ type copyResult struct {
 	EventsDelivered                   float64       `json:"eventsDelivered"`
 }
 
+// speedRatio is a over b as "1.23x" ("–" when b is 0).
+func speedRatio(a, b float64) string {
+	if b <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2fx", a/b)
+}
+
 // materializeResult is one global NetworkPolicy materialized into Copies
 // namespaces (tenants, orgs and default): the time to the last copy of its creation
 // and of each edit, on a native -A watch of the copies.
@@ -317,20 +325,21 @@ func (r *results) materializeMarkdown(p func(string, ...any), mp func(samples) s
 	}
 	p("### Materialization of one global edit (networkpolicies, delivery: Materialize)")
 	p("")
-	p("| N | copies (tenants + orgs + default) | --materialize-qps (burst) | edit: last copy, median | p99 | writes/s (median) | copies / QPS | copies / 50 (server default) | create: last copy | writes/s | copy unthrottled (%d workers), median | copy at QPS 50, median | implicit view: last namespace watcher, median | rounds |", copyWorkers)
-	p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	p("| N | copies (tenants + orgs + default) | --materialize-qps (burst) | edit: last copy, median | p99 | writes/s (median) | copies / QPS | copies / 50 (server default) | create: last copy | writes/s | copy unthrottled (%d workers), median | its writes/s | materialized / copier writes/s | copy at QPS 50, median | implicit view: last namespace watcher, median | rounds |", copyWorkers)
+	p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, n := range ns {
 		m := n.Materialize
+		copier := perSecond(n.N, n.Copy.Unthrottled.median())
 		view := "–"
 		if len(n.G) > 0 {
 			view = dur(n.G[0].Implicit.median())
 		}
-		p("| %d | %d | %g (%d) | %s | %.0f | %s | %s | %s | %.0f | %s | %s | %s | %d |", n.N, m.Copies, m.QPS, m.Burst, mp(m.Edits), perSecond(m.Copies, m.Edits.median()),
+		p("| %d | %d | %g (%d) | %s | %.0f | %s | %s | %s | %.0f | %s | %.0f | %s | %s | %s | %d |", n.N, m.Copies, m.QPS, m.Burst, mp(m.Edits), perSecond(m.Copies, m.Edits.median()),
 			dur(floorAt(m.Copies, m.QPS)), dur(floorAt(m.Copies, serverDefaultMaterializeQPS)), dur(m.Create), perSecond(m.Copies, m.Create),
-			dur(n.Copy.Unthrottled.median()), dur(n.Copy.QPS50.median()), view, len(m.Edits))
+			dur(n.Copy.Unthrottled.median()), copier, speedRatio(perSecond(m.Copies, m.Edits.median()), copier), dur(n.Copy.QPS50.median()), view, len(m.Edits))
 	}
 	p("")
-	p("Each edit is one label patch of the global NetworkPolicy %s in %s, timed until one native -A watch of the copies (labelSelector %s=true) has, for every namespace that inherits (the tenants, their orgs and default), an ADDED or MODIFIED of its copy carrying the edit's label; the create is the policy's creation, timed the same way (a new copy costs a read of its name and an apply: two requests through the materializer's rate limit). Writes/s are copies over that time. copies / QPS is the rate limiter's pace at the QPS used, its burst aside; copies / 50 the same at the server's default --materialize-qps (HNC's rate). The copy baseline is the RoleBinding copies of the table above (N tenant copies written by the client); the view column is the G=%d view propagation of the first table.", matPolicy, globalNS, v1alpha1.LabelMaterialized, firstG(ns))
+	p("Each edit is one label patch of the global NetworkPolicy %s in %s, timed until one native -A watch of the copies (labelSelector %s=true) has, for every namespace that inherits (the tenants, their orgs and default), an ADDED or MODIFIED of its copy carrying the edit's label; the create is the policy's creation, timed the same way (a new copy costs one create, an edited one one update, each through the materializer's rate limit). Writes/s are copies over that time; the copier's are its N copies over its median, and materialized / copier above 1.00x means the materializer wrote faster. Both write as the same user (the bench's admin, system:masters: API Priority and Fairness's exempt level), on the same control plane, in the same run. copies / QPS is the rate limiter's pace at the QPS used, its burst aside; copies / 50 the same at the server's default --materialize-qps (HNC's rate). The copy baseline is the RoleBinding copies of the table above (N tenant copies written by the client); the view column is the G=%d view propagation of the first table.", matPolicy, globalNS, v1alpha1.LabelMaterialized, firstG(ns))
 	p("")
 	p("| N | writes per edit (implicit_materialize_writes_total) | per copy | create writes | mean namespace lag over the edits (implicit_materialize_lag_seconds) | pending after | implicit-apiserver CPU per write | kube-apiserver | etcd | copy watch reconnects |")
 	p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")

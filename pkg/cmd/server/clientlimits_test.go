@@ -53,3 +53,39 @@ func TestKubeAPIClientLimits(t *testing.T) {
 		})
 	}
 }
+
+// TestMaterializeWorkers checks --materialize-workers: 32 by default (as
+// many writes in flight as a 32-worker copier), set, and nonsense refused.
+func TestMaterializeWorkers(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name    string
+		args    []string
+		want    int
+		wantErr string
+	}{
+		{name: "default", want: 32},
+		{name: "set", args: []string{"--materialize-workers=8"}, want: 8},
+		{name: "zero", args: []string{"--materialize-workers=0"}, want: 0, wantErr: "--materialize-workers must be at least 1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			o := server.NewOptions()
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			if o.MaterializeWorkers != tt.want {
+				t.Errorf("workers %d, want %d", o.MaterializeWorkers, tt.want)
+			}
+			err := o.Validate()
+			switch {
+			case tt.wantErr == "" && err != nil && strings.Contains(err.Error(), "materialize"):
+				t.Errorf("Validate: %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Errorf("Validate: %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}

@@ -105,6 +105,7 @@ type Options struct {
 	// server's own).
 	MaterializeQPS            float32
 	MaterializeBurst          int
+	MaterializeWorkers        int
 	MaterializeLeaseName      string
 	MaterializeLeaseNamespace string
 	// ExceptionWarningWindow is how long before an exception's end the
@@ -167,6 +168,7 @@ func NewOptions() *Options {
 		AccessReviewsPerRequest: accessreview.DefaultPerAdmission,
 		MaterializeQPS:          50,
 		MaterializeBurst:        100,
+		MaterializeWorkers:      materialize.DefaultWorkers,
 		MaterializeLeaseName:    materialize.DefaultLeaseName,
 		ExceptionWarningWindow:  exceptions.DefaultWarningWindow,
 		Fleet:                   FleetOptions{ReportInterval: fleet.DefaultReportInterval},
@@ -253,6 +255,8 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		"Writes per second of materialized copies (kinds configured with delivery: Materialize), across all namespaces.")
 	mfs.IntVar(&o.MaterializeBurst, "materialize-burst", o.MaterializeBurst,
 		"Burst of writes of materialized copies above --materialize-qps.")
+	mfs.IntVar(&o.MaterializeWorkers, "materialize-workers", o.MaterializeWorkers,
+		"Writes of materialized copies in flight at once (each namespace's by one worker at a time); with --materialize-qps they bound the writes per second.")
 	mfs.StringVar(&o.MaterializeLeaseName, "materialize-lease-name", o.MaterializeLeaseName,
 		"The Lease the replicas campaign for: only its holder writes materialized copies.")
 	mfs.StringVar(&o.MaterializeLeaseNamespace, "materialize-lease-namespace", o.MaterializeLeaseNamespace,
@@ -374,6 +378,9 @@ func (o *Options) Validate() error {
 	if o.MaterializeBurst < 1 {
 		errs = append(errs, fmt.Errorf("--materialize-burst must be at least 1"))
 	}
+	if o.MaterializeWorkers < 1 {
+		errs = append(errs, fmt.Errorf("--materialize-workers must be at least 1"))
+	}
 	if o.SourceProgress < 3*time.Second {
 		errs = append(errs, fmt.Errorf("--source-progress-interval must be at least 3s (kube-apiserver's watch cache bookmarks 2s before a watch ends), got %s", o.SourceProgress))
 	}
@@ -467,12 +474,13 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 
 	var mat apiserver.MaterializeConfig
 	if o.config.materialized() {
-		// The copies' writes have their own rate limit.
-		mc := rest.CopyConfig(gc.ClientConfig)
-		mc.QPS, mc.Burst = o.MaterializeQPS, o.MaterializeBurst
-		if mat.Dynamic, err = dynamic.NewForConfig(mc); err != nil {
+		// The copies' writes have their own rate limit and connection: a
+		// burst of them (and the copies' informer, which shows each back)
+		// neither queues behind nor holds up the views' informers.
+		if mat.Dynamic, err = dynamic.NewForConfig(ownConnection(gc.ClientConfig, o.MaterializeQPS, o.MaterializeBurst)); err != nil {
 			return nil, fmt.Errorf("host cluster client: %w", err)
 		}
+		mat.Workers = o.MaterializeWorkers
 		mat.LeaseName, mat.LeaseNamespace = o.MaterializeLeaseName, o.MaterializeLeaseNamespace
 		// The Lease is renewed on a client of its own: a flood of guarded
 		// writes must not cost the materializer its Lease. A renewal is a
