@@ -487,4 +487,34 @@ func (r *results) aloneMarkdown(p func(string, ...any), mp func(samples) string)
 		}
 	}
 	p("")
+	r.burstMarkdown(p, ns)
+}
+
+// burstMarkdown writes the burst mode's table (-burst) beside the gentle
+// method's figures of the same repetitions.
+func (r *results) burstMarkdown(p func(string, ...any), ns []*nResult) {
+	if ns[0].Alone.Burst == nil {
+		return
+	}
+	p("### Each fleet alone opened as a reconnect storm opens it (-burst), beside the gentle opening")
+	p("")
+	p("| N | method | opening: views | native | reference | views / native | reference / native | views / reference | fan-out median: views / native | reference / native | views / reference | p99: views / native | CPU per edit: views / native | views / reference |")
+	p("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, n := range ns {
+		for _, m := range []struct {
+			name string
+			a    *aloneResult
+		}{{"gentle", n.Alone}, {"burst", n.Alone.Burst}} {
+			o, rd, c := m.a.Open, m.a.Rounds, m.a.CPU
+			v, nat, ref := fleetViews, fleetNative, fleetReference
+			p("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", n.N, m.name,
+				dur(o[v].median()), dur(o[nat].median()), dur(o[ref].median()),
+				ratio(o[v].median(), o[nat].median()), ratio(o[ref].median(), o[nat].median()), ratio(o[v].median(), o[ref].median()),
+				ratio(rd[v].median(), rd[nat].median()), ratio(rd[ref].median(), rd[nat].median()), ratio(rd[v].median(), rd[ref].median()),
+				ratio(rd[v].p99(), rd[nat].p99()), ratio(medianCPU(c[v]), medianCPU(c[nat])), ratio(medianCPU(c[v]), medianCPU(c[ref])))
+		}
+	}
+	p("")
+	p("Burst: every watcher of the fleet at once, each a list of its path then a watch from that list's resourceVersion, -burst-per-client watchers on each client connection (connected before), a 429 sent again after its Retry-After; opened right after the gentle opening of the same fleet in each repetition, then timed over the same edits. Its opening is from the burst's start to the last watch's response headers.")
+	p("")
 }
