@@ -29,6 +29,7 @@ type burstOpen struct {
 	Open        time.Duration `json:"open"`        // from the burst's start to the last watch's response headers
 	First       time.Duration `json:"first"`       // to the first watch's response headers
 	Retries429  int64         `json:"retries429"`  // lists and watches sent again after a 429
+	RetryAfter  int64         `json:"retryAfter"`  // the longest Retry-After of those 429s, seconds
 	Connections int           `json:"connections"` // kube-apiserver's connections to the server behind it, after (0: native)
 	CPUKube     time.Duration `json:"cpuKube"`     // over the opening
 	CPUBackend  time.Duration `json:"cpuBackend"`
@@ -48,6 +49,7 @@ func (b *bench) startBurst(ctx context.Context, spec fleetSpec, namespaces []str
 	for _, c := range cs {
 		c.retries = &retries
 	}
+	longestRetryAfter.Store(0)
 	// The connections are up before the burst.
 	if err := parallel(ctx, len(cs), workers, func(ctx context.Context, i int) error {
 		body, err := cs[i].get(ctx, "/version", nil)
@@ -118,17 +120,22 @@ func (b *bench) startBurst(ctx context.Context, spec fleetSpec, namespaces []str
 		return nil, bo, firstErr
 	}
 	bo.Open, bo.First = since(start, last.Load()), since(start, first.Load())
-	bo.Retries429 = retries.Load()
+	bo.Retries429, bo.RetryAfter = retries.Load(), longestRetryAfter.Load()
 	bo.CPUKube = b.kubeSrv.cpu() - cpuKube
 	if backend != nil {
 		bo.CPUBackend = backend.cpu() - cpuBackend
 		bo.Connections = connectionsTo(backendPort)
 	}
 	f.open = len(spec.paths)
-	fmt.Printf("  burst: %d watchers on %s over %d clients (%d each) opened in %s (first %s), %d 429s sent again, %d connections to the server behind kube-apiserver; CPU over the opening: kube-apiserver %s, server %s\n",
-		len(spec.paths), spec.what, nClients, per, dur(bo.Open), dur(bo.First), bo.Retries429, bo.Connections, dur(bo.CPUKube), dur(bo.CPUBackend))
+	fmt.Printf("  burst: %d watchers on %s over %d clients (%d each) opened in %s (first %s), %d 429s sent again (longest Retry-After %d s), %d connections to the server behind kube-apiserver; CPU over the opening: kube-apiserver %s, server %s\n",
+		len(spec.paths), spec.what, nClients, per, dur(bo.Open), dur(bo.First), bo.Retries429, bo.RetryAfter, bo.Connections, dur(bo.CPUKube), dur(bo.CPUBackend))
 	return f, bo, nil
 }
+
+// longestRetryAfter is the longest Retry-After of the 429s retryAfter429
+// saw since the last burst began (kube-apiserver's priority and fairness
+// doubles it, up to 32 s, while requests keep being rejected).
+var longestRetryAfter atomic.Int64
 
 // retryAfter429 sends req again after a 429's Retry-After (at least 1 s),
 // at most 10 times, as client-go does; retries counts each.
@@ -140,6 +147,8 @@ func retryAfter429(ctx context.Context, hc *http.Client, req *http.Request, resp
 		resp.Body.Close()
 		after := 1
 		_, _ = fmt.Sscan(resp.Header.Get("Retry-After"), &after)
+		for l := longestRetryAfter.Load(); int64(after) > l && !longestRetryAfter.CompareAndSwap(l, int64(after)); l = longestRetryAfter.Load() {
+		}
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
