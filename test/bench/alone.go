@@ -58,6 +58,11 @@ type aloneResult struct {
 	// for native), one entry per repetition: less sensitive than wall
 	// time to what else runs on the machine.
 	CPU map[string][]editCPU `json:"cpu,omitempty"`
+	// Burst is the same fleets opened as a reconnect storm opens them
+	// (-burst), measured in the same repetitions right after each gentle
+	// opening; Opens are its openings' details.
+	Burst *aloneResult           `json:"burst,omitempty"`
+	Opens map[string][]burstOpen `json:"opens,omitempty"`
 }
 
 // editCPU is the CPU time of one repetition's timed edits, per edit.
@@ -224,37 +229,70 @@ func (b *bench) measureAlone(ctx context.Context, res *nResult) error {
 	}
 	ar.User = who
 	fmt.Printf("N=%d, fan-out with each fleet alone (%d repetitions, %d rounds each), watchers as %s:\n", b.n, b.o.aloneRepeats, b.o.aloneRuns, who)
+	modes := []*aloneResult{ar}
+	if b.o.burst {
+		ar.Burst = &aloneResult{G: b.globals, Watchers: b.n, Repeats: b.o.aloneRepeats, User: who,
+			Rounds: map[string]samples{}, Open: map[string]samples{}, PerRun: map[string][]string{}, CPU: map[string][]editCPU{}, Opens: map[string][]burstOpen{}}
+		modes = append(modes, ar.Burst)
+	}
 	for rep := range b.o.aloneRepeats {
 		for _, kind := range kinds {
-			b.prog.show("alone N=%d %s, repetition %d", b.n, kind, rep+1)
-			rounds, open, cpu, err := b.aloneFleet(ctx, kind, rep)
-			if err != nil {
-				return fmt.Errorf("%s alone: %w", kind, err)
+			for _, m := range modes {
+				burst := m != ar
+				mode := "gentle"
+				if burst {
+					mode = "burst"
+				}
+				b.prog.show("alone N=%d %s %s, repetition %d", b.n, kind, mode, rep+1)
+				rounds, open, cpu, err := b.aloneFleet(ctx, kind, rep, m)
+				if err != nil {
+					return fmt.Errorf("%s alone (%s): %w", kind, mode, err)
+				}
+				m.CPU[kind] = append(m.CPU[kind], cpu)
+				m.Rounds[kind] = append(m.Rounds[kind], rounds...)
+				m.Open[kind] = append(m.Open[kind], open)
+				m.PerRun[kind] = append(m.PerRun[kind], fmt.Sprintf("%s (open %s)", dur(rounds.median()), dur(open)))
+				b.prog.step("alone N=%d %s %s repetition %d: median %s, p99 %s, opened in %s", b.n, kind, mode, rep+1, dur(rounds.median()), dur(rounds.p99()), dur(open))
 			}
-			ar.CPU[kind] = append(ar.CPU[kind], cpu)
-			ar.Rounds[kind] = append(ar.Rounds[kind], rounds...)
-			ar.Open[kind] = append(ar.Open[kind], open)
-			ar.PerRun[kind] = append(ar.PerRun[kind], fmt.Sprintf("%s (open %s)", dur(rounds.median()), dur(open)))
-			b.prog.step("alone N=%d %s repetition %d: median %s, p99 %s, opened in %s", b.n, kind, rep+1, dur(rounds.median()), dur(rounds.p99()), dur(open))
 		}
 	}
+	ar.summary("gentle (16 opening at a time)", kinds)
+	if ar.Burst != nil {
+		ar.Burst.summary(fmt.Sprintf("burst (all at once, %d per connection)", b.o.burstPerConn), kinds)
+	}
+	return nil
+}
+
+// summary prints the fleets' fan-out, openings and CPU per edit, and their
+// ratios, for one way of opening them.
+func (ar *aloneResult) summary(mode string, kinds []string) {
+	fmt.Printf("  %s:\n", mode)
 	for _, kind := range kinds {
 		fmt.Printf("  %-9s alone: %s; fleet opened in %s; per repetition %v; CPU per edit, median %s\n", kind, ar.Rounds[kind], ar.Open[kind], ar.PerRun[kind], dur(medianCPU(ar.CPU[kind])))
 	}
-	fmt.Printf("  views / native alone: median %s, p99 %s; opening %s\n", ratio(ar.Rounds[fleetViews].median(), ar.Rounds[fleetNative].median()),
-		ratio(ar.Rounds[fleetViews].p99(), ar.Rounds[fleetNative].p99()), ratio(ar.Open[fleetViews].median(), ar.Open[fleetNative].median()))
+	fmt.Printf("  views / native alone: median %s, p99 %s; opening %s; CPU per edit %s\n", ratio(ar.Rounds[fleetViews].median(), ar.Rounds[fleetNative].median()),
+		ratio(ar.Rounds[fleetViews].p99(), ar.Rounds[fleetNative].p99()), ratio(ar.Open[fleetViews].median(), ar.Open[fleetNative].median()),
+		ratio(medianCPU(ar.CPU[fleetViews]), medianCPU(ar.CPU[fleetNative])))
 	if len(ar.Rounds[fleetReference]) > 0 {
-		fmt.Printf("  reference / native alone: median %s; views / reference %s; opening: reference / native %s, views / reference %s\n",
-			ratio(ar.Rounds[fleetReference].median(), ar.Rounds[fleetNative].median()), ratio(ar.Rounds[fleetViews].median(), ar.Rounds[fleetReference].median()),
-			ratio(ar.Open[fleetReference].median(), ar.Open[fleetNative].median()), ratio(ar.Open[fleetViews].median(), ar.Open[fleetReference].median()))
+		fmt.Printf("  reference / native alone: median %s, p99 %s; views / reference %s, p99 %s; opening: reference / native %s, views / reference %s; CPU per edit: views / reference %s\n",
+			ratio(ar.Rounds[fleetReference].median(), ar.Rounds[fleetNative].median()), ratio(ar.Rounds[fleetReference].p99(), ar.Rounds[fleetNative].p99()),
+			ratio(ar.Rounds[fleetViews].median(), ar.Rounds[fleetReference].median()), ratio(ar.Rounds[fleetViews].p99(), ar.Rounds[fleetReference].p99()),
+			ratio(ar.Open[fleetReference].median(), ar.Open[fleetNative].median()), ratio(ar.Open[fleetViews].median(), ar.Open[fleetReference].median()),
+			ratio(medianCPU(ar.CPU[fleetViews]), medianCPU(ar.CPU[fleetReference])))
 	}
-	return nil
 }
 
 // aloneFleet opens one fleet of kind, makes one unrecorded edit, then
 // -alone-runs timed edits, and closes it. It returns the rounds, the time
 // the fleet took to open and the servers' CPU time per timed edit.
-func (b *bench) aloneFleet(ctx context.Context, kind string, rep int) (samples, time.Duration, editCPU, error) {
+//
+// m is where the figures go: the gentle opening's (16 watchers opening at
+// a time) or, when m is the burst's, every watcher at once (startBurst).
+func (b *bench) aloneFleet(ctx context.Context, kind string, rep int, m *aloneResult) (samples, time.Duration, editCPU, error) {
+	burst, mode := m.Opens != nil, ""
+	if burst {
+		mode = "burst-"
+	}
 	var spec fleetSpec
 	var edit func(ctx context.Context, value string) error
 	name := globalName(0)
@@ -281,7 +319,7 @@ func (b *bench) aloneFleet(ctx context.Context, kind string, rep int) (samples, 
 	if rep == 0 && b.o.openProfile > 0 {
 		// Where the opening goes: kube-apiserver (the aggregator's proxy
 		// and authorization, or its watch cache) and the server behind it.
-		tag := fmt.Sprintf("N%d-open-%s", b.n, kind)
+		tag := fmt.Sprintf("N%d-%sopen-%s", b.n, mode, kind)
 		profiled = append(profiled, b.kubeSrv.cpuProfile(ctx, b.o.outDir, tag, b.o.openProfile))
 		switch kind {
 		case fleetViews:
@@ -291,9 +329,47 @@ func (b *bench) aloneFleet(ctx context.Context, kind string, rep int) (samples, 
 		}
 		time.Sleep(100 * time.Millisecond) // the profiles have started
 	}
-	start := time.Now()
-	f, err := b.startFleet(ctx, spec, b.tenants)
-	open := time.Since(start)
+	backend := map[string]*server{fleetViews: b.implicitSrv, fleetReference: b.sampleSrv}[kind]
+	var f *fleet
+	var open time.Duration
+	var err error
+	if burst {
+		port := 0
+		switch kind {
+		case fleetViews:
+			port = b.implicit.Port()
+		case fleetReference:
+			port = b.sample.Port()
+		}
+		servers := []*server{b.kubeSrv}
+		if backend != nil {
+			servers = append(servers, backend)
+		}
+		before := make([]map[string]float64, len(servers))
+		for i, s := range servers {
+			if before[i], err = s.series(ctx, openMetrics); err != nil {
+				return nil, 0, editCPU{}, err
+			}
+		}
+		var bo burstOpen
+		f, bo, err = b.startBurst(ctx, spec, b.tenants, backend, port)
+		open = bo.Open
+		if err == nil {
+			m.Opens[kind] = append(m.Opens[kind], bo)
+			for i, s := range servers {
+				after, serr := s.series(ctx, openMetrics)
+				if serr != nil {
+					fmt.Printf("    (%v)\n", serr)
+					continue
+				}
+				openReport(s, before[i], after)
+			}
+		}
+	} else {
+		start := time.Now()
+		f, err = b.startFleet(ctx, spec, b.tenants)
+		open = time.Since(start)
+	}
 	for _, wait := range profiled {
 		wait()
 	}
@@ -308,7 +384,7 @@ func (b *bench) aloneFleet(ctx context.Context, kind string, rep int) (samples, 
 	var out samples
 	if rep == 0 && b.o.roundsProfile > 0 {
 		// Where the fan-out goes, for this fleet alone.
-		tag := fmt.Sprintf("N%d-alone-%s", b.n, kind)
+		tag := fmt.Sprintf("N%d-%salone-%s", b.n, mode, kind)
 		defer b.kubeSrv.cpuProfile(ctx, b.o.outDir, tag, b.o.roundsProfile)()
 		switch kind {
 		case fleetViews:
@@ -317,7 +393,6 @@ func (b *bench) aloneFleet(ctx context.Context, kind string, rep int) (samples, 
 			defer b.sampleSrv.cpuProfile(ctx, b.o.outDir, tag, b.o.roundsProfile)()
 		}
 	}
-	backend := map[string]*server{fleetViews: b.implicitSrv, fleetReference: b.sampleSrv}[kind]
 	var kubeCPU, backendCPU time.Duration
 	var kubeIO, backendIO ioCounts
 	for i := -1; i < b.o.aloneRuns; i++ {
@@ -346,8 +421,8 @@ func (b *bench) aloneFleet(ctx context.Context, kind string, rep int) (samples, 
 			cpu.Backend = (backend.cpu() - backendCPU) / runs
 		}
 	}
-	fmt.Printf("  %s alone, repetition %d: %s; opened in %s (per watcher: list %s, watch %s); reconnects %d; CPU per edit: %s\n",
-		kind, rep+1, out, dur(open), f.lists, f.watches, f.reconnects.Load(), cpu)
+	fmt.Printf("  %s alone (%s), repetition %d: %s; opened in %s (per watcher: list %s, watch %s); reconnects %d; CPU per edit: %s\n",
+		kind, map[bool]string{false: "gentle", true: "burst"}[burst], rep+1, out, dur(open), f.lists, f.watches, f.reconnects.Load(), cpu)
 	if runs := int64(b.o.aloneRuns); runs > 0 {
 		fmt.Printf("    per edit, kube-apiserver: %s", b.kubeSrv.io().per(kubeIO, runs))
 		if backend != nil {
@@ -411,5 +486,35 @@ func (r *results) aloneMarkdown(p func(string, ...any), mp func(samples) string)
 			}
 		}
 	}
+	p("")
+	r.burstMarkdown(p, ns)
+}
+
+// burstMarkdown writes the burst mode's table (-burst) beside the gentle
+// method's figures of the same repetitions.
+func (r *results) burstMarkdown(p func(string, ...any), ns []*nResult) {
+	if ns[0].Alone.Burst == nil {
+		return
+	}
+	p("### Each fleet alone opened as a reconnect storm opens it (-burst), beside the gentle opening")
+	p("")
+	p("| N | method | opening: views | native | reference | views / native | reference / native | views / reference | fan-out median: views / native | reference / native | views / reference | p99: views / native | CPU per edit: views / native | views / reference |")
+	p("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, n := range ns {
+		for _, m := range []struct {
+			name string
+			a    *aloneResult
+		}{{"gentle", n.Alone}, {"burst", n.Alone.Burst}} {
+			o, rd, c := m.a.Open, m.a.Rounds, m.a.CPU
+			v, nat, ref := fleetViews, fleetNative, fleetReference
+			p("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", n.N, m.name,
+				dur(o[v].median()), dur(o[nat].median()), dur(o[ref].median()),
+				ratio(o[v].median(), o[nat].median()), ratio(o[ref].median(), o[nat].median()), ratio(o[v].median(), o[ref].median()),
+				ratio(rd[v].median(), rd[nat].median()), ratio(rd[ref].median(), rd[nat].median()), ratio(rd[v].median(), rd[ref].median()),
+				ratio(rd[v].p99(), rd[nat].p99()), ratio(medianCPU(c[v]), medianCPU(c[nat])), ratio(medianCPU(c[v]), medianCPU(c[ref])))
+		}
+	}
+	p("")
+	p("Burst: every watcher of the fleet at once, each a list of its path then a watch from that list's resourceVersion, -burst-per-client watchers on each client connection (connected before), a 429 sent again after its Retry-After; opened right after the gentle opening of the same fleet in each repetition, then timed over the same edits. Its opening is from the burst's start to the last watch's response headers.")
 	p("")
 }

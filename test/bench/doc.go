@@ -20,7 +20,11 @@
 //     watcher a list, then a watch), warmed and timed with the others
 //     closed, as a user that is not system:masters (-watch-user),
 //     -alone-repeats times interleaved; the time to open each fleet, and
-//     CPU profiles of the first openings (-open-profile);
+//     CPU profiles of the first openings (-open-profile); with -burst, each
+//     fleet also opened as a reconnect storm opens it (every watcher at
+//     once, -burst-per-client on a connection, 429s sent again after their
+//     Retry-After) and timed again, beside the gentle opening (burst.go,
+//     issue 45);
 //   - materialization of one global NetworkPolicy (networkpolicies configured
 //     with delivery: Materialize, implicit-apiserver at -materialize-qps):
 //     its creation, then -materialize-runs edits, each until one native -A
@@ -49,6 +53,7 @@
 //	  go run ./test/bench -short   # a quick look: N=200
 //	make bench BENCH_ARGS='-namespaces 2000,10000 -globals 100 -qps50-runs 0'   # only the fan-out sizes of issue 15
 //	make bench BENCH_ARGS='-namespaces 2000,10000 -fanout-only'   # only the fan-out, concurrent and alone (issue 32)
+//	make bench BENCH_ARGS='-namespaces 2000 -fanout-only -concurrent=false -burst'   # the fleets alone, gentle and burst openings (issue 45)
 //	go run ./test/bench -guard-flood  # one tenant floods the guards (issue 24, item 7): the others' latency, the Lease
 //	make bench BENCH_ARGS=-replica-switch   # a replica switch at 10,000 x 100 (issue 31): resume against relist (replicaswitch.go)
 //

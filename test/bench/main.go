@@ -45,6 +45,10 @@ type options struct {
 	roundsProfile           int
 	aloneFleets             []string
 	concurrent              bool
+	// burst: each fleet alone also opened as a reconnect storm opens it,
+	// burstPerConn watchers on each client connection (burst.go).
+	burst        bool
+	burstPerConn int
 
 	// The guard flood (guardflood.go) instead of the sweep.
 	guardFlood       bool
@@ -109,6 +113,8 @@ func main() {
 	flag.IntVar(&o.roundsProfile, "rounds-profile", 10, "seconds of CPU profiles of kube-apiserver and the server behind it from the first timed edit of each fleet alone, and of kube-apiserver and implicit-apiserver from the first materialized edit (0: none)")
 	flag.StringVar(&aloneFleets, "alone-fleets", "views,native,reference", "the fleets measured alone, in this order in each repetition")
 	flag.BoolVar(&o.concurrent, "concurrent", true, "-fanout-only: also the concurrent rounds (both fleets open at once); false: only the fleets alone")
+	flag.BoolVar(&o.burst, "burst", false, "each fleet alone is also opened as a reconnect storm opens it, right after its gentle opening in each repetition: every watcher at once, each a list of its path then a watch from that list's version, -burst-per-client on each client connection (up before the burst), a 429 sent again after its Retry-After; then its fan-out timed as the gentle one's; both printed side by side")
+	flag.IntVar(&o.burstPerConn, "burst-per-client", 200, "-burst: watchers opening at once on each client connection")
 	flag.StringVar(&replot, "replot", "", "only redraw the plot (-plot) from this results.json")
 	flag.DurationVar(&roundTimeout, "round-timeout", roundTimeout, "deadline of one propagation round (plus N/50 s for the QPS 50 copy and for each materialization round)")
 	flag.BoolVar(&o.guardFlood, "guard-flood", false, "instead of the sweep: one tenant floods the parents guard with refused opt-outs "+
@@ -283,7 +289,7 @@ func main() {
 	if o.binDir == "" || o.binary == "" {
 		fail(2, "bench needs -bin-dir (or IMPLICIT_TOOLS_BIN) and -implicit-binary (or IMPLICIT_BINARY)")
 	}
-	if o.runs < 1 || o.copyRuns < 1 || o.slowCopyRuns < 0 || o.materializeRuns < 0 || o.promotionRuns < 0 || o.policyRuns < 0 || o.listRuns < 1 || o.authzRequests < 1 || o.watchersPerConn < 1 {
+	if o.runs < 1 || o.copyRuns < 1 || o.slowCopyRuns < 0 || o.materializeRuns < 0 || o.promotionRuns < 0 || o.policyRuns < 0 || o.listRuns < 1 || o.authzRequests < 1 || o.watchersPerConn < 1 || o.burstPerConn < 1 {
 		fail(2, "-runs, -copy-runs, -list-runs, -authz-requests and -watchers-per-client must be positive; -qps50-runs and -materialize-runs not negative")
 	}
 	if !(o.materializeQPS > 0) || math.IsInf(o.materializeQPS, 0) {

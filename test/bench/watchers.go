@@ -111,6 +111,9 @@ type fleet struct {
 type watchClient struct {
 	host string
 	http *http.Client
+	// retries, when set, counts the requests sent again after a 429 (the
+	// burst mode's clients retry them, as client-go does; others fail).
+	retries *atomic.Int64
 }
 
 // clients returns n clients that do not share a transport (a custom Dial
@@ -144,6 +147,9 @@ func (c *watchClient) get(ctx context.Context, path string, query url.Values) (i
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.http.Do(req)
+	if err == nil && c.retries != nil {
+		resp, err = retryAfter429(ctx, c.http, req, resp, c.retries)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -43,6 +43,13 @@ type clusterWideEntry struct {
 	seenUntil    time.Time
 	allowedUntil time.Time
 	deniedUntil  time.Time
+	// pending is closed when the cluster-wide review in flight is
+	// answered (nil: none in flight). A reconnect storm's requests of
+	// many namespaces arrive together: they wait for the one review
+	// instead of each sending its own (the delegating authorizer's
+	// cache does not merge concurrent misses, and its client sends at
+	// most 200 reviews a second).
+	pending chan struct{}
 }
 
 // clusterWideUsers bounds the users (and resources and verbs) remembered.
@@ -92,36 +99,56 @@ func (c *clusterWideReads) allowed(ctx context.Context, a authorizer.Attributes)
 		return false
 	}
 	key := clusterWideKey(a)
-	now := c.now()
 	c.mu.Lock()
 	e, ok := c.users.Get(key)
 	if !ok {
 		e = &clusterWideEntry{}
 		c.users.Add(key, e)
 	}
-	switch {
-	case now.Before(e.allowedUntil):
-		c.mu.Unlock()
-		return true
-	case now.Before(e.deniedUntil):
-		c.mu.Unlock()
-		return false
-	case e.namespace == "" || e.namespace == a.GetNamespace() || !now.Before(e.seenUntil):
-		e.namespace, e.seenUntil = a.GetNamespace(), now.Add(c.allowTTL)
-		c.mu.Unlock()
-		return false
+	for {
+		now := c.now()
+		switch {
+		case now.Before(e.allowedUntil):
+			c.mu.Unlock()
+			return true
+		case now.Before(e.deniedUntil):
+			c.mu.Unlock()
+			return false
+		case e.pending != nil:
+			// Another request of this user asks the cluster-wide
+			// question: its answer is this one's.
+			pending := e.pending
+			c.mu.Unlock()
+			select {
+			case <-pending:
+			case <-ctx.Done():
+				return false
+			}
+			c.mu.Lock()
+			continue
+		case e.namespace == "" || e.namespace == a.GetNamespace() || !now.Before(e.seenUntil):
+			e.namespace, e.seenUntil = a.GetNamespace(), now.Add(c.allowTTL)
+			c.mu.Unlock()
+			return false
+		}
+		break
 	}
 	c.clusterChecks++
+	pending := make(chan struct{})
+	e.pending = pending
 	c.mu.Unlock()
 
 	d, _, err := c.inner.Authorize(ctx, clusterWide{a})
 	allow := err == nil && d == authorizer.DecisionAllow
 	c.mu.Lock()
-	if allow {
+	// From the answer: the TTLs count from when it is known.
+	if now := c.now(); allow {
 		e.allowedUntil = now.Add(c.allowTTL)
 	} else {
 		e.deniedUntil = now.Add(c.denyTTL)
 	}
+	e.pending = nil
+	close(pending)
 	c.mu.Unlock()
 	return allow
 }

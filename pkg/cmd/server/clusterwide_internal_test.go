@@ -149,3 +149,56 @@ func TestClusterWideReadsExpires(t *testing.T) {
 		t.Errorf("no review after the cluster-wide allow expired")
 	}
 }
+
+// slowReviews is fakeReviews whose reviews take delay, as a
+// SubjectAccessReview through kube-apiserver does.
+type slowReviews struct {
+	*fakeReviews
+	delay time.Duration
+}
+
+func (s slowReviews) Authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+	time.Sleep(s.delay)
+	return s.fakeReviews.Authorize(ctx, a)
+}
+
+// TestClusterWideReadsStorm: a reconnect storm's reads of 1,000 namespaces
+// arriving together, after the user's first namespace, wait for one
+// cluster-wide review instead of each sending its own; a user denied
+// cluster-wide has each of its namespaces reviewed after the one
+// cluster-wide denial.
+func TestClusterWideReadsStorm(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		user       string
+		grants     map[string]bool
+		allow      bool
+		namespaced int // reviews per namespace after the first
+	}{
+		{"controller", map[string]bool{"controller/": true}, true, 0},
+		{"bob", map[string]bool{"bob/team-0": true}, false, 1},
+	} {
+		f := &fakeReviews{grants: tc.grants, reviews: map[string]int{}}
+		c := newClusterWideReads(slowReviews{f, 50 * time.Millisecond}, 10*time.Second, 10*time.Second)
+		c.Authorize(t.Context(), watchOf(tc.user, "team-0"))
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := 1; i <= 1000; i++ {
+			wg.Go(func() {
+				<-start
+				d, _, err := c.Authorize(t.Context(), watchOf(tc.user, fmt.Sprintf("team-%d", i)))
+				if got := err == nil && d == authorizer.DecisionAllow; got != tc.allow {
+					t.Errorf("%s in team-%d: %v %v, want allowed %v", tc.user, i, d, err, tc.allow)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if n := f.count(""); n != 1 {
+			t.Errorf("%s: %d cluster-wide reviews for 1,000 namespaces read at once, want 1", tc.user, n)
+		}
+		if n, want := f.total()-f.count("")-1, 1000*tc.namespaced; n != want {
+			t.Errorf("%s: %d namespace reviews after the first, want %d", tc.user, n, want)
+		}
+	}
+}
