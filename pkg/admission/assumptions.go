@@ -61,7 +61,20 @@ func (a *assumptions) put(name string, as assumption) {
 			as.older = as.older[n-maxOlder:]
 		}
 	}
+	as.until = laterThan(prev.until, ok, as.until)
 	a.byName[name] = as
+}
+
+// laterThan is until, or just after prev when that ends as late (prev
+// exists): the record keeps the later entry of one key (mergeRecords), and
+// an entry another replica wrote, by its clock, may end later than one
+// admitted over it here. Extended so, an entry outlives its ttl by at most
+// the replicas' clock skew.
+func laterThan(prev time.Time, exists bool, until time.Time) time.Time {
+	if exists && !until.After(prev) {
+		return prev.Add(time.Nanosecond)
+	}
+	return until
 }
 
 // maxOlder bounds the versions an assumption keeps that it was admitted

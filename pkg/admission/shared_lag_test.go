@@ -6,6 +6,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/implicit-dev/implicit-apiserver/internal/testfixture"
@@ -76,4 +77,58 @@ func testSharedRecordLaggingMirror(t *testing.T, created bool) {
 		t.Fatalf("B admitted b -> c while A had admitted c -> b a moment ago: the cycle b -> c -> b")
 	}
 	t.Logf("B refused: %s", resp.Result.Message)
+}
+
+// TestSharedRecordClockSkew: replica A's clock runs 5 s ahead of B's (or
+// reads the same instant). A admits c -> a; B then admits c: a -> b, over
+// it. The record keeps the later of two changes of one namespace: B's,
+// though A's entry ends later (as late) by A's clock. Either replica then
+// refuses b -> c (the cycle b -> c -> b) while neither mirror shows c's
+// changes.
+func TestSharedRecordClockSkew(t *testing.T) {
+	t.Parallel()
+	for _, skew := range []time.Duration{0, 5 * time.Second} {
+		t.Run(skew.String(), func(t *testing.T) {
+			t.Parallel()
+			testSharedRecordClockSkew(t, skew)
+		})
+	}
+}
+
+func testSharedRecordClockSkew(t *testing.T, skew time.Duration) {
+	update := admissionv1.Update
+	nsList := []*corev1.Namespace{ns(global, ""), ns("a", ""), ns("b", ""), ns("c", "")}
+	start := time.Now()
+	l := &memLedger{}
+	answers := allowAll(updateNamespace("a"), updateNamespace("b"), updateNamespace("c"))
+	replica := func(clk *clocktesting.FakePassiveClock) *admission.Guards {
+		return admission.NewGuards(admission.Config{Mirror: admission.MirrorOf(whatif.New(hierarchyMux(t, nsList))), Authorizer: &fakeAuthorizer{answers: answers},
+			Served: served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient("a", "b", "c"), Clock: clk, Ledger: l})
+	}
+	a, b := replica(clocktesting.NewFakePassiveClock(start.Add(skew))), replica(clocktesting.NewFakePassiveClock(start))
+
+	x0 := request(update, nsGR, "", "c", ns("c", ""), ns("c", "a", recorded))
+	if resp, _ := review(t, a, webhookconfig.PathParents, x0); resp == nil || !resp.Allowed {
+		t.Fatalf("A refused c -> a: %+v", resp)
+	}
+	x1 := request(update, nsGR, "", "c", ns("c", "a", recorded), ns("c", "b", recorded))
+	if resp, _ := review(t, b, webhookconfig.PathParents, x1); resp == nil || !resp.Allowed {
+		t.Fatalf("B refused c: a -> b: %+v", resp)
+	}
+	for _, r := range []struct {
+		name string
+		g    *admission.Guards
+	}{{"A", a}, {"B", b}} {
+		y := request(update, nsGR, "", "b", ns("b", ""), ns("b", "c", recorded))
+		y.UID += types.UID(r.name)
+		resp, _ := review(t, r.g, webhookconfig.PathParents, y)
+		if resp == nil {
+			t.Fatal("no answer")
+		}
+		if resp.Allowed {
+			t.Errorf("%s admitted b -> c while B had admitted c -> b a moment ago: the cycle b -> c -> b", r.name)
+			continue
+		}
+		t.Logf("%s refused: %s", r.name, resp.Result.Message)
+	}
 }
