@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -38,19 +39,47 @@ type assumption struct {
 // put records as for name, with mu held. Admitted over a change still
 // assumed (whose labels as found), it keeps what that one replaced too;
 // made again over the version a change assumed replaced, what that one
-// kept.
+// kept. A change this replica's mirror showed land counts too: another
+// replica's mirror may lag behind the version it replaced, and must take
+// that version, as it takes as.old, for one not showing as yet (shared
+// record, shared_memory.go). A creation replaced no version: absent
+// (Gone) stands for it.
 func (a *assumptions) put(name string, as assumption) {
 	prev, ok := a.byName[name]
-	if ok && prev.old != nil && as.old != nil && !a.clock.Now().After(prev.until) && !a.superseded(name, prev) {
+	if ok && as.old != nil && !a.clock.Now().After(prev.until) {
 		switch {
-		case hierarchyKeys(prev.meta) == hierarchyKeys(*as.old):
-			as.older = append(append([]whatif.NamespaceMeta(nil), prev.older...), *prev.old)
-		case hierarchyKeys(*prev.old) == hierarchyKeys(*as.old):
+		case hierarchyKeys(prev.meta) == hierarchyKeys(*as.old) && !prev.meta.Gone:
+			was := whatif.NamespaceMeta{Gone: true}
+			if prev.old != nil {
+				was = *prev.old
+			}
+			as.older = append(append([]whatif.NamespaceMeta(nil), prev.older...), was)
+		case prev.old != nil && hierarchyKeys(*prev.old) == hierarchyKeys(*as.old):
 			as.older = append([]whatif.NamespaceMeta(nil), prev.older...)
 		}
+		if n := len(as.older); n > maxOlder {
+			as.older = as.older[n-maxOlder:]
+		}
 	}
+	as.until = laterThan(prev.until, ok, as.until)
 	a.byName[name] = as
 }
+
+// laterThan is until, or just after prev when that ends as late (prev
+// exists): the record keeps the later entry of one key (mergeRecords), and
+// an entry another replica wrote, by its clock, may end later than one
+// admitted over it here. Extended so, an entry outlives its ttl by at most
+// the replicas' clock skew.
+func laterThan(prev time.Time, exists bool, until time.Time) time.Time {
+	if exists && !until.After(prev) {
+		return prev.Add(time.Nanosecond)
+	}
+	return until
+}
+
+// maxOlder bounds the versions an assumption keeps that it was admitted
+// over: a mirror further behind takes the assumption as superseded.
+const maxOlder = 16
 
 // assumptions hold the namespace changes the parent guard admitted until
 // the mirror shows the namespace at another version than the one each
@@ -76,17 +105,20 @@ type assumptions struct {
 }
 
 // currentLocked returns the assumptions that still stand: not expired, and
-// the mirror still shows the namespace as the assumed change found it.
-// Called with mu held.
+// the mirror still shows the namespace as the assumed change found it. A
+// superseded one is kept until it expires (not returned): a change admitted
+// over it keeps the version it replaced (put). Called with mu held.
 func (a *assumptions) currentLocked() whatif.Assumed {
 	now := a.clock.Now()
 	out := whatif.Assumed{}
 	for name, as := range a.byName {
-		if now.After(as.until) || a.superseded(name, as) {
+		if now.After(as.until) {
 			delete(a.byName, name)
 			continue
 		}
-		out[name] = as.meta
+		if !a.superseded(name, as) {
+			out[name] = as.meta
+		}
 	}
 	return out
 }
@@ -102,10 +134,12 @@ func (a *assumptions) superseded(name string, as assumption) bool {
 		return !found // gone from the mirror too
 	}
 	if !found {
-		return true
+		// Absent: past a deletion, or behind the creation of a version
+		// the change was admitted over.
+		return !slices.ContainsFunc(as.older, func(o whatif.NamespaceMeta) bool { return o.Gone })
 	}
 	for _, o := range append([]whatif.NamespaceMeta{*as.old}, as.older...) {
-		if hierarchyKeys(cur) == hierarchyKeys(o) {
+		if !o.Gone && hierarchyKeys(cur) == hierarchyKeys(o) {
 			return false
 		}
 	}

@@ -76,10 +76,11 @@ func (g *Guards) NamespaceDeletions(ctx context.Context, req *admissionv1.Admiss
 	if req.DryRun == nil || !*req.DryRun {
 		if meta, found := g.mirror.Namespaces.NamespaceMeta(req.Name); found {
 			g.hierarchy.mu.Lock()
+			prev, ok := g.hierarchy.byName[req.Name]
 			g.hierarchy.byName[req.Name] = assumption{
 				meta:  whatif.NamespaceMeta{Gone: true},
 				old:   &meta,
-				until: g.hierarchy.clock.Now().Add(g.hierarchy.ttl),
+				until: laterThan(prev.until, ok, g.hierarchy.clock.Now().Add(g.hierarchy.ttl)),
 			}
 			g.hierarchy.mu.Unlock()
 		}

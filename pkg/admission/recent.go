@@ -56,7 +56,8 @@ func newRecent(clk clock.PassiveClock) *recent {
 func (r *recent) lock(k recentKey, obj *unstructured.Unstructured) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.locks[k] = recentObject{obj: obj, until: r.clock.Now().Add(r.ttl)}
+	cur, ok := r.locks[k]
+	r.locks[k] = recentObject{obj: obj, until: laterThan(cur.until, ok, r.clock.Now().Add(r.ttl))}
 }
 
 // locked reports whether the source k was admitted locked lately.
@@ -76,7 +77,8 @@ func (r *recent) locked(k recentKey) bool {
 func (r *recent) candidate(k recentKey, name string, locked bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.candidates[k] = recentCandidate{name: name, locked: locked, until: r.clock.Now().Add(r.ttl)}
+	cur, ok := r.candidates[k]
+	r.candidates[k] = recentCandidate{name: name, locked: locked, until: laterThan(cur.until, ok, r.clock.Now().Add(r.ttl))}
 }
 
 // observe reconciles what is remembered of the candidate for the stable
@@ -117,7 +119,8 @@ type recentObject struct {
 func (r *recent) adopt(k recentKey, obj *unstructured.Unstructured) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.adopted[k] = recentObject{obj: obj, until: r.clock.Now().Add(r.ttl)}
+	cur, ok := r.adopted[k]
+	r.adopted[k] = recentObject{obj: obj, until: laterThan(cur.until, ok, r.clock.Now().Add(r.ttl))}
 }
 
 // adopters returns the namespaces that hold an object of resource/name
