@@ -92,7 +92,7 @@ func (g *Gate) Filter(h http.Handler) http.Handler {
 			return
 		}
 		c := g.conn(r.RemoteAddr)
-		f, ok := w.(http.Flusher)
+		f, ok := w.(flushNotifier)
 		if c == nil || !ok {
 			h.ServeHTTP(w, r)
 			return

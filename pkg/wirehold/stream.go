@@ -14,16 +14,24 @@ import (
 type Stream struct {
 	conn *Conn
 	w    http.ResponseWriter
-	f    http.Flusher
+	f    flushNotifier
 
 	mu      sync.Mutex
 	handing int
 	ended   bool
 }
 
+// flushNotifier is what k8s.io/apiserver's response writer decorators
+// (responsewriter.WrapForHTTP1Or2) want of the writer they wrap to keep
+// http.Flusher: HTTP/2's writer is both.
+type flushNotifier interface {
+	http.Flusher
+	http.CloseNotifier //nolint:staticcheck // required by k8s.io/apiserver's decorators
+}
+
 var (
 	_ http.ResponseWriter = &Stream{}
-	_ http.Flusher        = &Stream{}
+	_ flushNotifier       = &Stream{}
 )
 
 // Hold holds the stream's connection: an event is on its way to the
@@ -94,6 +102,10 @@ func (s *Stream) Flush() {
 	s.f.Flush()
 	s.releaseHanded(false)
 }
+
+// CloseNotify implements http.CloseNotifier, for k8s.io/apiserver's
+// decorators.
+func (s *Stream) CloseNotify() <-chan bool { return s.f.CloseNotify() }
 
 // Unwrap returns the response writer the Stream wraps (for
 // http.ResponseController and k8s.io/apiserver's decorators).
