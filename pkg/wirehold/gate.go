@@ -92,15 +92,33 @@ func (g *Gate) Filter(h http.Handler) http.Handler {
 			return
 		}
 		c := g.conn(r.RemoteAddr)
-		f, ok := w.(flushNotifier)
-		if c == nil || !ok {
+		if c == nil {
 			h.ServeHTTP(w, r)
 			return
 		}
-		s := &Stream{conn: c, w: w, f: f}
-		defer s.end()
-		h.ServeHTTP(s, r.WithContext(context.WithValue(r.Context(), streamKey{}, s)))
+		s := NewStream(c, w)
+		if s == nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+		defer s.End()
+		h.ServeHTTP(s, r.WithContext(NewContext(r.Context(), s)))
 	})
+}
+
+// NewStream returns the Stream of a response written to w on c, as Filter
+// gives its handler, or nil when w cannot flush.
+func NewStream(c *Conn, w http.ResponseWriter) *Stream {
+	f, ok := w.(flushNotifier)
+	if !ok {
+		return nil
+	}
+	return &Stream{conn: c, w: w, f: f}
+}
+
+// NewContext returns ctx carrying s, for FromContext.
+func NewContext(ctx context.Context, s *Stream) context.Context {
+	return context.WithValue(ctx, streamKey{}, s)
 }
 
 type streamKey struct{}

@@ -84,8 +84,9 @@ func (s *Stream) releaseHanded(end bool) {
 	}
 }
 
-// end is called once the handler has returned.
-func (s *Stream) end() { s.releaseHanded(true) }
+// End ends the holds passed to the handler, once it has returned: its
+// events will not be written.
+func (s *Stream) End() { s.releaseHanded(true) }
 
 // Header implements http.ResponseWriter.
 func (s *Stream) Header() http.Header { return s.w.Header() }
