@@ -25,6 +25,7 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/views"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 	"github.com/implicit-dev/implicit-apiserver/pkg/webhook"
+	"github.com/implicit-dev/implicit-apiserver/pkg/wirehold"
 )
 
 // ExtraConfig is implicit-apiserver's own configuration.
@@ -203,8 +204,14 @@ func (c CompletedConfig) New() (*Server, error) {
 		OpenAPIV3:         c.GenericConfig.OpenAPIV3Config,
 		Namer:             x.Namer,
 	})
+	// A connection's watch events share write calls (pkg/wirehold).
+	wireClock, _ := x.Clock.(clock.WithDelayedExecution)
+	wire := wirehold.New(wireClock, wirehold.DefaultMaxHold)
+	if ss := c.GenericConfig.SecureServing; ss != nil && ss.Listener != nil {
+		ss.Listener = wire.Listener(ss.Listener)
+	}
 	c.GenericConfig.BuildHandlerChainFunc = func(h http.Handler, gc *genericapiserver.Config) http.Handler {
-		return genericapiserver.DefaultBuildHandlerChain(servedgroup.RevalidateOpenAPI(watchmux.ConnectionFilter(group.ReadOnly(h))), gc)
+		return genericapiserver.DefaultBuildHandlerChain(servedgroup.RevalidateOpenAPI(watchmux.ConnectionFilter(wire.Filter(group.ReadOnly(h)))), gc)
 	}
 	admissionCallers, err := c.webhookCallers()
 	if err != nil {

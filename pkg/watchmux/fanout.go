@@ -92,6 +92,9 @@ func (m *Mux) fanOutLocked(events []*Event) {
 				break
 			}
 			sent := false
+			if !p.w.wire.hold() {
+				break
+			}
 			select {
 			case p.w.ch <- e:
 				sent = true
@@ -101,6 +104,7 @@ func (m *Mux) fanOutLocked(events []*Event) {
 				m.closeSlow(p.w)
 			}
 			if !sent {
+				p.w.wire.release(true)
 				break
 			}
 		}
@@ -116,14 +120,20 @@ const (
 	sendDone                   // the watcher has stopped
 )
 
-// trySend puts e in the watcher's buffer if it has room, without waiting.
+// trySend puts e in the watcher's buffer if it has room, without waiting,
+// holding the watcher's connection until run hands e on (wire.go).
 func (w *watcher) trySend(e *Event) sendResult {
+	if !w.wire.hold() {
+		return sendDone
+	}
 	select {
 	case w.ch <- e:
 		return sendOK
 	case <-w.done:
+		w.wire.release(true)
 		return sendDone
 	default:
+		w.wire.release(true)
 		return sendFull
 	}
 }
@@ -183,10 +193,7 @@ func (m *Mux) bookmark() {
 		if !w.opts.AllowBookmarks || !bookmarkAfterStart(e.RV, vector, w) {
 			continue
 		}
-		select {
-		case w.ch <- e:
-		default:
-		}
+		w.trySend(e)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	rv "github.com/implicit-dev/implicit-apiserver/pkg/resourceversion"
+	"github.com/implicit-dev/implicit-apiserver/pkg/wirehold"
 )
 
 // WatchOptions select what a watch receives.
@@ -76,6 +77,9 @@ type watcher struct {
 	group      uint64
 	// slot is the watcher's index among its namespace's (byNamespace); wmu.
 	slot int
+	// wire holds the watch request's connection while events are on their
+	// way to its handler (wire.go).
+	wire wire
 }
 
 var _ watch.Interface = &watcher{}
@@ -172,6 +176,7 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 	}
 	// mu is held for reading.
 	w := &watcher{m: m, ctx: ctx, opts: opts, result: make(chan watch.Event), done: make(chan struct{}), connection: connectionOf(ctx)}
+	w.wire.s = wirehold.FromContext(ctx)
 	// Only a watch-list request (sendInitialEvents=true and
 	// allowWatchBookmarks=true) gets the initial-events-end bookmark, as
 	// from kube-apiserver's cacher: the watch handler has no completion
@@ -350,6 +355,7 @@ func (w *watcher) Stop() {
 // context is done.
 func (w *watcher) run() {
 	defer close(w.result)
+	defer w.wire.stop()
 	defer w.Stop() // when ctx ends it; a no-op after Stop
 	for _, e := range w.initial {
 		if !w.emit(e) {
@@ -368,7 +374,9 @@ func (w *watcher) run() {
 	for {
 		select {
 		case e := <-w.ch:
-			if !w.emit(e) {
+			ok := w.emit(e)
+			w.wire.release(false)
+			if !ok {
 				return
 			}
 		case <-w.done:
@@ -425,15 +433,20 @@ func (w *watcher) emit(e *Event) bool {
 	return false
 }
 
+// send hands ev to the watch handler; the handler's next flush ends the
+// hold on the connection it is given with it (wire.go).
 func (w *watcher) send(ev watch.Event) bool {
+	handing := w.wire.s != nil && w.wire.s.Handing()
 	select {
 	case w.result <- ev:
 		return true
 	case <-w.done:
-		return false
 	case <-w.ctx.Done():
-		return false
 	}
+	if handing {
+		w.wire.s.NotHanded()
+	}
+	return false
 }
 
 func (w *watcher) bookmark(version string, initialEnd bool) watch.Event {
