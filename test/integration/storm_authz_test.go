@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
 
@@ -48,6 +51,11 @@ func TestStormOfReadsOneClusterWideReview(t *testing.T) {
 		_ = kube.RbacV1().ClusterRoleBindings().Delete(t.Context(), reader, metav1.DeleteOptions{})
 		_ = kube.RbacV1().ClusterRoles().Delete(t.Context(), reader, metav1.DeleteOptions{})
 	})
+	// Registered before the namespaces' own cleanups, so it runs after
+	// their deletions: the namespace controller finishes these 400 before
+	// the next test's deletion waits behind them (TestTerminatingParent
+	// timed out in that queue).
+	t.Cleanup(func() { waitNamespacesGone(t, kube, "storm-authz-") })
 	var names []string
 	for i := range stormAuthzNamespaces {
 		names = append(names, fmt.Sprintf("storm-authz-%d", i))
@@ -120,5 +128,28 @@ func TestStormOfReadsOneClusterWideReview(t *testing.T) {
 	// slack for reviews of other requests meanwhile.
 	if reviews > 4 {
 		t.Errorf("implicit-apiserver sent %.0f SubjectAccessReviews for %d lists at once by one user allowed cluster-wide, want at most 4 (the first namespace and one cluster-wide question)", reviews, len(names))
+	}
+}
+
+// waitNamespacesGone waits, up to three minutes, until no namespace named
+// with prefix is left; it says how many remain if some do.
+func waitNamespacesGone(t *testing.T, kube kubernetes.Interface, prefix string) {
+	t.Helper()
+	left := -1
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		nss, err := kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		left = 0
+		for _, ns := range nss.Items {
+			if strings.HasPrefix(ns.Name, prefix) {
+				left++
+			}
+		}
+		return left == 0, nil
+	})
+	if err != nil {
+		t.Errorf("%d namespaces %s* still there after 3 minutes: %v", left, prefix, err)
 	}
 }
