@@ -36,20 +36,6 @@ func TestRevalidateOpenAPI(t *testing.T) {
 	srv := httptest.NewServer(servedgroup.RevalidateOpenAPI(m))
 	defer srv.Close()
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	get := func(path, etag string) *http.Response {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
-		req.Header.Set("Accept", "application/json")
-		if etag != "" {
-			req.Header.Set("If-None-Match", etag)
-		}
-		resp, err := noRedirect.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp
-	}
 	getBody := func(path, etag string) (*http.Response, string) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
@@ -64,6 +50,11 @@ func TestRevalidateOpenAPI(t *testing.T) {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
 		return resp, string(b)
+	}
+	get := func(path, etag string) *http.Response {
+		t.Helper()
+		resp, _ := getBody(path, etag)
+		return resp
 	}
 	hashURL := func() string {
 		t.Helper()

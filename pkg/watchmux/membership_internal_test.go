@@ -268,20 +268,8 @@ func TestResumeAllNamespacesInACanaryCluster(t *testing.T) {
 	k := b.pos.index("rolebindings")
 	b.mu.RUnlock()
 	v.Vector, v.Seq = append([]uint64(nil), v.Vector...), 0
-	v.Vector[k] = 3 // before g.next: team-a sees the stable g
-	w, err := b.Watch(t.Context(), WatchOptions{Resource: "rolebindings", ResourceVersion: v.String(), AllowBookmarks: true})
-	if err != nil {
-		t.Fatalf("resuming every namespace from %s: %v", v, err)
-	}
-	defer w.Stop()
-	var got []string
-	for ev := range w.ResultChan() {
-		if ev.Type == watch.Bookmark {
-			break
-		}
-		rb := ev.Object.(*rbacv1.RoleBinding)
-		got = append(got, string(ev.Type)+" "+rb.Namespace+"/"+rb.Name+" from "+rb.Annotations[v1alpha1.AnnotationCandidate])
-	}
+	v.Vector[k] = 3                                                      // before g.next: team-a sees the stable g
+	got := resumeEvents(t, b, WatchOptions{ResourceVersion: v.String()}) // every namespace
 	want := []string{"ADDED implicit-global/g.next from ", "MODIFIED team-a/g from g.next"}
 	if !slices.Equal(got, want) {
 		t.Errorf("resumed from before g.next: events %q, want %q", got, want)
