@@ -143,8 +143,19 @@ func trackedReplica(t *testing.T, c *fakeCluster, lw *clusterLW) *watchmux.Mux {
 	t.Cleanup(cancel)
 	go inf.RunWithContext(ctx)
 	testwait.For(t, "the informer to sync", reg.HasSynced)
+	// The reflector opens its watch after the list: a write made before
+	// then reaches the informer through the watch's replay, not when a
+	// test delivers it (a lagging watch, deliver).
+	testwait.For(t, "the informer's watch to open", lw.watching)
 	m.MarkSynced()
 	return m
+}
+
+// watching reports whether the informer's watch is open.
+func (l *clusterLW) watching() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w != nil && !l.w.IsStopped()
 }
 
 // TestResumeAfterRelist is issue 38's cases 2 and 3: replica A's informer
