@@ -53,8 +53,9 @@ type positions struct {
 	// revs maps a source key to the revision at which its state, as the
 	// mirror holds it, is known complete (stream.go).
 	revs map[string]uint64
-	// changed maps a source key to the revision of its last change applied:
-	// its state is the same at every revision from changed to revs.
+	// changed maps a source key to the revision of its last change applied,
+	// or of its last list past revs (listedLocked): its state is the same
+	// at every revision from changed to revs.
 	changed map[string]uint64
 	// equal maps a source key to the revisions past revs whose lists were
 	// found to hold the mirror's state (catchUp), until the source's next
@@ -220,6 +221,22 @@ func (p *positions) passedLocked(key string, rev uint64) bool {
 func (p *positions) progressLocked(key string, rev uint64) {
 	if rev > p.revs[key] {
 		p.revs[key] = rev
+	}
+}
+
+// listedLocked records that a list of source key at rev found the
+// mirror's state (a relist that changed nothing, a first list of no
+// objects): complete at rev, but the informer saw none of the writes
+// between its last revision and rev, and etcd's states in between need not
+// be the mirror's (an object created and deleted while the watch was gone,
+// or before the replica started: another replica saw it). So the source is
+// known unchanged from rev on only: a client whose revision lies in the gap
+// is not in the current state (sameStateLocked) and gets the difference
+// from its own. A catch-up's equal revisions stay: each was compared.
+func (p *positions) listedLocked(key string, rev uint64) {
+	if rev > p.revs[key] {
+		p.revs[key] = rev
+		p.changed[key] = rev
 	}
 }
 
