@@ -225,6 +225,12 @@ func (m *Mux) applyNamespaceBatch(changes []sourcefeed.Change, rev uint64) {
 		return
 	}
 	k, prev := m.pos.applyLocked(namespacesKey, rev)
+	var replaced []string
+	for _, c := range todo {
+		if m.replacingLocked(c.ns.Name, c.next) {
+			replaced = append(replaced, c.ns.Name)
+		}
+	}
 	set := func() {
 		for _, c := range todo {
 			if c.next == nil || c.ns.DeletionTimestamp == nil {
@@ -256,6 +262,9 @@ func (m *Mux) applyNamespaceBatch(changes []sourcefeed.Change, rev uint64) {
 		events = m.viewEventsLocked(names, before)
 	}
 	ticket, fan := m.stampLocked(events, k, prev)
+	for _, name := range replaced {
+		m.noteReplacedLocked(name)
+	}
 	m.mu.Unlock()
 	if fan {
 		m.fanOutInTurn(ticket, events, start)
