@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/watch"
+
 	"github.com/implicit-dev/implicit-apiserver/internal/testwait"
 	rv "github.com/implicit-dev/implicit-apiserver/pkg/resourceversion"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
@@ -34,9 +36,11 @@ func TestResumeAcrossAListThatChangedNothing(t *testing.T) {
 			lw := &clusterLW{c: c}
 			var b *watchmux.Mux
 			release := func() {}
+			var early string // a version before the gap
 			if tc.keep {
 				c.write(rolebindings, roleBinding("team-x", "a"), false)
 				b = trackedAt(t, c, lw)
+				early = currentVersion(t, c.startReplica(rand.New(rand.NewPCG(48, 3))))
 				release = lw.expire(t)
 			}
 			lw.write(roleBinding("team-x", "z"), false)
@@ -79,6 +83,24 @@ func TestResumeAcrossAListThatChangedNothing(t *testing.T) {
 			}
 			if d := client.diff(currentView(t, b, "team-x")); len(d) > 0 {
 				t.Errorf("the client resumed on B from %s (events %v) differs from B's view: %v", v, describeEvents(evs), d)
+			}
+
+			if early == "" {
+				return
+			}
+			// A client from before the gap holds B's state: served as
+			// such, with nothing listed.
+			c.mu.Lock()
+			listed := len(c.lists)
+			c.mu.Unlock()
+			ev := firstEvent(t, b, watchmux.WatchOptions{Resource: rolebindings, Namespace: "team-x", ResourceVersion: early, AllowBookmarks: true}, "resume on B from "+early)
+			if ev.Type != watch.Bookmark {
+				t.Errorf("resumed on B from %s, before the gap: first event %s, want a bookmark", early, describeEvent(ev))
+			}
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if len(c.lists) != listed {
+				t.Errorf("resuming on B from %s, before the gap, listed %v", early, c.lists[listed:])
 			}
 		})
 	}
