@@ -9,7 +9,8 @@
 // reflector's order, models the informer's store to know how many handler
 // deliveries each one makes, and regroups the deliveries for its Sink: one
 // watch event at its own revision, a whole relist as one change at the
-// list's revision, a bookmark as progress. It builds on client-go's
+// list's revision, a bookmark as progress, a list that changed nothing as
+// listed (complete at its revision, the writes it skipped unknown). It builds on client-go's
 // RealFIFO delivery order (InOrderInformers, AtomicFIFO) and replaces
 // nothing of the informer: every other handler and lister of it is unchanged.
 //

@@ -24,8 +24,15 @@ type Sink interface {
 	// at etcd revision rev.
 	Apply(changes []Change, rev uint64)
 	// Progress records that the source's state, unchanged, is complete at
-	// revision rev: a bookmark, or a relist that changed nothing.
+	// revision rev, and at every revision since its last change: a
+	// bookmark (the watch delivered every write up to it).
 	Progress(rev uint64)
+	// Listed records that a list found the source's state as it was (a
+	// relist that changed nothing, or a first list of no objects): it is
+	// complete at revision rev, but the informer saw none of the writes
+	// between its last revision and rev (an object created and deleted
+	// while its watch was gone), so the states in between are unknown.
+	Listed(rev uint64)
 }
 
 // Change is one handler delivery.
@@ -201,9 +208,10 @@ func (t *Tracker) endBatchLocked(m mark) {
 	case t.sink == nil:
 	case m.same:
 		// A relist that found every object as it was (after a watch
-		// ended, or kube-apiserver restarted) is progress, not a change:
-		// the state is the same, complete at the list's revision.
-		t.sink.Progress(m.rev)
+		// ended, or kube-apiserver restarted) is not a change: the state
+		// is the same, complete at the list's revision (Listed: not at
+		// the revisions whose writes the informer missed).
+		t.sink.Listed(m.rev)
 	default:
 		t.sink.Apply(batch, m.rev)
 	}
@@ -218,7 +226,11 @@ func (t *Tracker) settleLocked() {
 			return
 		}
 		t.marks = t.marks[1:]
-		if t.sink != nil {
+		switch {
+		case t.sink == nil:
+		case m.list:
+			t.sink.Listed(m.rev) // a list of nothing, onto an empty store
+		default:
 			t.sink.Progress(m.rev)
 		}
 	}

@@ -5,6 +5,10 @@ package watchmux
 // Tracker's list or bookmark tells a mux fed through one.
 func (m *Mux) Progress(key string, rev uint64) { m.progress(key, rev) }
 
+// Listed records that a list of source key at rev found the mirror's
+// state, as a Tracker's relist that changed nothing tells a mux.
+func (m *Mux) Listed(key string, rev uint64) { m.listed(key, rev) }
+
 // PastWait is pastWait, for tests that step a fake clock past it.
 const PastWait = pastWait
 

@@ -308,6 +308,7 @@ func (m *Mux) applyNamespace(obj any, deleted bool, rev uint64) {
 		return
 	}
 	k, prev := m.pos.applyLocked(namespacesKey, revisionOr(rev, ns))
+	replacing := m.replacingLocked(ns.Name, next)
 	if deleted || ns.DeletionTimestamp == nil {
 		m.st.terminating.Delete(ns.Name)
 	} else {
@@ -336,6 +337,9 @@ func (m *Mux) applyNamespace(obj any, deleted bool, rev uint64) {
 		m.st.setNamespaceLocked(ns.Name, next)
 	}
 	ticket, fan := m.stampLocked(events, k, prev)
+	if replacing {
+		m.noteReplacedLocked(ns.Name)
+	}
 	m.mu.Unlock()
 	if fan {
 		m.fanOutInTurn(ticket, events, start)

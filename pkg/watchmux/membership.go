@@ -127,6 +127,9 @@ func (s *membershipSink) Apply(changes []sourcefeed.Change, rev uint64) {
 // Progress implements sourcefeed.Sink.
 func (s *membershipSink) Progress(rev uint64) { s.m.progress(s.m.membershipKey, rev) }
 
+// Listed implements sourcefeed.Sink.
+func (s *membershipSink) Listed(rev uint64) { s.m.listed(s.m.membershipKey, rev) }
+
 // onMembership applies an informer's event of the registration, at the
 // object's revision.
 func (m *Mux) onMembership(obj any, deleted bool) {

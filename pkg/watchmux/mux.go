@@ -129,6 +129,11 @@ type Mux struct {
 	scoped *scopedLists
 	synced bool
 	hist   *history
+	// replaced is, by namespace name, the last sequence number of the
+	// change that deleted the namespace of that name or replaced it by
+	// another (another uid): the history is no namespaced watch's past
+	// across it (replaced.go); mu.
+	replaced replacedNamespaces
 
 	// frozenMu guards frozen: each resource's latest Frozen state, shared
 	// by the lists at its version. A leaf lock, taken under mu's read lock.

@@ -53,9 +53,15 @@ type positions struct {
 	// revs maps a source key to the revision at which its state, as the
 	// mirror holds it, is known complete (stream.go).
 	revs map[string]uint64
-	// changed maps a source key to the revision of its last change applied:
-	// its state is the same at every revision from changed to revs.
+	// changed maps a source key to the revision of its last change applied,
+	// or of its last list past revs (listedLocked): its state is the same
+	// at every revision from changed to revs.
 	changed map[string]uint64
+	// before maps a source key to the revisions, from and to, between
+	// which its state was the mirror's before its last list that changed
+	// nothing (listedLocked), until its next change: a client at a
+	// revision from before that list's gap still holds the current state.
+	before map[string][2]uint64
 	// equal maps a source key to the revisions past revs whose lists were
 	// found to hold the mirror's state (catchUp), until the source's next
 	// change after them (passedLocked).
@@ -73,7 +79,7 @@ type positions struct {
 }
 
 func newPositions() *positions {
-	return &positions{revs: map[string]uint64{namespacesKey: 0}, changed: map[string]uint64{}, equal: map[string]*equalRevisions{}, lists: map[string]ListFunc{}}
+	return &positions{revs: map[string]uint64{namespacesKey: 0}, changed: map[string]uint64{}, before: map[string][2]uint64{}, equal: map[string]*equalRevisions{}, lists: map[string]ListFunc{}}
 }
 
 // equalRevisions are the revisions at which a source's list was found to
@@ -196,6 +202,7 @@ func (p *positions) applyLocked(key string, rev uint64) (k int, prev uint64) {
 		p.revs[key] = rev
 	}
 	p.changed[key] = p.revs[key]
+	delete(p.before, key)
 	delete(p.equal, key)
 	return k, prev
 }
@@ -220,6 +227,26 @@ func (p *positions) passedLocked(key string, rev uint64) bool {
 func (p *positions) progressLocked(key string, rev uint64) {
 	if rev > p.revs[key] {
 		p.revs[key] = rev
+	}
+}
+
+// listedLocked records that a list of source key at rev found the
+// mirror's state (a relist that changed nothing, a first list of no
+// objects): complete at rev, but the informer saw none of the writes
+// between its last revision and rev, and etcd's states in between need not
+// be the mirror's (an object created and deleted while the watch was gone,
+// or before the replica started: another replica saw it). So the source is
+// known unchanged from rev on only: a client whose revision lies in the gap
+// is not in the current state (sameStateLocked) and gets the difference
+// from its own. Those before the gap still hold it (before), and a
+// catch-up's equal revisions stay: each was compared.
+func (p *positions) listedLocked(key string, rev uint64) {
+	if rev > p.revs[key] {
+		if p.revs[key] > 0 {
+			p.before[key] = [2]uint64{p.changed[key], p.revs[key]}
+		}
+		p.revs[key] = rev
+		p.changed[key] = rev
 	}
 }
 
@@ -254,7 +281,8 @@ func (p *positions) reachesLocked(vector []uint64) bool {
 
 // sameStateLocked reports whether vector names the state this replica
 // holds: for each source, no change between vector's revision and its own
-// (both complete), or vector's revision found equal to it. A client at
+// (both complete) nor a list's gap (before), or vector's revision found
+// equal to it. A client at
 // vector holds exactly the current views: nothing to list or send.
 func (p *positions) sameStateLocked(vector []uint64) bool {
 	keys := p.sortedKeys()
@@ -263,7 +291,7 @@ func (p *positions) sameStateLocked(vector []uint64) bool {
 	}
 	for i, k := range keys {
 		v := vector[i]
-		if p.equalAt(k, v) {
+		if b, ok := p.before[k]; p.equalAt(k, v) || ok && v >= b[0] && v <= b[1] {
 			continue
 		}
 		if v < p.changed[k] || v > p.revs[k] {

@@ -53,6 +53,11 @@ func (s *sourceSink) Progress(rev uint64) {
 	s.m.progress(sourceKey(s.resource, s.cluster), rev)
 }
 
+// Listed implements sourcefeed.Sink.
+func (s *sourceSink) Listed(rev uint64) {
+	s.m.listed(sourceKey(s.resource, s.cluster), rev)
+}
+
 // sourceChange is a change as the mirror takes it: a materialized copy is
 // never a source, so an object that carries the label is gone from it.
 func sourceChange(c sourcefeed.Change) (obj any, deleted bool) {
@@ -81,6 +86,9 @@ func (s *namespaceSink) Apply(changes []sourcefeed.Change, rev uint64) {
 // Progress implements sourcefeed.Sink.
 func (s *namespaceSink) Progress(rev uint64) { s.m.progress(namespacesKey, rev) }
 
+// Listed implements sourcefeed.Sink.
+func (s *namespaceSink) Listed(rev uint64) { s.m.listed(namespacesKey, rev) }
+
 // AddNamespaceStream feeds namespaces from informer through t: t's
 // ListerWatcher must be the one informer lists and watches with.
 func (m *Mux) AddNamespaceStream(informer cache.SharedIndexInformer, t *sourcefeed.Tracker) error {
@@ -100,6 +108,14 @@ func (m *Mux) progress(key string, rev uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.pos.progressLocked(key, rev)
+}
+
+// listed records that a list of source key at rev found its state as the
+// mirror holds it (positions.listedLocked).
+func (m *Mux) listed(key string, rev uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pos.listedLocked(key, rev)
 }
 
 // applySourceBatch applies a relist of one source as one change at rev:
@@ -209,6 +225,12 @@ func (m *Mux) applyNamespaceBatch(changes []sourcefeed.Change, rev uint64) {
 		return
 	}
 	k, prev := m.pos.applyLocked(namespacesKey, rev)
+	var replaced []string
+	for _, c := range todo {
+		if m.replacingLocked(c.ns.Name, c.next) {
+			replaced = append(replaced, c.ns.Name)
+		}
+	}
 	set := func() {
 		for _, c := range todo {
 			if c.next == nil || c.ns.DeletionTimestamp == nil {
@@ -240,6 +262,9 @@ func (m *Mux) applyNamespaceBatch(changes []sourcefeed.Change, rev uint64) {
 		events = m.viewEventsLocked(names, before)
 	}
 	ticket, fan := m.stampLocked(events, k, prev)
+	for _, name := range replaced {
+		m.noteReplacedLocked(name)
+	}
 	m.mu.Unlock()
 	if fan {
 		m.fanOutInTurn(ticket, events, start)

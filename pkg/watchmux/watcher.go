@@ -138,7 +138,9 @@ func (m *Mux) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, er
 		if sendInitial || past != nil {
 			break
 		}
-		if m.v.ours(want.Seq) {
+		// Not across the replacement of a watched namespace: the
+		// history holds the old one's events (replaced.go).
+		if m.v.ours(want.Seq) && !m.replacedSinceLocked(opts.Namespace, want.Seq) {
 			if events, ok := m.hist.sinceLocked(want.Seq, opts.Namespace, (&watcher{opts: opts}).wants); ok {
 				history = events
 				break
