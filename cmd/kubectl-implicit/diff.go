@@ -54,7 +54,9 @@ ones once, with their namespaces). A candidate in the files is previewed as a
 candidate: on the item it stages, in its canary namespaces. A Namespace whose
 parent, tenancy, stage or exclusion would change is listed with the change,
 then each view item it and its subtree would gain, lose or see change (with
--o json or yaml, a Preview of the Namespace per view). Nothing is changed.
+-o json or yaml, a Preview of the Namespace per view); with --delete, a
+Namespace is listed with the namespaces below it, which lose what it and its
+ancestors pass down. Nothing is changed.
 
 An apply the server would refuse (an immutable field, a guard of
 implicit.dev, a forbidden write) is an error, as it is for kubectl diff.
@@ -144,6 +146,14 @@ refused, greater than 1 on error.`,
 				}
 				if err != nil {
 					return err // as the apply (or delete) would fail
+				}
+				if isNamespace(info) && edit.merged == nil {
+					// Deleting a namespace takes its views along and, from
+					// its subtree's, what it and its ancestors pass down,
+					// whatever its labels (the server's dry run warns).
+					namespaces = append(namespaces, namespaceDeletion(cmd.Context(), dyn, edit.info.Name))
+					changed = true
+					continue
 				}
 				if isNamespace(info) {
 					c, ok := tenancyChange(edit)

@@ -23,6 +23,24 @@ import (
 type namespaceChange struct {
 	name    string
 	changes []string // "implicit.dev/parent: pl-a -> pl-b", sorted by key
+	// deleted: the namespace is deleted; below are its descendants, which
+	// lose what it and its ancestors pass down.
+	deleted bool
+	below   []string
+}
+
+// namespaceDeletion is the change of deleting namespace: its views go, and
+// the namespaces below it (as far as the requester may read the hierarchy)
+// lose what it and its ancestors pass down.
+func namespaceDeletion(ctx context.Context, dyn dynamic.Interface, namespace string) namespaceChange {
+	c := namespaceChange{name: namespace, deleted: true}
+	below, err := descendants(ctx, dyn, namespace)
+	if err != nil {
+		c.changes = []string{fmt.Sprintf("the namespaces below it are not known (%v)", err)}
+		return c
+	}
+	c.below = below
+	return c
 }
 
 // tenancyKeys are the labels and annotations of a namespace that decide
@@ -170,8 +188,18 @@ func printNamespaceChanges(w io.Writer, output string, changes []namespaceChange
 		return
 	}
 	for _, c := range changes {
-		fmt.Fprintf(w, "namespace/%s: %s: the views of %s and of its subtree inherit from the new lineage.\n",
-			c.name, strings.Join(c.changes, ", "), c.name)
+		switch {
+		case !c.deleted:
+			fmt.Fprintf(w, "namespace/%s: %s: the views of %s and of its subtree inherit from the new lineage.\n",
+				c.name, strings.Join(c.changes, ", "), c.name)
+		case len(c.below) > 0:
+			fmt.Fprintf(w, "namespace/%s: deleted: its views go with it, and %d namespace(s) below it lose what it and its ancestors pass down: %s.\n",
+				c.name, len(c.below), strings.Join(c.below, ", "))
+		case len(c.changes) > 0:
+			fmt.Fprintf(w, "namespace/%s: deleted: its views go with it; %s.\n", c.name, strings.Join(c.changes, ", "))
+		default:
+			fmt.Fprintf(w, "namespace/%s: deleted: its views go with it; no namespace inherits from it.\n", c.name)
+		}
 	}
 	if len(changes) > 0 {
 		fmt.Fprintln(w)

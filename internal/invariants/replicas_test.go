@@ -63,6 +63,20 @@ func TestReplicaScenarios(t *testing.T) {
 		},
 		want: []bool{true, true, true, false, true},
 	}, {
+		// The namespace being deleted is itself moved below a parent
+		// with a locked item (by ops, who may update namespaces but not
+		// unlock): its child would gain the item, then lose it, unjudged,
+		// when the deletion ends.
+		name: "parent given to a namespace being deleted",
+		ops: []op{
+			{actor: "alice", kind: opNSCreate, name: "f"},
+			{actor: "alice", kind: opNSCreate, name: "g", ns: nsEdit{parent: set, parentN: "f"}},
+			{actor: "alice", kind: opNSDelete, name: "f", held: true},
+			{actor: "ops", kind: opNSUpdate, name: "f", ns: nsEdit{parent: set, parentN: "p"}},
+			{actor: "alice", kind: opNSFinish, name: "f"},
+		},
+		want: []bool{true, true, true, false, true},
+	}, {
 		// f is deleted and created again under its name; the other
 		// replica's mirror still shows the first f Terminating when the
 		// second f, now a parent, is deleted through it.

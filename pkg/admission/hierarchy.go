@@ -138,7 +138,8 @@ func (g *Guards) parents(ctx context.Context, req *admissionv1.AdmissionRequest,
 	c := hierarchyChange{
 		name: name, next: whatif.NamespaceMeta{Labels: obj.GetLabels(), Annotations: obj.GetAnnotations()},
 		parent: after.parent, newParent: newParent, joins: joining(before, after, old == nil, newParent),
-		dryRun: req.DryRun != nil && *req.DryRun,
+		terminating: old != nil && old.GetDeletionTimestamp() != nil,
+		dryRun:      req.DryRun != nil && *req.DryRun,
 	}
 	// The request's old object is what the namespace is now, whatever the
 	// mirror or an assumption says (it may not know a namespace re-created

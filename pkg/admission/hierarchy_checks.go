@@ -90,6 +90,27 @@ func (g *Guards) parentStays(name, parent string, assumed whatif.Assumed) decisi
 	return allow()
 }
 
+// subtreeStays checks, with assumed applied, that no namespace of c's
+// subtree (c's namespace included) that others still inherit through is
+// being deleted, when c makes the namespace inherit through a parent: that
+// namespace's deletion was judged on what it passed down then, and its end
+// is not judged, so what its children gain through it now (a parent's
+// locked items) they would lose unjudged when it is gone. As lockAboveDeletion
+// refuses a lock above it, this refuses the move for everyone: move it once
+// the namespace is gone. A namespace nobody inherits through may still take
+// a parent.
+func (g *Guards) subtreeStays(c hierarchyChange, assumed whatif.Assumed) decision {
+	away := g.mirror.Locks.GoingAwayBelow(c.name, assumed)
+	if away == "" && c.terminating && g.mirror.Reach.HasDescendants(c.name) {
+		away = c.name // kube-apiserver shows it Terminating before the mirror does
+	}
+	if away == "" {
+		return allow()
+	}
+	return deny("namespace %q can't come to inherit through %q now: namespace %q, in its subtree, is being deleted while others inherit through it, and they would gain what comes through %q only to lose it, unjudged, when the deletion ends; change it once %q is gone",
+		c.name, c.parent, away, c.name, away)
+}
+
 // parentGoingAway is the denial of parent as namespace name's parent while
 // away, parent itself or an ancestor of it, is being deleted.
 func parentGoingAway(name, parent, away string) decision {

@@ -52,6 +52,9 @@ type hierarchyChange struct {
 	parent    string
 	newParent bool
 	joins     bool
+	// terminating: the request's old object shows the namespace's
+	// deletion begun (kube-apiserver's answer; the mirror may lag).
+	terminating bool
 	// dryRun: admitted, it is not assumed.
 	dryRun bool
 }
@@ -127,7 +130,8 @@ func joining(before, after hierarchyOf, created, newParent bool) bool {
 // parentHolds is the parent guard's judgement of where c puts the
 // namespace, with assumed applied: a new parent must be a tenant and close
 // no cycle (parentPlace), and a namespace that comes to inherit through it
-// must not join one going away (parentStays).
+// must not join one going away (parentStays), nor pass what it gains down
+// through one going away below it (subtreeStays).
 func (g *Guards) parentHolds(c hierarchyChange, assumed whatif.Assumed) decision {
 	if c.newParent {
 		if d := g.parentPlace(c.name, c.parent, assumed); !d.allowed {
@@ -136,6 +140,9 @@ func (g *Guards) parentHolds(c hierarchyChange, assumed whatif.Assumed) decision
 	}
 	if c.joins {
 		if d := g.parentStays(c.name, c.parent, assumed); !d.allowed {
+			return d
+		}
+		if d := g.subtreeStays(c, assumed); !d.allowed {
 			return d
 		}
 	}

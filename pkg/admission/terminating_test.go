@@ -189,3 +189,69 @@ func TestParentTerminatingMirror(t *testing.T) {
 		})
 	}
 }
+
+// TestTerminatingSubtreeGainsNoLock: a namespace whose deletion has begun
+// and that others still inherit through can't come to pass down more than
+// it did when its deletion was judged. Re-parenting it (or opting it back
+// in), or re-parenting a namespace above it, under a parent with a locked
+// item gives its children that item only to lose it, unjudged, when the
+// deletion ends (as locking a source above it would: lockAboveDeletion).
+// A Terminating namespace nobody inherits through may still take a parent.
+func TestTerminatingSubtreeGainsNoLock(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		old, next   *corev1.Namespace
+		wantMessage string
+	}{
+		{
+			name: "a terminating namespace with a child takes a parent",
+			old:  ns("p", "", deleting), next: ns("p", "org", recorded, deleting),
+			wantMessage: `namespace "p"`,
+		},
+		{
+			name: "a namespace above a terminating one with a child takes a parent",
+			old:  ns("x", ""), next: ns("x", "org", recorded),
+			wantMessage: `namespace "q"`,
+		},
+		{
+			name: "a terminating namespace with a child opts back in",
+			old:  ns("r", "org", recorded, noInherit, deleting), next: ns("r", "org", recorded, deleting),
+			wantMessage: `namespace "r"`,
+		},
+		{
+			name: "a terminating leaf takes a parent",
+			old:  ns("leaf", "", deleting), next: ns("leaf", "org", recorded, deleting),
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := hierarchyMux(t, []*corev1.Namespace{
+				ns(global, ""), ns("org", ""),
+				ns("p", "", deleting), ns("c", "p", recorded),
+				ns("x", ""), ns("q", "x", recorded, deleting), ns("d", "q", recorded),
+				ns("r", "org", recorded, noInherit, deleting), ns("e", "r", recorded),
+				ns("leaf", "", deleting),
+			}, roleBinding("org", "org-sec", isLocked))
+			g := admission.NewGuards(admission.Config{
+				Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{answers: allowAll(updateNamespace("org"))},
+				Served: served, GlobalNamespaces: []string{global},
+				Namespaces: hostClient([]string{global, "org", "p", "c", "x", "q", "d", "r", "e", "leaf"}, []string{"p", "q", "r", "leaf"}, map[string]string{"c": "p", "q": "x", "d": "q", "r": "org", "e": "r"}),
+			})
+			resp, _ := review(t, g, webhookconfig.PathParents, request(admissionv1.Update, nsGR, "", tc.next.Name, tc.old, tc.next))
+			if resp == nil {
+				t.Fatal("no answer")
+			}
+			if tc.wantMessage == "" {
+				if !resp.Allowed {
+					t.Fatalf("refused: %+v", resp.Result)
+				}
+				return
+			}
+			if resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, tc.wantMessage) || !strings.Contains(resp.Result.Message, "being deleted") {
+				t.Fatalf("answered %v %+v, want a denial naming %s being deleted", resp.Allowed, resp.Result, tc.wantMessage)
+			}
+		})
+	}
+}

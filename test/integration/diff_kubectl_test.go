@@ -213,6 +213,9 @@ metadata:
 		// it was applied to compare the preview with the views.
 		subtree []string
 		revert  []string
+		// losers: a Namespace's deletion takes inherited items from
+		// these, as the server's dry run warns and the diff must say.
+		losers []string
 	}{
 		{name: "the file as applied changes nothing", manifest: viewers, want: 0},
 		{name: "a partial file changing the subject keeps the labels", want: 1,
@@ -253,6 +256,9 @@ metadata:
 			manifest: dkNamespace("dk-org", "    implicit.dev/parent: dk-sub\n")},
 		{name: "deleting a source", delete: true, want: 1,
 			manifest: dkRBAC("dk-org", "dk-excl", "", "view", "org:excl")},
+		{name: "deleting a parent namespace (no tenancy labels of its own)", delete: true, want: 1,
+			manifest: "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: dk-org\n",
+			losers:   []string{"dk-sub", "dk-team-a", "dk-team-b"}},
 		{name: "deleting what does not exist", delete: true, want: 2,
 			manifest: dkRBAC("dk-org", "dk-nosuch", "", "view", "org:nosuch")},
 	} {
@@ -293,7 +299,16 @@ metadata:
 			if oracle == 2 && !strings.Contains(table.stderr, "rror") {
 				t.Errorf("a refused apply prints no error: %q", table.stderr)
 			}
-			if oracle == 1 && strings.Contains(tc.manifest, "kind: Namespace") {
+			if len(tc.losers) > 0 {
+				warning := fmt.Sprintf("takes inherited items from %d namespaces: %s", len(tc.losers), strings.Join(tc.losers, ", "))
+				if !strings.Contains(said, warning) {
+					t.Errorf("kubectl delete --dry-run=server does not warn %q", warning)
+				}
+				if want := fmt.Sprintf("%d namespace(s) below it lose what it and its ancestors pass down: %s.", len(tc.losers), strings.Join(tc.losers, ", ")); !strings.Contains(table.stdout, want) {
+					t.Errorf("kubectl implicit diff --delete does not say %q", want)
+				}
+			}
+			if oracle == 1 && !tc.delete && strings.Contains(tc.manifest, "kind: Namespace") {
 				dkNamespaceViews(t, adm, tc.manifest, tc.subtree, tc.revert)
 				return
 			}

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -103,5 +104,109 @@ func TestTerminatingParent(t *testing.T) {
 	}
 	if p := c.Labels[v1alpha1.LabelParent]; p != "gt-org" {
 		t.Errorf("gt-c's parent is %q, want gt-org", p)
+	}
+}
+
+// TestTerminatingNamespaceTakesNoParent: the other way into a namespace
+// going away. gt2-ops may arrange namespaces under gt2-org (update on the
+// namespace objects) but not unlock gt2-org's locked gt2-sec. It holds its
+// own gt2-p (parent of gt2-c) in Terminating with a finalizer and deletes
+// it: gt2-c loses nothing locked, so the deletion needs no unlock. Then it
+// gives the Terminating gt2-p the parent gt2-org: gt2-c would gain gt2-sec
+// through gt2-p only to lose it, unjudged, when gt2-p is gone (a lock
+// above a namespace being deleted is refused for the same reason). Refused:
+// gt2-c never sees gt2-sec.
+func TestTerminatingNamespaceTakesNoParent(t *testing.T) {
+	kube, dyn := admin(t)
+	ensureNamespace(t, kube, globalNS)
+	gdNamespace(t, kube, "gt2-org", nil, nil)
+	gdNamespace(t, kube, "gt2-p", nil, nil)
+	gdNamespace(t, kube, "gt2-c", map[string]string{v1alpha1.LabelParent: "gt2-p"}, nil)
+	createRoleBinding(t, kube, "gt2-org", "gt2-sec", "view", "gt2-auditors", locked)
+	waitForView(t, dyn, viewRoleBindings, "gt2-org", "gt2-", map[string]viewItem{"gt2-sec": {Scope: "local", Source: "gt2-org"}})
+
+	t.Log("gt2-ops is admin of gt2-p and gt2-c and may update gt2-org, gt2-p and gt2-c, and delete gt2-p; no unlock")
+	ops := gdUser(t, "gt2-ops")
+	for _, ns := range []string{"gt2-p", "gt2-c"} {
+		gdBindUser(t, kube, ns, "ops-admin-gt2", "ClusterRole", "admin", "gt2-ops")
+	}
+	hdGrant(t, kube, "gt2-ops-ns", "", "gt2-ops", rbacv1.PolicyRule{
+		APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "update", "patch", "delete"},
+		ResourceNames: []string{"gt2-org", "gt2-p", "gt2-c"},
+	})
+	hdWaitCan(t, ops, "delete", "namespaces/gt2-p")
+	hdWaitCan(t, ops, "create", "rolebindings", "-n", "gt2-p")
+	hdWaitCan(t, ops, "update", "namespaces/gt2-org")
+	auditor := gdUser(t, "gt2-auditor", "gt2-auditors")
+	if auditor.canI("get", "pods", "-n", "gt2-c") {
+		t.Fatal("gt2-auditors may get pods in gt2-c before anything happened")
+	}
+
+	t.Log("as gt2-ops: a finalizer on its own RoleBinding in gt2-p, then gt2-p deleted (gt2-c loses nothing locked: no unlock needed)")
+	ops.ok("create", "rolebinding", "gt2-hold", "-n", "gt2-p", "--clusterrole=view", "--group=gt2-nobody")
+	const finalizer = "example.com/gt2-hold"
+	ops.ok("patch", "rolebinding", "gt2-hold", "-n", "gt2-p", "--type=merge", "-p", fmt.Sprintf(`{"metadata":{"finalizers":[%q]}}`, finalizer))
+	release := func() {
+		_, err := kube.RbacV1().RoleBindings("gt2-p").Patch(context.Background(), "gt2-hold", types.JSONPatchType,
+			[]byte(`[{"op":"remove","path":"/metadata/finalizers"}]`), metav1.PatchOptions{})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
+			t.Errorf("removing the finalizer of gt2-p/gt2-hold: %v", err)
+		}
+	}
+	t.Cleanup(release)
+	ops.ok("delete", "namespace", "gt2-p", "--wait=false")
+	eventually(t, "gt2-p is Terminating, held by gt2-hold's finalizer", func(ctx context.Context) error {
+		ns, err := kube.CoreV1().Namespaces().Get(ctx, "gt2-p", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if ns.DeletionTimestamp == nil {
+			return errorf("gt2-p is %s", ns.Status.Phase)
+		}
+		rb, err := kube.RbacV1().RoleBindings("gt2-p").Get(ctx, "gt2-hold", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if rb.DeletionTimestamp == nil {
+			return errorf("gt2-hold not deleted yet")
+		}
+		return nil
+	})
+
+	t.Log("as gt2-ops: giving the Terminating gt2-p (which gt2-c inherits through) the parent gt2-org is refused")
+	r := ops.run("label", "namespace", "gt2-p", hdParent+"=gt2-org")
+	admitted := r.err == nil
+	if admitted {
+		t.Errorf("as gt2-ops: kubectl label namespace gt2-p %s=gt2-org succeeded, want it refused", hdParent)
+		waitForView(t, dyn, viewRoleBindings, "gt2-c", "gt2-", map[string]viewItem{
+			"gt2-sec": {Scope: "parent", Source: "gt2-org"}, "gt2-hold": {Scope: "parent", Source: "gt2-p"},
+		})
+		t.Logf("gt2-c inherits the locked gt2-sec through the Terminating gt2-p; gt2-auditors may get pods in gt2-c: %v", auditor.canI("get", "pods", "-n", "gt2-c"))
+	} else {
+		for _, w := range []string{`admission webhook "parents.implicit.dev" denied the request`, `namespace "gt2-p", in its subtree, is being deleted`} {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("stderr does not mention %q:\n%s", w, r.stderr)
+			}
+		}
+		t.Logf("as gt2-ops, refused: %s", gdErrorLine(r.stderr))
+		waitForView(t, dyn, viewRoleBindings, "gt2-c", "gt2-", map[string]viewItem{"gt2-hold": {Scope: "parent", Source: "gt2-p"}})
+	}
+
+	t.Log("the finalizer is removed: gt2-p goes")
+	release()
+	eventually(t, "gt2-p is gone", func(ctx context.Context) error {
+		ns, err := kube.CoreV1().Namespaces().Get(ctx, "gt2-p", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return errorf("gt2-p is %s", ns.Status.Phase)
+	})
+	waitForView(t, dyn, viewRoleBindings, "gt2-c", "gt2-", map[string]viewItem{})
+	if admitted {
+		t.Errorf("gt2-c lost the locked gt2-sec when gt2-p was gone, though nobody who may unlock it asked; gt2-auditors may get pods in gt2-c: %v",
+			auditor.canI("get", "pods", "-n", "gt2-c"))
 	}
 }
