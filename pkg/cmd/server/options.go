@@ -121,6 +121,9 @@ type Options struct {
 	// ShutdownCPUProfile, if set, is the file a CPU profile of the
 	// shutdown is written to, from SIGTERM to the exit.
 	ShutdownCPUProfile string
+	// HTTP2WriteScheduler picks who serves the secure port and with which
+	// HTTP/2 write scheduler (apiserver.ExtraConfig.HTTP2WriteScheduler).
+	HTTP2WriteScheduler string
 
 	// config is set by Complete from ConfigFile or the defaults.
 	config Configuration
@@ -161,6 +164,7 @@ func NewOptions() *Options {
 		MaxDepth:                32,
 		HistoryBytes:            watchmux.DefaultHistoryBytes,
 		SourceProgress:          sourcefeed.DefaultProgress,
+		HTTP2WriteScheduler:     apiserver.HTTP2SchedulerRandom,
 		KubeAPIQPS:              50,
 		KubeAPIBurst:            100,
 		AccessReviewQPS:         accessreview.DefaultQPS,
@@ -232,6 +236,11 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		"Diagnostics: write a CPU profile of the shutdown, from SIGTERM to the exit, to this file (go tool pprof reads it). Empty: none.")
 
 	o.Recommended.SecureServing.AddFlags(fss.FlagSet("secure serving"))
+	fss.FlagSet("secure serving").StringVar(&o.HTTP2WriteScheduler, "http2-write-scheduler", o.HTTP2WriteScheduler,
+		"Who serves the secure port's HTTP/2 connections: \"random\", this server's own HTTP server with golang.org/x/net/http2's "+
+			"random write scheduler, which keeps only streams with frames queued (a frame costs the same however many idle watches "+
+			"share its connection); or \"k8s\", k8s.io/apiserver's own serving, whose round-robin scheduler walks every open stream "+
+			"of a connection per frame (the fallback; same settings otherwise).")
 	o.Recommended.Authentication.AddFlags(fss.FlagSet("authentication"))
 	o.Recommended.Authorization.AddFlags(fss.FlagSet("authorization"))
 	o.Recommended.CoreAPI.AddFlags(fss.FlagSet("host cluster"))
@@ -322,6 +331,9 @@ func (o *Options) Validate() error {
 	}
 	if o.RequestTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--request-timeout %s: must not be negative", o.RequestTimeout))
+	}
+	if o.HTTP2WriteScheduler != apiserver.HTTP2SchedulerRandom && o.HTTP2WriteScheduler != apiserver.HTTP2SchedulerK8s {
+		errs = append(errs, fmt.Errorf("--http2-write-scheduler %q: must be %q or %q", o.HTTP2WriteScheduler, apiserver.HTTP2SchedulerRandom, apiserver.HTTP2SchedulerK8s))
 	}
 	if o.ShutdownDelay < 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-delay-duration %s: must not be negative", o.ShutdownDelay))
@@ -531,6 +543,7 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 			AnonymousWebhooks:      o.AnonymousWebhooks,
 			Watch:                  watchmux.Options{HistoryBytes: o.HistoryBytes},
 			SourceProgress:         o.SourceProgress,
+			HTTP2WriteScheduler:    o.HTTP2WriteScheduler,
 			Materialize:            mat,
 			GuardLedger:            ledger,
 			ExceptionWarningWindow: o.ExceptionWarningWindow,
