@@ -131,7 +131,7 @@ type Options struct {
 
 // DefaultHTTP2MaxStreamsPerConnection is the default of
 // --http2-max-streams-per-connection (see NewOptions).
-const DefaultHTTP2MaxStreamsPerConnection = 20
+const DefaultHTTP2MaxStreamsPerConnection = 1000
 
 // NewOptions returns the default options.
 func NewOptions() *Options {
@@ -143,13 +143,17 @@ func NewOptions() *Options {
 	rec.SecureServing.BindPort = 6443
 	// kube-apiserver's aggregator proxies every view watch to this server,
 	// packing them into as few HTTP/2 connections as this limit allows
-	// (k8s.io/apiserver's default: 100). golang.org/x/net/http2's
-	// round-robin write scheduler walks every open stream of a connection
-	// for each frame it writes, idle watches included, so one edit fanned
-	// out to 100 watches of a connection costs 100 × 100 steps: at 10,000
-	// watchers that walk was 42% of the server's CPU. 20 streams per
-	// connection cut it to a few percent, for one more connection (a TLS
-	// session and two goroutines) per 20 watches (docs/benchmarks.md).
+	// (k8s.io/apiserver's default: 100), and its APIService availability
+	// check shares those connections: when watches hold every stream, the
+	// check waits for a new connection, and in a reconnect storm of 10,000
+	// watches at 20 streams per connection (500 dials and TLS handshakes)
+	// the APIService was unavailable in a third to four fifths of the
+	// polls; at 1,000, in none or a few (docs/benchmarks.md, "Scale
+	// edges"). The streams cost the fan-out nothing more since pkg/h2serve
+	// serves the port with x/net's random write scheduler, which skips idle
+	// streams (the round-robin one k8s.io/apiserver's serving uses walks
+	// every open stream per frame: 29% of the CPU at 1,000 streams, hence
+	// the earlier default of 20; --http2-write-scheduler=k8s brings it back).
 	rec.SecureServing.HTTP2MaxStreamsPerConnection = DefaultHTTP2MaxStreamsPerConnection
 	// The webhook endpoints authenticate their callers themselves (a client
 	// certificate from --webhook-client-ca-file, see webhook.Callers): the
