@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/accessreview"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/h2serve"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kindcontroller"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
@@ -71,6 +73,11 @@ type ExtraConfig struct {
 	// SourceProgress is how often each tracked source is read for progress
 	// and its informer's watch renewed; 0 means sourcefeed.DefaultProgress.
 	SourceProgress time.Duration
+	// HTTP2WriteScheduler picks who serves the secure port: "random" (this
+	// server's own http.Server with x/net's random write scheduler, which
+	// skips idle streams; pkg/h2serve) or "k8s" (k8s.io/apiserver's own
+	// serving, x/net's round-robin scheduler). Empty: "k8s".
+	HTTP2WriteScheduler string
 	// WebhookConfiguration names the ValidatingWebhookConfiguration whose
 	// match conditions are kept current; "" for none.
 	WebhookConfiguration string
@@ -221,6 +228,9 @@ func (c CompletedConfig) New() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := parkSecureServing(gs, x.HTTP2WriteScheduler); err != nil {
+		return nil, err
+	}
 	// The authorization webhook's decisions, which the rules reviews list.
 	authorizer, err := c.newAuthorizer(mux)
 	if err != nil {
@@ -260,6 +270,37 @@ func (c CompletedConfig) New() (*Server, error) {
 	}
 	return &Server{GenericAPIServer: gs}, nil
 }
+
+// parkSecureServing serves gs's secure port with pkg/h2serve's server
+// when scheduler is "random"; "k8s" or empty leaves it to k8s.io/apiserver.
+func parkSecureServing(gs *genericapiserver.GenericAPIServer, scheduler string) error {
+	switch scheduler {
+	case "", HTTP2SchedulerK8s:
+		return nil
+	case HTTP2SchedulerRandom:
+	default:
+		return fmt.Errorf("unknown HTTP/2 write scheduler %q", scheduler)
+	}
+	info := gs.SecureServingInfo
+	if info == nil || info.Listener == nil || info.DisableHTTP2 {
+		return nil
+	}
+	timeout := gs.ShutdownTimeout
+	if gs.ShutdownSendRetryAfter {
+		timeout = 2 * time.Second // as RunWithContext
+	}
+	_, err := h2serve.Park(info, gs.Handler, h2serve.Options{
+		NewWriteScheduler: h2serve.RandomWriteScheduler,
+		ShutdownTimeout:   timeout,
+	})
+	return err
+}
+
+// The values of ExtraConfig.HTTP2WriteScheduler.
+const (
+	HTTP2SchedulerRandom = "random"
+	HTTP2SchedulerK8s    = "k8s"
+)
 
 // Run serves until ctx is cancelled.
 func (s *Server) Run(ctx context.Context) error {

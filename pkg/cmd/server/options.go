@@ -121,6 +121,9 @@ type Options struct {
 	// ShutdownCPUProfile, if set, is the file a CPU profile of the
 	// shutdown is written to, from SIGTERM to the exit.
 	ShutdownCPUProfile string
+	// HTTP2WriteScheduler picks who serves the secure port and with which
+	// HTTP/2 write scheduler (apiserver.ExtraConfig.HTTP2WriteScheduler).
+	HTTP2WriteScheduler string
 
 	// config is set by Complete from ConfigFile or the defaults.
 	config Configuration
@@ -128,7 +131,7 @@ type Options struct {
 
 // DefaultHTTP2MaxStreamsPerConnection is the default of
 // --http2-max-streams-per-connection (see NewOptions).
-const DefaultHTTP2MaxStreamsPerConnection = 20
+const DefaultHTTP2MaxStreamsPerConnection = 1000
 
 // NewOptions returns the default options.
 func NewOptions() *Options {
@@ -140,13 +143,17 @@ func NewOptions() *Options {
 	rec.SecureServing.BindPort = 6443
 	// kube-apiserver's aggregator proxies every view watch to this server,
 	// packing them into as few HTTP/2 connections as this limit allows
-	// (k8s.io/apiserver's default: 100). golang.org/x/net/http2's
-	// round-robin write scheduler walks every open stream of a connection
-	// for each frame it writes, idle watches included, so one edit fanned
-	// out to 100 watches of a connection costs 100 × 100 steps: at 10,000
-	// watchers that walk was 42% of the server's CPU. 20 streams per
-	// connection cut it to a few percent, for one more connection (a TLS
-	// session and two goroutines) per 20 watches (docs/benchmarks.md).
+	// (k8s.io/apiserver's default: 100), and its APIService availability
+	// check shares those connections: when watches hold every stream, the
+	// check waits for a new connection, and in a reconnect storm of 10,000
+	// watches at 20 streams per connection (500 dials and TLS handshakes)
+	// the APIService was unavailable in a third to four fifths of the
+	// polls; at 1,000, in none or a few (docs/benchmarks.md, "Scale
+	// edges"). The streams cost the fan-out nothing more since pkg/h2serve
+	// serves the port with x/net's random write scheduler, which skips idle
+	// streams (the round-robin one k8s.io/apiserver's serving uses walks
+	// every open stream per frame: 29% of the CPU at 1,000 streams, hence
+	// the earlier default of 20; --http2-write-scheduler=k8s brings it back).
 	rec.SecureServing.HTTP2MaxStreamsPerConnection = DefaultHTTP2MaxStreamsPerConnection
 	// The webhook endpoints authenticate their callers themselves (a client
 	// certificate from --webhook-client-ca-file, see webhook.Callers): the
@@ -161,6 +168,7 @@ func NewOptions() *Options {
 		MaxDepth:                32,
 		HistoryBytes:            watchmux.DefaultHistoryBytes,
 		SourceProgress:          sourcefeed.DefaultProgress,
+		HTTP2WriteScheduler:     apiserver.HTTP2SchedulerRandom,
 		KubeAPIQPS:              50,
 		KubeAPIBurst:            100,
 		AccessReviewQPS:         accessreview.DefaultQPS,
@@ -232,6 +240,11 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		"Diagnostics: write a CPU profile of the shutdown, from SIGTERM to the exit, to this file (go tool pprof reads it). Empty: none.")
 
 	o.Recommended.SecureServing.AddFlags(fss.FlagSet("secure serving"))
+	fss.FlagSet("secure serving").StringVar(&o.HTTP2WriteScheduler, "http2-write-scheduler", o.HTTP2WriteScheduler,
+		"Who serves the secure port's HTTP/2 connections: \"random\", this server's own HTTP server with golang.org/x/net/http2's "+
+			"random write scheduler, which keeps only streams with frames queued (a frame costs the same however many idle watches "+
+			"share its connection); or \"k8s\", k8s.io/apiserver's own serving, whose round-robin scheduler walks every open stream "+
+			"of a connection per frame (the fallback; same settings otherwise).")
 	o.Recommended.Authentication.AddFlags(fss.FlagSet("authentication"))
 	o.Recommended.Authorization.AddFlags(fss.FlagSet("authorization"))
 	o.Recommended.CoreAPI.AddFlags(fss.FlagSet("host cluster"))
@@ -322,6 +335,9 @@ func (o *Options) Validate() error {
 	}
 	if o.RequestTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--request-timeout %s: must not be negative", o.RequestTimeout))
+	}
+	if o.HTTP2WriteScheduler != apiserver.HTTP2SchedulerRandom && o.HTTP2WriteScheduler != apiserver.HTTP2SchedulerK8s {
+		errs = append(errs, fmt.Errorf("--http2-write-scheduler %q: must be %q or %q", o.HTTP2WriteScheduler, apiserver.HTTP2SchedulerRandom, apiserver.HTTP2SchedulerK8s))
 	}
 	if o.ShutdownDelay < 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-delay-duration %s: must not be negative", o.ShutdownDelay))
@@ -531,6 +547,7 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 			AnonymousWebhooks:      o.AnonymousWebhooks,
 			Watch:                  watchmux.Options{HistoryBytes: o.HistoryBytes},
 			SourceProgress:         o.SourceProgress,
+			HTTP2WriteScheduler:    o.HTTP2WriteScheduler,
 			Materialize:            mat,
 			GuardLedger:            ledger,
 			ExceptionWarningWindow: o.ExceptionWarningWindow,

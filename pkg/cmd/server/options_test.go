@@ -364,3 +364,36 @@ func TestHTTP2StreamsPerConnection(t *testing.T) {
 		})
 	}
 }
+
+// TestHTTP2WriteSchedulerFlag: the secure port is served by pkg/h2serve
+// with the random write scheduler unless --http2-write-scheduler=k8s asks
+// for k8s.io/apiserver's own serving; anything else does not validate.
+func TestHTTP2WriteSchedulerFlag(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args    []string
+		want    string
+		wantErr string
+	}{
+		{want: "random"},
+		{args: []string{"--http2-write-scheduler=k8s"}, want: "k8s"},
+		{args: []string{"--http2-write-scheduler=fifo"}, want: "fifo", wantErr: `--http2-write-scheduler "fifo": must be "random" or "k8s"`},
+	} {
+		o := server.NewOptions()
+		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatalf("Parse(%v): %v", tc.args, err)
+		}
+		if o.HTTP2WriteScheduler != tc.want {
+			t.Errorf("%v: HTTP2WriteScheduler %q, want %q", tc.args, o.HTTP2WriteScheduler, tc.want)
+		}
+		err := o.Validate()
+		switch {
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("%v: Validate: %v", tc.args, err)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%v: Validate = %v, want an error with %q", tc.args, err, tc.wantErr)
+		}
+	}
+}
