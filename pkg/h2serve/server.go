@@ -28,7 +28,21 @@ const (
 	defaultMaxStreams = 100
 	// keepAlivePeriod is k8s's TCP keep-alive on accepted connections.
 	keepAlivePeriod = 3 * time.Minute
+	// maxUploadBufferPerConnection bounds a connection's upload window at
+	// k8s's for its default streams (100 x 256 KiB, 25 MiB). k8s sizes it
+	// as streams x 256 KiB; at this server's 1,000 streams that would let
+	// one connection hold 256 MiB of request bodies its handlers have not
+	// read (and overflow an int32 past 8,191 streams), while the streams
+	// it carries are mostly watches, which send no body.
+	maxUploadBufferPerConnection = defaultMaxStreams * resourceBody99Percentile
 )
+
+// uploadBufferPerConnection is a connection's upload window for streams
+// streams per connection: 256 KiB each, at most
+// maxUploadBufferPerConnection.
+func uploadBufferPerConnection(streams uint32) int32 {
+	return int32(min(uint64(streams)*resourceBody99Percentile, maxUploadBufferPerConnection))
+}
 
 // newServer is the http.Server k8s's Serve would build, with opts'
 // write scheduler.
@@ -52,7 +66,7 @@ func newServer(info *genericapiserver.SecureServingInfo, handler http.Handler, t
 	if info.HTTP2MaxStreamsPerConnection > 0 {
 		h2.MaxConcurrentStreams = uint32(info.HTTP2MaxStreamsPerConnection)
 	}
-	h2.MaxUploadBufferPerConnection = h2.MaxUploadBufferPerStream * int32(h2.MaxConcurrentStreams)
+	h2.MaxUploadBufferPerConnection = uploadBufferPerConnection(h2.MaxConcurrentStreams)
 	if err := http2.ConfigureServer(srv, h2); err != nil {
 		return nil, fmt.Errorf("h2serve: configuring HTTP/2: %w", err)
 	}
