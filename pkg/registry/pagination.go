@@ -16,6 +16,7 @@ import (
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/resourceversion"
@@ -133,8 +134,9 @@ type pastFunc func(version string) ([]runtime.Object, error)
 // filtered says a selector drops items (then, as in kube-apiserver, the
 // remaining count is not given).
 type listScope struct {
-	key      string
-	filtered bool
+	key       string
+	filtered  bool
+	namespace string
 }
 
 // paginate answers a list request from the current view (list), the view
@@ -153,6 +155,7 @@ func (s *Storage) paginate(ctx context.Context, opts *metainternalversion.ListOp
 		}
 		return s.continueList(ctx, tok, o.Limit, sc, list, past, reach)
 	}
+	uid := s.namespaceUID(sc.namespace)
 	changed := s.nextChange()
 	items, rv, err := list()
 	if err != nil {
@@ -206,7 +209,7 @@ func (s *Storage) paginate(ctx context.Context, opts *metainternalversion.ListOp
 	}
 	p := pageOf(items, keys, 0, limit, rv, sc.filtered)
 	if p.continue_ != "" {
-		s.snapshots.put(snapshotKey{rv: rv, scope: sc.key}, items, keys)
+		s.snapshots.put(snapshotKey{rv: rv, scope: sc.key, uid: uid}, items, keys)
 	}
 	return p, nil
 }
@@ -248,8 +251,9 @@ func reachList(version, rv string, exact bool, list listFunc, past pastFunc, rea
 
 // continueList serves the page after tok's start key.
 func (s *Storage) continueList(ctx context.Context, tok continueToken, limit int64, sc listScope, list listFunc, past pastFunc, reach reachFunc) (page, error) {
+	uid := s.namespaceUID(sc.namespace)
 	if tok.RV != "" {
-		if snap, ok := s.snapshots.get(snapshotKey{rv: tok.RV, scope: sc.key}); ok {
+		if snap, ok := s.snapshots.get(snapshotKey{rv: tok.RV, scope: sc.key, uid: uid}); ok {
 			return pageOf(snap.items, snap.keys, snap.after(tok.Start), limit, tok.RV, sc.filtered), nil
 		}
 	}
@@ -316,7 +320,7 @@ func (s *Storage) continueList(ctx context.Context, tok continueToken, limit int
 	snap := snapshot{items: items, keys: keys}
 	p := pageOf(items, keys, snap.after(tok.Start), limit, rv, sc.filtered)
 	if p.continue_ != "" {
-		s.snapshots.put(snapshotKey{rv: rv, scope: sc.key}, items, keys)
+		s.snapshots.put(snapshotKey{rv: rv, scope: sc.key, uid: uid}, items, keys)
 	}
 	return p, nil
 }
@@ -470,10 +474,25 @@ func (b byKey) Swap(i, j int) {
 	b.items[i], b.items[j] = b.items[j], b.items[i]
 }
 
-// snapshotKey names a kept snapshot: the version it is current at and what
-// it lists.
+// snapshotKey names a kept snapshot: the version it is current at, what
+// it lists, and the uid of the namespace it lists (read before the list;
+// "" for every namespace's, or a viewer that can't say). A continuation
+// reads a snapshot only for the namespace of that name now: one deleted
+// and created again since is another, perhaps someone else's, and the
+// continuation is served as one whose snapshot is gone (the view at the
+// token's version answers 410 for another namespace, as a watch does).
 type snapshotKey struct {
 	rv, scope string
+	uid       types.UID
+}
+
+// namespaceUID is the uid of namespace now, for a viewer that says
+// (NamespaceIdentifier); "" for every namespace's list.
+func (s *Storage) namespaceUID(namespace string) types.UID {
+	if ni, ok := s.viewer.(NamespaceIdentifier); ok && namespace != "" {
+		return ni.NamespaceUID(namespace)
+	}
+	return ""
 }
 
 // snapshot is the sorted items of a paginated list.

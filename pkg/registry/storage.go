@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -51,6 +52,16 @@ type NamedLister interface {
 // another fingerprint) is a 410 Expired.
 type PastLister interface {
 	ListAt(ctx context.Context, namespace, name, version string) ([]runtime.Object, error)
+}
+
+// NamespaceIdentifier is a Viewer that says which namespace a name holds
+// now: a namespace deleted and created again (another uid) is another
+// namespace, perhaps someone else's, and a continuation of a list of the
+// old one reads no page kept of it (pagination.go).
+type NamespaceIdentifier interface {
+	// NamespaceUID is the uid of the namespace of that name, "" when
+	// there is none (or the viewer can't say).
+	NamespaceUID(namespace string) types.UID
 }
 
 // VersionReacher is a Viewer whose replica can be brought to a version
@@ -218,8 +229,9 @@ func (s *Storage) List(ctx context.Context, opts *metainternalversion.ListOption
 		return nil, err
 	}
 	sc := listScope{
-		key:      ns + "\x00" + sel.label.String() + "\x00" + sel.field.String(),
-		filtered: !sel.label.Empty() || !sel.field.Empty(),
+		key:       ns + "\x00" + sel.label.String() + "\x00" + sel.field.String(),
+		filtered:  !sel.label.Empty() || !sel.field.Empty(),
+		namespace: ns,
 	}
 	if st, ok := s.viewer.(Streamer); ok {
 		if obj, served, err := s.listStreaming(ctx, st, opts, ns, sel, sc); served || err != nil {

@@ -90,6 +90,7 @@ func (s *Storage) listStreaming(ctx context.Context, st Streamer, opts *metainte
 	var stream ItemStream
 	var rv, after string
 	limit := o.Limit
+	uid := s.namespaceUID(sc.namespace) // before the stream: see snapshotKey
 	if o.Continue != "" {
 		tok, err := decodeContinue(o.Continue)
 		if err != nil {
@@ -97,7 +98,7 @@ func (s *Storage) listStreaming(ctx context.Context, st Streamer, opts *metainte
 		}
 		after = tok.Start
 		if tok.RV != "" {
-			stream, rv = s.snapshots.getStream(snapshotKey{rv: tok.RV, scope: sc.key}), tok.RV
+			stream, rv = s.snapshots.getStream(snapshotKey{rv: tok.RV, scope: sc.key, uid: uid}), tok.RV
 		}
 		if stream == nil {
 			if stream, rv, err = st.Stream(ctx, ns, name); err != nil {
@@ -138,7 +139,7 @@ func (s *Storage) listStreaming(ctx context.Context, st Streamer, opts *metainte
 		return nil, true, err
 	}
 	if p.continue_ != "" {
-		s.snapshots.putStream(snapshotKey{rv: rv, scope: sc.key}, stream)
+		s.snapshots.putStream(snapshotKey{rv: rv, scope: sc.key, uid: uid}, stream)
 	}
 	if err := meta.SetList(list, p.items); err != nil {
 		return nil, true, fmt.Errorf("list of %s: %w", s.kind.Resource(), err)

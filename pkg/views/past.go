@@ -5,6 +5,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/registry"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
@@ -82,4 +83,20 @@ func (v *View) ReachVersion(ctx context.Context, version string) (string, bool, 
 		return "", false, v.readError(err)
 	}
 	return current, same, nil
+}
+
+var _ registry.NamespaceIdentifier = &View{}
+
+// NamespaceUID is the uid of the namespace of that name in the mirror, ""
+// when there is none or the mux is not synced. It implements
+// registry.NamespaceIdentifier: a continuation of a list of a namespace
+// deleted and created again since reads no page kept of the old one.
+func (v *View) NamespaceUID(namespace string) types.UID {
+	var uid types.UID
+	_, _ = v.mux.Read(func(r watchmux.Reader) {
+		if ns, ok := r.Namespace(namespace); ok {
+			uid = ns.UID
+		}
+	})
+	return uid
 }

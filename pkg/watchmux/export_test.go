@@ -24,3 +24,11 @@ const (
 	PastStateBurst      = pastStateBurst
 	PastStateMaxWaiting = pastStateMaxWaiting
 )
+
+// ReplacedNames is the number of namespace names the mux remembers as
+// deleted or replaced (replaced.go).
+func (m *Mux) ReplacedNames() int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return len(m.replaced.seq)
+}

@@ -58,10 +58,11 @@ type positions struct {
 	// at every revision from changed to revs.
 	changed map[string]uint64
 	// before maps a source key to the revisions, from and to, between
-	// which its state was the mirror's before its last list that changed
-	// nothing (listedLocked), until its next change: a client at a
-	// revision from before that list's gap still holds the current state.
-	before map[string][2]uint64
+	// which its state was the mirror's before each of its last lists that
+	// changed nothing (listedLocked; maxListedGaps of them), until its
+	// next change: a client at a revision from before such a list's gap
+	// still holds the current state.
+	before map[string][][2]uint64
 	// equal maps a source key to the revisions past revs whose lists were
 	// found to hold the mirror's state (catchUp), until the source's next
 	// change after them (passedLocked).
@@ -79,7 +80,7 @@ type positions struct {
 }
 
 func newPositions() *positions {
-	return &positions{revs: map[string]uint64{namespacesKey: 0}, changed: map[string]uint64{}, before: map[string][2]uint64{}, equal: map[string]*equalRevisions{}, lists: map[string]ListFunc{}}
+	return &positions{revs: map[string]uint64{namespacesKey: 0}, changed: map[string]uint64{}, before: map[string][][2]uint64{}, equal: map[string]*equalRevisions{}, lists: map[string]ListFunc{}}
 }
 
 // equalRevisions are the revisions at which a source's list was found to
@@ -243,7 +244,8 @@ func (p *positions) progressLocked(key string, rev uint64) {
 func (p *positions) listedLocked(key string, rev uint64) {
 	if rev > p.revs[key] {
 		if p.revs[key] > 0 {
-			p.before[key] = [2]uint64{p.changed[key], p.revs[key]}
+			b := append(p.before[key], [2]uint64{p.changed[key], p.revs[key]})
+			p.before[key] = b[max(0, len(b)-maxListedGaps):]
 		}
 		p.revs[key] = rev
 		p.changed[key] = rev
@@ -291,7 +293,7 @@ func (p *positions) sameStateLocked(vector []uint64) bool {
 	}
 	for i, k := range keys {
 		v := vector[i]
-		if b, ok := p.before[k]; p.equalAt(k, v) || ok && v >= b[0] && v <= b[1] {
+		if p.equalAt(k, v) || p.beforeGapLocked(k, v) {
 			continue
 		}
 		if v < p.changed[k] || v > p.revs[k] {
@@ -400,4 +402,20 @@ func (c *changeVersion) text(namespace string, index int, seq uint64) string {
 // the bookmarks'.
 func (m *Mux) currentTextLocked() string {
 	return rv.Version{Fingerprint: m.st.fingerprint(m.pos), Vector: m.pos.vector(), Seq: m.v.current()}.String()
+}
+
+// maxListedGaps bounds the quiet lists a source's clients from before are
+// still known to hold the current state across (before).
+const maxListedGaps = 4
+
+// beforeGapLocked reports whether revision v of source key lies before
+// one of its last lists that changed nothing, where its state was the
+// mirror's (before).
+func (p *positions) beforeGapLocked(key string, v uint64) bool {
+	for _, b := range p.before[key] {
+		if v >= b[0] && v <= b[1] {
+			return true
+		}
+	}
+	return false
 }

@@ -52,6 +52,9 @@ func (m *Mux) stampLocked(events []*Event, k int, prev uint64) (ticket uint64, f
 			// before the fan-out lock is released.
 			m.v = newVersionsExcept(m.v.instance)
 			m.hist = newHistory(m.opts.HistorySize, m.opts.HistoryBytes, m.v.current())
+			// The new instance's numbers start over: the old one's
+			// replacements are before all of them (replaced.go).
+			m.replaced = replacedNamespaces{}
 			m.fanMu.Lock()
 			// Let the fan-outs already numbered finish first: no event of
 			// the old instance may reach a watcher of the new one.

@@ -117,3 +117,40 @@ func holds(results []watchmux.NamespaceResults, name string) bool {
 	}
 	return false
 }
+
+// TestResumeAcrossTwoListsThatChangedNothing: a client from before two
+// quiet relists of a source (its watch lost twice) still holds the current
+// state: each list found the mirror's, so it is served as such, with
+// nothing listed, as after one.
+func TestResumeAcrossTwoListsThatChangedNothing(t *testing.T) {
+	t.Parallel()
+	c := &fakeCluster{}
+	c.write("namespaces", namespace(global), false)
+	c.write("namespaces", namespace("team-x"), false)
+	c.write(rolebindings, roleBinding("team-x", "a"), false)
+	early := currentVersion(t, c.startReplica(rand.New(rand.NewPCG(50, 1))))
+	b := c.startReplica(rand.New(rand.NewPCG(50, 2)))
+	for range 2 {
+		c.write("roles", roleBinding("team-x", "unrelated"), false) // moves the cluster's revision only
+		c.mu.Lock()
+		now := c.rev
+		c.mu.Unlock()
+		b.Listed(rolebindings, now)
+		b.Progress("namespaces", now)
+	}
+	c.mu.Lock()
+	listed := len(c.lists)
+	c.mu.Unlock()
+	ev, err := firstEventOrErr(t, b, watchmux.WatchOptions{Resource: rolebindings, Namespace: "team-x", ResourceVersion: early, AllowBookmarks: true}, "resume on B from "+early)
+	if err != nil {
+		t.Fatalf("resuming on B from %s, before both gaps: %v", early, err)
+	}
+	if ev.Type != watch.Bookmark {
+		t.Errorf("resumed on B from %s, before both gaps: first event %s, want a bookmark", early, describeEvent(ev))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.lists) != listed {
+		t.Errorf("resuming on B from %s, before both gaps, listed %v", early, c.lists[listed:])
+	}
+}

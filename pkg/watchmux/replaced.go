@@ -1,6 +1,10 @@
 package watchmux
 
-import "github.com/implicit-dev/implicit-apiserver/pkg/merge"
+import (
+	"slices"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
+)
 
 // A namespace deleted and created again under the same name (another uid)
 // is another namespace, perhaps someone else's: a past view of the old one
@@ -14,12 +18,22 @@ import "github.com/implicit-dev/implicit-apiserver/pkg/merge"
 // replacedNamespaces records, by namespace name, the last sequence number
 // of the change that deleted or replaced the namespace of that name. Its
 // entries older than the history's floor are dropped as it grows: the
-// history can't serve those versions anyway.
+// history can't serve those versions anyway. A namespace with no view
+// item stamps no event, so names churned (a CI's, created and deleted)
+// need not move that floor: past maxReplaced names, the oldest are
+// forgotten and floor stands for them.
 type replacedNamespaces struct {
 	seq map[string]uint64
 	// prune is the size at which entries below the floor are dropped next.
 	prune int
+	// floor is the last sequence number of the names forgotten past
+	// maxReplaced: a client from before it is served no namespaced watch
+	// from the history (but as a replica without it serves one).
+	floor uint64
 }
+
+// maxReplaced bounds the names remembered.
+const maxReplaced = 4096
 
 // replacingLocked reports whether setting namespace name to next (nil:
 // deleted) deletes or replaces the namespace of that name. Called with mu
@@ -37,7 +51,7 @@ func (m *Mux) noteReplacedLocked(name string) {
 		r.seq = map[string]uint64{}
 	}
 	r.seq[name] = m.v.current()
-	if len(r.seq) < max(r.prune, 1024) {
+	if len(r.seq) < min(max(r.prune, 1024), maxReplaced+1) {
 		return
 	}
 	if m.hist != nil {
@@ -46,6 +60,20 @@ func (m *Mux) noteReplacedLocked(name string) {
 				delete(r.seq, n)
 			}
 		}
+	}
+	if len(r.seq) > maxReplaced {
+		seqs := make([]uint64, 0, len(r.seq))
+		for _, seq := range r.seq {
+			seqs = append(seqs, seq)
+		}
+		slices.Sort(seqs)
+		cut := seqs[len(seqs)-maxReplaced/2-1] // keep the newer half at most
+		for n, seq := range r.seq {
+			if seq <= cut {
+				delete(r.seq, n)
+			}
+		}
+		r.floor = max(r.floor, cut)
 	}
 	r.prune = 2 * len(r.seq)
 }
@@ -62,5 +90,5 @@ func (m *Mux) replacedSinceLocked(namespace string, seq uint64) bool {
 		return false
 	}
 	last, ok := m.replaced.seq[namespace]
-	return ok && seq < last
+	return seq < m.replaced.floor || ok && seq < last
 }

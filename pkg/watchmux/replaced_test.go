@@ -1,6 +1,7 @@
 package watchmux_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -47,5 +48,42 @@ func TestHistoryOfAnotherNamespace(t *testing.T) {
 	f := watchAndFollow(t, a, watchmux.WatchOptions{Namespace: "team-x", ResourceVersion: after})
 	if got, want := describeEvent(f.waitFor(t, 1)[0]), "ADDED team-x/mine local@team-x"; got != want {
 		t.Errorf("a watch of the new team-x from %s: %s, want %s", after, got, want)
+	}
+}
+
+// TestReplacedNamesBounded: namespaces created and deleted under ever new
+// names (a CI's), none with a view item, stamp no event, so the history's
+// floor never moves: the names remembered as deleted stay bounded all the
+// same, and a watch of a namespace deleted and created again among them,
+// from before, is still not served the old one's events.
+func TestReplacedNamesBounded(t *testing.T) {
+	t.Parallel()
+	c := &fakeCluster{}
+	c.write("namespaces", namespace(global), false)
+	c.write("namespaces", namespace("team-x"), false)
+	c.write(rolebindings, roleBinding("team-x", "secret"), false)
+	a := c.startReplica(rand.New(rand.NewPCG(50, 1)))
+	v := currentVersion(t, a)
+	feedChange(a, c.write(rolebindings, roleBinding("team-x", "secret"), true))
+	feedChange(a, c.write("namespaces", namespace("team-x"), true))
+	again := namespace("team-x")
+	again.UID = "another-uid"
+	feedChange(a, c.write("namespaces", again, false))
+	const churned = 20_000
+	for i := range churned {
+		name := fmt.Sprintf("ci-%d", i)
+		feedChange(a, c.write("namespaces", namespace(name), false))
+		feedChange(a, c.write("namespaces", namespace(name), true))
+	}
+	if n := a.ReplacedNames(); n > 5000 {
+		t.Errorf("after %d namespaces created and deleted, %d names remembered, want a bound (at most 5000)", churned, n)
+	}
+	w, err := a.Watch(t.Context(), watchmux.WatchOptions{Resource: rolebindings, Namespace: "team-x", ResourceVersion: v})
+	if err == nil {
+		w.Stop()
+		t.Fatalf("a watch of the new team-x from %s, before the old one was deleted, was served (the old team-x's events)", v)
+	}
+	if !apierrors.IsResourceExpired(err) {
+		t.Errorf("a watch of the new team-x from %s: %v, want 410 Gone", v, err)
 	}
 }
