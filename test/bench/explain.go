@@ -52,24 +52,31 @@ var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Ver
 
 // explainTries is one kubectl's loop of tries after a change.
 type explainTries struct {
-	Shown    time.Duration  `json:"shown"` // change to the end of the first try that showed the kind (0: never)
+	Shown    time.Duration  `json:"shown"` // change to the end of the first try that showed it (0: never)
 	Tries    int            `json:"tries"`
 	Slowest  time.Duration  `json:"slowestTry"`
-	Failures map[string]int `json:"failures,omitempty"` // first line of each failed try's error
+	Failures map[string]int `json:"failures,omitempty"` // each failed try's error, by cause
 }
 
-// explainRun is one served-group change.
-type explainRun struct {
-	Binary    string        `json:"binary"` // "this" or "before"
-	Run       int           `json:"run"`
-	Resource  string        `json:"resource"`
-	Touched   bool          `json:"touched"`   // the APIService was annotated once the view was served
-	Served    time.Duration `json:"served"`    // 0: not within the run's time
-	Discovery time.Duration `json:"discovery"` // the aggregator's discovery lists it
-	OpenAPI   time.Duration `json:"openapi"`   // the aggregator's /openapi/v3 has a new hash
+// explainPhase is one change, timed from the change on.
+type explainPhase struct {
+	Served    time.Duration `json:"served,omitempty"`    // the view lists (the kind added); 0: not seen
+	Discovery time.Duration `json:"discovery,omitempty"` // the aggregator's discovery lists it (the kind added)
+	OpenAPI   time.Duration `json:"openapi"`             // the aggregator's /openapi/v3 names a new hash
 	Fresh     explainTries  `json:"fresh"`
 	Warm      explainTries  `json:"warm"`
-	Load      string        `json:"loadBefore"`
+}
+
+// explainRun is one probe kind: added (its CRD created), then its schema
+// changed (a field added to the CRD).
+type explainRun struct {
+	Binary   string       `json:"binary"` // "this" or "before"
+	Run      int          `json:"run"`
+	Resource string       `json:"resource"`
+	Touched  bool         `json:"touched"` // the APIService was annotated once the view was served
+	Added    explainPhase `json:"added"`
+	Changed  explainPhase `json:"changed"`
+	Load     string       `json:"loadBefore"`
 }
 
 func explainResource(i int) string { return fmt.Sprintf("probe%ds", i) }
@@ -91,8 +98,14 @@ resources:
 }
 
 // probeCRD is run i's CRD: kind Probe<i>, a spec with one described field.
-func probeCRD(i int) *unstructured.Unstructured {
+func probeCRD(i int, added bool) *unstructured.Unstructured {
 	plural := explainResource(i)
+	fields := map[string]any{
+		"marker": map[string]any{"type": "string", "description": fmt.Sprintf("The marker of explain probe %d.", i)},
+	}
+	if added {
+		fields["added"] = map[string]any{"type": "string", "description": "A field the CRD gained after the view was served."}
+	}
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1",
 		"kind":       "CustomResourceDefinition",
@@ -107,10 +120,8 @@ func probeCRD(i int) *unstructured.Unstructured {
 				"schema": map[string]any{"openAPIV3Schema": map[string]any{
 					"type": "object",
 					"properties": map[string]any{"spec": map[string]any{
-						"type": "object",
-						"properties": map[string]any{
-							"marker": map[string]any{"type": "string", "description": fmt.Sprintf("The marker of explain probe %d.", i)},
-						},
+						"type":       "object",
+						"properties": fields,
 					}},
 				}},
 			}},
@@ -196,51 +207,94 @@ func explainBinary(ctx context.Context, o options, label, binary string) (_ []ex
 		if err != nil {
 			return runs, err
 		}
-		fmt.Printf("explain %s run %d (%s): served %s, discovery %s, openapi %s; kubectl explain fresh %s (%d tries %v), warm %s (%d tries %v)\n",
-			label, i, r.Resource, dur(r.Served), dur(r.Discovery), dur(r.OpenAPI),
-			dur(r.Fresh.Shown), r.Fresh.Tries, r.Fresh.Failures, dur(r.Warm.Shown), r.Warm.Tries, r.Warm.Failures)
+		a, c := r.Added, r.Changed
+		fmt.Printf("explain %s run %d (%s): added: served %s, discovery %s, openapi %s; kubectl explain fresh %s (%d tries %v), warm %s (%d tries %v); "+
+			"schema changed: openapi %s; kubectl explain fresh %s (%d tries %v), warm %s (%d tries %v)\n",
+			label, i, r.Resource, shown(a.Served), shown(a.Discovery), shown(a.OpenAPI),
+			shown(a.Fresh.Shown), a.Fresh.Tries, a.Fresh.Failures, shown(a.Warm.Shown), a.Warm.Tries, a.Warm.Failures,
+			shown(c.OpenAPI), shown(c.Fresh.Shown), c.Fresh.Tries, c.Fresh.Failures, shown(c.Warm.Shown), c.Warm.Tries, c.Warm.Failures)
 		prog.step("run %d done", i)
 	}
 	return runs, nil
 }
 
-// explainOnce creates run i's CRD and times what follows (explainRun).
+// explainOnce adds run i's kind (its CRD created), times what follows,
+// then changes its schema (a field added) and times that.
 func (b *bench) explainOnce(ctx context.Context, k *kubectlRunner, i int) (explainRun, error) {
 	r := explainRun{Run: i, Resource: explainResource(i), Touched: b.o.explainTouch, Load: loadAverage()}
+	kind := fmt.Sprintf("Probe%d", i)
 	hashBefore, err := b.openAPIHash(ctx)
 	if err != nil {
 		return r, fmt.Errorf("/openapi/v3 before the change: %w", err)
 	}
-	if _, err := b.dyn.Resource(crdResource).Create(ctx, probeCRD(i), metav1.CreateOptions{}); err != nil {
+	if _, err := b.dyn.Resource(crdResource).Create(ctx, probeCRD(i, false), metav1.CreateOptions{}); err != nil {
 		return r, err
 	}
-	changed := time.Now()
+	r.Added = b.timeChange(ctx, k, time.Now(), hashBefore, r.Resource, r.Resource+".implicit.dev", kind, true)
+
+	// The warm kubectl's discovery is refreshed (kubectl api-resources
+	// invalidates its cache) and it explains the kind: a user's kubectl
+	// that knows it. Then the CRD gains a field.
+	if _, err := k.run(ctx, k.warm, "api-resources"); err != nil {
+		return r, err
+	}
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, b.o.explainTimeout, true, func(ctx context.Context) (bool, error) {
+		_, err := k.explain(ctx, k.warm, r.Resource+".implicit.dev", kind)
+		return err == nil, nil
+	}); err != nil {
+		return r, fmt.Errorf("kubectl explain %s.implicit.dev with a refreshed cache: %w", r.Resource, err)
+	}
+	if hashBefore, err = b.openAPIHash(ctx); err != nil {
+		return r, err
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		cur, err := b.dyn.Resource(crdResource).Get(ctx, r.Resource+"."+explainGroup, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		next := probeCRD(i, true)
+		next.SetResourceVersion(cur.GetResourceVersion())
+		_, err = b.dyn.Resource(crdResource).Update(ctx, next, metav1.UpdateOptions{})
+		return err == nil, nil
+	}); err != nil {
+		return r, fmt.Errorf("adding a field to %s's CRD: %w", r.Resource, err)
+	}
+	r.Changed = b.timeChange(ctx, k, time.Now(), hashBefore, r.Resource, r.Resource+".implicit.dev.spec", "added", false)
+	return r, nil
+}
+
+// timeChange times, from changed, kubectl explain of target showing want
+// (with a new cache dir each try, and with the warm one), the aggregator's
+// OpenAPI hash changing and, for a kind added, the view served and in the
+// aggregator's discovery; each within -explain-timeout.
+func (b *bench) timeChange(ctx context.Context, k *kubectlRunner, changed time.Time, hashBefore, resource, target, want string, added bool) explainPhase {
+	var ph explainPhase
 	ctx, cancel := context.WithTimeout(ctx, b.o.explainTimeout)
 	defer cancel()
-	view := schema.GroupVersionResource{Group: "implicit.dev", Version: "v1alpha1", Resource: r.Resource}
+	view := schema.GroupVersionResource{Group: "implicit.dev", Version: "v1alpha1", Resource: resource}
 	fresh, warm := make(chan explainTries, 1), make(chan explainTries, 1)
-	go func() { fresh <- k.until(ctx, changed, "", r.Resource, fmt.Sprintf("Probe%d", i)) }()
-	go func() { warm <- k.until(ctx, changed, k.warm, r.Resource, fmt.Sprintf("Probe%d", i)) }()
+	go func() { fresh <- k.until(ctx, changed, "", target, want) }()
+	go func() { warm <- k.until(ctx, changed, k.warm, target, want) }()
 	// The server's and the aggregator's sides, every 250 ms.
 	_ = wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		if r.Served == 0 {
+		if added && ph.Served == 0 {
 			if _, err := b.dyn.Resource(view).Namespace(explainTenant).List(ctx, metav1.ListOptions{}); err == nil {
-				r.Served = time.Since(changed)
+				ph.Served = time.Since(changed)
 				if b.o.explainTouch {
 					b.touchAPIService(ctx)
 				}
 			}
 		}
-		if r.Discovery == 0 && b.aggregatedDiscoveryHas(ctx, r.Resource) {
-			r.Discovery = time.Since(changed)
+		if added && ph.Discovery == 0 && b.aggregatedDiscoveryHas(ctx, resource) {
+			ph.Discovery = time.Since(changed)
 		}
-		if h, err := b.openAPIHash(ctx); r.OpenAPI == 0 && err == nil && h != hashBefore {
-			r.OpenAPI = time.Since(changed)
+		if h, err := b.openAPIHash(ctx); ph.OpenAPI == 0 && err == nil && h != hashBefore {
+			ph.OpenAPI = time.Since(changed)
 		}
-		return r.Served > 0 && r.Discovery > 0 && r.OpenAPI > 0, nil
+		return (!added || ph.Served > 0 && ph.Discovery > 0) && ph.OpenAPI > 0, nil
 	})
-	r.Fresh, r.Warm = <-fresh, <-warm
-	return r, nil
+	ph.Fresh, ph.Warm = <-fresh, <-warm
+	return ph
 }
 
 // touchAPIService annotates the APIService: kube-aggregator refetches its
