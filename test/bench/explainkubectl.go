@@ -62,12 +62,12 @@ func (k *kubectlRunner) run(ctx context.Context, cacheDir string, args ...string
 	return out.String(), nil
 }
 
-// until tries kubectl explain of resource.implicit.dev, 500 ms after each
+// until tries kubectl explain of target (e.g. probe0s.implicit.dev), 500 ms after each
 // failed try, until one shows want or ctx ends; times from changed.
-func (k *kubectlRunner) until(ctx context.Context, changed time.Time, cacheDir, resource, want string) explainTries {
+func (k *kubectlRunner) until(ctx context.Context, changed time.Time, cacheDir, target, want string) explainTries {
 	t := explainTries{Failures: map[string]int{}}
 	for ctx.Err() == nil {
-		took, err := k.explain(ctx, cacheDir, resource+".implicit.dev", want)
+		took, err := k.explain(ctx, cacheDir, target, want)
 		t.Tries++
 		t.Slowest = max(t.Slowest, took)
 		if err == nil {
