@@ -174,7 +174,7 @@ e2e: image ## One-node cluster on this machine (kubelet on containerd, runc), he
 		--work-dir=$(OUTPUT)/e2e $(E2E_ARGS)
 
 .PHONY: bench
-bench: build ## Whole-system scale sweep (test/bench): N in {1000,5000,10000} x G in {10,100}, each fan-out fleet alone beside sample-apiserver (the aggregated reference); BENCH_ARGS=-short for a quick look, BENCH_ARGS=-fanout-only for the fan-out alone, BENCH_ARGS=-replica-switch for a replica switch at 10,000 x 100 (issue 31), BENCH_ARGS=-edges for 10,000 watch opens at once and SIGTERM with them open (issue 45), BENCH_ARGS="-fanout-only -burst" to also open each fleet alone as a reconnect storm does (issue 45).
+bench: build ## Whole-system scale sweep (test/bench): N in {1000,5000,10000} x G in {10,100}, each fan-out fleet alone beside sample-apiserver (the aggregated reference); BENCH_ARGS=-short for a quick look, BENCH_ARGS=-fanout-only for the fan-out alone, BENCH_ARGS=-replica-switch for a replica switch at 10,000 x 100 (issue 31), BENCH_ARGS=-edges for 10,000 watch opens at once and SIGTERM with them open (issue 45), BENCH_ARGS="-fanout-only -burst" to also open each fleet alone as a reconnect storm does (issue 45), BENCH_ARGS=-explain for the time until kubectl explain shows a kind the served group gained (issue 45).
 	@mkdir -p $(OUTPUT)/bench
 	@tools_bin=$$(hack/build-tools.sh etcd kube-apiserver sample-apiserver) && cd test/bench && \
 	IMPLICIT_TOOLS_BIN="$$tools_bin" IMPLICIT_BINARY="$(abspath $(IMPLICIT_BIN))" \

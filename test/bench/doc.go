@@ -56,6 +56,8 @@
 //	make bench BENCH_ARGS='-namespaces 2000 -fanout-only -concurrent=false -burst'   # the fleets alone, gentle and burst openings (issue 45)
 //	go run ./test/bench -guard-flood  # one tenant floods the guards (issue 24, item 7): the others' latency, the Lease
 //	make bench BENCH_ARGS=-replica-switch   # a replica switch at 10,000 x 100 (issue 31): resume against relist (replicaswitch.go)
+//	make bench BENCH_ARGS='-edges -implicit-args=--shutdown-delay-duration=5s'   # 10,000 watch opens at once, then SIGTERM with them open and the shutdown's timeline (issue 45, edges.go)
+//	make bench BENCH_ARGS='-explain -explain-before <older binary>'   # kubectl explain of a kind the served group gains, fresh and warm kubectl cache (issue 45, explain.go)
 //
 // Everything runs on loopback, under one deadline (-timeout); the processes
 // are stopped on the way out.

@@ -39,33 +39,36 @@ import (
 
 // stormResult is one run of -edges.
 type stormResult struct {
-	N, G            int
-	Opens           int           `json:"opens"`
-	Opened          int           `json:"opened"`
-	OpenFailures    []string      `json:"openFailures,omitempty"`
-	OpenTime        time.Duration `json:"openTime"` // until the last watch's headers
-	Retries429      int           `json:"retries429"`
-	CPUImplicit     time.Duration `json:"cpuImplicit"` // over the storm
-	CPUKube         time.Duration `json:"cpuKube"`
-	Connections     int           `json:"implicitConnections"` // kube-apiserver's to implicit-apiserver after the storm
-	Polls           int           `json:"polls"`
-	Unavailable     int           `json:"unavailablePolls"`     // polls that saw Available other than True
-	Transitions     int           `json:"availableTransitions"` // changes of Available seen by the polls
-	DiscoveryFails  int           `json:"discoveryFailures"`    // /apis without implicit.dev, or failed
-	GroupFails      int           `json:"groupFailures"`        // /apis/implicit.dev/v1alpha1 not 200
-	PollFailures    []string      `json:"pollFailures,omitempty"`
-	ShutdownDelay   string        `json:"shutdownDelay"`
-	Exit            time.Duration `json:"exit"` // SIGTERM to the process's exit
-	Killed          bool          `json:"killed"`
-	Clean           int           `json:"clean"`    // watches whose stream ended cleanly
-	Cut             int           `json:"cut"`      // watches that ended with an error
-	Early           int           `json:"early"`    // ended before SIGTERM
-	LastEnd         time.Duration `json:"lastEnd"`  // SIGTERM to the last watch's end
-	FirstEnd        time.Duration `json:"firstEnd"` // SIGTERM to the first watch's end
-	CutCauses       []string      `json:"cutCauses,omitempty"`
-	LoadBefore      string        `json:"loadBefore"`
-	LoadAfter       string        `json:"loadAfter"`
-	ImplicitVersion string        `json:"implicitBinary"`
+	N, G           int
+	Opens          int           `json:"opens"`
+	Opened         int           `json:"opened"`
+	OpenFailures   []string      `json:"openFailures,omitempty"`
+	OpenTime       time.Duration `json:"openTime"` // until the last watch's headers
+	Retries429     int           `json:"retries429"`
+	CPUImplicit    time.Duration `json:"cpuImplicit"` // over the storm
+	CPUKube        time.Duration `json:"cpuKube"`
+	Connections    int           `json:"implicitConnections"` // kube-apiserver's to implicit-apiserver after the storm
+	Polls          int           `json:"polls"`
+	Unavailable    int           `json:"unavailablePolls"`     // polls that saw Available other than True
+	Transitions    int           `json:"availableTransitions"` // changes of Available seen by the polls
+	DiscoveryFails int           `json:"discoveryFailures"`    // /apis without implicit.dev, or failed
+	GroupFails     int           `json:"groupFailures"`        // /apis/implicit.dev/v1alpha1 not 200
+	PollFailures   []string      `json:"pollFailures,omitempty"`
+	ShutdownDelay  string        `json:"shutdownDelay"`
+	Exit           time.Duration `json:"exit"` // SIGTERM to the process's exit
+	Killed         bool          `json:"killed"`
+	Clean          int           `json:"clean"`    // watches whose stream ended cleanly
+	Cut            int           `json:"cut"`      // watches that ended with an error
+	Early          int           `json:"early"`    // ended before SIGTERM
+	LastEnd        time.Duration `json:"lastEnd"`  // SIGTERM to the last watch's end
+	FirstEnd       time.Duration `json:"firstEnd"` // SIGTERM to the first watch's end
+	CutCauses      []string      `json:"cutCauses,omitempty"`
+	// Timeline is the shutdown's steps after SIGTERM (edgesshutdown.go):
+	// the server's log, its sockets, the watches' ends, the exit.
+	Timeline        []shutdownStep `json:"timeline,omitempty"`
+	LoadBefore      string         `json:"loadBefore"`
+	LoadAfter       string         `json:"loadAfter"`
+	ImplicitVersion string         `json:"implicitBinary"`
 }
 
 // stormWatch is one watch of the storm.
@@ -428,15 +431,19 @@ func (b *bench) shutdown(ctx context.Context, res *stormResult) error {
 		}
 	}
 	p := b.implicit.Process()
+	rss := processRSS(p.Pid())
 	start := time.Now()
+	sockets := startSocketSampler(b.implicit.Port(), start)
 	stopped := make(chan error, 1)
 	go func() { stopped <- b.implicit.Stop() }()
 	select {
 	case <-p.Exited():
 	case <-ctx.Done():
+		sockets.finish()
 		return ctx.Err()
 	}
 	res.Exit = time.Since(start)
+	sockets.finish()
 	if err := <-stopped; err != nil {
 		res.Killed = true
 		fmt.Printf("shutdown: %v\n", err)
@@ -469,6 +476,14 @@ func (b *bench) shutdown(ctx context.Context, res *stormResult) error {
 		res.CutCauses = append(res.CutCauses, fmt.Sprintf("%d× %s", k, c))
 	}
 	sort.Strings(res.CutCauses)
+	res.Timeline = append(gracefulSteps(b.implicit.LogPath(), start),
+		shutdownStep{0, fmt.Sprintf("(bench) SIGTERM; %d server-side sockets open, RSS %s", sockets.atStart, rss)},
+		shutdownStep{res.FirstEnd, "(bench) the first watch ended at its client"},
+		shutdownStep{res.LastEnd, "(bench) the last watch ended at its client"},
+		shutdownStep{sockets.lastEstablished, "(bench) last sample with a server-side socket ESTABLISHED"},
+		shutdownStep{sockets.allClosed, "(bench) first sample with every server-side socket closed by the server (none ESTABLISHED or CLOSE_WAIT; 50 ms samples)"},
+		shutdownStep{res.Exit, "(bench) the process exited"})
+	sort.SliceStable(res.Timeline, func(i, j int) bool { return res.Timeline[i].After < res.Timeline[j].After })
 	fmt.Printf("shutdown: exit %s after SIGTERM (delay %s, killed %v); watches ended clean %d, cut %d, before SIGTERM %d; first end %s, last %s\n",
 		res.Exit.Round(time.Millisecond), res.ShutdownDelay, res.Killed, res.Clean, res.Cut, res.Early, res.FirstEnd.Round(time.Millisecond), res.LastEnd.Round(time.Millisecond))
 	return nil
@@ -489,6 +504,7 @@ func (r *stormResult) markdown() string {
 	for _, c := range r.CutCauses {
 		p("| cut | %s |", c)
 	}
+	sb.WriteString(timelineMarkdown(r.Timeline))
 	for i, f := range r.OpenFailures {
 		if i == 5 {
 			p("| open failures | ... %d in all |", len(r.OpenFailures))

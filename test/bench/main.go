@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -77,6 +78,14 @@ type options struct {
 	listBefore    string
 	listPagesTime time.Duration
 	listCases     []string
+	// Issue 45's kubectl explain after a served-group change (explain.go)
+	// instead of the sweep.
+	explain        bool
+	explainRuns    int
+	explainBefore  string
+	explainTouch   bool
+	explainTimeout time.Duration
+	kubectl        string
 }
 
 func main() {
@@ -152,6 +161,12 @@ func main() {
 	var listCases string
 	flag.StringVar(&listCases, "list-cases", "list,lists10,pages", "-list-rss: the cases, in this order: list, lists10, pages, watchlist, watchlists10 (ten-client cases are skipped for -list-before)")
 	flag.DurationVar(&o.listPagesTime, "list-pages-time", 2*time.Minute, "-list-rss: the most time kubectl's pages are read for")
+	flag.BoolVar(&o.explain, "explain", false, "instead of the sweep (issue 45): implicit-apiserver behind the aggregator gains a configured kind (its CRD created), then the kind's schema changes (a field added), -explain-runs times; after each change, how long until real kubectl explain shows it, with a new --cache-dir each try and with a warm one, beside when the view is served and when the aggregator's discovery and OpenAPI have it")
+	flag.IntVar(&o.explainRuns, "explain-runs", 2, "-explain: served-group changes (one new kind each) per binary")
+	flag.StringVar(&o.explainBefore, "explain-before", "", "-explain: an implicit-apiserver binary measured the same way first, on a control plane of its own (e.g. a build from before servedgroup.RevalidateOpenAPI: the previous figure)")
+	flag.BoolVar(&o.explainTouch, "explain-touch", false, "-explain: annotate the APIService once the new view is served (kube-aggregator then refetches its discovery at once)")
+	flag.DurationVar(&o.explainTimeout, "explain-timeout", 75*time.Second, "-explain: the most time one change is timed for (the aggregator refetches every minute)")
+	flag.StringVar(&o.kubectl, "kubectl", "", "-explain: the kubectl binary (default: kubectl in -bin-dir if there, else on PATH)")
 	flag.Parse()
 	o.listCases = strings.Split(listCases, ",")
 	if o.short {
@@ -261,6 +276,19 @@ func main() {
 			fail(2, "-storm-opens must be positive")
 		}
 	}
+	if o.explain {
+		// A plain server but for the probe kinds (explain.go).
+		o.materializeRuns, o.policyRuns = 0, 0
+		if o.explainRuns < 1 || o.explainTimeout <= 0 {
+			fail(2, "-explain-runs and -explain-timeout must be positive")
+		}
+		if o.kubectl == "" {
+			o.kubectl = "kubectl"
+			if _, err := os.Stat(filepath.Join(o.binDir, "kubectl")); err == nil && o.binDir != "" {
+				o.kubectl = filepath.Join(o.binDir, "kubectl")
+			}
+		}
+	}
 	if o.replicaSwitch || o.listRSS {
 		set := map[string]bool{}
 		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -317,6 +345,8 @@ func main() {
 	switch {
 	case o.edges:
 		err = edges(ctx, o)
+	case o.explain:
+		err = explainBench(ctx, o)
 	case o.listRSS:
 		err = listRSS(ctx, o)
 	case o.replicaSwitch:
