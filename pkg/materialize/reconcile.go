@@ -343,8 +343,14 @@ func desiredCopy(k kinds.Kind, namespace string, item runtime.Object) (*unstruct
 	if len(ann) > 0 {
 		out.SetAnnotations(ann)
 	}
+	if _, ok := item.(*unstructured.Unstructured); !ok {
+		// A Go type's conversion is already made of fresh maps, with
+		// numbers as int64 or float64, as the copies' are.
+		return out, true, nil
+	}
 	// One representation for comparing with what the host returns (JSON
-	// numbers are int64 or float64 there).
+	// numbers are int64 or float64 there), and a copy of the view's
+	// content, which out shares.
 	raw, err := json.Marshal(out.Object)
 	if err != nil {
 		return nil, false, err
