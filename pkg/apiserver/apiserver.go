@@ -21,6 +21,7 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/h2serve"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kindcontroller"
 	"github.com/implicit-dev/implicit-apiserver/pkg/kinds"
+	"github.com/implicit-dev/implicit-apiserver/pkg/materialize"
 	"github.com/implicit-dev/implicit-apiserver/pkg/merge"
 	"github.com/implicit-dev/implicit-apiserver/pkg/servedgroup"
 	"github.com/implicit-dev/implicit-apiserver/pkg/sourcefeed"
@@ -107,6 +108,9 @@ type ExtraConfig struct {
 type MaterializeConfig struct {
 	// Dynamic writes the copies, with its own rate limit and connection.
 	Dynamic dynamic.Interface
+	// Protobuf, when set, reads and writes the built-in kinds' copies in
+	// protobuf on Dynamic's connection and rate limit.
+	Protobuf *materialize.Protobuf
 	// Workers write copies concurrently (0: materialize.DefaultWorkers).
 	Workers int
 	// LeaseNamespace and LeaseName name the leader election's Lease; no

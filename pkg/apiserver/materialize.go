@@ -18,7 +18,7 @@ func (c CompletedConfig) startMaterializer(gs *genericapiserver.GenericAPIServer
 		return nil
 	}
 	s := materialize.Server{
-		Views: mux, Kinds: x.Kinds, Client: x.Client, Dynamic: x.Materialize.Dynamic, Workers: x.Materialize.Workers,
+		Views: mux, Kinds: x.Kinds, Client: x.Client, Dynamic: x.Materialize.Dynamic, Protobuf: x.Materialize.Protobuf, Workers: x.Materialize.Workers,
 		LeaseClient: x.Materialize.LeaseClient, LeaseNamespace: x.Materialize.LeaseNamespace, LeaseName: x.Materialize.LeaseName,
 		OnIdentity: guards.SetServerIdentity,
 	}

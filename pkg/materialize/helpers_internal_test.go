@@ -196,14 +196,20 @@ func (h *fakeHost) objects(t testing.TB, namespace string) map[string]*unstructu
 	return out
 }
 
-// list is a lister of the copies from the fake host itself.
+// list is a lister of the copies from the fake host itself, of their Go
+// type as the server's informers of the built-in kinds' copies hold them
+// (Protobuf).
 func (h *fakeHost) list(t testing.TB) lister {
-	return func(_ kinds.Kind, namespace string) ([]*unstructured.Unstructured, error) {
-		var out []*unstructured.Unstructured
+	return func(_ kinds.Kind, namespace string) ([]metav1.Object, error) {
+		var out []metav1.Object
 		sel := labels.SelectorFromSet(labels.Set{v1alpha1.LabelMaterialized: "true"})
 		for _, o := range h.objects(t, namespace) {
 			if sel.Matches(labels.Set(o.GetLabels())) {
-				out = append(out, o)
+				np := &networkingv1.NetworkPolicy{}
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, np); err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, np)
 			}
 		}
 		return out, nil

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -59,6 +59,10 @@ type Options struct {
 	LogInterval time.Duration
 	// Clock is injected for tests (default the real clock).
 	Clock clock.WithTicker
+	// Protobuf, when set, reads and writes the copies of the built-in
+	// kinds in protobuf (NewProtobuf); nil: every kind through the dynamic
+	// client given to New, in JSON.
+	Protobuf *Protobuf
 }
 
 // DefaultWorkers is the default of Options.Workers: as many writes in
@@ -219,16 +223,21 @@ func (r *run) follow(ctx context.Context, k kinds.Kind) {
 	}); err != nil {
 		return
 	}
-	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(r.m.dyn, 0, metav1.NamespaceAll, func(o *metav1.ListOptions) {
+	copiesOnly := func(o *metav1.ListOptions) {
 		o.LabelSelector = labels.SelectorFromSet(labels.Set{v1alpha1.LabelMaterialized: "true"}).String()
-	})
-	inf := factory.ForResource(k.Source).Informer()
+	}
+	inf := r.m.opts.Protobuf.informer(k, copiesOnly)
+	if inf == nil {
+		inf = dynamicinformer.NewFilteredDynamicSharedInformerFactory(r.m.dyn, 0, metav1.NamespaceAll, copiesOnly).
+			ForResource(k.Source).Informer()
+	}
 	if _, err := inf.AddEventHandler(r.copyHandler(k)); err != nil {
 		klog.ErrorS(err, "Watching materialized copies", "resource", k.Source.String())
 		return
 	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
+	var informing sync.WaitGroup
+	defer informing.Wait()
+	informing.Go(func() { inf.RunWithContext(ctx) })
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return
 	}
@@ -287,8 +296,8 @@ func namespaceOf(obj runtime.Object) string {
 // the source version each copy carries (seen).
 func (r *run) copyHandler(k kinds.Kind) cache.ResourceEventHandler {
 	note := func(obj any) {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok || !v1alpha1.IsMaterialized(u.GetLabels()) {
+		u, err := meta.Accessor(obj)
+		if err != nil || !v1alpha1.IsMaterialized(u.GetLabels()) {
 			return
 		}
 		key := copyKey{k.Resource(), u.GetNamespace(), u.GetName()}
@@ -314,7 +323,7 @@ func (r *run) copyHandler(k kinds.Kind) cache.ResourceEventHandler {
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
 			}
-			if u, ok := obj.(*unstructured.Unstructured); ok {
+			if u, err := meta.Accessor(obj); err == nil {
 				r.m.mu.Lock()
 				delete(r.m.wrote, copyKey{k.Resource(), u.GetNamespace(), u.GetName()})
 				r.m.mu.Unlock()
@@ -325,7 +334,7 @@ func (r *run) copyHandler(k kinds.Kind) cache.ResourceEventHandler {
 }
 
 // sourceVersion is what a copy or a desired copy says of its source.
-func sourceVersion(u *unstructured.Unstructured) string {
+func sourceVersion(u metav1.Object) string {
 	a := u.GetAnnotations()
 	return a[v1alpha1.AnnotationSourceUID] + "/" + a[v1alpha1.AnnotationSourceResourceVersion]
 }
@@ -388,7 +397,7 @@ func (r *run) processNext(ctx context.Context) bool {
 var errNotReady = errors.New("the copies have not been read yet")
 
 // copyLister returns the copies of k in namespace, from the informer.
-func (r *run) copyLister(k kinds.Kind, namespace string) ([]*unstructured.Unstructured, error) {
+func (r *run) copyLister(k kinds.Kind, namespace string) ([]metav1.Object, error) {
 	r.copiesMu.RLock()
 	inf := r.copies[k.Resource()]
 	r.copiesMu.RUnlock()
@@ -399,12 +408,12 @@ func (r *run) copyLister(k kinds.Kind, namespace string) ([]*unstructured.Unstru
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*unstructured.Unstructured, 0, len(objs))
+	out := make([]metav1.Object, 0, len(objs))
 	for _, o := range objs {
 		// The informer lists copies only; an object that just lost the
 		// label may still be in it: it is no copy.
-		if u, ok := o.(*unstructured.Unstructured); ok && v1alpha1.IsMaterialized(u.GetLabels()) {
-			out = append(out, u)
+		if a, err := meta.Accessor(o); err == nil && v1alpha1.IsMaterialized(a.GetLabels()) {
+			out = append(out, a)
 		}
 	}
 	return out, nil

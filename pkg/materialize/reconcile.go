@@ -27,8 +27,9 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
-// lister returns the copies of k in namespace (objects carrying the label).
-type lister func(k kinds.Kind, namespace string) ([]*unstructured.Unstructured, error)
+// lister returns the copies of k in namespace (objects carrying the label):
+// unstructured, or of the kind's Go type (Protobuf's informers).
+type lister func(k kinds.Kind, namespace string) ([]metav1.Object, error)
 
 // reconcile makes namespace's copies of every kind its views serve equal to
 // the inherited items of its views. It returns how many writes it made.
@@ -80,11 +81,11 @@ func (m *Materializer) reconcileKind(ctx context.Context, k kinds.Kind, namespac
 	if err != nil {
 		return 0, err
 	}
-	copies := make(map[string]*unstructured.Unstructured, len(have))
+	copies := make(map[string]metav1.Object, len(have))
 	for _, c := range have {
 		copies[c.GetName()] = c
 	}
-	client := m.dyn.Resource(k.Source).Namespace(namespace)
+	client := m.opts.Protobuf.resource(m.dyn, k, namespace)
 	n := 0
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(want)) {
@@ -174,7 +175,7 @@ func (m *Materializer) reconcileKind(ctx context.Context, k kinds.Kind, namespac
 // An Update, not a server-side apply: the copy is the materializer's
 // whole, and kube-apiserver's apply path (typed conversion and field sets)
 // cost more than the rest of the write.
-func (m *Materializer) write(ctx context.Context, k kinds.Kind, client resourceClient, cur, w *unstructured.Unstructured) (int, error) {
+func (m *Materializer) write(ctx context.Context, k kinds.Kind, client resourceClient, cur metav1.Object, w *unstructured.Unstructured) (int, error) {
 	key := copyKey{k.Resource(), w.GetNamespace(), w.GetName()}
 	m.begin(key)
 	defer m.end(key)
@@ -265,11 +266,12 @@ func (m *Materializer) end(key copyKey) {
 	}
 }
 
-// resourceClient is the part of dynamic.ResourceInterface write uses.
+// resourceClient is the part of dynamic.ResourceInterface reconcileKind uses.
 type resourceClient interface {
 	Create(ctx context.Context, obj *unstructured.Unstructured, options metav1.CreateOptions, subresources ...string) (*unstructured.Unstructured, error)
 	Get(ctx context.Context, name string, options metav1.GetOptions, subresources ...string) (*unstructured.Unstructured, error)
 	Update(ctx context.Context, obj *unstructured.Unstructured, options metav1.UpdateOptions, subresources ...string) (*unstructured.Unstructured, error)
+	Delete(ctx context.Context, name string, options metav1.DeleteOptions, subresources ...string) error
 }
 
 // conflict reports, once per tenant object, an inherited item that is not
@@ -341,8 +343,14 @@ func desiredCopy(k kinds.Kind, namespace string, item runtime.Object) (*unstruct
 	if len(ann) > 0 {
 		out.SetAnnotations(ann)
 	}
+	if _, ok := item.(*unstructured.Unstructured); !ok {
+		// A Go type's conversion is already made of fresh maps, with
+		// numbers as int64 or float64, as the copies' are.
+		return out, true, nil
+	}
 	// One representation for comparing with what the host returns (JSON
-	// numbers are int64 or float64 there).
+	// numbers are int64 or float64 there), and a copy of the view's
+	// content, which out shares.
 	raw, err := json.Marshal(out.Object)
 	if err != nil {
 		return nil, false, err
@@ -356,8 +364,14 @@ func desiredCopy(k kinds.Kind, namespace string, item runtime.Object) (*unstruct
 
 // upToDate reports whether the copy have says what want says: the same
 // labels and annotations, and the same content outside metadata and status.
-func upToDate(have, want *unstructured.Unstructured) bool {
-	if !equalMaps(have.GetLabels(), want.GetLabels()) || !equalMaps(have.GetAnnotations(), want.GetAnnotations()) {
+// A copy of a kind's Go type is converted only when its metadata match (a
+// changed source changes the provenance annotations).
+func upToDate(cur metav1.Object, want *unstructured.Unstructured) bool {
+	if !equalMaps(cur.GetLabels(), want.GetLabels()) || !equalMaps(cur.GetAnnotations(), want.GetAnnotations()) {
+		return false
+	}
+	have, ok := asUnstructured(cur)
+	if !ok {
 		return false
 	}
 	keys := map[string]bool{}

@@ -31,6 +31,9 @@ type Server struct {
 	Client kubernetes.Interface
 	// Dynamic writes the copies, with its own rate limit.
 	Dynamic dynamic.Interface
+	// Protobuf, when set, reads and writes the built-in kinds' copies
+	// (Options.Protobuf).
+	Protobuf *Protobuf
 	// Workers write copies concurrently (Options.Workers).
 	Workers int
 	// LeaseClient, LeaseNamespace and LeaseName: see Election.
@@ -68,7 +71,7 @@ func (s Server) Run(ctx context.Context) {
 	if len(materialized) == 0 {
 		return
 	}
-	m := New(s.Views, s.Dynamic, materialized, s.NewRecorder(), Options{Workers: s.Workers})
+	m := New(s.Views, s.Dynamic, materialized, s.NewRecorder(), Options{Workers: s.Workers, Protobuf: s.Protobuf})
 	lease := s.LeaseClient
 	if lease == nil {
 		lease = s.Client

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -124,7 +125,7 @@ func adopt(t *testing.T, host *fakeHost, namespace, name, app string) {
 // listing is a lister that returns the stale copies given, as an informer
 // that has not seen the latest writes would, and the host's other copies.
 func listing(host *fakeHost, t *testing.T, stale ...*unstructured.Unstructured) lister {
-	return func(k kinds.Kind, namespace string) ([]*unstructured.Unstructured, error) {
+	return func(k kinds.Kind, namespace string) ([]metav1.Object, error) {
 		out, err := host.list(t)(k, namespace)
 		for _, s := range stale {
 			if s.GetNamespace() == namespace {

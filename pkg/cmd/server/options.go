@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/flowcontrol"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/klog/v2"
 	"k8s.io/kube-openapi/pkg/common"
@@ -493,7 +494,20 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 		// The copies' writes have their own rate limit and connection: a
 		// burst of them (and the copies' informer, which shows each back)
 		// neither queues behind nor holds up the views' informers.
-		if mat.Dynamic, err = dynamic.NewForConfig(ownConnection(gc.ClientConfig, o.MaterializeQPS, o.MaterializeBurst)); err != nil {
+		// The built-in kinds' copies go in protobuf (issue 45), on the
+		// same connection and rate limit as the dynamic client's.
+		mc := ownConnection(gc.ClientConfig, o.MaterializeQPS, o.MaterializeBurst)
+		if mc.QPS > 0 {
+			mc.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(mc.QPS, mc.Burst)
+		}
+		hc, err := rest.HTTPClientFor(mc)
+		if err != nil {
+			return nil, fmt.Errorf("host cluster client: %w", err)
+		}
+		if mat.Dynamic, err = dynamic.NewForConfigAndClient(mc, hc); err != nil {
+			return nil, fmt.Errorf("host cluster client: %w", err)
+		}
+		if mat.Protobuf, err = materialize.NewProtobuf(mc, hc); err != nil {
 			return nil, fmt.Errorf("host cluster client: %w", err)
 		}
 		mat.Workers = o.MaterializeWorkers
