@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
@@ -50,35 +51,7 @@ func TestTerminatingParent(t *testing.T) {
 		"label", "namespace", "gt-c", hdParent+"-")
 
 	t.Log("as gt-tenant: a finalizer on its own RoleBinding in gt-p, then gt-p deleted: it stays Terminating")
-	tenant.ok("create", "rolebinding", "gt-hold", "-n", "gt-p", "--clusterrole=view", "--group=gt-nobody")
-	const finalizer = "example.com/gt-hold"
-	tenant.ok("patch", "rolebinding", "gt-hold", "-n", "gt-p", "--type=merge", "-p", fmt.Sprintf(`{"metadata":{"finalizers":[%q]}}`, finalizer))
-	release := func() {
-		_, err := kube.RbacV1().RoleBindings("gt-p").Patch(context.Background(), "gt-hold", types.JSONPatchType,
-			[]byte(`[{"op":"remove","path":"/metadata/finalizers"}]`), metav1.PatchOptions{})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
-			t.Errorf("removing the finalizer of gt-p/gt-hold: %v", err)
-		}
-	}
-	t.Cleanup(release)
-	tenant.ok("delete", "namespace", "gt-p", "--wait=false")
-	eventually(t, "gt-p is Terminating, held by gt-hold's finalizer", func(ctx context.Context) error {
-		ns, err := kube.CoreV1().Namespaces().Get(ctx, "gt-p", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if ns.DeletionTimestamp == nil {
-			return errorf("gt-p is %s", ns.Status.Phase)
-		}
-		rb, err := kube.RbacV1().RoleBindings("gt-p").Get(ctx, "gt-hold", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if rb.DeletionTimestamp == nil {
-			return errorf("gt-hold not deleted yet")
-		}
-		return nil
-	})
+	release := holdTerminating(t, kube, tenant, "gt-p", "gt-hold")
 
 	t.Log("as gt-tenant: re-parenting gt-c under the Terminating gt-p is refused")
 	tenant.refused([]string{`admission webhook "parents.implicit.dev" denied the request`, `namespace "gt-p" can't be the parent of namespace "gt-c": it is being terminated`},
@@ -143,35 +116,7 @@ func TestTerminatingNamespaceTakesNoParent(t *testing.T) {
 	}
 
 	t.Log("as gt2-ops: a finalizer on its own RoleBinding in gt2-p, then gt2-p deleted (gt2-c loses nothing locked: no unlock needed)")
-	ops.ok("create", "rolebinding", "gt2-hold", "-n", "gt2-p", "--clusterrole=view", "--group=gt2-nobody")
-	const finalizer = "example.com/gt2-hold"
-	ops.ok("patch", "rolebinding", "gt2-hold", "-n", "gt2-p", "--type=merge", "-p", fmt.Sprintf(`{"metadata":{"finalizers":[%q]}}`, finalizer))
-	release := func() {
-		_, err := kube.RbacV1().RoleBindings("gt2-p").Patch(context.Background(), "gt2-hold", types.JSONPatchType,
-			[]byte(`[{"op":"remove","path":"/metadata/finalizers"}]`), metav1.PatchOptions{})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
-			t.Errorf("removing the finalizer of gt2-p/gt2-hold: %v", err)
-		}
-	}
-	t.Cleanup(release)
-	ops.ok("delete", "namespace", "gt2-p", "--wait=false")
-	eventually(t, "gt2-p is Terminating, held by gt2-hold's finalizer", func(ctx context.Context) error {
-		ns, err := kube.CoreV1().Namespaces().Get(ctx, "gt2-p", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if ns.DeletionTimestamp == nil {
-			return errorf("gt2-p is %s", ns.Status.Phase)
-		}
-		rb, err := kube.RbacV1().RoleBindings("gt2-p").Get(ctx, "gt2-hold", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if rb.DeletionTimestamp == nil {
-			return errorf("gt2-hold not deleted yet")
-		}
-		return nil
-	})
+	release := holdTerminating(t, kube, ops, "gt2-p", "gt2-hold")
 
 	t.Log("as gt2-ops: giving the Terminating gt2-p (which gt2-c inherits through) the parent gt2-org is refused")
 	r := ops.run("label", "namespace", "gt2-p", hdParent+"=gt2-org")
@@ -209,4 +154,41 @@ func TestTerminatingNamespaceTakesNoParent(t *testing.T) {
 		t.Errorf("gt2-c lost the locked gt2-sec when gt2-p was gone, though nobody who may unlock it asked; gt2-auditors may get pods in gt2-c: %v",
 			auditor.canI("get", "pods", "-n", "gt2-c"))
 	}
+}
+
+// holdTerminating has user create RoleBinding hold in namespace ns with a
+// finalizer, then delete ns, and waits until ns is Terminating, held by
+// that finalizer. release removes the finalizer (also at cleanup).
+func holdTerminating(t *testing.T, kube kubernetes.Interface, user gdKubectl, ns, hold string) (release func()) {
+	t.Helper()
+	user.ok("create", "rolebinding", hold, "-n", ns, "--clusterrole=view", "--group="+hold+"-nobody")
+	finalizer := "example.com/" + hold
+	user.ok("patch", "rolebinding", hold, "-n", ns, "--type=merge", "-p", fmt.Sprintf(`{"metadata":{"finalizers":[%q]}}`, finalizer))
+	release = func() {
+		_, err := kube.RbacV1().RoleBindings(ns).Patch(context.Background(), hold, types.JSONPatchType,
+			[]byte(`[{"op":"remove","path":"/metadata/finalizers"}]`), metav1.PatchOptions{})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
+			t.Errorf("removing the finalizer of %s/%s: %v", ns, hold, err)
+		}
+	}
+	t.Cleanup(release)
+	user.ok("delete", "namespace", ns, "--wait=false")
+	eventually(t, ns+" is Terminating, held by "+hold+"'s finalizer", func(ctx context.Context) error {
+		n, err := kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if n.DeletionTimestamp == nil {
+			return errorf("%s is %s", ns, n.Status.Phase)
+		}
+		rb, err := kube.RbacV1().RoleBindings(ns).Get(ctx, hold, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if rb.DeletionTimestamp == nil {
+			return errorf("%s not deleted yet", hold)
+		}
+		return nil
+	})
+	return release
 }
