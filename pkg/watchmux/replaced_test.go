@@ -33,14 +33,7 @@ func TestHistoryOfAnotherNamespace(t *testing.T) {
 	again.UID = "another-uid"
 	feedChange(a, c.write("namespaces", again, false))
 
-	w, err := a.Watch(t.Context(), watchmux.WatchOptions{Resource: rolebindings, Namespace: "team-x", ResourceVersion: v})
-	if err == nil {
-		w.Stop()
-		t.Fatalf("a watch of the new team-x from %s, before the old one was deleted, was served (the old team-x's events)", v)
-	}
-	if !apierrors.IsResourceExpired(err) {
-		t.Errorf("a watch of the new team-x from %s: %v, want 410 Gone", v, err)
-	}
+	wantOldTeamXGone(t, a, v)
 
 	// From a version after the replacement, the history serves it.
 	after := currentVersion(t, a)
@@ -78,6 +71,14 @@ func TestReplacedNamesBounded(t *testing.T) {
 	if n := a.ReplacedNames(); n > 5000 {
 		t.Errorf("after %d namespaces created and deleted, %d names remembered, want a bound (at most 5000)", churned, n)
 	}
+	wantOldTeamXGone(t, a, v)
+}
+
+// wantOldTeamXGone asserts that a watch of team-x from v, a version from
+// before the old team-x was deleted, answers 410 Gone rather than being
+// served the old namespace's events.
+func wantOldTeamXGone(t *testing.T, a *watchmux.Mux, v string) {
+	t.Helper()
 	w, err := a.Watch(t.Context(), watchmux.WatchOptions{Resource: rolebindings, Namespace: "team-x", ResourceVersion: v})
 	if err == nil {
 		w.Stop()
