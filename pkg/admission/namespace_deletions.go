@@ -51,6 +51,15 @@ func (g *Guards) NamespaceDeletions(ctx context.Context, req *admissionv1.Admiss
 	g.hierarchy.mu.Lock()
 	assumed := g.hierarchy.currentLocked()
 	g.hierarchy.mu.Unlock()
+	// The namespace itself is judged as the request found it, whatever an
+	// assumption says, as the parent guard judges a namespace it changes
+	// (bothWays): this replica may assume it gone already, from an earlier
+	// decision of this very deletion (a turn on the shared record that
+	// conflicted, or kube-apiserver asking again), and a namespace assumed
+	// gone has no subtree to lose anything.
+	if now, ok := namespaceFound(req); ok {
+		assumed[req.Name] = now
+	}
 	var lost []whatif.LockedItem
 	for _, a := range []whatif.Assumed{nil, assumed} {
 		l, err := g.mirror.Losses.DeletionLoss(req.Name, a)
@@ -112,6 +121,16 @@ func namespaceDeleting(req *admissionv1.AdmissionRequest) (bool, error) {
 		return false, errors.New("the request carries no old object")
 	}
 	return old.GetDeletionTimestamp() != nil, nil
+}
+
+// namespaceFound is the labels and annotations of the namespace a DELETE
+// request's old object carries (kube-apiserver always sends it).
+func namespaceFound(req *admissionv1.AdmissionRequest) (whatif.NamespaceMeta, bool) {
+	old, err := decode(req.OldObject)
+	if err != nil || old == nil {
+		return whatif.NamespaceMeta{}, false
+	}
+	return whatif.NamespaceMeta{Labels: old.GetLabels(), Annotations: old.GetAnnotations()}, true
 }
 
 // namespaceUIDs tells the uid of the namespace of a name the mirror holds

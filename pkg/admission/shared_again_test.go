@@ -1,0 +1,91 @@
+package admission_test
+
+import (
+	"context"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
+	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
+)
+
+// interleavedLedger is the shared record as one replica reaches it: before
+// its first write, another replica's decision lands (first), so that the
+// write conflicts and the decision is made again with the other's taken in.
+type interleavedLedger struct {
+	*memLedger
+	first func()
+}
+
+func (l *interleavedLedger) Write(ctx context.Context, version string, rec admission.Record) (string, error) {
+	if f := l.first; f != nil {
+		l.first = nil
+		f()
+	}
+	return l.memLedger.Write(ctx, version, rec)
+}
+
+// TestDecidedAgainWithTheOther: a tenant without unlock moves tc under tp
+// through one replica while deleting tp through the other, both decided
+// against the same version of the shared record. Each alone is admitted;
+// together tc would lose org's locked item when tp goes. The second to
+// write conflicts and is decided again with the first taken in: it must be
+// refused, whichever it is. Before, a deletion decided again found tp
+// already gone in its own memory (its first attempt's assumption) and
+// judged the deletion against a subtree without tp: both were admitted
+// (TestReplicasTerminatingParent, test/integration, 1 run in 8 under load).
+func TestDecidedAgainWithTheOther(t *testing.T) {
+	t.Parallel()
+	move := request(admissionv1.Update, nsGR, "", "tc", ns("tc", "org", recorded), ns("tc", "tp", parentUID(nsUID("tp"))))
+	deletion := request(admissionv1.Delete, nsGR, "", "tp", ns("tp", "org", recorded), nil)
+	for _, tc := range []struct {
+		name string
+		// first lands while second is decided; second is decided again.
+		firstPath, secondPath string
+		first, second         *admissionv1.AdmissionRequest
+	}{
+		{name: "the deletion decided again after the move", firstPath: webhookconfig.PathParents, first: move, secondPath: webhookconfig.PathNamespaceDeletions, second: deletion},
+		{name: "the move decided again after the deletion", firstPath: webhookconfig.PathNamespaceDeletions, first: deletion, secondPath: webhookconfig.PathParents, second: move},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			shared := &memLedger{}
+			replica := func(l admission.Ledger) *admission.Guards {
+				m := hierarchyMux(t, []*corev1.Namespace{ns(global, ""), ns("org", ""), ns("tc", "org", recorded), ns("tp", "org", recorded)},
+					roleBinding("org", "org-sec", isLocked))
+				return admission.NewGuards(admission.Config{
+					Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{answers: allowAll(updateNamespace("tp"))},
+					Served: served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient(global, "org", "tc", "tp"),
+					Ledger: l,
+				})
+			}
+			a := replica(shared)
+			bLedger := &interleavedLedger{memLedger: shared}
+			b := replica(bLedger)
+			// Each replica reads the record once, so that both decide
+			// against its first version.
+			if _, _, err := shared.Read(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			var firstResp *admissionv1.AdmissionResponse
+			bLedger.first = func() { firstResp, _ = review(t, a, tc.firstPath, tc.first) }
+			resp, _ := review(t, b, tc.secondPath, tc.second)
+			if firstResp == nil || !firstResp.Allowed {
+				t.Fatalf("the first, alone, was refused: %+v", firstResp)
+			}
+			if shared.conflicts != 1 {
+				t.Fatalf("%d conflicts, want 1: the second was not decided again", shared.conflicts)
+			}
+			if resp == nil {
+				t.Fatal("no answer")
+			}
+			if resp.Allowed {
+				t.Fatalf("the second was admitted after the first: tc loses org/org-sec, locked, without unlock")
+			}
+			t.Logf("the second refused: %s", resp.Result.Message)
+		})
+	}
+}
