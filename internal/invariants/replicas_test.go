@@ -115,6 +115,19 @@ func TestReplicaScenarios(t *testing.T) {
 			{actor: "alice", kind: opNSDelete, name: "f", lag2: 20, to: 2},
 		},
 		want: []bool{true, true, false},
+	}, {
+		// The replica asked about f's deletion took its last turn on the
+		// shared record before f became c's parent: it decides on a stale
+		// copy, its write conflicts, and it decides again with the move
+		// taken in, while remembering f gone from its first decision.
+		name: "namespace deleted on a replica whose copy of the record is stale",
+		ops: []op{
+			{actor: "alice", kind: opNSCreate, name: "g", ns: nsEdit{parent: set, parentN: "a"}, to: 2},
+			{actor: "alice", kind: opNSCreate, name: "f", ns: nsEdit{parent: set, parentN: "a"}, to: 1},
+			{actor: "alice", kind: opNSUpdate, name: "c", ns: nsEdit{parent: set, parentN: "f"}, lag2: 20, to: 1},
+			{actor: "alice", kind: opNSDelete, name: "f", lag2: 20, to: 2},
+		},
+		want: []bool{true, true, true, false},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := mustHarness(t, s)
