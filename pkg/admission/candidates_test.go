@@ -109,6 +109,8 @@ func TestCandidates(t *testing.T) {
 			wantMessage: []string{"deleting a candidate"}, wantSAR: []authorizationv1.ResourceAttributes{stableUnlock}},
 		{name: "abort in a terminating namespace", index: &fakeIndex{locked: lockedStable().locked, terminating: map[string]bool{global: true}}, hostTerminating: []string{global},
 			req: req(d, next(), nil), wantAllowed: true, wantWarnings: []string{admission.CandidateDeletedWarning(0, 0)}},
+		{name: "abort in a namespace kube-apiserver alone shows terminating", index: lockedStable(), hostTerminating: []string{global},
+			req: req(d, next(), nil), wantAllowed: true, wantWarnings: []string{admission.CandidateDeletedWarning(2, 5)}},
 		{name: "abort in a namespace the mirror alone shows terminating", index: &fakeIndex{locked: lockedStable().locked, terminating: map[string]bool{global: true}},
 			req: req(d, next(), nil), wantMessage: []string{"deleting a candidate"}, wantSAR: []authorizationv1.ResourceAttributes{stableUnlock}},
 		{name: "status of a candidate of a locked source", index: lockedStable(), req: sub(req(u, next(), next()), "status"),

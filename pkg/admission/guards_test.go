@@ -223,6 +223,13 @@ func TestLocks(t *testing.T) {
 			wantAllowed:     true,
 		},
 		{
+			// The mirror lags behind the deletion's start.
+			name:            "delete of a locked object in a namespace kube-apiserver alone shows terminating is allowed without asking",
+			hostTerminating: []string{global},
+			req:             request(del, rolebindings, global, "admins", roleBinding(global, "admins", isLocked), nil),
+			wantAllowed:     true,
+		},
+		{
 			// The mirror lags: it shows a namespace of that name that was
 			// deleted before this one was created.
 			name:        "delete of a locked object in a namespace the mirror alone shows terminating needs unlock",

@@ -203,6 +203,15 @@ func TestMaterialized(t *testing.T) {
 			wantAllowed:     true,
 		},
 		{
+			// The mirror lags behind the deletion's start: the namespace
+			// controller, acting on its own informers, is not refused.
+			name:            "a copy goes with its namespace before the mirror shows it terminating",
+			identity:        server,
+			hostTerminating: []string{team},
+			req:             request(del, networkpolicies, team, "deny", np(cp()...), nil),
+			wantAllowed:     true,
+		},
+		{
 			// The mirror lags behind the namespace's deletion and
 			// creation again.
 			name:        "a copy in a namespace the mirror alone shows terminating is judged",

@@ -137,23 +137,20 @@ func parentUIDPatch(hasAnnotations bool, want hierarchyOf) ([]byte, error) {
 }
 
 // namespaceTerminating reports whether the deletion of namespace name has
-// begun, as kube-apiserver has it now. The mirror is asked first: a
-// namespace it shows live is taken as live (stricter: a deletion it does not
-// show yet is judged as any other). One it shows Terminating is read again
-// from kube-apiserver, for the mirror may lag behind a deletion that ended
-// and a namespace created again under the name, which is not going away:
-// taking the new namespace for the old would let anyone delete its locked
-// content. Without a client to read it (unit tests of one replica), the
-// mirror answers.
+// begun, as kube-apiserver has it now: read from kube-apiserver, whatever
+// the mirror shows. A mirror may lag behind the deletion's start (the
+// namespace controller acts on its own informers, and its DELETEs of the
+// namespace's content would be refused until this replica's catch up),
+// and behind a deletion that ended and a namespace created again under the
+// name, which is not going away: taking the new namespace for the old would
+// let anyone delete its locked content. Without a client to read it (unit
+// tests of one replica), the mirror answers.
 func (g *Guards) namespaceTerminating(ctx context.Context, name string) (bool, error) {
-	if !g.mirror.Namespaces.Terminating(name) {
-		return false, nil
-	}
 	g.mu.RLock()
 	n := g.namespaces
 	g.mu.RUnlock()
 	if n == nil {
-		return true, nil
+		return g.mirror.Namespaces.Terminating(name), nil
 	}
 	ns, err := g.hostNamespace(ctx, name)
 	if err != nil {
