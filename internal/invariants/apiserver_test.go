@@ -704,13 +704,26 @@ func (h *harness) admit(r request, order *rand.Rand, attempt int) (runtime.Objec
 	for i := range ws {
 		at[i] = h.replicas[sentTo[i]].guards
 	}
+	var lost []verdict
+	if h.current.twice {
+		first := make([]*admission.Guards, len(ws))
+		firstTo := make([]int, len(ws))
+		for i := range ws {
+			firstTo[i] = sendTo()
+			first[i] = h.replicas[firstTo[i]].guards
+		}
+		lost = ask(first, ws, req)
+		for i, v := range lost {
+			h.logf("  %s (replica %d; this answer lost, asked again)", v, firstTo[i])
+		}
+	}
 	got := ask(at, ws, req)
 	for i, v := range got {
 		h.logf("  %s (replica %d)", v, sentTo[i])
 	}
 	allowed := allAllowed(got)
 	h.checkMemory(ws, sentTo, req, allowed)
-	for _, v := range got {
+	for _, v := range append(lost, got...) {
 		// The guards that remember what they admitted: the parents and
 		// namespace-deletions guards (assumptions), the locks,
 		// candidates, shadows and materialized guards (locks,

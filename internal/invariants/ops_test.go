@@ -24,6 +24,11 @@ type op struct {
 	// repeat sends the same request again that many times (a client's
 	// retry after a timeout).
 	repeat int
+	// twice: kube-apiserver asks each validating webhook of the request
+	// twice, and the first answer is lost (the connection reset after the
+	// guard decided; a namespace DELETE's validation run again when its
+	// update conflicts), the first call sent to a replica of its own.
+	twice bool
 	// lag and lag2 are how many ops later each replica's mirror sees the
 	// write.
 	lag, lag2 int
@@ -165,6 +170,9 @@ func (o op) String() string {
 	if o.repeat > 0 {
 		fmt.Fprintf(&b, " (sent %d times)", o.repeat+1)
 	}
+	if o.twice {
+		b.WriteString(" (each webhook asked twice, the first answer lost)")
+	}
 	if o.to > 0 {
 		fmt.Fprintf(&b, " (to replica %d)", o.to-1)
 	}
@@ -201,6 +209,9 @@ func (h *harness) gen(rng *rand.Rand) op {
 	}
 	if rng.Float64() < 0.06 {
 		o.repeat = 1
+	}
+	if rng.Float64() < 0.06 {
+		o.twice = true
 	}
 	names := h.w.namespaceNames()
 	switch f := rng.Float64(); {
