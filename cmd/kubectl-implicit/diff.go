@@ -135,6 +135,7 @@ refused, greater than 1 on error.`,
 			}
 			f := cmdutil.NewFactory(o.config)
 			var previews []*v1alpha1.Preview
+			overCopies := map[*v1alpha1.Preview]string{}
 			var namespaces []namespaceChange
 			changed := false
 			for _, info := range infos {
@@ -180,10 +181,13 @@ refused, greater than 1 on error.`,
 					continue // no view's source
 				}
 				previews = append(previews, p)
+				if c := copyOf(edit.live); c != "" && p.Status.Operation == v1alpha1.OperationCreate {
+					overCopies[p] = c
+				}
 				changed = changed || len(p.Status.Changed) > 0
 			}
 			printNamespaceChanges(cmd.OutOrStdout(), o.output, namespaces)
-			if err := o.printPreviews(cmd.OutOrStdout(), previews); err != nil {
+			if err := o.printPreviews(cmd.OutOrStdout(), previews, overCopies); err != nil {
 				return err
 			}
 			if changed {
@@ -237,7 +241,20 @@ func (o *options) preview(ctx context.Context, dyn dynamic.Interface, edit *appl
 	return p, nil
 }
 
-func (o *options) printPreviews(w io.Writer, previews []*v1alpha1.Preview) error {
+// copyOf names the source of live when live is a materialized copy
+// (label implicit.dev/materialized), and is empty otherwise.
+func copyOf(live *unstructured.Unstructured) string {
+	if live == nil || !v1alpha1.IsMaterialized(live.GetLabels()) {
+		return ""
+	}
+	return live.GetLabels()[v1alpha1.LabelSourceNamespace] + "/" + live.GetName()
+}
+
+// printPreviews prints each preview as a table and the items' field diffs.
+// overCopies names, for a preview that creates a source where a materialized
+// copy stands, the copy's source: kubectl apply patches that copy (kubectl
+// diff shows it changing) while the views gain a source.
+func (o *options) printPreviews(w io.Writer, previews []*v1alpha1.Preview, overCopies map[*v1alpha1.Preview]string) error {
 	switch {
 	case o.output == "json" && len(previews) > 1:
 		items := make([]any, 0, len(previews))
@@ -281,8 +298,12 @@ func (o *options) printPreviews(w io.Writer, previews []*v1alpha1.Preview) error
 		}
 		// status.reached is the reach the fan-out warning, reach and
 		// rollout status count (watchmux.Reach).
+		operation := st.Operation
+		if c := overCopies[p]; c != "" {
+			operation += ", over its materialized copy of " + c
+		}
 		fmt.Fprintf(w, "%s %s/%s (%s): reaches %d namespace(s) besides its own, changes %d, kept unchanged %d.\n",
-			p.Spec.Resource, p.Namespace, st.Name, st.Operation, st.Reached, len(st.Changed), len(st.Unchanged))
+			p.Spec.Resource, p.Namespace, st.Name, operation, st.Reached, len(st.Changed), len(st.Unchanged))
 		if len(st.Changed)+len(st.Unchanged) == 0 {
 			continue
 		}

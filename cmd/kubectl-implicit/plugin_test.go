@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
@@ -54,7 +55,7 @@ func TestPrintPreviews(t *testing.T) {
 	}}
 	p.Namespace = "org"
 	var out bytes.Buffer
-	if err := (&options{}).printPreviews(&out, []*v1alpha1.Preview{p}); err != nil {
+	if err := (&options{}).printPreviews(&out, []*v1alpha1.Preview{p}, nil); err != nil {
 		t.Fatal(err)
 	}
 	want := `rolebindings org/x (Update): reaches 1 namespace(s) besides its own, changes 1, kept unchanged 1.
@@ -64,6 +65,39 @@ team-b      Unchanged   -                            -                          
 `
 	if out.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
+	}
+}
+
+// TestPrintPreviewOverCopy: applying a source over a materialized copy
+// creates a source, as the Preview says, but kubectl apply patches an object
+// that exists (kubectl diff shows the copy changing): the header says both.
+func TestPrintPreviewOverCopy(t *testing.T) {
+	t.Parallel()
+	p := &v1alpha1.Preview{Spec: v1alpha1.PreviewSpec{Resource: "networkpolicies"}, Status: v1alpha1.PreviewStatus{
+		Operation: v1alpha1.OperationCreate, Name: "allow-dns", Reached: 0,
+		Changed: []v1alpha1.NamespaceChange{{Namespace: "org", Type: "Modified",
+			Before: &v1alpha1.ItemSummary{Source: v1alpha1.ItemReference{Namespace: "implicit-global", Name: "allow-dns", Scope: "global"}},
+			After:  &v1alpha1.ItemSummary{Source: v1alpha1.ItemReference{Namespace: "org", Name: "allow-dns", Scope: "local"}}}},
+	}}
+	p.Namespace = "org"
+	live := &unstructured.Unstructured{}
+	live.SetName("allow-dns")
+	live.SetNamespace("org")
+	live.SetLabels(map[string]string{v1alpha1.LabelMaterialized: "true", v1alpha1.LabelSourceNamespace: "implicit-global"})
+	var out bytes.Buffer
+	if err := (&options{}).printPreviews(&out, []*v1alpha1.Preview{p}, map[*v1alpha1.Preview]string{p: copyOf(live)}); err != nil {
+		t.Fatal(err)
+	}
+	want := "networkpolicies org/allow-dns (Create, over its materialized copy of implicit-global/allow-dns): reaches 0 namespace(s) besides its own, changes 1, kept unchanged 0.\n"
+	if got, _, _ := strings.Cut(out.String(), "NAMESPACE"); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	if c := copyOf(nil); c != "" {
+		t.Errorf("copyOf(nil) = %q, want none", c)
+	}
+	live.SetLabels(nil)
+	if c := copyOf(live); c != "" {
+		t.Errorf("copyOf(an object of its own) = %q, want none", c)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
@@ -37,6 +39,11 @@ func (g *Guards) Fanout(_ context.Context, req *admissionv1.AdmissionRequest) de
 	switch req.Operation {
 	case admissionv1.Create, admissionv1.Update, admissionv1.Delete:
 	default:
+		return allow()
+	}
+	if req.Operation == admissionv1.Update && unchanged(s.old, s.obj) {
+		// kube-apiserver writes nothing (kubectl diff of an unchanged file,
+		// a patch of {}): no view changes, no copy is written.
 		return allow()
 	}
 	// A candidate never shows under its own name: the candidates guard
@@ -78,6 +85,20 @@ func (g *Guards) Fanout(_ context.Context, req *admissionv1.AdmissionRequest) de
 		return allow(materializedWarning(n))
 	}
 	return allow(warning(n))
+}
+
+// unchanged reports whether an update leaves the object as it was, as
+// kube-apiserver decides it writes nothing: equal but for the
+// resourceVersion the request carries (managedFields count: a new manager
+// entry is written).
+func unchanged(old, obj *unstructured.Unstructured) bool {
+	if old == nil || obj == nil {
+		return false
+	}
+	a, b := old.DeepCopy(), obj.DeepCopy()
+	a.SetResourceVersion("")
+	b.SetResourceVersion("")
+	return equality.Semantic.DeepEqual(a.Object, b.Object)
 }
 
 // FleetIndex is what the fan-out guard asks of a hub's fleet: the members'

@@ -753,6 +753,25 @@ func TestFanout(t *testing.T) {
 			check:        reached("org", false),
 		},
 		{
+			// kubectl diff of an unchanged file, a merge patch of {}, an
+			// annotate --overwrite with the value it has: kube-apiserver
+			// writes nothing, so no view changes and no copy is written.
+			name:  "an update that changes nothing does not warn",
+			index: &fakeIndex{reach: 7},
+			req: request(update, rolebindings, global, "admins",
+				roleBinding(global, "admins", func(m *metav1.ObjectMeta) { m.ResourceVersion = "41" }),
+				roleBinding(global, "admins")),
+			wantAllowed: true,
+			check:       notReached,
+		},
+		{
+			name:         "an update that changes only managedFields warns: kube-apiserver writes it",
+			index:        &fakeIndex{reach: 7},
+			req:          request(update, rolebindings, global, "admins", roleBinding(global, "admins"), roleBinding(global, "admins", func(m *metav1.ObjectMeta) { m.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl-patch"}} })),
+			wantAllowed:  true,
+			wantWarnings: []string{"implicit.dev: this change reaches 7 namespaces"},
+		},
+		{
 			name:        "update in a leaf namespace does not warn",
 			index:       &fakeIndex{reach: 3, descendants: map[string]bool{"org": true}},
 			req:         newRB("team-a"),

@@ -76,4 +76,22 @@ func TestInheritedDelegation(t *testing.T) {
 
 	t.Log("escalate is never answered: dl-dana may not escalate roles in dl-team")
 	azExpectCan(t, false, "dl-dana", nil, "escalate", "roles", "dl-team")
+
+	// The one thing a real admin does that an inherited one can't (README,
+	// docs/security.md): kube-apiserver checks a Role's rules against the
+	// writer's real RBAC rules only, and asks the authorizers nothing but
+	// escalate, which carries no rules. kube-apiserver is the oracle: a
+	// real admin binding in dl-team lets dl-rita write the same Role.
+	t.Log("dl-dana may create Roles in dl-team, yet not one with a rule she holds only by inheritance; dl-rita, a real admin there, may")
+	azExpectCan(t, true, "dl-dana", nil, "create", "roles", "dl-team")
+	podReader := []string{"create", "role", "dl-pod-reader", "-n", "dl-team", "--verb=get", "--resource=pods", "--dry-run=server"}
+	dana.refused([]string{dlNotHeld}, podReader...)
+	gdBindUser(t, kube, "dl-team", "dl-rita-admin", "ClusterRole", "admin", "dl-rita")
+	rita := gdUser(t, "dl-rita")
+	eventually(t, "dl-rita, a real admin of dl-team, writes the Role dl-dana can't", func(context.Context) error {
+		if r := rita.run(podReader...); r.err != nil {
+			return errorf("%v: %s", r.err, r.stderr)
+		}
+		return nil
+	})
 }

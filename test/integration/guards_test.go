@@ -580,6 +580,20 @@ func TestFanoutWarning(t *testing.T) {
 		t.Errorf("views of gd-forg/gd-forg-ops: %v, want %v (gd-fs shadows it)", viewers, want)
 	}
 
+	t.Log("a write that changes nothing warns of nothing: kube-apiserver writes nothing, and no view changes")
+	if r := adm.ok("annotate", "rolebinding", "gd-fan", "-n", globalNS, "gd-noop=1", "--overwrite"); !strings.Contains(r.stderr, "implicit.dev: this change reaches") {
+		t.Errorf("the first annotate of gd-fan (a change) did not warn: %s", r.stderr)
+	}
+	for _, args := range [][]string{
+		{"annotate", "rolebinding", "gd-fan", "-n", globalNS, "gd-noop=1", "--overwrite"},
+		{"patch", "rolebinding", "gd-fan", "-n", globalNS, "--type=merge", "-p", "{}"},
+		{"patch", "rolebinding", "gd-fan", "-n", globalNS, "--type=merge", "-p", "{}", "--dry-run=server"},
+	} {
+		if r := adm.ok(args...); strings.Contains(r.stderr, "implicit.dev: this change reaches") {
+			t.Errorf("kubectl %s changes nothing, yet warned: %s", strings.Join(args, " "), r.stderr)
+		}
+	}
+
 	t.Log("a leaf tenant's source: no warning")
 	r := adm.ok("label", "rolebinding", "gd-fleaf", "-n", "gd-f1", "gd-attempt=leaf")
 	if strings.Contains(r.stderr, "implicit.dev:") {
