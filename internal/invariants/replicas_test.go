@@ -128,6 +128,19 @@ func TestReplicaScenarios(t *testing.T) {
 			{actor: "alice", kind: opNSDelete, name: "f", lag2: 20, to: 2},
 		},
 		want: []bool{true, true, true, false},
+	}, {
+		// The locked global deny becomes a candidate for allow, which
+		// stands in for allow in e; the replica that admitted it, its
+		// mirror not showing it yet, is asked about a write to e's copy of
+		// allow that makes it e's own: it would shadow the locked
+		// candidate (found by TestInvariants, seed 11).
+		name: "copy made its own a moment after a locked candidate came to stand in for its name",
+		ops: []op{
+			{actor: "org2", kind: opUpdate, resource: netpols, namespace: global, name: "deny",
+				src: srcEdit{content: 1, candidate: set, candFor: "allow", selector: "!implicit.dev/stage"}, lag: 3, lag2: 2, to: 1},
+			{actor: "ops", kind: opCopyWrite, resource: netpols, namespace: "e", name: "allow", src: srcEdit{content: 1}, lag2: 2, to: 1},
+		},
+		want: []bool{true, false},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := mustHarness(t, s)

@@ -2,6 +2,7 @@ package whatif
 
 import (
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -94,4 +95,46 @@ func (r pendingReader) LockedNames(resource string) []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// NameItems implements watchmux.Reader: a source admitted a moment ago as
+// a candidate for name (a lock that came to stand in for it) is among the
+// items name is merged from, as written, until the mirror shows it.
+func (r pendingReader) NameItems(resource, namespace, name string) []merge.Item {
+	items := r.Reader.NameItems(resource, namespace, name)
+	var refs []SourceRef
+	for _, ref := range r.p.Locked {
+		if ref.Resource == resource && ref.Namespace == namespace && r.p.objects[ref] != nil {
+			refs = append(refs, ref)
+		}
+	}
+	if len(refs) == 0 {
+		return items
+	}
+	slices.SortFunc(refs, func(a, b SourceRef) int { return strings.Compare(a.Name, b.Name) })
+	items = slices.Clone(items)
+	for _, ref := range refs {
+		it := r.pendingItem(ref)
+		if it.Candidate == nil || it.Candidate.For != name {
+			continue
+		}
+		if i := slices.IndexFunc(items, func(x merge.Item) bool { return x.Name == ref.Name }); i >= 0 {
+			items[i] = it
+		} else {
+			items = append(items, it)
+		}
+	}
+	return items
+}
+
+// pendingItem is the source ref admitted locked as the mirror's item of it
+// will be: a candidate whatever its annotations' errors (watchmux's
+// sourceItem), and locked.
+func (r pendingReader) pendingItem(ref SourceRef) merge.Item {
+	obj := r.p.objects[ref]
+	ann := obj.GetAnnotations()
+	c, _ := merge.ParseCandidate(ref.Name, ann)
+	return merge.Item{Namespace: ref.Namespace, Name: ref.Name, UID: obj.GetUID(), Object: obj, Candidate: c,
+		Locked:     true,
+		Exceptions: merge.ExceptionRulesOf(ann), Overlay: merge.WantsOverlay(ann)}
 }
