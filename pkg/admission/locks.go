@@ -192,6 +192,14 @@ func (g *Guards) lockOverLocks(ctx context.Context, req *admissionv1.AdmissionRe
 	}
 	var lost []whatif.LockedItem
 	for _, p := range []whatif.Pending{{}, g.recent.pending()} {
+		// The source the lock is set on is judged as the request found
+		// it, both ways: this replica may remember it admitted locked
+		// already, by this very request decided before (a turn on the
+		// shared record that conflicted, or kube-apiserver asking again),
+		// and a lock judged from the state it makes displaces nothing.
+		if name == s.name {
+			p.Found(whatif.SourceRef{Resource: s.resource, Namespace: s.namespace, Name: s.name}, foundSource(s))
+		}
 		l, err := g.mirror.Locks.LockedUnderLock(s.resource, s.namespace, name, s.obj, p)
 		if err != nil {
 			return unavailable(fmt.Errorf("reading the locked items %s would displace: %w", s, err))
@@ -202,6 +210,17 @@ func (g *Guards) lockOverLocks(ctx context.Context, req *admissionv1.AdmissionRe
 		return allow()
 	}
 	return g.mayUnlockAll(ctx, req, fmt.Sprintf("locking %s", s), lost, map[lockedKey]bool{})
+}
+
+// foundSource is the source s as the request found it, as other
+// namespaces' views show it under its own name: nil when it did not exist
+// (a creation, or a copy made the writer's own), or was a candidate (shown
+// under its own name in its namespace's view only).
+func foundSource(s source) *unstructured.Unstructured {
+	if c, _ := candidateOf(s.old); c != nil {
+		return nil
+	}
+	return s.old
 }
 
 // standsFor is the name u shows under in views: its stable name when it is

@@ -2,9 +2,12 @@ package admission_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
@@ -86,6 +89,106 @@ func TestDecidedAgainWithTheOther(t *testing.T) {
 				t.Fatalf("the second was admitted after the first: tc loses org/org-sec, locked, without unlock")
 			}
 			t.Logf("the second refused: %s", resp.Result.Message)
+		})
+	}
+}
+
+// byUser answers each user's questions from that user's table.
+type byUser map[string]*fakeAuthorizer
+
+func (b byUser) Allowed(ctx context.Context, user authenticationv1.UserInfo, attrs authorizationv1.ResourceAttributes) (bool, string, error) {
+	f, ok := b[user.Username]
+	if !ok {
+		return false, "", nil
+	}
+	return f.Allowed(ctx, user, attrs)
+}
+
+// TestLockDecidedAgainOverALockBelow: alice may unlock org/rb, not tc/rb;
+// bob may unlock tc/rb. Bob locks tc/rb while alice locks org/rb: decided
+// in that order, alice's lock is refused (it would displace tc/rb, locked,
+// from tc's view: lockOverLocks). Alice's lock decided again after bob's,
+// with its own first admission in memory (org/rb admitted locked a moment
+// ago), must be refused too. Before, the lock it sets was already in the
+// state it was judged from: tc/rb was displaced there already, so nothing
+// was lost; the mirror alone, without bob's lock, lost nothing either.
+func TestLockDecidedAgainOverALockBelow(t *testing.T) {
+	t.Parallel()
+	update := admissionv1.Update
+	bob := authenticationv1.UserInfo{Username: "bob", Groups: []string{"system:authenticated"}}
+	lockOrg := request(update, rolebindings, "org", "rb", roleBinding("org", "rb"), roleBinding("org", "rb", isLocked))
+	lockTC := request(update, rolebindings, "tc", "rb", roleBinding("tc", "rb"), roleBinding("tc", "rb", isLocked))
+	lockTC.UserInfo = bob
+	replica := func(l admission.Ledger) *admission.Guards {
+		m := hierarchyMux(t, []*corev1.Namespace{ns(global, ""), ns("org", ""), ns("tc", "org", recorded)},
+			roleBinding("org", "rb"), roleBinding("tc", "rb"))
+		cfg := admission.Config{
+			Mirror: admission.MirrorOf(whatif.New(m)),
+			Authorizer: byUser{
+				"alice": {answers: allowAll(unlock(rolebindings, "org", "rb"))},
+				"bob":   {answers: allowAll(unlock(rolebindings, "tc", "rb"))},
+			},
+			Served: served, GlobalNamespaces: []string{global},
+		}
+		if l != nil {
+			cfg.Ledger = l
+		}
+		return admission.NewGuards(cfg)
+	}
+	mustAllow := func(t *testing.T, g *admission.Guards, req *admissionv1.AdmissionRequest) {
+		t.Helper()
+		if resp, _ := review(t, g, webhookconfig.PathLocks, req); resp == nil || !resp.Allowed {
+			t.Fatalf("%s locking %s/%s, alone, was refused: %+v", req.UserInfo.Username, req.Namespace, req.Name, resp)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		// decide makes bob's lock and then alice's, and returns the
+		// answer to alice's last.
+		decide func(t *testing.T) *admissionv1.AdmissionResponse
+	}{
+		{name: "bob's lock first, on a fresh replica", decide: func(t *testing.T) *admissionv1.AdmissionResponse {
+			g := replica(nil)
+			mustAllow(t, g, lockTC)
+			resp, _ := review(t, g, webhookconfig.PathLocks, lockOrg)
+			return resp
+		}},
+		{name: "alice's lock sent again on one replica after bob's", decide: func(t *testing.T) *admissionv1.AdmissionResponse {
+			g := replica(nil)
+			mustAllow(t, g, lockOrg) // refused by another webhook, or its call timed out
+			mustAllow(t, g, lockTC)
+			resp, _ := review(t, g, webhookconfig.PathLocks, lockOrg)
+			return resp
+		}},
+		{name: "alice's lock decided again after the other replica's", decide: func(t *testing.T) *admissionv1.AdmissionResponse {
+			shared := &memLedger{}
+			a := replica(shared)
+			bLedger := &interleavedLedger{memLedger: shared}
+			b := replica(bLedger)
+			if _, _, err := shared.Read(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			bLedger.first = func() { mustAllow(t, a, lockTC) }
+			resp, _ := review(t, b, webhookconfig.PathLocks, lockOrg)
+			if shared.conflicts != 1 {
+				t.Fatalf("%d conflicts, want 1: alice's lock was not decided again", shared.conflicts)
+			}
+			return resp
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			resp := tc.decide(t)
+			if resp == nil {
+				t.Fatal("no answer")
+			}
+			if resp.Allowed {
+				t.Fatal("alice's lock of org/rb was admitted after bob's: tc/rb, locked, leaves tc's view without unlock on it")
+			}
+			if !strings.Contains(resp.Result.Message, "tc/rb") {
+				t.Errorf("the refusal does not name tc/rb: %s", resp.Result.Message)
+			}
+			t.Logf("refused: %s", resp.Result.Message)
 		})
 	}
 }

@@ -22,6 +22,22 @@ type Pending struct {
 	// objects are the Locked and Owned objects as written: sources the
 	// mirror may not show yet.
 	objects map[SourceRef]*unstructured.Unstructured
+	// found are sources as the request being judged found them (nil:
+	// absent), whatever the mirror or the other pending writes say.
+	found map[SourceRef]*unstructured.Unstructured
+}
+
+// Found records that the request being judged found the source ref as obj
+// (nil: absent), as kube-apiserver sent it: ref is read so, whatever the
+// mirror or the pending writes say. A write admitted a moment ago may be
+// this very request's, decided before (a turn on the shared record that
+// conflicted, or kube-apiserver asking again): judged from the state it
+// makes, the request would change nothing.
+func (p *Pending) Found(ref SourceRef, obj *unstructured.Unstructured) {
+	if p.found == nil {
+		p.found = map[SourceRef]*unstructured.Unstructured{}
+	}
+	p.found[ref] = obj
 }
 
 // AddLocked records the source ref admitted locked, as obj.
@@ -46,7 +62,7 @@ func (p *Pending) addObject(ref SourceRef, obj *unstructured.Unstructured) {
 // over returns r with p's locks applied: a source admitted locked is read
 // as locked, and its name is among the locked names.
 func (p Pending) over(r watchmux.Reader) watchmux.Reader {
-	if len(p.Locked) == 0 && len(p.Owned) == 0 {
+	if len(p.Locked) == 0 && len(p.Owned) == 0 && len(p.found) == 0 {
 		return r
 	}
 	return pendingReader{Reader: r, p: p}
@@ -64,14 +80,18 @@ type pendingReader struct {
 
 // Source implements watchmux.Reader: a source admitted locked is locked,
 // and a copy made its namespace's own is a source, as written, until the
-// mirror shows it.
+// mirror shows it; a source the request found is as it found it.
 func (r pendingReader) Source(resource, namespace, name string) (merge.Item, bool) {
 	ref := SourceRef{resource, namespace, name}
+	if obj, ok := r.p.found[ref]; ok {
+		if obj == nil {
+			return merge.Item{}, false
+		}
+		return itemOf(namespace, name, obj), true
+	}
 	it, ok := r.Reader.Source(resource, namespace, name)
 	if obj := r.p.objects[ref]; !ok && obj != nil {
-		it = merge.Item{Namespace: namespace, Name: name, UID: obj.GetUID(), Object: obj,
-			Locked: merge.IsLocked(obj.GetAnnotations()), Exceptions: merge.ExceptionRulesOf(obj.GetAnnotations()), Overlay: merge.WantsOverlay(obj.GetAnnotations())}
-		ok = true
+		it, ok = itemOf(namespace, name, obj), true
 	}
 	if ok && slices.Contains(r.p.Locked, ref) {
 		it.Locked = true
@@ -92,6 +112,18 @@ func (r pendingReader) LockedNames(resource string) []string {
 			names = append(names, o.Name)
 		}
 	}
+	for f, obj := range r.p.found {
+		if f.Resource == resource && obj != nil && merge.IsLocked(obj.GetAnnotations()) && !slices.Contains(names, f.Name) {
+			names = append(names, f.Name)
+		}
+	}
 	slices.Sort(names)
 	return names
+}
+
+// itemOf is the source namespace/name written as obj, as the mirror would
+// hold it.
+func itemOf(namespace, name string, obj *unstructured.Unstructured) merge.Item {
+	return merge.Item{Namespace: namespace, Name: name, UID: obj.GetUID(), Object: obj,
+		Locked: merge.IsLocked(obj.GetAnnotations()), Exceptions: merge.ExceptionRulesOf(obj.GetAnnotations()), Overlay: merge.WantsOverlay(obj.GetAnnotations())}
 }
