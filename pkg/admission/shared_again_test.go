@@ -175,6 +175,28 @@ func TestLockDecidedAgainOverALockBelow(t *testing.T) {
 			}
 			return resp
 		}},
+		{name: "alice's lock created, the shadows guard's answer to the same request first", decide: func(t *testing.T) *admissionv1.AdmissionResponse {
+			// org/rb does not exist yet: alice creates it locked. The
+			// shadows guard, asked too (rb is a locked name), records the
+			// object as one of org's own; kube-apiserver calls both at
+			// once, so the lock guard may decide second.
+			m := hierarchyMux(t, []*corev1.Namespace{ns(global, ""), ns("org", ""), ns("tc", "org", recorded)}, roleBinding("tc", "rb"))
+			g := admission.NewGuards(admission.Config{
+				Mirror: admission.MirrorOf(whatif.New(m)),
+				Authorizer: byUser{
+					"alice": {answers: allowAll(unlock(rolebindings, "org", "rb"))},
+					"bob":   {answers: allowAll(unlock(rolebindings, "tc", "rb"))},
+				},
+				Served: served, GlobalNamespaces: []string{global},
+			})
+			mustAllow(t, g, lockTC)
+			createOrg := request(admissionv1.Create, rolebindings, "org", "rb", nil, roleBinding("org", "rb", isLocked))
+			if resp, _ := review(t, g, webhookconfig.PathShadows, createOrg); resp == nil || !resp.Allowed {
+				t.Fatalf("the shadows guard refused org/rb: %+v", resp)
+			}
+			resp, _ := review(t, g, webhookconfig.PathLocks, createOrg)
+			return resp
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
