@@ -229,7 +229,7 @@ func (f *fakeIndex) ObjectsUnderLock(string, string, string, *unstructured.Unstr
 }
 
 // LockedUnderLock implements admission.LockIndex: nothing is displaced.
-func (f *fakeIndex) LockedUnderLock(string, string, string, *unstructured.Unstructured, whatif.Pending) ([]whatif.LockedItem, error) {
+func (f *fakeIndex) LockedUnderLock(string, string, string, *unstructured.Unstructured, whatif.Assumed, whatif.Pending) ([]whatif.LockedItem, error) {
 	return nil, nil
 }
 

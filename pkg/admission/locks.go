@@ -24,8 +24,9 @@ type LockIndex interface {
 	// show yet.
 	ObjectsUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, holders []string) ([]string, error)
 	// LockedUnderLock lists the locked sources of other namespaces that the
-	// source namespace/name, locked as obj, would displace.
-	LockedUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, pending whatif.Pending) ([]whatif.LockedItem, error)
+	// source namespace/name, locked as obj, would displace, with the
+	// namespace changes assumed and the source writes pending.
+	LockedUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, assumed whatif.Assumed, pending whatif.Pending) ([]whatif.LockedItem, error)
 	// GoingAwayBelow is the first namespace of namespace's subtree
 	// (namespace included) that is being deleted while namespaces below
 	// it still inherit through it, or "".
@@ -190,8 +191,18 @@ func (g *Guards) lockOverLocks(ctx context.Context, req *admissionv1.AdmissionRe
 	if name == "" || strings.Contains(name, "/") {
 		return allow()
 	}
+	// Both ways: the mirror alone, then with what the guards admitted a
+	// moment ago (a namespace moved below s's, a lock set below it).
+	g.hierarchy.mu.Lock()
+	assumed := g.hierarchy.currentLocked()
+	g.hierarchy.mu.Unlock()
+	ways := []struct {
+		assumed whatif.Assumed
+		pending whatif.Pending
+	}{{nil, whatif.Pending{}}, {assumed, g.recent.pending()}}
 	var lost []whatif.LockedItem
-	for _, p := range []whatif.Pending{{}, g.recent.pending()} {
+	for _, w := range ways {
+		p := w.pending
 		// The source the lock is set on is judged as the request found
 		// it, both ways: this replica may remember it admitted locked
 		// already, by this very request decided before (a turn on the
@@ -200,7 +211,7 @@ func (g *Guards) lockOverLocks(ctx context.Context, req *admissionv1.AdmissionRe
 		if name == s.name {
 			p.Found(whatif.SourceRef{Resource: s.resource, Namespace: s.namespace, Name: s.name}, foundSource(s))
 		}
-		l, err := g.mirror.Locks.LockedUnderLock(s.resource, s.namespace, name, s.obj, p)
+		l, err := g.mirror.Locks.LockedUnderLock(s.resource, s.namespace, name, s.obj, w.assumed, p)
 		if err != nil {
 			return unavailable(fmt.Errorf("reading the locked items %s would displace: %w", s, err))
 		}

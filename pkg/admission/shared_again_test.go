@@ -214,3 +214,86 @@ func TestLockDecidedAgainOverALockBelow(t *testing.T) {
 		})
 	}
 }
+
+// TestLockAfterAMoveBelow: alice may update namespaces tc2 and org and
+// unlock org/rb, not tc2/rb. She moves tc2, which holds its own locked
+// tc2/rb, from org2 under org (org/rb is not locked: tc2/rb stays in tc2's
+// view, nothing is lost), then locks org/rb. Judged once the mirror shows
+// the move, the lock is refused: it would displace tc2/rb from tc2's view
+// (lockOverLocks). Judged a moment after the move, on the replica that
+// admitted it or on the other after taking the move in from the shared
+// record, it must be refused too. Before, the lock guard asked the mirror
+// alone who inherits from org: tc2 was not there yet.
+func TestLockAfterAMoveBelow(t *testing.T) {
+	t.Parallel()
+	move := request(admissionv1.Update, nsGR, "", "tc2", ns("tc2", "org2", recorded), ns("tc2", "org", parentUID(nsUID("org"))))
+	lockOrg := request(admissionv1.Update, rolebindings, "org", "rb", roleBinding("org", "rb"), roleBinding("org", "rb", isLocked))
+	replica := func(l admission.Ledger, moved bool) *admission.Guards {
+		tc2 := ns("tc2", "org2", recorded)
+		if moved {
+			tc2 = ns("tc2", "org", recorded)
+		}
+		m := hierarchyMux(t, []*corev1.Namespace{ns(global, ""), ns("org", ""), ns("org2", ""), tc2},
+			roleBinding("org", "rb"), roleBinding("tc2", "rb", isLocked))
+		cfg := admission.Config{
+			Mirror:     admission.MirrorOf(whatif.New(m)),
+			Authorizer: &fakeAuthorizer{answers: allowAll(unlock(rolebindings, "org", "rb"), updateNamespace("org"))},
+			Served:     served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient(global, "org", "org2", "tc2"),
+		}
+		if l != nil {
+			cfg.Ledger = l
+		}
+		return admission.NewGuards(cfg)
+	}
+	mustMove := func(t *testing.T, g *admission.Guards) {
+		t.Helper()
+		if resp, _ := review(t, g, webhookconfig.PathParents, move); resp == nil || !resp.Allowed {
+			t.Fatalf("moving tc2 under org, alone, was refused: %+v", resp)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		decide func(t *testing.T) *admissionv1.AdmissionResponse
+	}{
+		{name: "the mirror shows the move", decide: func(t *testing.T) *admissionv1.AdmissionResponse {
+			resp, _ := review(t, replica(nil, true), webhookconfig.PathLocks, lockOrg)
+			return resp
+		}},
+		{name: "a moment after the move, on one replica", decide: func(t *testing.T) *admissionv1.AdmissionResponse {
+			g := replica(nil, false)
+			mustMove(t, g)
+			resp, _ := review(t, g, webhookconfig.PathLocks, lockOrg)
+			return resp
+		}},
+		{name: "decided again after the other replica's move", decide: func(t *testing.T) *admissionv1.AdmissionResponse {
+			shared := &memLedger{}
+			a := replica(shared, false)
+			bLedger := &interleavedLedger{memLedger: shared}
+			b := replica(bLedger, false)
+			if _, _, err := shared.Read(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			bLedger.first = func() { mustMove(t, a) }
+			resp, _ := review(t, b, webhookconfig.PathLocks, lockOrg)
+			if shared.conflicts != 1 {
+				t.Fatalf("%d conflicts, want 1: the lock was not decided again", shared.conflicts)
+			}
+			return resp
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			resp := tc.decide(t)
+			if resp == nil {
+				t.Fatal("no answer")
+			}
+			if resp.Allowed {
+				t.Fatal("the lock of org/rb was admitted after the move: tc2/rb, locked, leaves tc2's view without unlock on it")
+			}
+			if !strings.Contains(resp.Result.Message, "tc2/rb") {
+				t.Errorf("the refusal does not name tc2/rb: %s", resp.Result.Message)
+			}
+			t.Logf("refused: %s", resp.Result.Message)
+		})
+	}
+}

@@ -256,16 +256,30 @@ func (x *Index) ObjectsUnderLock(resource, namespace, name string, obj *unstruct
 // LockedUnderLock answers the guards: the locked sources of other namespaces
 // under name that the source namespace/name, locked as obj, would displace
 // from the views they win (they become overlays of it, or leave): each
-// owner's lock would be overridden from above. Computed with pending.
-func (x *Index) LockedUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, pending Pending) (out []LockedItem, err error) {
+// owner's lock would be overridden from above. Computed with assumed and
+// pending applied: a namespace assumed below namespace (moved there a moment
+// ago) is reached, and every viewer inherits through its assumed lineage.
+func (x *Index) LockedUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, assumed Assumed, pending Pending) (out []LockedItem, err error) {
 	item := merge.Item{Namespace: namespace, Name: name, Object: obj, UID: obj.GetUID(), Locked: true, Overlay: merge.WantsOverlay(obj.GetAnnotations()), Exceptions: merge.ExceptionRulesOf(obj.GetAnnotations())}
 	err = x.read(func(mirror watchmux.Reader) {
 		r := pending.over(mirror)
 		if !isServed(r, resource) {
 			return
 		}
+		viewers, lineage := r.Reached(resource, namespace), r.Lineage
+		if len(assumed) > 0 {
+			get := assuming(r, assumed)
+			for _, v := range subtreeAssuming(r, namespace, assumed) {
+				if !slices.Contains(viewers, v) {
+					viewers = append(viewers, v)
+				}
+			}
+			// A namespace assumed gone has no view to lose anything from.
+			viewers = slices.DeleteFunc(viewers, func(v string) bool { _, ok := get(v); return !ok })
+			lineage = func(v string) merge.Lineage { return merge.Resolve(r.Policy(), v, get) }
+		}
 		lost := map[lockedKey]sets.Set[string]{}
-		for _, viewer := range r.Reached(resource, namespace) {
+		for _, viewer := range viewers {
 			if viewer == namespace {
 				continue
 			}
@@ -275,8 +289,8 @@ func (x *Index) LockedUnderLock(resource, namespace, name string, obj *unstructu
 				}
 				return nil
 			}
-			before := merge.View(r, resource, r.Lineage(viewer), get)
-			after := merge.View(r, resource, r.Lineage(viewer), func(ns string) []merge.Item {
+			before := merge.View(r, resource, lineage(viewer), get)
+			after := merge.View(r, resource, lineage(viewer), func(ns string) []merge.Item {
 				if ns == namespace {
 					return []merge.Item{item}
 				}
