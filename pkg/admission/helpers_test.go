@@ -224,7 +224,7 @@ func (f *fakeIndex) LockedStandIns(namespace string, _ whatif.NamespaceMeta, _ w
 }
 
 // ObjectsUnderLock implements admission.LockIndex: no namespace holds one.
-func (f *fakeIndex) ObjectsUnderLock(string, string, string, *unstructured.Unstructured, []string) ([]string, error) {
+func (f *fakeIndex) ObjectsUnderLock(string, string, string, *unstructured.Unstructured, whatif.Assumed, []string) ([]string, error) {
 	return nil, nil
 }
 

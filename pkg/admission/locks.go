@@ -22,7 +22,8 @@ type LockIndex interface {
 	// namespace/name, locked as obj, while holding an object of that name.
 	// holders are namespaces known to hold one that the mirror may not
 	// show yet.
-	ObjectsUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, holders []string) ([]string, error)
+	// assumed are the namespace changes the parents guard admitted.
+	ObjectsUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, assumed whatif.Assumed, holders []string) ([]string, error)
 	// LockedUnderLock lists the locked sources of other namespaces that the
 	// source namespace/name, locked as obj, would displace, with the
 	// namespace changes assumed and the source writes pending.
@@ -147,10 +148,25 @@ func (g *Guards) lockOverObjects(s source) decision {
 		}
 		name = c.For
 	}
-	holders, err := g.mirror.Locks.ObjectsUnderLock(s.resource, s.namespace, name, s.obj, g.recent.adopters(s.resource, name))
-	if err != nil {
-		return unavailable(fmt.Errorf("reading which namespaces hold objects named %s: %w", name, err))
+	// Both ways: the mirror, then with the namespaces moved a moment ago
+	// (one moved below s's namespace brings its objects along).
+	g.hierarchy.mu.Lock()
+	assumed := g.hierarchy.currentLocked()
+	g.hierarchy.mu.Unlock()
+	adopters := g.recent.adopters(s.resource, name)
+	var holders []string
+	for _, a := range []whatif.Assumed{nil, assumed} {
+		h, err := g.mirror.Locks.ObjectsUnderLock(s.resource, s.namespace, name, s.obj, a, adopters)
+		if err != nil {
+			return unavailable(fmt.Errorf("reading which namespaces hold objects named %s: %w", name, err))
+		}
+		for _, n := range h {
+			if !slices.Contains(holders, n) {
+				holders = append(holders, n)
+			}
+		}
 	}
+	slices.Sort(holders)
 	if len(holders) == 0 {
 		return allow()
 	}

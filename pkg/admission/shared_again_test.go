@@ -9,6 +9,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
@@ -292,6 +293,87 @@ func TestLockAfterAMoveBelow(t *testing.T) {
 			}
 			if !strings.Contains(resp.Result.Message, "tc2/rb") {
 				t.Errorf("the refusal does not name tc2/rb: %s", resp.Result.Message)
+			}
+			t.Logf("refused: %s", resp.Result.Message)
+		})
+	}
+}
+
+// TestLockAfterAMoveOverObjects is TestLockAfterAMoveBelow for a
+// materialized kind: tc2 holds its own NetworkPolicy deny; moved under org
+// (org/deny not locked: nothing stands in), then org/deny is locked. Once
+// the mirror shows the move the lock is refused for everyone (tc2's own
+// object, not the locked item, would be what the CNI enforces there:
+// lockOverObjects); a moment after the move, on either replica, too.
+func TestLockAfterAMoveOverObjects(t *testing.T) {
+	t.Parallel()
+	move := request(admissionv1.Update, nsGR, "", "tc2", ns("tc2", "org2", recorded), ns("tc2", "org", parentUID(nsUID("org"))))
+	lockOrg := request(admissionv1.Update, npGR, "org", "deny", networkPolicy("org", "deny"), networkPolicy("org", "deny", isLocked))
+	replica := func(l admission.Ledger, moved bool) *admission.Guards {
+		tc2 := ns("tc2", "org2", recorded)
+		if moved {
+			tc2 = ns("tc2", "org", recorded)
+		}
+		m := materializedMux([]*corev1.Namespace{ns(global, ""), ns("org", ""), ns("org2", ""), tc2},
+			networkPolicy("org", "deny"), networkPolicy("tc2", "deny"))
+		cfg := admission.Config{
+			Mirror:     admission.MirrorOf(whatif.New(m)),
+			Authorizer: &fakeAuthorizer{answers: allowAll(unlock(networkpolicies, "org", "deny"), updateNamespace("org"))},
+			Served:     []schema.GroupResource{npGR}, GlobalNamespaces: []string{global}, Materialized: []string{"networkpolicies"},
+			Namespaces: namespaceClient(global, "org", "org2", "tc2"),
+		}
+		if l != nil {
+			cfg.Ledger = l
+		}
+		return admission.NewGuards(cfg)
+	}
+	mustMove := func(t *testing.T, g *admission.Guards) {
+		t.Helper()
+		if resp, _ := review(t, g, webhookconfig.PathParents, move); resp == nil || !resp.Allowed {
+			t.Fatalf("moving tc2 under org, alone, was refused: %+v", resp)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		decide func(t *testing.T) *admissionv1.AdmissionResponse
+	}{
+		{name: "the mirror shows the move", decide: func(t *testing.T) *admissionv1.AdmissionResponse {
+			resp, _ := review(t, replica(nil, true), webhookconfig.PathLocks, lockOrg)
+			return resp
+		}},
+		{name: "a moment after the move, on one replica", decide: func(t *testing.T) *admissionv1.AdmissionResponse {
+			g := replica(nil, false)
+			mustMove(t, g)
+			resp, _ := review(t, g, webhookconfig.PathLocks, lockOrg)
+			return resp
+		}},
+		{name: "decided again after the other replica's move", decide: func(t *testing.T) *admissionv1.AdmissionResponse {
+			shared := &memLedger{}
+			a := replica(shared, false)
+			bLedger := &interleavedLedger{memLedger: shared}
+			b := replica(bLedger, false)
+			if _, _, err := shared.Read(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			bLedger.first = func() { mustMove(t, a) }
+			resp, _ := review(t, b, webhookconfig.PathLocks, lockOrg)
+			if shared.conflicts != 1 {
+				t.Fatalf("%d conflicts, want 1: the lock was not decided again", shared.conflicts)
+			}
+			return resp
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			resp := tc.decide(t)
+			if resp == nil {
+				t.Fatal("no answer")
+			}
+			if resp.Allowed {
+				t.Fatal("the lock of org/deny was admitted after the move: tc2's own deny, not the locked item, is what the CNI enforces there")
+			}
+			if !strings.Contains(resp.Result.Message, "under that name: tc2") {
+				t.Errorf("the refusal does not name tc2: %s", resp.Result.Message)
 			}
 			t.Logf("refused: %s", resp.Result.Message)
 		})

@@ -230,21 +230,43 @@ func viewWithout(r watchmux.Reader, resource, namespace, name string, get merge.
 	})
 }
 
+// reachedAssuming are the namespaces a source of namespace reaches, and
+// their lineages, with assumed applied: a namespace assumed below namespace
+// (moved there a moment ago) is reached too, and each inherits through its
+// assumed lineage; one assumed gone has no view. Without assumptions, the
+// mirror's.
+func reachedAssuming(r watchmux.Reader, resource, namespace string, assumed Assumed) ([]string, func(string) merge.Lineage) {
+	viewers := r.Reached(resource, namespace)
+	if len(assumed) == 0 {
+		return viewers, r.Lineage
+	}
+	get := assuming(r, assumed)
+	for _, v := range subtreeAssuming(r, namespace, assumed) {
+		if !slices.Contains(viewers, v) {
+			viewers = append(viewers, v)
+		}
+	}
+	viewers = slices.DeleteFunc(slices.Clone(viewers), func(v string) bool { _, ok := get(v); return !ok })
+	return viewers, func(v string) merge.Lineage { return merge.Resolve(r.Policy(), v, get) }
+}
+
 // ObjectsUnderLock answers the guards: the namespaces that would inherit the
 // source namespace/name locked, as obj, while holding an object of their
-// own under that name (in the mirror, or among holders), sorted.
-func (x *Index) ObjectsUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, holders []string) (out []string, err error) {
+// own under that name (in the mirror, or among holders), sorted. Computed
+// with assumed applied.
+func (x *Index) ObjectsUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, assumed Assumed, holders []string) (out []string, err error) {
 	item := merge.Item{Namespace: namespace, Name: name, Object: obj, UID: obj.GetUID(), Locked: true, Overlay: merge.WantsOverlay(obj.GetAnnotations()), Exceptions: merge.ExceptionRulesOf(obj.GetAnnotations())}
 	err = x.read(func(r watchmux.Reader) {
 		if !isServed(r, resource) {
 			return
 		}
-		for _, viewer := range r.Reached(resource, namespace) {
+		viewers, lineage := reachedAssuming(r, resource, namespace, assumed)
+		for _, viewer := range viewers {
 			if viewer == namespace {
 				continue
 			}
 			_, own := r.Source(resource, viewer, name)
-			if (own || slices.Contains(holders, viewer)) && inheritsFrom(r, resource, viewer, namespace, item) {
+			if (own || slices.Contains(holders, viewer)) && inheritsThrough(r, resource, lineage(viewer), namespace, item) {
 				out = append(out, viewer)
 			}
 		}
@@ -266,18 +288,7 @@ func (x *Index) LockedUnderLock(resource, namespace, name string, obj *unstructu
 		if !isServed(r, resource) {
 			return
 		}
-		viewers, lineage := r.Reached(resource, namespace), r.Lineage
-		if len(assumed) > 0 {
-			get := assuming(r, assumed)
-			for _, v := range subtreeAssuming(r, namespace, assumed) {
-				if !slices.Contains(viewers, v) {
-					viewers = append(viewers, v)
-				}
-			}
-			// A namespace assumed gone has no view to lose anything from.
-			viewers = slices.DeleteFunc(viewers, func(v string) bool { _, ok := get(v); return !ok })
-			lineage = func(v string) merge.Lineage { return merge.Resolve(r.Policy(), v, get) }
-		}
+		viewers, lineage := reachedAssuming(r, resource, namespace, assumed)
 		lost := map[lockedKey]sets.Set[string]{}
 		for _, viewer := range viewers {
 			if viewer == namespace {
