@@ -224,12 +224,12 @@ func (f *fakeIndex) LockedStandIns(namespace string, _ whatif.NamespaceMeta, _ w
 }
 
 // ObjectsUnderLock implements admission.LockIndex: no namespace holds one.
-func (f *fakeIndex) ObjectsUnderLock(string, string, string, *unstructured.Unstructured, []string) ([]string, error) {
+func (f *fakeIndex) ObjectsUnderLock(string, string, string, *unstructured.Unstructured, whatif.Assumed, []string) ([]string, error) {
 	return nil, nil
 }
 
 // LockedUnderLock implements admission.LockIndex: nothing is displaced.
-func (f *fakeIndex) LockedUnderLock(string, string, string, *unstructured.Unstructured, whatif.Pending) ([]whatif.LockedItem, error) {
+func (f *fakeIndex) LockedUnderLock(string, string, string, *unstructured.Unstructured, whatif.Assumed, whatif.Pending) ([]whatif.LockedItem, error) {
 	return nil, nil
 }
 

@@ -22,10 +22,12 @@ type LockIndex interface {
 	// namespace/name, locked as obj, while holding an object of that name.
 	// holders are namespaces known to hold one that the mirror may not
 	// show yet.
-	ObjectsUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, holders []string) ([]string, error)
+	// assumed are the namespace changes the parents guard admitted.
+	ObjectsUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, assumed whatif.Assumed, holders []string) ([]string, error)
 	// LockedUnderLock lists the locked sources of other namespaces that the
-	// source namespace/name, locked as obj, would displace.
-	LockedUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, pending whatif.Pending) ([]whatif.LockedItem, error)
+	// source namespace/name, locked as obj, would displace, with the
+	// namespace changes assumed and the source writes pending.
+	LockedUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, assumed whatif.Assumed, pending whatif.Pending) ([]whatif.LockedItem, error)
 	// GoingAwayBelow is the first namespace of namespace's subtree
 	// (namespace included) that is being deleted while namespaces below
 	// it still inherit through it, or "".
@@ -146,10 +148,25 @@ func (g *Guards) lockOverObjects(s source) decision {
 		}
 		name = c.For
 	}
-	holders, err := g.mirror.Locks.ObjectsUnderLock(s.resource, s.namespace, name, s.obj, g.recent.adopters(s.resource, name))
-	if err != nil {
-		return unavailable(fmt.Errorf("reading which namespaces hold objects named %s: %w", name, err))
+	// Both ways: the mirror, then with the namespaces moved a moment ago
+	// (one moved below s's namespace brings its objects along).
+	g.hierarchy.mu.Lock()
+	assumed := g.hierarchy.currentLocked()
+	g.hierarchy.mu.Unlock()
+	adopters := g.recent.adopters(s.resource, name)
+	var holders []string
+	for _, a := range []whatif.Assumed{nil, assumed} {
+		h, err := g.mirror.Locks.ObjectsUnderLock(s.resource, s.namespace, name, s.obj, a, adopters)
+		if err != nil {
+			return unavailable(fmt.Errorf("reading which namespaces hold objects named %s: %w", name, err))
+		}
+		for _, n := range h {
+			if !slices.Contains(holders, n) {
+				holders = append(holders, n)
+			}
+		}
 	}
+	slices.Sort(holders)
 	if len(holders) == 0 {
 		return allow()
 	}
@@ -190,9 +207,27 @@ func (g *Guards) lockOverLocks(ctx context.Context, req *admissionv1.AdmissionRe
 	if name == "" || strings.Contains(name, "/") {
 		return allow()
 	}
+	// Both ways: the mirror alone, then with what the guards admitted a
+	// moment ago (a namespace moved below s's, a lock set below it).
+	g.hierarchy.mu.Lock()
+	assumed := g.hierarchy.currentLocked()
+	g.hierarchy.mu.Unlock()
+	ways := []struct {
+		assumed whatif.Assumed
+		pending whatif.Pending
+	}{{nil, whatif.Pending{}}, {assumed, g.recent.pending()}}
 	var lost []whatif.LockedItem
-	for _, p := range []whatif.Pending{{}, g.recent.pending()} {
-		l, err := g.mirror.Locks.LockedUnderLock(s.resource, s.namespace, name, s.obj, p)
+	for _, w := range ways {
+		p := w.pending
+		// The source the lock is set on is judged as the request found
+		// it, both ways: this replica may remember it admitted locked
+		// already, by this very request decided before (a turn on the
+		// shared record that conflicted, or kube-apiserver asking again),
+		// and a lock judged from the state it makes displaces nothing.
+		if name == s.name {
+			p.Found(whatif.SourceRef{Resource: s.resource, Namespace: s.namespace, Name: s.name}, foundSource(s))
+		}
+		l, err := g.mirror.Locks.LockedUnderLock(s.resource, s.namespace, name, s.obj, w.assumed, p)
 		if err != nil {
 			return unavailable(fmt.Errorf("reading the locked items %s would displace: %w", s, err))
 		}
@@ -202,6 +237,17 @@ func (g *Guards) lockOverLocks(ctx context.Context, req *admissionv1.AdmissionRe
 		return allow()
 	}
 	return g.mayUnlockAll(ctx, req, fmt.Sprintf("locking %s", s), lost, map[lockedKey]bool{})
+}
+
+// foundSource is the source s as the request found it, as other
+// namespaces' views show it under its own name: nil when it did not exist
+// (a creation, or a copy made the writer's own), or was a candidate (shown
+// under its own name in its namespace's view only).
+func foundSource(s source) *unstructured.Unstructured {
+	if c, _ := candidateOf(s.old); c != nil {
+		return nil
+	}
+	return s.old
 }
 
 // standsFor is the name u shows under in views: its stable name when it is

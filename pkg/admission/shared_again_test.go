@@ -2,10 +2,14 @@ package admission_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
@@ -86,6 +90,292 @@ func TestDecidedAgainWithTheOther(t *testing.T) {
 				t.Fatalf("the second was admitted after the first: tc loses org/org-sec, locked, without unlock")
 			}
 			t.Logf("the second refused: %s", resp.Result.Message)
+		})
+	}
+}
+
+// byUser answers each user's questions from that user's table.
+type byUser map[string]*fakeAuthorizer
+
+func (b byUser) Allowed(ctx context.Context, user authenticationv1.UserInfo, attrs authorizationv1.ResourceAttributes) (bool, string, error) {
+	f, ok := b[user.Username]
+	if !ok {
+		return false, "", nil
+	}
+	return f.Allowed(ctx, user, attrs)
+}
+
+// TestLockDecidedAgainOverALockBelow: alice may unlock org/rb, not tc/rb;
+// bob may unlock tc/rb. Bob locks tc/rb while alice locks org/rb: decided
+// in that order, alice's lock is refused (it would displace tc/rb, locked,
+// from tc's view: lockOverLocks). Alice's lock decided again after bob's,
+// with its own first admission in memory (org/rb admitted locked a moment
+// ago), must be refused too. Before, the lock it sets was already in the
+// state it was judged from: tc/rb was displaced there already, so nothing
+// was lost; the mirror alone, without bob's lock, lost nothing either.
+func TestLockDecidedAgainOverALockBelow(t *testing.T) {
+	t.Parallel()
+	update := admissionv1.Update
+	bob := authenticationv1.UserInfo{Username: "bob", Groups: []string{"system:authenticated"}}
+	lockOrg := request(update, rolebindings, "org", "rb", roleBinding("org", "rb"), roleBinding("org", "rb", isLocked))
+	lockTC := request(update, rolebindings, "tc", "rb", roleBinding("tc", "rb"), roleBinding("tc", "rb", isLocked))
+	lockTC.UserInfo = bob
+	replica := func(l admission.Ledger) *admission.Guards {
+		m := hierarchyMux(t, []*corev1.Namespace{ns(global, ""), ns("org", ""), ns("tc", "org", recorded)},
+			roleBinding("org", "rb"), roleBinding("tc", "rb"))
+		cfg := admission.Config{
+			Mirror: admission.MirrorOf(whatif.New(m)),
+			Authorizer: byUser{
+				"alice": {answers: allowAll(unlock(rolebindings, "org", "rb"))},
+				"bob":   {answers: allowAll(unlock(rolebindings, "tc", "rb"))},
+			},
+			Served: served, GlobalNamespaces: []string{global},
+		}
+		if l != nil {
+			cfg.Ledger = l
+		}
+		return admission.NewGuards(cfg)
+	}
+	mustAllow := func(t *testing.T, g *admission.Guards, req *admissionv1.AdmissionRequest) {
+		t.Helper()
+		if resp, _ := review(t, g, webhookconfig.PathLocks, req); resp == nil || !resp.Allowed {
+			t.Fatalf("%s locking %s/%s, alone, was refused: %+v", req.UserInfo.Username, req.Namespace, req.Name, resp)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		// decide makes bob's lock and then alice's, and returns the
+		// answer to alice's last.
+		decide func(t *testing.T) *admissionv1.AdmissionResponse
+	}{
+		{name: "bob's lock first, on a fresh replica", decide: func(t *testing.T) *admissionv1.AdmissionResponse {
+			g := replica(nil)
+			mustAllow(t, g, lockTC)
+			resp, _ := review(t, g, webhookconfig.PathLocks, lockOrg)
+			return resp
+		}},
+		{name: "alice's lock sent again on one replica after bob's", decide: func(t *testing.T) *admissionv1.AdmissionResponse {
+			g := replica(nil)
+			mustAllow(t, g, lockOrg) // refused by another webhook, or its call timed out
+			mustAllow(t, g, lockTC)
+			resp, _ := review(t, g, webhookconfig.PathLocks, lockOrg)
+			return resp
+		}},
+		{name: "alice's lock decided again after the other replica's", decide: func(t *testing.T) *admissionv1.AdmissionResponse {
+			shared := &memLedger{}
+			a := replica(shared)
+			bLedger := &interleavedLedger{memLedger: shared}
+			b := replica(bLedger)
+			if _, _, err := shared.Read(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			bLedger.first = func() { mustAllow(t, a, lockTC) }
+			resp, _ := review(t, b, webhookconfig.PathLocks, lockOrg)
+			if shared.conflicts != 1 {
+				t.Fatalf("%d conflicts, want 1: alice's lock was not decided again", shared.conflicts)
+			}
+			return resp
+		}},
+		{name: "alice's lock created, the shadows guard's answer to the same request first", decide: func(t *testing.T) *admissionv1.AdmissionResponse {
+			// org/rb does not exist yet: alice creates it locked. The
+			// shadows guard, asked too (rb is a locked name), records the
+			// object as one of org's own; kube-apiserver calls both at
+			// once, so the lock guard may decide second.
+			m := hierarchyMux(t, []*corev1.Namespace{ns(global, ""), ns("org", ""), ns("tc", "org", recorded)}, roleBinding("tc", "rb"))
+			g := admission.NewGuards(admission.Config{
+				Mirror: admission.MirrorOf(whatif.New(m)),
+				Authorizer: byUser{
+					"alice": {answers: allowAll(unlock(rolebindings, "org", "rb"))},
+					"bob":   {answers: allowAll(unlock(rolebindings, "tc", "rb"))},
+				},
+				Served: served, GlobalNamespaces: []string{global},
+			})
+			mustAllow(t, g, lockTC)
+			createOrg := request(admissionv1.Create, rolebindings, "org", "rb", nil, roleBinding("org", "rb", isLocked))
+			if resp, _ := review(t, g, webhookconfig.PathShadows, createOrg); resp == nil || !resp.Allowed {
+				t.Fatalf("the shadows guard refused org/rb: %+v", resp)
+			}
+			resp, _ := review(t, g, webhookconfig.PathLocks, createOrg)
+			return resp
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			resp := tc.decide(t)
+			if resp == nil {
+				t.Fatal("no answer")
+			}
+			if resp.Allowed {
+				t.Fatal("alice's lock of org/rb was admitted after bob's: tc/rb, locked, leaves tc's view without unlock on it")
+			}
+			if !strings.Contains(resp.Result.Message, "tc/rb") {
+				t.Errorf("the refusal does not name tc/rb: %s", resp.Result.Message)
+			}
+			t.Logf("refused: %s", resp.Result.Message)
+		})
+	}
+}
+
+// TestLockAfterAMoveBelow: alice may update namespaces tc2 and org and
+// unlock org/rb, not tc2/rb. She moves tc2, which holds its own locked
+// tc2/rb, from org2 under org (org/rb is not locked: tc2/rb stays in tc2's
+// view, nothing is lost), then locks org/rb. Judged once the mirror shows
+// the move, the lock is refused: it would displace tc2/rb from tc2's view
+// (lockOverLocks). Judged a moment after the move, on the replica that
+// admitted it or on the other after taking the move in from the shared
+// record, it must be refused too. Before, the lock guard asked the mirror
+// alone who inherits from org: tc2 was not there yet.
+func TestLockAfterAMoveBelow(t *testing.T) {
+	t.Parallel()
+	move := request(admissionv1.Update, nsGR, "", "tc2", ns("tc2", "org2", recorded), ns("tc2", "org", parentUID(nsUID("org"))))
+	lockOrg := request(admissionv1.Update, rolebindings, "org", "rb", roleBinding("org", "rb"), roleBinding("org", "rb", isLocked))
+	replica := func(l admission.Ledger, moved bool) *admission.Guards {
+		tc2 := ns("tc2", "org2", recorded)
+		if moved {
+			tc2 = ns("tc2", "org", recorded)
+		}
+		m := hierarchyMux(t, []*corev1.Namespace{ns(global, ""), ns("org", ""), ns("org2", ""), tc2},
+			roleBinding("org", "rb"), roleBinding("tc2", "rb", isLocked))
+		cfg := admission.Config{
+			Mirror:     admission.MirrorOf(whatif.New(m)),
+			Authorizer: &fakeAuthorizer{answers: allowAll(unlock(rolebindings, "org", "rb"), updateNamespace("org"))},
+			Served:     served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient(global, "org", "org2", "tc2"),
+		}
+		if l != nil {
+			cfg.Ledger = l
+		}
+		return admission.NewGuards(cfg)
+	}
+	mustMove := func(t *testing.T, g *admission.Guards) {
+		t.Helper()
+		if resp, _ := review(t, g, webhookconfig.PathParents, move); resp == nil || !resp.Allowed {
+			t.Fatalf("moving tc2 under org, alone, was refused: %+v", resp)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		decide func(t *testing.T) *admissionv1.AdmissionResponse
+	}{
+		{name: "the mirror shows the move", decide: func(t *testing.T) *admissionv1.AdmissionResponse {
+			resp, _ := review(t, replica(nil, true), webhookconfig.PathLocks, lockOrg)
+			return resp
+		}},
+		{name: "a moment after the move, on one replica", decide: func(t *testing.T) *admissionv1.AdmissionResponse {
+			g := replica(nil, false)
+			mustMove(t, g)
+			resp, _ := review(t, g, webhookconfig.PathLocks, lockOrg)
+			return resp
+		}},
+		{name: "decided again after the other replica's move", decide: func(t *testing.T) *admissionv1.AdmissionResponse {
+			shared := &memLedger{}
+			a := replica(shared, false)
+			bLedger := &interleavedLedger{memLedger: shared}
+			b := replica(bLedger, false)
+			if _, _, err := shared.Read(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			bLedger.first = func() { mustMove(t, a) }
+			resp, _ := review(t, b, webhookconfig.PathLocks, lockOrg)
+			if shared.conflicts != 1 {
+				t.Fatalf("%d conflicts, want 1: the lock was not decided again", shared.conflicts)
+			}
+			return resp
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			resp := tc.decide(t)
+			if resp == nil {
+				t.Fatal("no answer")
+			}
+			if resp.Allowed {
+				t.Fatal("the lock of org/rb was admitted after the move: tc2/rb, locked, leaves tc2's view without unlock on it")
+			}
+			if !strings.Contains(resp.Result.Message, "tc2/rb") {
+				t.Errorf("the refusal does not name tc2/rb: %s", resp.Result.Message)
+			}
+			t.Logf("refused: %s", resp.Result.Message)
+		})
+	}
+}
+
+// TestLockAfterAMoveOverObjects is TestLockAfterAMoveBelow for a
+// materialized kind: tc2 holds its own NetworkPolicy deny; moved under org
+// (org/deny not locked: nothing stands in), then org/deny is locked. Once
+// the mirror shows the move the lock is refused for everyone (tc2's own
+// object, not the locked item, would be what the CNI enforces there:
+// lockOverObjects); a moment after the move, on either replica, too.
+func TestLockAfterAMoveOverObjects(t *testing.T) {
+	t.Parallel()
+	move := request(admissionv1.Update, nsGR, "", "tc2", ns("tc2", "org2", recorded), ns("tc2", "org", parentUID(nsUID("org"))))
+	lockOrg := request(admissionv1.Update, npGR, "org", "deny", networkPolicy("org", "deny"), networkPolicy("org", "deny", isLocked))
+	replica := func(l admission.Ledger, moved bool) *admission.Guards {
+		tc2 := ns("tc2", "org2", recorded)
+		if moved {
+			tc2 = ns("tc2", "org", recorded)
+		}
+		m := materializedMux([]*corev1.Namespace{ns(global, ""), ns("org", ""), ns("org2", ""), tc2},
+			networkPolicy("org", "deny"), networkPolicy("tc2", "deny"))
+		cfg := admission.Config{
+			Mirror:     admission.MirrorOf(whatif.New(m)),
+			Authorizer: &fakeAuthorizer{answers: allowAll(unlock(networkpolicies, "org", "deny"), updateNamespace("org"))},
+			Served:     []schema.GroupResource{npGR}, GlobalNamespaces: []string{global}, Materialized: []string{"networkpolicies"},
+			Namespaces: namespaceClient(global, "org", "org2", "tc2"),
+		}
+		if l != nil {
+			cfg.Ledger = l
+		}
+		return admission.NewGuards(cfg)
+	}
+	mustMove := func(t *testing.T, g *admission.Guards) {
+		t.Helper()
+		if resp, _ := review(t, g, webhookconfig.PathParents, move); resp == nil || !resp.Allowed {
+			t.Fatalf("moving tc2 under org, alone, was refused: %+v", resp)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		decide func(t *testing.T) *admissionv1.AdmissionResponse
+	}{
+		{name: "the mirror shows the move", decide: func(t *testing.T) *admissionv1.AdmissionResponse {
+			resp, _ := review(t, replica(nil, true), webhookconfig.PathLocks, lockOrg)
+			return resp
+		}},
+		{name: "a moment after the move, on one replica", decide: func(t *testing.T) *admissionv1.AdmissionResponse {
+			g := replica(nil, false)
+			mustMove(t, g)
+			resp, _ := review(t, g, webhookconfig.PathLocks, lockOrg)
+			return resp
+		}},
+		{name: "decided again after the other replica's move", decide: func(t *testing.T) *admissionv1.AdmissionResponse {
+			shared := &memLedger{}
+			a := replica(shared, false)
+			bLedger := &interleavedLedger{memLedger: shared}
+			b := replica(bLedger, false)
+			if _, _, err := shared.Read(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			bLedger.first = func() { mustMove(t, a) }
+			resp, _ := review(t, b, webhookconfig.PathLocks, lockOrg)
+			if shared.conflicts != 1 {
+				t.Fatalf("%d conflicts, want 1: the lock was not decided again", shared.conflicts)
+			}
+			return resp
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			resp := tc.decide(t)
+			if resp == nil {
+				t.Fatal("no answer")
+			}
+			if resp.Allowed {
+				t.Fatal("the lock of org/deny was admitted after the move: tc2's own deny, not the locked item, is what the CNI enforces there")
+			}
+			if !strings.Contains(resp.Result.Message, "under that name: tc2") {
+				t.Errorf("the refusal does not name tc2: %s", resp.Result.Message)
+			}
+			t.Logf("refused: %s", resp.Result.Message)
 		})
 	}
 }

@@ -97,7 +97,12 @@ func stageSet(ns *merge.Namespace) labels.Set {
 // namespace (its winner or an overlay) if namespace's source of that name
 // were item.
 func inheritsFrom(r watchmux.Reader, resource, viewer, namespace string, item merge.Item) bool {
-	view := merge.View(r, resource, r.Lineage(viewer), func(ns string) []merge.Item {
+	return inheritsThrough(r, resource, r.Lineage(viewer), namespace, item)
+}
+
+// inheritsThrough is inheritsFrom for the viewer of lineage l.
+func inheritsThrough(r watchmux.Reader, resource string, l merge.Lineage, namespace string, item merge.Item) bool {
+	view := merge.View(r, resource, l, func(ns string) []merge.Item {
 		if ns == namespace {
 			return []merge.Item{item}
 		}

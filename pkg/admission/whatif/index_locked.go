@@ -230,21 +230,43 @@ func viewWithout(r watchmux.Reader, resource, namespace, name string, get merge.
 	})
 }
 
+// reachedAssuming are the namespaces a source of namespace reaches, and
+// their lineages, with assumed applied: a namespace assumed below namespace
+// (moved there a moment ago) is reached too, and each inherits through its
+// assumed lineage; one assumed gone has no view. Without assumptions, the
+// mirror's.
+func reachedAssuming(r watchmux.Reader, resource, namespace string, assumed Assumed) ([]string, func(string) merge.Lineage) {
+	viewers := r.Reached(resource, namespace)
+	if len(assumed) == 0 {
+		return viewers, r.Lineage
+	}
+	get := assuming(r, assumed)
+	for _, v := range subtreeAssuming(r, namespace, assumed) {
+		if !slices.Contains(viewers, v) {
+			viewers = append(viewers, v)
+		}
+	}
+	viewers = slices.DeleteFunc(slices.Clone(viewers), func(v string) bool { _, ok := get(v); return !ok })
+	return viewers, func(v string) merge.Lineage { return merge.Resolve(r.Policy(), v, get) }
+}
+
 // ObjectsUnderLock answers the guards: the namespaces that would inherit the
 // source namespace/name locked, as obj, while holding an object of their
-// own under that name (in the mirror, or among holders), sorted.
-func (x *Index) ObjectsUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, holders []string) (out []string, err error) {
+// own under that name (in the mirror, or among holders), sorted. Computed
+// with assumed applied.
+func (x *Index) ObjectsUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, assumed Assumed, holders []string) (out []string, err error) {
 	item := merge.Item{Namespace: namespace, Name: name, Object: obj, UID: obj.GetUID(), Locked: true, Overlay: merge.WantsOverlay(obj.GetAnnotations()), Exceptions: merge.ExceptionRulesOf(obj.GetAnnotations())}
 	err = x.read(func(r watchmux.Reader) {
 		if !isServed(r, resource) {
 			return
 		}
-		for _, viewer := range r.Reached(resource, namespace) {
+		viewers, lineage := reachedAssuming(r, resource, namespace, assumed)
+		for _, viewer := range viewers {
 			if viewer == namespace {
 				continue
 			}
 			_, own := r.Source(resource, viewer, name)
-			if (own || slices.Contains(holders, viewer)) && inheritsFrom(r, resource, viewer, namespace, item) {
+			if (own || slices.Contains(holders, viewer)) && inheritsThrough(r, resource, lineage(viewer), namespace, item) {
 				out = append(out, viewer)
 			}
 		}
@@ -256,16 +278,19 @@ func (x *Index) ObjectsUnderLock(resource, namespace, name string, obj *unstruct
 // LockedUnderLock answers the guards: the locked sources of other namespaces
 // under name that the source namespace/name, locked as obj, would displace
 // from the views they win (they become overlays of it, or leave): each
-// owner's lock would be overridden from above. Computed with pending.
-func (x *Index) LockedUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, pending Pending) (out []LockedItem, err error) {
+// owner's lock would be overridden from above. Computed with assumed and
+// pending applied: a namespace assumed below namespace (moved there a moment
+// ago) is reached, and every viewer inherits through its assumed lineage.
+func (x *Index) LockedUnderLock(resource, namespace, name string, obj *unstructured.Unstructured, assumed Assumed, pending Pending) (out []LockedItem, err error) {
 	item := merge.Item{Namespace: namespace, Name: name, Object: obj, UID: obj.GetUID(), Locked: true, Overlay: merge.WantsOverlay(obj.GetAnnotations()), Exceptions: merge.ExceptionRulesOf(obj.GetAnnotations())}
 	err = x.read(func(mirror watchmux.Reader) {
 		r := pending.over(mirror)
 		if !isServed(r, resource) {
 			return
 		}
+		viewers, lineage := reachedAssuming(r, resource, namespace, assumed)
 		lost := map[lockedKey]sets.Set[string]{}
-		for _, viewer := range r.Reached(resource, namespace) {
+		for _, viewer := range viewers {
 			if viewer == namespace {
 				continue
 			}
@@ -275,8 +300,8 @@ func (x *Index) LockedUnderLock(resource, namespace, name string, obj *unstructu
 				}
 				return nil
 			}
-			before := merge.View(r, resource, r.Lineage(viewer), get)
-			after := merge.View(r, resource, r.Lineage(viewer), func(ns string) []merge.Item {
+			before := merge.View(r, resource, lineage(viewer), get)
+			after := merge.View(r, resource, lineage(viewer), func(ns string) []merge.Item {
 				if ns == namespace {
 					return []merge.Item{item}
 				}

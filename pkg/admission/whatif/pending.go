@@ -23,6 +23,22 @@ type Pending struct {
 	// objects are the Locked and Owned objects as written: sources the
 	// mirror may not show yet.
 	objects map[SourceRef]*unstructured.Unstructured
+	// found are sources as the request being judged found them (nil:
+	// absent), whatever the mirror or the other pending writes say.
+	found map[SourceRef]*unstructured.Unstructured
+}
+
+// Found records that the request being judged found the source ref as obj
+// (nil: absent), as kube-apiserver sent it: ref is read so, whatever the
+// mirror or the pending writes say. A write admitted a moment ago may be
+// this very request's, decided before (a turn on the shared record that
+// conflicted, or kube-apiserver asking again): judged from the state it
+// makes, the request would change nothing.
+func (p *Pending) Found(ref SourceRef, obj *unstructured.Unstructured) {
+	if p.found == nil {
+		p.found = map[SourceRef]*unstructured.Unstructured{}
+	}
+	p.found[ref] = obj
 }
 
 // AddLocked records the source ref admitted locked, as obj.
@@ -47,7 +63,7 @@ func (p *Pending) addObject(ref SourceRef, obj *unstructured.Unstructured) {
 // over returns r with p's locks applied: a source admitted locked is read
 // as locked, and its name is among the locked names.
 func (p Pending) over(r watchmux.Reader) watchmux.Reader {
-	if len(p.Locked) == 0 && len(p.Owned) == 0 {
+	if len(p.Locked) == 0 && len(p.Owned) == 0 && len(p.found) == 0 {
 		return r
 	}
 	return pendingReader{Reader: r, p: p}
@@ -65,14 +81,18 @@ type pendingReader struct {
 
 // Source implements watchmux.Reader: a source admitted locked is locked,
 // and a copy made its namespace's own is a source, as written, until the
-// mirror shows it.
+// mirror shows it; a source the request found is as it found it.
 func (r pendingReader) Source(resource, namespace, name string) (merge.Item, bool) {
 	ref := SourceRef{resource, namespace, name}
+	if obj, ok := r.p.found[ref]; ok {
+		if obj == nil {
+			return merge.Item{}, false
+		}
+		return itemOf(namespace, name, obj), true
+	}
 	it, ok := r.Reader.Source(resource, namespace, name)
 	if obj := r.p.objects[ref]; !ok && obj != nil {
-		it = merge.Item{Namespace: namespace, Name: name, UID: obj.GetUID(), Object: obj,
-			Locked: merge.IsLocked(obj.GetAnnotations()), Exceptions: merge.ExceptionRulesOf(obj.GetAnnotations()), Overlay: merge.WantsOverlay(obj.GetAnnotations())}
-		ok = true
+		it, ok = itemOf(namespace, name, obj), true
 	}
 	if ok && slices.Contains(r.p.Locked, ref) {
 		it.Locked = true
@@ -93,35 +113,58 @@ func (r pendingReader) LockedNames(resource string) []string {
 			names = append(names, o.Name)
 		}
 	}
+	for f, obj := range r.p.found {
+		if f.Resource == resource && obj != nil && merge.IsLocked(obj.GetAnnotations()) && !slices.Contains(names, f.Name) {
+			names = append(names, f.Name)
+		}
+	}
 	slices.Sort(names)
 	return names
 }
 
 // NameItems implements watchmux.Reader: a source admitted a moment ago as
 // a candidate for name (a lock that came to stand in for it) is among the
-// items name is merged from, as written, until the mirror shows it.
+// items name is merged from, as written, until the mirror shows it; a
+// source the request found is as it found it.
 func (r pendingReader) NameItems(resource, namespace, name string) []merge.Item {
-	items := r.Reader.NameItems(resource, namespace, name)
+	items := slices.Clone(r.Reader.NameItems(resource, namespace, name))
+	put := func(ref SourceRef, it *merge.Item) {
+		i := slices.IndexFunc(items, func(x merge.Item) bool { return x.Name == ref.Name })
+		switch {
+		case it == nil && i >= 0:
+			items = slices.Delete(items, i, i+1)
+		case it != nil && i >= 0:
+			items[i] = *it
+		case it != nil:
+			items = append(items, *it)
+		}
+	}
 	var refs []SourceRef
 	for _, ref := range r.p.Locked {
-		if ref.Resource == resource && ref.Namespace == namespace && r.p.objects[ref] != nil {
+		if _, found := r.p.found[ref]; !found && ref.Resource == resource && ref.Namespace == namespace && r.p.objects[ref] != nil {
 			refs = append(refs, ref)
 		}
 	}
-	if len(refs) == 0 {
-		return items
-	}
 	slices.SortFunc(refs, func(a, b SourceRef) int { return strings.Compare(a.Name, b.Name) })
-	items = slices.Clone(items)
 	for _, ref := range refs {
-		it := r.pendingItem(ref)
-		if it.Candidate == nil || it.Candidate.For != name {
+		if it := r.pendingItem(ref); it.Candidate != nil && it.Candidate.For == name {
+			put(ref, &it)
+		}
+	}
+	for ref, obj := range r.p.found {
+		if ref.Resource != resource || ref.Namespace != namespace {
 			continue
 		}
-		if i := slices.IndexFunc(items, func(x merge.Item) bool { return x.Name == ref.Name }); i >= 0 {
-			items[i] = it
+		if obj == nil {
+			put(ref, nil)
+			continue
+		}
+		it := itemOf(namespace, ref.Name, obj)
+		it.Candidate, _ = merge.ParseCandidate(ref.Name, obj.GetAnnotations())
+		if ref.Name == name || it.Candidate != nil && it.Candidate.For == name {
+			put(ref, &it)
 		} else {
-			items = append(items, it)
+			put(ref, nil)
 		}
 	}
 	return items
@@ -132,9 +175,15 @@ func (r pendingReader) NameItems(resource, namespace, name string) []merge.Item 
 // sourceItem), and locked.
 func (r pendingReader) pendingItem(ref SourceRef) merge.Item {
 	obj := r.p.objects[ref]
-	ann := obj.GetAnnotations()
-	c, _ := merge.ParseCandidate(ref.Name, ann)
-	return merge.Item{Namespace: ref.Namespace, Name: ref.Name, UID: obj.GetUID(), Object: obj, Candidate: c,
-		Locked:     true,
-		Exceptions: merge.ExceptionRulesOf(ann), Overlay: merge.WantsOverlay(ann)}
+	it := itemOf(ref.Namespace, ref.Name, obj)
+	it.Candidate, _ = merge.ParseCandidate(ref.Name, obj.GetAnnotations())
+	it.Locked = true
+	return it
+}
+
+// itemOf is the source namespace/name written as obj, as the mirror would
+// hold it.
+func itemOf(namespace, name string, obj *unstructured.Unstructured) merge.Item {
+	return merge.Item{Namespace: namespace, Name: name, UID: obj.GetUID(), Object: obj,
+		Locked: merge.IsLocked(obj.GetAnnotations()), Exceptions: merge.ExceptionRulesOf(obj.GetAnnotations()), Overlay: merge.WantsOverlay(obj.GetAnnotations())}
 }
