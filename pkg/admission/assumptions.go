@@ -123,6 +123,27 @@ func (a *assumptions) currentLocked() whatif.Assumed {
 	return out
 }
 
+// undeletedLocked is currentLocked with every namespace assumed gone taken
+// as it was when its deletion was admitted (the assumption's old): a
+// deletion may still be refused by another webhook, and the namespace stay.
+// Applied, a namespace assumed gone has no subtree to lose anything; so the
+// losses of a change are also judged this way, in which what it passes down
+// still reaches what lies below it. Called with mu held.
+func (a *assumptions) undeletedLocked() whatif.Assumed {
+	out := a.currentLocked()
+	for name, m := range out {
+		if !m.Gone {
+			continue
+		}
+		if as := a.byName[name]; as.old != nil {
+			out[name] = cloneMeta(*as.old)
+		} else {
+			delete(out, name)
+		}
+	}
+	return out
+}
+
 // superseded reports whether the mirror shows namespace name at another
 // version than the one the assumed change replaced.
 func (a *assumptions) superseded(name string, as assumption) bool {

@@ -49,7 +49,7 @@ func (g *Guards) NamespaceDeletions(ctx context.Context, req *admissionv1.Admiss
 		return d
 	}
 	g.hierarchy.mu.Lock()
-	assumed := g.hierarchy.currentLocked()
+	assumed, undeleted := g.hierarchy.currentLocked(), g.hierarchy.undeletedLocked()
 	g.hierarchy.mu.Unlock()
 	// The namespace itself is judged as the request found it, whatever an
 	// assumption says, as the parent guard judges a namespace it changes
@@ -57,11 +57,12 @@ func (g *Guards) NamespaceDeletions(ctx context.Context, req *admissionv1.Admiss
 	// decision of this very deletion (a turn on the shared record that
 	// conflicted, or kube-apiserver asking again), and a namespace assumed
 	// gone has no subtree to lose anything.
+	standing, hasStanding := assumed[req.Name]
 	if now, ok := namespaceFound(req); ok {
-		assumed[req.Name] = now
+		assumed[req.Name], undeleted[req.Name] = now, now
 	}
 	var lost []whatif.LockedItem
-	for _, a := range []whatif.Assumed{nil, assumed} {
+	for _, a := range []whatif.Assumed{nil, assumed, undeleted} {
 		l, err := g.mirror.Losses.DeletionLoss(req.Name, a)
 		if err != nil {
 			return unavailable(fmt.Errorf("computing the locked items deleting namespace %s would take: %w", req.Name, err))
@@ -84,6 +85,15 @@ func (g *Guards) NamespaceDeletions(ctx context.Context, req *admissionv1.Admiss
 	// inheriting through it.
 	if req.DryRun == nil || !*req.DryRun {
 		if meta, found := g.mirror.Namespaces.NamespaceMeta(req.Name); found {
+			// What the deletion replaced: the namespace as a change
+			// admitted a moment ago left it, else as kube-apiserver
+			// sent it (undeletedLocked reads it back).
+			if now, ok := namespaceFound(req); ok {
+				meta = now
+			}
+			if hasStanding && !standing.Gone {
+				meta = standing
+			}
 			g.hierarchy.mu.Lock()
 			prev, ok := g.hierarchy.byName[req.Name]
 			g.hierarchy.byName[req.Name] = assumption{

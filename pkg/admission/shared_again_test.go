@@ -379,3 +379,36 @@ func TestLockAfterAMoveOverObjects(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusedDeletionHidesAMove: a tenant without unlock moves tc under tp
+// (nothing lost: tp is under org too), then deletes tc, which has no
+// children (nothing lost); that DELETE is refused by another webhook, so tc
+// stays, under tp once the move lands. Then the tenant deletes tp: tc would
+// lose org's locked item, so it must be refused. The refused deletion of tc
+// may make later decisions only stricter (DESIGN.md's fourth invariant).
+func TestRefusedDeletionHidesAMove(t *testing.T) {
+	t.Parallel()
+	m := hierarchyMux(t, []*corev1.Namespace{ns(global, ""), ns("org", ""), ns("tc", "org", recorded), ns("tp", "org", recorded)},
+		roleBinding("org", "org-sec", isLocked))
+	g := admission.NewGuards(admission.Config{
+		Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{answers: allowAll(updateNamespace("tp"))},
+		Served: served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient(global, "org", "tc", "tp"),
+	})
+	move := request(admissionv1.Update, nsGR, "", "tc", ns("tc", "org", recorded), ns("tc", "tp", parentUID(nsUID("tp"))))
+	if resp, _ := review(t, g, webhookconfig.PathParents, move); resp == nil || !resp.Allowed {
+		t.Fatalf("the move, alone, was refused: %+v", resp)
+	}
+	delTC := request(admissionv1.Delete, nsGR, "", "tc", ns("tc", "org", recorded), nil)
+	if resp, _ := review(t, g, webhookconfig.PathNamespaceDeletions, delTC); resp == nil || !resp.Allowed {
+		t.Fatalf("deleting tc (no children) was refused: %+v", resp)
+	}
+	delTP := request(admissionv1.Delete, nsGR, "", "tp", ns("tp", "org", recorded), nil)
+	resp, _ := review(t, g, webhookconfig.PathNamespaceDeletions, delTP)
+	if resp == nil {
+		t.Fatal("no answer")
+	}
+	if resp.Allowed {
+		t.Fatal("deleting tp was admitted: tc, moved under it, loses org/org-sec, locked, without unlock")
+	}
+	t.Logf("refused: %s", resp.Result.Message)
+}
