@@ -103,7 +103,7 @@ func main() {
 	flag.IntVar(&o.slowCopyRuns, "qps50-runs", 1, "copy rounds at QPS 50 per N (N/50 s each)")
 	flag.IntVar(&o.promotionRuns, "promotion-runs", 3, "staged changes of global-0 per N (issue 19): a candidate reaching every tenant, then its promotion, timed on the view watchers (0: none)")
 	flag.IntVar(&o.materializeRuns, "materialize-runs", 3, "edits of a materialized global NetworkPolicy per N, after its creation (0: networkpolicies are not materialized)")
-	flag.IntVar(&o.sameKindCopyRuns, "same-kind-copy-runs", 2, "with -materialize-runs: label patch rounds of a 32-worker client copier of the materialized kind (one NetworkPolicy of its own in each namespace that inherits, created first and timed too), beside the materializer's edits (0: not measured)")
+	flag.IntVar(&o.sameKindCopyRuns, "same-kind-copy-runs", 3, "with -materialize-runs: label patch rounds of a 32-worker client copier of the materialized kind (one NetworkPolicy of its own in each namespace that inherits, created first and timed too), beside the materializer's edits (0: not measured)")
 	flag.Float64Var(&o.materializeQPS, "materialize-qps", 2000, "implicit-apiserver's --materialize-qps (and --materialize-burst, rounded up): high enough to time the materializer rather than its rate limit (the server's default is 50)")
 	flag.IntVar(&o.policyRuns, "policy-runs", 3, "edits of the global parameter of an admission policy whose paramKind is a view (ConfigMaps), timed until enforced in every namespace (0: ConfigMaps are not served)")
 	flag.IntVar(&o.listRuns, "list-runs", 20, "repetitions of each list")

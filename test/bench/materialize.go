@@ -313,8 +313,9 @@ func (b *bench) measureMaterialize(ctx context.Context, res *nResult) error {
 		m.QPS, dur(floorAt(m.Copies, m.QPS)), serverDefaultMaterializeQPS, dur(floorAt(m.Copies, serverDefaultMaterializeQPS)))
 	if c := res.Copy.Unthrottled.median(); c > 0 {
 		mat, copier := perSecond(m.Copies, m.Edits.median()), perSecond(len(b.tenants), c)
-		fmt.Printf("  beside the copier (%d workers, no rate limit, the same user: admin, system:masters, API Priority and Fairness's exempt level, as implicit-apiserver's host client): materialized %.0f writes/s, copier %.0f writes/s (%d copies in %s, median): materialized / copier %s\n",
-			copyWorkers, mat, copier, len(b.tenants), dur(c), speedRatio(mat, copier))
+		fmt.Printf("  beside the copier (%d workers, no rate limit, the same user: admin, system:masters, API Priority and Fairness's exempt level, as implicit-apiserver's host client): materialized %.0f writes/s, copier %.0f writes/s (%d copies in %s, median): materialized / copier %s; by the means of every round (%d edits, %d copier rounds): %s\n",
+			copyWorkers, mat, copier, len(b.tenants), dur(c), speedRatio(mat, copier),
+			len(m.Edits), len(res.Copy.Unthrottled), speedRatio(perSecond(m.Copies, m.Edits.mean()), perSecond(len(b.tenants), res.Copy.Unthrottled.mean())))
 	}
 	if b.o.sameKindCopyRuns > 0 {
 		w.stop()
@@ -322,8 +323,9 @@ func (b *bench) measureMaterialize(ctx context.Context, res *nResult) error {
 			return fmt.Errorf("same-kind copier: %w", err)
 		}
 		mat, copier := perSecond(m.Copies, m.Edits.median()), perSecond(m.Copies, m.SameKind.median())
-		fmt.Printf("  beside a copier of the same kind (%d workers, no rate limit, the same user; a merge patch of a label of one NetworkPolicy in each of the %d namespaces): materialized %.0f writes/s, copier %.0f writes/s (%s, median): materialized / copier %s; create: materialized %.0f writes/s, copier %.0f writes/s (%s): %s\n",
+		fmt.Printf("  beside a copier of the same kind (%d workers, no rate limit, the same user; a merge patch of a label of one NetworkPolicy in each of the %d namespaces): materialized %.0f writes/s, copier %.0f writes/s (%s, median): materialized / copier %s; by the means of every round (%d and %d): %s; create: materialized %.0f writes/s, copier %.0f writes/s (%s): %s\n",
 			copyWorkers, m.Copies, mat, copier, dur(m.SameKind.median()), speedRatio(mat, copier),
+			len(m.Edits), len(m.SameKind), speedRatio(perSecond(m.Copies, m.Edits.mean()), perSecond(m.Copies, m.SameKind.mean())),
 			perSecond(m.Copies, m.Create), perSecond(m.Copies, m.SameKindCreate), dur(m.SameKindCreate), speedRatio(perSecond(m.Copies, m.Create), perSecond(m.Copies, m.SameKindCreate)))
 		fmt.Printf("  CPU over the same-kind copier's patches: kube-apiserver %s, etcd %s, implicit-apiserver %s (its views of the tenants' own NetworkPolicies): per write %s, %s, %s\n",
 			m.SameKindCPUKube, m.SameKindCPUEtcd, m.SameKindCPUImplicit, perEvent(m.SameKindCPUKube, m.SameKindWrites), perEvent(m.SameKindCPUEtcd, m.SameKindWrites), perEvent(m.SameKindCPUImplicit, m.SameKindWrites))
