@@ -26,17 +26,20 @@ type options struct {
 	promotionRuns   int // staged changes of global-0 promoted per N (0: none)
 	policyRuns      int // edits of an admission policy's global parameter per N (0: none)
 	materializeQPS  float64
-	listRuns        int
-	authzRequests   int
-	maxListAll      int // largest -A view list (items) fetched
-	short           bool
-	timeout         time.Duration
-	keepWorkDir     bool
-	viewAll         bool // an -A view watcher beside the namespace watchers
-	watchersPerConn int
-	outDir          string
-	plotPath        string
-	implicitArgs    []string
+	// sameKindCopyRuns are the label patch rounds of the copier of the
+	// materialized kind (0: not measured).
+	sameKindCopyRuns int
+	listRuns         int
+	authzRequests    int
+	maxListAll       int // largest -A view list (items) fetched
+	short            bool
+	timeout          time.Duration
+	keepWorkDir      bool
+	viewAll          bool // an -A view watcher beside the namespace watchers
+	watchersPerConn  int
+	outDir           string
+	plotPath         string
+	implicitArgs     []string
 	// The fan-out with each fleet alone (alone.go).
 	aloneRuns, aloneRepeats int
 	reference               bool // sample-apiserver as the aggregated-path reference
@@ -100,6 +103,7 @@ func main() {
 	flag.IntVar(&o.slowCopyRuns, "qps50-runs", 1, "copy rounds at QPS 50 per N (N/50 s each)")
 	flag.IntVar(&o.promotionRuns, "promotion-runs", 3, "staged changes of global-0 per N (issue 19): a candidate reaching every tenant, then its promotion, timed on the view watchers (0: none)")
 	flag.IntVar(&o.materializeRuns, "materialize-runs", 3, "edits of a materialized global NetworkPolicy per N, after its creation (0: networkpolicies are not materialized)")
+	flag.IntVar(&o.sameKindCopyRuns, "same-kind-copy-runs", 3, "with -materialize-runs: label patch rounds of a 32-worker client copier of the materialized kind (one NetworkPolicy of its own in each namespace that inherits, created first and timed too), beside the materializer's edits (0: not measured)")
 	flag.Float64Var(&o.materializeQPS, "materialize-qps", 2000, "implicit-apiserver's --materialize-qps (and --materialize-burst, rounded up): high enough to time the materializer rather than its rate limit (the server's default is 50)")
 	flag.IntVar(&o.policyRuns, "policy-runs", 3, "edits of the global parameter of an admission policy whose paramKind is a view (ConfigMaps), timed until enforced in every namespace (0: ConfigMaps are not served)")
 	flag.IntVar(&o.listRuns, "list-runs", 20, "repetitions of each list")
@@ -317,7 +321,7 @@ func main() {
 	if o.binDir == "" || o.binary == "" {
 		fail(2, "bench needs -bin-dir (or IMPLICIT_TOOLS_BIN) and -implicit-binary (or IMPLICIT_BINARY)")
 	}
-	if o.runs < 1 || o.copyRuns < 1 || o.slowCopyRuns < 0 || o.materializeRuns < 0 || o.promotionRuns < 0 || o.policyRuns < 0 || o.listRuns < 1 || o.authzRequests < 1 || o.watchersPerConn < 1 || o.burstPerConn < 1 {
+	if o.runs < 1 || o.copyRuns < 1 || o.slowCopyRuns < 0 || o.materializeRuns < 0 || o.sameKindCopyRuns < 0 || o.promotionRuns < 0 || o.policyRuns < 0 || o.listRuns < 1 || o.authzRequests < 1 || o.watchersPerConn < 1 || o.burstPerConn < 1 {
 		fail(2, "-runs, -copy-runs, -list-runs, -authz-requests and -watchers-per-client must be positive; -qps50-runs and -materialize-runs not negative")
 	}
 	if !(o.materializeQPS > 0) || math.IsInf(o.materializeQPS, 0) {

@@ -18,6 +18,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 )
@@ -114,13 +116,18 @@ type copyEvent struct {
 // watchCopies lists the copies once and watches them from the list's
 // resourceVersion, informer-style.
 func (b *bench) watchCopies(ctx context.Context, expect []string) (*copyWatch, error) {
+	return b.watchNetworkPolicies(ctx, v1alpha1.LabelMaterialized+"=true", expect)
+}
+
+// watchNetworkPolicies is watchCopies for the NetworkPolicies of any label
+// selector (the same-kind copier's copies).
+func (b *bench) watchNetworkPolicies(ctx context.Context, selector string, expect []string) (*copyWatch, error) {
 	cs, err := b.clients(1)
 	if err != nil {
 		return nil, err
 	}
 	c := cs[0]
 	const path = "/apis/networking.k8s.io/v1/networkpolicies"
-	selector := v1alpha1.LabelMaterialized + "=true"
 	body, err := c.get(ctx, path, url.Values{"labelSelector": {selector}})
 	if err != nil {
 		return nil, fmt.Errorf("list copies: %w", err)
@@ -306,13 +313,92 @@ func (b *bench) measureMaterialize(ctx context.Context, res *nResult) error {
 		m.QPS, dur(floorAt(m.Copies, m.QPS)), serverDefaultMaterializeQPS, dur(floorAt(m.Copies, serverDefaultMaterializeQPS)))
 	if c := res.Copy.Unthrottled.median(); c > 0 {
 		mat, copier := perSecond(m.Copies, m.Edits.median()), perSecond(len(b.tenants), c)
-		fmt.Printf("  beside the copier (%d workers, no rate limit, the same user: admin, system:masters, API Priority and Fairness's exempt level, as implicit-apiserver's host client): materialized %.0f writes/s, copier %.0f writes/s (%d copies in %s, median): materialized / copier %s\n",
-			copyWorkers, mat, copier, len(b.tenants), dur(c), speedRatio(mat, copier))
+		fmt.Printf("  beside the copier (%d workers, no rate limit, the same user: admin, system:masters, API Priority and Fairness's exempt level, as implicit-apiserver's host client): materialized %.0f writes/s, copier %.0f writes/s (%d copies in %s, median): materialized / copier %s; by the means of every round (%d edits, %d copier rounds): %s\n",
+			copyWorkers, mat, copier, len(b.tenants), dur(c), speedRatio(mat, copier),
+			len(m.Edits), len(res.Copy.Unthrottled), speedRatio(perSecond(m.Copies, m.Edits.mean()), perSecond(len(b.tenants), res.Copy.Unthrottled.mean())))
+	}
+	if b.o.sameKindCopyRuns > 0 {
+		w.stop()
+		if err := b.measureSameKindCopier(ctx, m, expect, timeout); err != nil {
+			return fmt.Errorf("same-kind copier: %w", err)
+		}
+		mat, copier := perSecond(m.Copies, m.Edits.median()), perSecond(m.Copies, m.SameKind.median())
+		fmt.Printf("  beside a copier of the same kind (%d workers, no rate limit, the same user; a merge patch of a label of one NetworkPolicy in each of the %d namespaces): materialized %.0f writes/s, copier %.0f writes/s (%s, median): materialized / copier %s; by the means of every round (%d and %d): %s; create: materialized %.0f writes/s, copier %.0f writes/s (%s): %s\n",
+			copyWorkers, m.Copies, mat, copier, dur(m.SameKind.median()), speedRatio(mat, copier),
+			len(m.Edits), len(m.SameKind), speedRatio(perSecond(m.Copies, m.Edits.mean()), perSecond(m.Copies, m.SameKind.mean())),
+			perSecond(m.Copies, m.Create), perSecond(m.Copies, m.SameKindCreate), dur(m.SameKindCreate), speedRatio(perSecond(m.Copies, m.Create), perSecond(m.Copies, m.SameKindCreate)))
+		fmt.Printf("  CPU over the same-kind copier's patches: kube-apiserver %s, etcd %s, implicit-apiserver %s (its views of the tenants' own NetworkPolicies): per write %s, %s, %s\n",
+			m.SameKindCPUKube, m.SameKindCPUEtcd, m.SameKindCPUImplicit, perEvent(m.SameKindCPUKube, m.SameKindWrites), perEvent(m.SameKindCPUEtcd, m.SameKindWrites), perEvent(m.SameKindCPUImplicit, m.SameKindWrites))
 	}
 	fmt.Printf("  materializer's metrics over the edits: %.0f writes (%.2f per copy), mean namespace lag %s over %.0f namespaces, pending at the end %.0f; copy watch reconnects %d\n",
 		m.EditWrites, m.EditWrites/float64(max(1, m.Copies*len(m.Edits))), dur(m.LagMean), m.LagObserved, m.Pending, m.Reconnects)
 	fmt.Printf("  CPU over the edits: implicit-apiserver %s, kube-apiserver %s, etcd %s: per write %s, %s, %s\n",
 		m.CPUImplicit, m.CPUKube, m.CPUEtcd, perEvent(m.CPUImplicit, m.EditWrites), perEvent(m.CPUKube, m.EditWrites), perEvent(m.CPUEtcd, m.EditWrites))
+	return nil
+}
+
+// sameKindCopy is the NetworkPolicy the same-kind copier writes in every
+// namespace that inherits, and sameKindLabel the label its watch selects.
+const (
+	sameKindCopy  = "bench-np-copier"
+	sameKindLabel = "bench.implicit.dev/np-copier"
+)
+
+// measureSameKindCopier times a client copier of the materialized kind:
+// copyWorkers workers, no rate limit, the bench's admin (the materializer's
+// host client's user in the bench), creating one NetworkPolicy in each of
+// expect, then -same-kind-copy-runs times merge-patching a label of each,
+// every round until one -A watch of them (their own label selector) has
+// every namespace's copy with the round's label. The RoleBinding copier
+// (measureCopy) writes another kind, whose writes cost kube-apiserver
+// differently; this one writes the kind the materializer writes, to the
+// same namespaces. Its objects are the tenants' own (not copies), so
+// implicit-apiserver's views of those namespaces change with each write,
+// as they do with the RoleBinding copier's.
+func (b *bench) measureSameKindCopier(ctx context.Context, m *materializeResult, expect []string, timeout time.Duration) error {
+	w, err := b.watchNetworkPolicies(ctx, sameKindLabel+"=true", expect)
+	if err != nil {
+		return err
+	}
+	defer w.stop()
+	unthrottled := rest.CopyConfig(b.cfg)
+	unthrottled.QPS, unthrottled.Burst = -1, 0 // no client-side rate limit; copyWorkers bound it
+	fast, err := kubernetes.NewForConfig(unthrottled)
+	if err != nil {
+		return err
+	}
+	b.prog.show("same-kind copier: creating %d NetworkPolicies N=%d", len(expect), b.n)
+	if m.SameKindCreate, err = w.measure(ctx, sameKindCopy, "npc-create", timeout, func(ctx context.Context) error {
+		return parallel(ctx, len(expect), copyWorkers, func(ctx context.Context, i int) error {
+			np := &networkingv1.NetworkPolicy{
+				ObjectMeta: metav1.ObjectMeta{Name: sameKindCopy, Namespace: expect[i], Labels: map[string]string{sameKindLabel: "true", labelBench: "npc-create"}},
+				Spec:       networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}},
+			}
+			_, err := fast.NetworkingV1().NetworkPolicies(expect[i]).Create(ctx, np, metav1.CreateOptions{})
+			return err
+		})
+	}); err != nil {
+		return fmt.Errorf("create: %w", err)
+	}
+	b.prog.step("same-kind copier create N=%d: last copy %s (%.0f writes/s)", b.n, dur(m.SameKindCreate), perSecond(len(expect), m.SameKindCreate))
+	cpuI, cpuK, cpuE := b.implicitSrv.cpu(), b.kubeSrv.cpu(), b.etcdSrv.cpu()
+	for i := range b.o.sameKindCopyRuns {
+		time.Sleep(100 * time.Millisecond)
+		value := fmt.Sprintf("npc-%d", i+1)
+		d, err := w.measure(ctx, sameKindCopy, value, timeout, func(ctx context.Context) error {
+			return parallel(ctx, len(expect), copyWorkers, func(ctx context.Context, j int) error {
+				_, err := fast.NetworkingV1().NetworkPolicies(expect[j]).Patch(ctx, sameKindCopy, types.MergePatchType, labelPatch(value), metav1.PatchOptions{})
+				return err
+			})
+		})
+		if err != nil {
+			return fmt.Errorf("patch %d: %w", i+1, err)
+		}
+		m.SameKind = append(m.SameKind, d)
+		b.prog.step("same-kind copier N=%d run %d: last copy %s (%.0f writes/s)", b.n, i+1, dur(d), perSecond(len(expect), d))
+	}
+	m.SameKindCPUImplicit, m.SameKindCPUKube, m.SameKindCPUEtcd = b.implicitSrv.cpu()-cpuI, b.kubeSrv.cpu()-cpuK, b.etcdSrv.cpu()-cpuE
+	m.SameKindWrites = float64(len(expect) * len(m.SameKind))
 	return nil
 }
 

@@ -116,6 +116,14 @@ type materializeResult struct {
 	Pending                       float64       `json:"pending"`
 	CPUImplicit, CPUKube, CPUEtcd time.Duration `json:",omitempty"`
 	Reconnects                    int64         `json:"reconnects"`
+	// SameKindCreate and SameKind time the client copier of the same kind
+	// (-same-kind-copy-runs): its creation of one NetworkPolicy per copy's
+	// namespace and its label patches of them; SameKindWrites are its
+	// patches, over which the CPU was read.
+	SameKindCreate                                        time.Duration `json:"sameKindCreate,omitempty"`
+	SameKind                                              samples       `json:"sameKind,omitempty"`
+	SameKindWrites                                        float64       `json:"sameKindWrites,omitempty"`
+	SameKindCPUImplicit, SameKindCPUKube, SameKindCPUEtcd time.Duration `json:",omitempty"`
 }
 
 type authzResult struct {
@@ -349,6 +357,28 @@ func (r *results) materializeMarkdown(p func(string, ...any), mp func(samples) s
 		p("| %d | %.0f | %.2f | %.0f | %s | %.0f | %s | %s | %s | %d |", n.N, per, per/float64(max(1, m.Copies)), m.CreateWrites, dur(m.LagMean), m.Pending,
 			perEvent(m.CPUImplicit, m.EditWrites), perEvent(m.CPUKube, m.EditWrites), perEvent(m.CPUEtcd, m.EditWrites), m.Reconnects)
 	}
+	p("")
+	var same []*nResult
+	for _, n := range ns {
+		if len(n.Materialize.SameKind) > 0 {
+			same = append(same, n)
+		}
+	}
+	if len(same) == 0 {
+		return
+	}
+	p("| N | same-kind copier (%d workers): patches, last copy, median | p99 | its writes/s | materialized / same-kind copier | by the means of every round | its create | writes/s | materialized create / its create | CPU per patch: kube-apiserver | etcd | implicit-apiserver | rounds |", copyWorkers)
+	p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, n := range same {
+		m := n.Materialize
+		copier := perSecond(m.Copies, m.SameKind.median())
+		p("| %d | %s | %.0f | %s | %s | %s | %.0f | %s | %s | %s | %s | %d |", n.N, mp(m.SameKind), copier, speedRatio(perSecond(m.Copies, m.Edits.median()), copier),
+			speedRatio(perSecond(m.Copies, m.Edits.mean()), perSecond(m.Copies, m.SameKind.mean())),
+			dur(m.SameKindCreate), perSecond(m.Copies, m.SameKindCreate), speedRatio(perSecond(m.Copies, m.Create), perSecond(m.Copies, m.SameKindCreate)),
+			perEvent(m.SameKindCPUKube, m.SameKindWrites), perEvent(m.SameKindCPUEtcd, m.SameKindWrites), perEvent(m.SameKindCPUImplicit, m.SameKindWrites), len(m.SameKind))
+	}
+	p("")
+	p("The same-kind copier writes the materializer's kind to the same namespaces (the tenants, their orgs and default): %d workers create one NetworkPolicy %s in each, then merge-patch a label of each, as the bench's admin (the materializer's host client's user), timed by one native -A watch of them (labelSelector %s=true) as the copies are. Its objects are the tenants' own, so implicit-apiserver's views of those namespaces follow each write (as with the RoleBinding copier); its CPU is read over the patches.", copyWorkers, sameKindCopy, sameKindLabel)
 	p("")
 }
 

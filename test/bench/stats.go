@@ -25,6 +25,20 @@ func (s samples) percentile(p float64) time.Duration {
 func (s samples) median() time.Duration { return s.percentile(0.5) }
 func (s samples) p99() time.Duration    { return s.percentile(0.99) }
 
+// mean is the runs' average (0 with none). With two runs the nearest-rank
+// median is the faster one, so comparisons of two-run and three-run
+// measurements also give the means.
+func (s samples) mean() time.Duration {
+	if len(s) == 0 {
+		return 0
+	}
+	var sum time.Duration
+	for _, d := range s {
+		sum += d
+	}
+	return sum / time.Duration(len(s))
+}
+
 // String is "median X, p99 Y (n runs)".
 func (s samples) String() string {
 	if len(s) == 0 {
