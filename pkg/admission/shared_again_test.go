@@ -227,76 +227,16 @@ func TestLockDecidedAgainOverALockBelow(t *testing.T) {
 // alone who inherits from org: tc2 was not there yet.
 func TestLockAfterAMoveBelow(t *testing.T) {
 	t.Parallel()
-	move := request(admissionv1.Update, nsGR, "", "tc2", ns("tc2", "org2", recorded), ns("tc2", "org", parentUID(nsUID("org"))))
-	lockOrg := request(admissionv1.Update, rolebindings, "org", "rb", roleBinding("org", "rb"), roleBinding("org", "rb", isLocked))
-	replica := func(l admission.Ledger, moved bool) *admission.Guards {
-		tc2 := ns("tc2", "org2", recorded)
-		if moved {
-			tc2 = ns("tc2", "org", recorded)
-		}
+	lockAfterAMove(t, func(tc2 *corev1.Namespace) admission.Config {
 		m := hierarchyMux(t, []*corev1.Namespace{ns(global, ""), ns("org", ""), ns("org2", ""), tc2},
 			roleBinding("org", "rb"), roleBinding("tc2", "rb", isLocked))
-		cfg := admission.Config{
+		return admission.Config{
 			Mirror:     admission.MirrorOf(whatif.New(m)),
 			Authorizer: &fakeAuthorizer{answers: allowAll(unlock(rolebindings, "org", "rb"), updateNamespace("org"))},
 			Served:     served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient(global, "org", "org2", "tc2"),
 		}
-		if l != nil {
-			cfg.Ledger = l
-		}
-		return admission.NewGuards(cfg)
-	}
-	mustMove := func(t *testing.T, g *admission.Guards) {
-		t.Helper()
-		if resp, _ := review(t, g, webhookconfig.PathParents, move); resp == nil || !resp.Allowed {
-			t.Fatalf("moving tc2 under org, alone, was refused: %+v", resp)
-		}
-	}
-	for _, tc := range []struct {
-		name   string
-		decide func(t *testing.T) *admissionv1.AdmissionResponse
-	}{
-		{name: "the mirror shows the move", decide: func(t *testing.T) *admissionv1.AdmissionResponse {
-			resp, _ := review(t, replica(nil, true), webhookconfig.PathLocks, lockOrg)
-			return resp
-		}},
-		{name: "a moment after the move, on one replica", decide: func(t *testing.T) *admissionv1.AdmissionResponse {
-			g := replica(nil, false)
-			mustMove(t, g)
-			resp, _ := review(t, g, webhookconfig.PathLocks, lockOrg)
-			return resp
-		}},
-		{name: "decided again after the other replica's move", decide: func(t *testing.T) *admissionv1.AdmissionResponse {
-			shared := &memLedger{}
-			a := replica(shared, false)
-			bLedger := &interleavedLedger{memLedger: shared}
-			b := replica(bLedger, false)
-			if _, _, err := shared.Read(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-			bLedger.first = func() { mustMove(t, a) }
-			resp, _ := review(t, b, webhookconfig.PathLocks, lockOrg)
-			if shared.conflicts != 1 {
-				t.Fatalf("%d conflicts, want 1: the lock was not decided again", shared.conflicts)
-			}
-			return resp
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			resp := tc.decide(t)
-			if resp == nil {
-				t.Fatal("no answer")
-			}
-			if resp.Allowed {
-				t.Fatal("the lock of org/rb was admitted after the move: tc2/rb, locked, leaves tc2's view without unlock on it")
-			}
-			if !strings.Contains(resp.Result.Message, "tc2/rb") {
-				t.Errorf("the refusal does not name tc2/rb: %s", resp.Result.Message)
-			}
-			t.Logf("refused: %s", resp.Result.Message)
-		})
-	}
+	}, request(admissionv1.Update, rolebindings, "org", "rb", roleBinding("org", "rb"), roleBinding("org", "rb", isLocked)),
+		"tc2/rb", "tc2/rb, locked, leaves tc2's view without unlock on it")
 }
 
 // TestLockAfterAMoveOverObjects is TestLockAfterAMoveBelow for a
@@ -307,25 +247,37 @@ func TestLockAfterAMoveBelow(t *testing.T) {
 // lockOverObjects); a moment after the move, on either replica, too.
 func TestLockAfterAMoveOverObjects(t *testing.T) {
 	t.Parallel()
-	move := request(admissionv1.Update, nsGR, "", "tc2", ns("tc2", "org2", recorded), ns("tc2", "org", parentUID(nsUID("org"))))
-	lockOrg := request(admissionv1.Update, npGR, "org", "deny", networkPolicy("org", "deny"), networkPolicy("org", "deny", isLocked))
-	replica := func(l admission.Ledger, moved bool) *admission.Guards {
-		tc2 := ns("tc2", "org2", recorded)
-		if moved {
-			tc2 = ns("tc2", "org", recorded)
-		}
+	lockAfterAMove(t, func(tc2 *corev1.Namespace) admission.Config {
 		m := materializedMux([]*corev1.Namespace{ns(global, ""), ns("org", ""), ns("org2", ""), tc2},
 			networkPolicy("org", "deny"), networkPolicy("tc2", "deny"))
-		cfg := admission.Config{
+		return admission.Config{
 			Mirror:     admission.MirrorOf(whatif.New(m)),
 			Authorizer: &fakeAuthorizer{answers: allowAll(unlock(networkpolicies, "org", "deny"), updateNamespace("org"))},
 			Served:     []schema.GroupResource{npGR}, GlobalNamespaces: []string{global}, Materialized: []string{"networkpolicies"},
 			Namespaces: namespaceClient(global, "org", "org2", "tc2"),
 		}
-		if l != nil {
-			cfg.Ledger = l
+	}, request(admissionv1.Update, npGR, "org", "deny", networkPolicy("org", "deny"), networkPolicy("org", "deny", isLocked)),
+		"under that name: tc2", "tc2's own deny, not the locked item, is what the CNI enforces there")
+}
+
+// lockAfterAMove plays lock after tc2 moved from org2 under org, three
+// ways: the mirror shows the move; a moment after it, on one replica; and
+// decided again after the other replica's move (its write conflicting).
+// Guards are cfg's over a mirror holding tc2 as given; each way must refuse
+// the lock, naming want (why: what admitting it would break).
+func lockAfterAMove(t *testing.T, cfg func(tc2 *corev1.Namespace) admission.Config, lock *admissionv1.AdmissionRequest, want, why string) {
+	t.Helper()
+	move := request(admissionv1.Update, nsGR, "", "tc2", ns("tc2", "org2", recorded), ns("tc2", "org", parentUID(nsUID("org"))))
+	replica := func(l admission.Ledger, moved bool) *admission.Guards {
+		tc2 := ns("tc2", "org2", recorded)
+		if moved {
+			tc2 = ns("tc2", "org", recorded)
 		}
-		return admission.NewGuards(cfg)
+		c := cfg(tc2)
+		if l != nil {
+			c.Ledger = l
+		}
+		return admission.NewGuards(c)
 	}
 	mustMove := func(t *testing.T, g *admission.Guards) {
 		t.Helper()
@@ -338,13 +290,13 @@ func TestLockAfterAMoveOverObjects(t *testing.T) {
 		decide func(t *testing.T) *admissionv1.AdmissionResponse
 	}{
 		{name: "the mirror shows the move", decide: func(t *testing.T) *admissionv1.AdmissionResponse {
-			resp, _ := review(t, replica(nil, true), webhookconfig.PathLocks, lockOrg)
+			resp, _ := review(t, replica(nil, true), webhookconfig.PathLocks, lock)
 			return resp
 		}},
 		{name: "a moment after the move, on one replica", decide: func(t *testing.T) *admissionv1.AdmissionResponse {
 			g := replica(nil, false)
 			mustMove(t, g)
-			resp, _ := review(t, g, webhookconfig.PathLocks, lockOrg)
+			resp, _ := review(t, g, webhookconfig.PathLocks, lock)
 			return resp
 		}},
 		{name: "decided again after the other replica's move", decide: func(t *testing.T) *admissionv1.AdmissionResponse {
@@ -356,7 +308,7 @@ func TestLockAfterAMoveOverObjects(t *testing.T) {
 				t.Fatal(err)
 			}
 			bLedger.first = func() { mustMove(t, a) }
-			resp, _ := review(t, b, webhookconfig.PathLocks, lockOrg)
+			resp, _ := review(t, b, webhookconfig.PathLocks, lock)
 			if shared.conflicts != 1 {
 				t.Fatalf("%d conflicts, want 1: the lock was not decided again", shared.conflicts)
 			}
@@ -370,10 +322,10 @@ func TestLockAfterAMoveOverObjects(t *testing.T) {
 				t.Fatal("no answer")
 			}
 			if resp.Allowed {
-				t.Fatal("the lock of org/deny was admitted after the move: tc2's own deny, not the locked item, is what the CNI enforces there")
+				t.Fatalf("the lock of %s/%s was admitted after the move: %s", lock.Namespace, lock.Name, why)
 			}
-			if !strings.Contains(resp.Result.Message, "under that name: tc2") {
-				t.Errorf("the refusal does not name tc2: %s", resp.Result.Message)
+			if !strings.Contains(resp.Result.Message, want) {
+				t.Errorf("the refusal does not name %s: %s", want, resp.Result.Message)
 			}
 			t.Logf("refused: %s", resp.Result.Message)
 		})
