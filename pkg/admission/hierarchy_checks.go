@@ -231,13 +231,17 @@ func (g *Guards) standIns(name string, next whatif.NamespaceMeta, assumed whatif
 	if len(resources) == 0 {
 		return allow()
 	}
-	var pending whatif.Pending
+	ways := []whatif.Pending{{}}
 	if assumed != nil {
-		pending = g.recent.pending()
+		ways = g.recent.pendingWays()
 	}
-	items, err := g.mirror.Losses.LockedStandIns(name, next, assumed, resources, pending)
-	if err != nil {
-		return unavailable(fmt.Errorf("computing the locked items namespace %s would inherit: %w", name, err))
+	var items []whatif.LockedItem
+	for _, pending := range ways {
+		found, err := g.mirror.Losses.LockedStandIns(name, next, assumed, resources, pending)
+		if err != nil {
+			return unavailable(fmt.Errorf("computing the locked items namespace %s would inherit: %w", name, err))
+		}
+		items = unionLocked(items, found)
 	}
 	if len(items) == 0 {
 		return allow()

@@ -154,11 +154,18 @@ func (g *Guards) parentHolds(c hierarchyChange, assumed whatif.Assumed) decision
 // writes admitted a moment ago too): DESIGN.md's first invariant, each
 // needs unlock.
 func (g *Guards) lockedLoss(c hierarchyChange, assumed whatif.Assumed) ([]whatif.LockedItem, error) {
-	var pending whatif.Pending
-	if assumed != nil {
-		pending = g.recent.pending()
+	if assumed == nil {
+		return g.mirror.Losses.LockedLossPending(c.name, c.next, nil, whatif.Pending{})
 	}
-	return g.mirror.Losses.LockedLossPending(c.name, c.next, assumed, pending)
+	var lost []whatif.LockedItem
+	for _, pending := range g.recent.pendingWays() {
+		l, err := g.mirror.Losses.LockedLossPending(c.name, c.next, assumed, pending)
+		if err != nil {
+			return nil, err
+		}
+		lost = unionLocked(lost, l)
+	}
+	return lost, nil
 }
 
 // admit records c as a change the parent guard admitted, which later

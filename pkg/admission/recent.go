@@ -145,6 +145,18 @@ func (r *recent) adopters(resource, name string) []string {
 	return out
 }
 
+// pendingWays are the writes admitted a moment ago as a before-and-after
+// comparison applies them: all of them, and, when there are objects created
+// or made their namespace's own among them, the locks alone as well
+// (whatif.Pending.WithoutOwned).
+func (r *recent) pendingWays() []whatif.Pending {
+	p := r.pending()
+	if len(p.Owned) == 0 {
+		return []whatif.Pending{p}
+	}
+	return []whatif.Pending{p, p.WithoutOwned()}
+}
+
 // pending returns the locks and adoptions admitted a moment ago.
 func (r *recent) pending() whatif.Pending {
 	r.mu.Lock()

@@ -41,6 +41,21 @@ func (p *Pending) Found(ref SourceRef, obj *unstructured.Unstructured) {
 	p.found[ref] = obj
 }
 
+// WithoutOwned is p without the objects made or created their namespace's
+// own (Owned): a create admitted by one guard may be refused by another
+// and never come, and applied, such an object (locked, above) can hide a
+// locked item that did come from a comparison of before and after. Judged
+// both with and without them, a decision can only be stricter.
+func (p Pending) WithoutOwned() Pending {
+	out := Pending{Locked: p.Locked, found: p.found}
+	for _, ref := range p.Locked {
+		if obj := p.objects[ref]; obj != nil {
+			out.addObject(ref, obj)
+		}
+	}
+	return out
+}
+
 // AddLocked records the source ref admitted locked, as obj.
 func (p *Pending) AddLocked(ref SourceRef, obj *unstructured.Unstructured) {
 	p.Locked = append(p.Locked, ref)
