@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -72,28 +73,32 @@ func TestLocalUpFleetHubGuards(t *testing.T) {
 	}
 
 	t.Log("the fan-out warning of a hub source counts the hub and the members, by their reports")
-	var figure, clusters int
-	hub.expectKubectl(0, func(r pluginRun) error {
+	// The members report on their own schedule: once their reports have
+	// caught up with their views, the figure is the hub's own count plus
+	// the members' (a fresh list of each).
+	eventually(t, "the hub's fan-out warning counts the hub's and the members' views of ci-bot", func(ctx context.Context) error {
+		r := hub.kubectl(ctx, "annotate", "rolebinding", "ci-bot", "-n", "implicit-global", "note=fleet", "--dry-run=server")
+		if r.code != 0 {
+			return errorf("kubectl annotate --dry-run=server: exit %d: %s", r.code, r.stderr)
+		}
 		m := fleetWarning.FindStringSubmatch(r.stderr)
 		if m == nil {
-			return fmt.Errorf("stderr %q: want the fleet's fan-out warning", r.stderr)
+			return errorf("stderr %q: want the fleet's fan-out warning", r.stderr)
 		}
-		t.Logf("the hub's warning: %s", m[0])
-		figure, _ = strconv.Atoi(m[1])
-		clusters, _ = strconv.Atoi(m[2])
-		if clusters != 3 || strings.Contains(m[3], "not reported") {
-			return fmt.Errorf("warning %q: want the hub and both members counted", m[0])
+		figure, _ := strconv.Atoi(m[1])
+		if clusters, _ := strconv.Atoi(m[2]); clusters != 3 || strings.Contains(m[3], "not reported") {
+			return errorf("warning %q: want the hub and both members counted", m[0])
 		}
+		want := hubReach(t, hub, "ci-bot")
+		for _, mem := range members {
+			want += memberViews(t, mem).sources["ci-bot"].namespaces
+		}
+		if figure != want {
+			return errorf("the warning %q counts %d namespaces, want %d (the hub's own count plus the members' fresh lists)", m[0], figure, want)
+		}
+		t.Logf("the hub's warning: %s (the hub's own count plus the members' fresh lists: %d)", m[0], want)
 		return nil
-	}, "annotate", "rolebinding", "ci-bot", "-n", "implicit-global", "note=fleet", "--dry-run=server")
-	want := hubReach(t, hub, "ci-bot")
-	for _, m := range members {
-		want += memberViews(t, m).sources["ci-bot"].namespaces
-	}
-	t.Logf("the warning's figure %d; the hub's own count plus the members' fresh lists: %d", figure, want)
-	if figure != want {
-		t.Errorf("the fan-out warning counts %d namespaces, want %d (the hub's and the members' views of ci-bot)", figure, want)
-	}
+	})
 
 	t.Log("kubectl implicit fleet status on the hub: a row per member")
 	r := hub.expect(0, func(r pluginRun) error {
