@@ -59,6 +59,14 @@ type hierarchyChange struct {
 	dryRun bool
 }
 
+// currentAssumptions are the parent guard's assumptions that still stand
+// (assumptions.currentLocked), read under its lock.
+func (g *Guards) currentAssumptions() whatif.Assumed {
+	g.hierarchy.mu.Lock()
+	defer g.hierarchy.mu.Unlock()
+	return g.hierarchy.currentLocked()
+}
+
 // judgeHierarchy judges c under the parent guard's lock, against the mirror
 // alone and with the assumptions applied.
 func (g *Guards) judgeHierarchy(c hierarchyChange) judgement {

@@ -150,23 +150,17 @@ func (g *Guards) lockOverObjects(s source) decision {
 	}
 	// Both ways: the mirror, then with the namespaces moved a moment ago
 	// (one moved below s's namespace brings its objects along).
-	g.hierarchy.mu.Lock()
-	assumed := g.hierarchy.currentLocked()
-	g.hierarchy.mu.Unlock()
 	adopters := g.recent.adopters(s.resource, name)
 	var holders []string
-	for _, a := range []whatif.Assumed{nil, assumed} {
+	for _, a := range []whatif.Assumed{nil, g.currentAssumptions()} {
 		h, err := g.mirror.Locks.ObjectsUnderLock(s.resource, s.namespace, name, s.obj, a, adopters)
 		if err != nil {
 			return unavailable(fmt.Errorf("reading which namespaces hold objects named %s: %w", name, err))
 		}
-		for _, n := range h {
-			if !slices.Contains(holders, n) {
-				holders = append(holders, n)
-			}
-		}
+		holders = append(holders, h...)
 	}
 	slices.Sort(holders)
+	holders = slices.Compact(holders)
 	if len(holders) == 0 {
 		return allow()
 	}
@@ -209,13 +203,10 @@ func (g *Guards) lockOverLocks(ctx context.Context, req *admissionv1.AdmissionRe
 	}
 	// Both ways: the mirror alone, then with what the guards admitted a
 	// moment ago (a namespace moved below s's, a lock set below it).
-	g.hierarchy.mu.Lock()
-	assumed := g.hierarchy.currentLocked()
-	g.hierarchy.mu.Unlock()
 	ways := []struct {
 		assumed whatif.Assumed
 		pending whatif.Pending
-	}{{nil, whatif.Pending{}}, {assumed, g.recent.pending()}}
+	}{{nil, whatif.Pending{}}, {g.currentAssumptions(), g.recent.pending()}}
 	var lost []whatif.LockedItem
 	for _, w := range ways {
 		p := w.pending

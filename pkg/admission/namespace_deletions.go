@@ -58,7 +58,8 @@ func (g *Guards) NamespaceDeletions(ctx context.Context, req *admissionv1.Admiss
 	// conflicted, or kube-apiserver asking again), and a namespace assumed
 	// gone has no subtree to lose anything.
 	standing, hasStanding := assumed[req.Name]
-	if now, ok := namespaceFound(req); ok {
+	now, hasNow := namespaceFound(req)
+	if hasNow {
 		assumed[req.Name], undeleted[req.Name] = now, now
 	}
 	var lost []whatif.LockedItem
@@ -88,11 +89,11 @@ func (g *Guards) NamespaceDeletions(ctx context.Context, req *admissionv1.Admiss
 			// What the deletion replaced: the namespace as a change
 			// admitted a moment ago left it, else as kube-apiserver
 			// sent it (undeletedLocked reads it back).
-			if now, ok := namespaceFound(req); ok {
-				meta = now
-			}
-			if hasStanding && !standing.Gone {
+			switch {
+			case hasStanding && !standing.Gone:
 				meta = standing
+			case hasNow:
+				meta = now
 			}
 			g.hierarchy.mu.Lock()
 			prev, ok := g.hierarchy.byName[req.Name]

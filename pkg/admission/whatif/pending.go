@@ -174,8 +174,7 @@ func (r pendingReader) NameItems(resource, namespace, name string) []merge.Item 
 			put(ref, nil)
 			continue
 		}
-		it := itemOf(namespace, ref.Name, obj)
-		it.Candidate, _ = merge.ParseCandidate(ref.Name, obj.GetAnnotations())
+		it := sourceItemOf(namespace, ref.Name, obj)
 		if ref.Name == name || it.Candidate != nil && it.Candidate.For == name {
 			put(ref, &it)
 		} else {
@@ -186,13 +185,18 @@ func (r pendingReader) NameItems(resource, namespace, name string) []merge.Item 
 }
 
 // pendingItem is the source ref admitted locked as the mirror's item of it
-// will be: a candidate whatever its annotations' errors (watchmux's
-// sourceItem), and locked.
+// will be, locked.
 func (r pendingReader) pendingItem(ref SourceRef) merge.Item {
-	obj := r.p.objects[ref]
-	it := itemOf(ref.Namespace, ref.Name, obj)
-	it.Candidate, _ = merge.ParseCandidate(ref.Name, obj.GetAnnotations())
+	it := sourceItemOf(ref.Namespace, ref.Name, r.p.objects[ref])
 	it.Locked = true
+	return it
+}
+
+// sourceItemOf is itemOf with the candidate its annotations make it
+// (watchmux's sourceItem: a candidate whatever their errors).
+func sourceItemOf(namespace, name string, obj *unstructured.Unstructured) merge.Item {
+	it := itemOf(namespace, name, obj)
+	it.Candidate, _ = merge.ParseCandidate(name, obj.GetAnnotations())
 	return it
 }
 
