@@ -263,7 +263,9 @@ func (h *harness) storeLag(writer string, old, obj runtime.Object, lag lags) {
 		oldNS, _ := old.(*corev1.Namespace)
 		h.recordExceptionWriters(writer, oldNS, o)
 		if old == nil {
-			o.UID = h.w.nextUID("ns-" + o.Name)
+			if o.UID == "" {
+				o.UID = h.w.nextUID("ns-" + o.Name)
+			}
 			o.CreationTimestamp = metav1.NewTime(now)
 			h.w.creator[o.Name] = writer
 		}
@@ -286,7 +288,9 @@ func (h *harness) storeLag(writer string, old, obj runtime.Object, lag lags) {
 		resource = resourceOf(obj)
 		k = key{resource, m.GetNamespace(), m.GetName()}
 		if old == nil {
-			m.SetUID(h.w.nextUID("uid-" + m.GetNamespace() + "-" + m.GetName()))
+			if m.GetUID() == "" {
+				m.SetUID(h.w.nextUID("uid-" + m.GetNamespace() + "-" + m.GetName()))
+			}
 			m.SetCreationTimestamp(metav1.NewTime(now))
 		}
 		m.SetResourceVersion(h.w.nextRV())

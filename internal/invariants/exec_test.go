@@ -97,6 +97,7 @@ func (h *harness) serve(o op) bool {
 				return wrote
 			}
 		}
+		h.fillUID(r)
 		obj, allowed := h.admit(r, rng, attempt)
 		if !allowed || r.dryRun {
 			if !allowed {
@@ -111,6 +112,25 @@ func (h *harness) serve(o op) bool {
 		}
 	}
 	return wrote
+}
+
+// fillUID sets the uid of r's object as kube-apiserver does before its
+// validating webhooks: a new one for a creation, the stored object's for an
+// update.
+func (h *harness) fillUID(r request) {
+	if r.obj == nil {
+		return
+	}
+	m := metaOf(r.obj)
+	switch {
+	case m.GetUID() != "":
+	case r.op == admissionv1.Create && r.gvr.Resource == "namespaces":
+		m.SetUID(h.w.nextUID("ns-" + m.GetName()))
+	case r.op == admissionv1.Create:
+		m.SetUID(h.w.nextUID("uid-" + m.GetNamespace() + "-" + m.GetName()))
+	case r.old != nil:
+		m.SetUID(metaOf(r.old).GetUID())
+	}
 }
 
 // build turns o into a request against the world as it is, or false when

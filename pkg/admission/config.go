@@ -81,6 +81,7 @@ func NewGuards(c Config) *Guards {
 		mirrorWait:   c.MirrorWait,
 		clock:        clk,
 	}
+	g.recent.shown = g.sourceShown
 	if g.mirrorWait == 0 {
 		g.mirrorWait = defaultMirrorWait
 	}

@@ -48,6 +48,7 @@ func (g *Guards) Locks(ctx context.Context, req *admissionv1.AdmissionRequest) d
 	if err != nil {
 		return deny("%v", err)
 	}
+	admittedOver := s.old // what a lock's write is stored over
 	switch {
 	case materialized(s.obj) || s.obj == nil && materialized(s.old):
 		return allow() // a copy is no source: Materialized guards it
@@ -105,7 +106,7 @@ func (g *Guards) Locks(ctx context.Context, req *admissionv1.AdmissionRequest) d
 			}
 		}
 		if isLocked && req.Operation != admissionv1.Delete && (req.DryRun == nil || !*req.DryRun) {
-			g.recent.lock(recentKey{s.resource, s.namespace, s.name}, s.obj)
+			g.recent.lock(recentKey{s.resource, s.namespace, s.name}, s.obj, admittedOver)
 		}
 		return allow()
 	}

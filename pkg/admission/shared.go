@@ -66,9 +66,13 @@ type Entry struct {
 	Old       *whatif.NamespaceMeta  `json:"old,omitempty"`
 	Older     []whatif.NamespaceMeta `json:"older,omitempty"`
 	Object    map[string]any         `json:"object,omitempty"`
-	Candidate string                 `json:"candidate,omitempty"`
-	Locked    bool                   `json:"locked,omitempty"`
-	Until     time.Time              `json:"until"`
+	// Created is set for a lock admitted creating its source, else Over
+	// is the resourceVersion of the object it was admitted over.
+	Created   bool      `json:"created,omitempty"`
+	Over      string    `json:"over,omitempty"`
+	Candidate string    `json:"candidate,omitempty"`
+	Locked    bool      `json:"locked,omitempty"`
+	Until     time.Time `json:"until"`
 }
 
 func (e Entry) key() [4]string { return [4]string{e.Kind, e.Resource, e.Namespace, e.Name} }

@@ -27,10 +27,11 @@ func (g *Guards) memory() Record {
 	}
 	g.hierarchy.mu.Unlock()
 	r := g.recent
+	r.settleLocks()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, l := range r.locks {
-		out.Entries = append(out.Entries, Entry{Kind: entryLock, Resource: k.resource, Namespace: k.namespace, Name: k.name, Object: objectOf(l.obj), Until: l.until})
+		out.Entries = append(out.Entries, Entry{Kind: entryLock, Resource: k.resource, Namespace: k.namespace, Name: k.name, Object: objectOf(l.obj), Created: l.created, Over: l.over, Until: l.until})
 	}
 	for k, a := range r.adopted {
 		out.Entries = append(out.Entries, Entry{Kind: entryAdopted, Resource: k.resource, Namespace: k.namespace, Name: k.name, Object: objectOf(a.obj), Until: a.until})
@@ -81,8 +82,15 @@ func (g *Guards) takeIn(rec Record) {
 		k := recentKey{e.Resource, e.Namespace, e.Name}
 		switch e.Kind {
 		case entryLock:
+			l := recentObject{obj: unstructuredOf(e.Object), created: e.Created, over: e.Over, until: e.Until}
+			if l.obj != nil {
+				l.uid = l.obj.GetUID()
+			}
+			if settled, ok := r.settled[k]; ok && settled.sameWrite(l) {
+				continue // this replica's mirror showed that write settled
+			}
 			if cur, ok := r.locks[k]; !ok || e.Until.After(cur.until) {
-				r.locks[k] = recentObject{obj: unstructuredOf(e.Object), until: e.Until}
+				r.locks[k] = l
 			}
 		case entryAdopted:
 			if cur, ok := r.adopted[k]; !ok || e.Until.After(cur.until) {
