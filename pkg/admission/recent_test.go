@@ -1,12 +1,16 @@
 package admission_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
@@ -45,8 +49,21 @@ func TestUnlockAfterALockLanded(t *testing.T) {
 		write *admissionv1.AdmissionRequest
 		// shadowed: the tenant's rb is refused after the step.
 		shadowed bool
+		// quiet: the tenant's rb is not decided after the step.
+		quiet bool
 	}
 	at := func(rv string) objOpt { return func(m *metav1.ObjectMeta) { m.ResourceVersion = rv } }
+	lockOver := func(rv string) *admissionv1.AdmissionRequest {
+		return request(update, rolebindings, global, "rb", roleBinding(global, "rb", at(rv)), roleBinding(global, "rb", isLocked, at(rv)))
+	}
+	twoLocksInFlight := func() []step {
+		return []step{
+			{what: "the lock admitted over version 51 (the mirror shows 50)", write: lockOver("51"), quiet: true},
+			{what: "another lock admitted over version 50 (a lagging cache)", write: lockOver("50"), shadowed: true},
+			{what: "the mirror shows version 51, unlocked: the lock over it may still land", mirror: roleBinding(global, "rb", at("51")), shadowed: true},
+			{what: "the mirror shows the lock over 51 landed", mirror: roleBinding(global, "rb", isLocked, at("52")), shadowed: true},
+		}
+	}
 	for _, tc := range []struct {
 		name string
 		// replicas: the org's writes are decided on one replica, the
@@ -73,6 +90,12 @@ func TestUnlockAfterALockLanded(t *testing.T) {
 			{what: "the locked creation admitted", write: request(create, rolebindings, global, "rb", nil, roleBinding(global, "rb", isLocked)), shadowed: true},
 			{what: "the mirror shows an unlocked rb of another uid", mirror: roleBinding(global, "rb", at("30"), func(m *metav1.ObjectMeta) { m.UID = "an-earlier-rb" }), shadowed: true},
 		}},
+		// Two locking writes in flight, admitted over different versions
+		// (a kube-apiserver whose cache lagged, or a webhook call sent
+		// again): the one admitted over 51 lands once the mirror shows 51;
+		// the one admitted over 50, decided last, must not stand for it.
+		{name: "two locks in flight, the later decided over the earlier version", before: roleBinding(global, "rb", at("50")), steps: twoLocksInFlight()},
+		{name: "two locks in flight on the other replica", replicas: true, before: roleBinding(global, "rb", at("50")), steps: twoLocksInFlight()},
 		{name: "created locked on the other replica, then unlocked", replicas: true, steps: []step{
 			{what: "the locked creation admitted", write: request(create, rolebindings, global, "rb", nil, roleBinding(global, "rb", isLocked)), shadowed: true},
 			{what: "the mirror shows it", mirror: roleBinding(global, "rb", isLocked, at("40")), shadowed: true},
@@ -110,6 +133,9 @@ func TestUnlockAfterALockLanded(t *testing.T) {
 						t.Fatalf("%s: the lock guard refused the org's write: %+v", s.what, resp)
 					}
 				}
+				if s.quiet {
+					continue
+				}
 				resp, _ := review(t, tenant, webhookconfig.PathShadows, shadow)
 				if resp == nil {
 					t.Fatalf("%s: no answer", s.what)
@@ -117,6 +143,77 @@ func TestUnlockAfterALockLanded(t *testing.T) {
 				if s.shadowed == resp.Allowed {
 					t.Errorf("%s: the tenant's rb allowed %v, want %v (%+v)", s.what, resp.Allowed, !s.shadowed, resp.Result)
 				}
+			}
+		})
+	}
+}
+
+// TestLockRetriedOverANewerVersion: the org's lock of a materialized
+// global NetworkPolicy is admitted over version 60; another write lands
+// first (61, unlocked), so kube-apiserver's optimistic write over 60 fails
+// and it runs the validating webhooks again over 61 (GuaranteedUpdate's
+// retry of an update without a resourceVersion, or of a patch). Once the
+// mirror shows 61 the lock over 60 can no longer land and is forgotten: a
+// tenant's own deny is then admitted, as the mirror alone would admit it.
+// The lock decided again over 61 must then be refused: the tenant's deny,
+// admitted a moment ago, would be the real object under a locked name
+// (DESIGN.md's third invariant). On one replica, and with the tenant's
+// create decided by the other replica than the org's lock (first and
+// again).
+func TestLockRetriedOverANewerVersion(t *testing.T) {
+	t.Parallel()
+	at := func(rv string) objOpt { return func(m *metav1.ObjectMeta) { m.ResourceVersion = rv } }
+	tenantUID := func(m *metav1.ObjectMeta) { m.UID = "uid-tn-deny" }
+	lockOver := func(rv string) *admissionv1.AdmissionRequest {
+		r := request(admissionv1.Update, npGR, global, "deny", networkPolicy(global, "deny", at(rv)), networkPolicy(global, "deny", isLocked, at(rv)))
+		r.UID += types.UID("-over-" + rv)
+		return r
+	}
+	own := request(admissionv1.Create, npGR, "tn", "deny", nil, networkPolicy("tn", "deny", tenantUID))
+	for _, replicas := range []bool{false, true} {
+		t.Run(fmt.Sprintf("replicas=%v", replicas), func(t *testing.T) {
+			t.Parallel()
+			namespaces := []*corev1.Namespace{ns(global, ""), ns("tn", "")}
+			muxes := []*watchmux.Mux{materializedMux(namespaces, networkPolicy(global, "deny", at("60")))}
+			cfg := func(m *watchmux.Mux, l admission.Ledger) admission.Config {
+				c := admission.Config{
+					Mirror:     admission.MirrorOf(whatif.New(m)),
+					Authorizer: &fakeAuthorizer{answers: allowAll(unlock(npGR, global, "deny"))},
+					Served:     []schema.GroupResource{npGR}, GlobalNamespaces: []string{global}, Materialized: []string{"networkpolicies"},
+				}
+				if l != nil {
+					c.Ledger = l
+				}
+				return c
+			}
+			org := admission.NewGuards(cfg(muxes[0], nil))
+			tenant := org
+			if replicas {
+				shared := &memLedger{}
+				muxes = append(muxes, materializedMux(namespaces, networkPolicy(global, "deny", at("60"))))
+				org, tenant = admission.NewGuards(cfg(muxes[0], shared)), admission.NewGuards(cfg(muxes[1], shared))
+			}
+			if resp, _ := review(t, org, webhookconfig.PathLocks, lockOver("60")); resp == nil || !resp.Allowed {
+				t.Fatalf("the lock over 60 refused: %+v", resp)
+			}
+			if resp, _ := review(t, tenant, webhookconfig.PathShadows, own); resp == nil || resp.Allowed {
+				t.Fatalf("the tenant's deny admitted while the lock over 60 may land: %+v", resp)
+			}
+			t.Log("another write lands first: the mirror shows deny at 61, unlocked")
+			for _, m := range muxes {
+				m.OnSource("networkpolicies", networkPolicy(global, "deny", at("61")), false)
+			}
+			again := *own
+			again.UID += "-again"
+			if resp, _ := review(t, tenant, webhookconfig.PathShadows, &again); resp == nil || !resp.Allowed {
+				t.Fatalf("the tenant's deny refused once the lock over 60 can't land: %+v", resp)
+			}
+			resp, _ := review(t, org, webhookconfig.PathLocks, lockOver("61"))
+			if resp == nil || resp.Allowed {
+				t.Fatalf("the lock decided again over 61 admitted over the tenant's deny, admitted a moment ago: %+v", resp)
+			}
+			if want := "hold an object of their own under that name: tn"; !strings.Contains(resp.Result.Message, want) {
+				t.Errorf("refusal %q, want it to name %q", resp.Result.Message, want)
 			}
 		})
 	}
