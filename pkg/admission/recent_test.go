@@ -1,11 +1,15 @@
 package admission_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +19,7 @@ import (
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission/webhookconfig"
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
+	"github.com/implicit-dev/implicit-apiserver/pkg/apis/implicit/v1alpha1"
 	"github.com/implicit-dev/implicit-apiserver/pkg/watchmux"
 )
 
@@ -216,5 +221,73 @@ func TestLockRetriedOverANewerVersion(t *testing.T) {
 				t.Errorf("refusal %q, want it to name %q", resp.Result.Message, want)
 			}
 		})
+	}
+}
+
+// landsAfterRead is a mirror whose source k shows locked from the read
+// after the first one that asks for it once armed: the lock's write lands,
+// and the informer delivers it, while a guard decides.
+type landsAfterRead struct {
+	admission.LockedSources
+	armed *atomic.Bool
+	land  func()
+}
+
+func (l landsAfterRead) SourceLocked(resource, namespace, name string) (bool, error) {
+	locked, err := l.LockedSources.SourceLocked(resource, namespace, name)
+	if l.armed.CompareAndSwap(true, false) {
+		l.land()
+	}
+	return locked, err
+}
+
+// orgAuthorizer grants unlock on the source to org alone.
+type orgAuthorizer struct {
+	source authorizationv1.ResourceAttributes
+}
+
+func (a orgAuthorizer) Allowed(_ context.Context, user authenticationv1.UserInfo, attrs authorizationv1.ResourceAttributes) (bool, string, error) {
+	return user.Username == "org" && attrs == a.source, "", nil
+}
+
+// TestCandidateWhileTheLockLands: the org locks implicit-global/rb (admitted
+// over version 70); alice, who may not unlock it, creates a candidate of
+// rb. The lock lands, and the mirror shows it, between the candidates
+// guard's reading the mirror (rb unlocked) and its asking what was locked a
+// moment ago: that memory, forgotten once the mirror shows the lock's write
+// settled, must still count, or neither says rb is locked and alice's
+// candidate stands in for the locked rb without unlock. The memory is asked
+// first, the mirror after it (which then shows at least what settled it).
+func TestCandidateWhileTheLockLands(t *testing.T) {
+	t.Parallel()
+	at := func(rv string) objOpt { return func(m *metav1.ObjectMeta) { m.ResourceVersion = rv } }
+	m := hierarchyMux(t, []*corev1.Namespace{ns(global, ""), ns("tn", "")})
+	m.OnSource("rolebindings", roleBinding(global, "rb", at("70")), false)
+	mirror := admission.MirrorOf(whatif.New(m))
+	armed := &atomic.Bool{}
+	mirror.Sources = landsAfterRead{LockedSources: mirror.Sources, armed: armed, land: func() {
+		m.OnSource("rolebindings", roleBinding(global, "rb", isLocked, at("71")), false)
+	}}
+	g := admission.NewGuards(admission.Config{
+		Mirror: mirror, Authorizer: orgAuthorizer{unlock(rolebindings, global, "rb")},
+		Served: served, GlobalNamespaces: []string{global},
+	})
+	lock := request(admissionv1.Update, rolebindings, global, "rb", roleBinding(global, "rb", at("70")), roleBinding(global, "rb", isLocked, at("70")))
+	lock.UserInfo = authenticationv1.UserInfo{Username: "org"}
+	if resp, _ := review(t, g, webhookconfig.PathLocks, lock); resp == nil || !resp.Allowed {
+		t.Fatalf("the org's lock refused: %+v", resp)
+	}
+	armed.Store(true)
+	candidate := request(admissionv1.Create, rolebindings, global, "rb.next", nil,
+		roleBinding(global, "rb.next", candidateFor("rb", v1alpha1.LabelStage+"=canary")))
+	resp, _ := review(t, g, webhookconfig.PathCandidates, candidate)
+	if armed.Load() {
+		t.Fatal("the candidates guard never read whether rb is locked")
+	}
+	if resp == nil || resp.Allowed {
+		t.Fatalf("alice's candidate of rb admitted while rb's lock landed: %+v", resp)
+	}
+	if want := "needs the \"unlock\" permission"; !strings.Contains(resp.Result.Message, want) {
+		t.Errorf("refusal %q, want %q", resp.Result.Message, want)
 	}
 }
