@@ -38,7 +38,7 @@ func TestUnlockAfterALockLanded(t *testing.T) {
 	replica := func(m *watchmux.Mux, l admission.Ledger) *admission.Guards {
 		cfg := admission.Config{
 			Mirror:     admission.MirrorOf(whatif.New(m)),
-			Authorizer: &fakeAuthorizer{answers: allowAll(unlock(rolebindings, global, "rb"))},
+			Authorizer: &fakeAuthorizer{answers: allowAll(unlock(rolebindings, global, "rb"), unlock(rolebindings, global, "other"), unlock(rolebindings, global, "third"))},
 			Served:     served, GlobalNamespaces: []string{global},
 		}
 		if l != nil {
@@ -52,6 +52,8 @@ func TestUnlockAfterALockLanded(t *testing.T) {
 		mirror *rbacv1.RoleBinding
 		// write is an org's write of the source, which the lock guard admits.
 		write *admissionv1.AdmissionRequest
+		// onTenant: write is decided by the tenant's replica.
+		onTenant bool
 		// shadowed: the tenant's rb is refused after the step.
 		shadowed bool
 		// quiet: the tenant's rb is not decided after the step.
@@ -101,6 +103,18 @@ func TestUnlockAfterALockLanded(t *testing.T) {
 		// the one admitted over 50, decided last, must not stand for it.
 		{name: "two locks in flight, the later decided over the earlier version", before: roleBinding(global, "rb", at("50")), steps: twoLocksInFlight()},
 		{name: "two locks in flight on the other replica", replicas: true, before: roleBinding(global, "rb", at("50")), steps: twoLocksInFlight()},
+		// Each replica decides one of them, the org's with a copy of the
+		// record from before the other's (its write conflicts; read
+		// again, the record's entry of rb is the earlier one): both
+		// replicas must keep both writes.
+		{name: "two locks in flight, one on each replica", replicas: true, before: roleBinding(global, "rb", at("50")), steps: []step{
+			{what: "the org's lock of another rb (its replica reads the record)", write: request(create, rolebindings, global, "other", nil, roleBinding(global, "other", isLocked)), quiet: true},
+			{what: "the lock admitted over version 51 by the tenant's replica", write: lockOver("51"), onTenant: true, shadowed: true},
+			{what: "another lock admitted over version 50 by the org's replica", write: lockOver("50"), shadowed: true},
+			{what: "the org's lock of a third rb, by the tenant's replica (it reads the record again)", write: request(create, rolebindings, global, "third", nil, roleBinding(global, "third", isLocked)), onTenant: true, quiet: true},
+			{what: "the mirror shows version 51, unlocked: the lock over it may still land", mirror: roleBinding(global, "rb", at("51")), shadowed: true},
+			{what: "the mirror shows the lock over 51 landed", mirror: roleBinding(global, "rb", isLocked, at("52")), shadowed: true},
+		}},
 		{name: "created locked on the other replica, then unlocked", replicas: true, steps: []step{
 			{what: "the locked creation admitted", write: request(create, rolebindings, global, "rb", nil, roleBinding(global, "rb", isLocked)), shadowed: true},
 			{what: "the mirror shows it", mirror: roleBinding(global, "rb", isLocked, at("40")), shadowed: true},
@@ -134,7 +148,11 @@ func TestUnlockAfterALockLanded(t *testing.T) {
 					}
 				}
 				if s.write != nil {
-					if resp, _ := review(t, org, webhookconfig.PathLocks, s.write); resp == nil || !resp.Allowed {
+					decider := org
+					if s.onTenant {
+						decider = tenant
+					}
+					if resp, _ := review(t, decider, webhookconfig.PathLocks, s.write); resp == nil || !resp.Allowed {
 						t.Fatalf("%s: the lock guard refused the org's write: %+v", s.what, resp)
 					}
 				}
