@@ -148,12 +148,17 @@ func (g *Guards) candidateLocks(ctx context.Context, req *admissionv1.AdmissionR
 		}
 	}
 	for _, stable := range stables {
+		// A lock admitted a moment ago counts before the mirror shows it.
+		// Asked first: it is forgotten once the mirror shows its write
+		// settled, so the mirror read after it shows at least that (read
+		// before, it could show the source unlocked and the memory then
+		// forget the lock that had just landed).
+		recentlyLocked := g.recent.locked(recentKey{s.resource, s.namespace, stable})
 		isLocked, err := g.mirror.Sources.SourceLocked(s.resource, s.namespace, stable)
 		if err != nil {
 			return unavailable(fmt.Errorf("reading whether %s %s/%s is locked: %w", s.gr, s.namespace, stable, err))
 		}
-		// A lock admitted a moment ago counts before the mirror shows it.
-		isLocked = isLocked || g.recent.locked(recentKey{s.resource, s.namespace, stable})
+		isLocked = isLocked || recentlyLocked
 		if !isLocked {
 			continue
 		}

@@ -44,9 +44,9 @@ type recent struct {
 	// land and go, by the end of their entry: the shared record, which
 	// other replicas keep writing until then, does not bring them back.
 	forgotten map[recentKey]time.Time
-	// settled are the locks forgotten once the mirror showed their write
+	// settled are the lock writes forgotten once the mirror showed them
 	// settled, kept to the end of their entry for the same reason.
-	settled map[recentKey]recentObject
+	settled map[recentKey][]settledWrite
 }
 
 type recentCandidate struct {
@@ -60,27 +60,59 @@ type recentCandidate struct {
 
 func newRecent(clk clock.PassiveClock) *recent {
 	return &recent{clock: clk, ttl: assumeFor, locks: map[recentKey]recentObject{}, candidates: map[recentKey]recentCandidate{}, adopted: map[recentKey]recentObject{},
-		forgotten: map[recentKey]time.Time{}, settled: map[recentKey]recentObject{}}
+		forgotten: map[recentKey]time.Time{}, settled: map[recentKey][]settledWrite{}}
 }
 
 // lock records that the source k was admitted locked, as obj, over old
-// (nil for a creation).
+// (nil for a creation). The entry keeps every locking write of k admitted
+// while it lasts: each may still land until the mirror shows it settled.
 func (r *recent) lock(k recentKey, obj, old *unstructured.Unstructured) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	cur, ok := r.locks[k]
-	l := recentObject{obj: obj, uid: obj.GetUID(), created: old == nil, until: laterThan(cur.until, ok, r.clock.Now().Add(r.ttl))}
+	w := lockWrite{uid: obj.GetUID(), created: old == nil}
 	if old != nil {
-		l.over = old.GetResourceVersion()
+		w.over = old.GetResourceVersion()
+	}
+	cur, ok := r.locks[k]
+	l := recentObject{obj: obj, until: laterThan(cur.until, ok, r.clock.Now().Add(r.ttl))}
+	if ok && !r.clock.Now().After(cur.until) {
+		l.writes = slices.Clone(cur.writes)
+	}
+	if !slices.Contains(l.writes, w) {
+		l.writes = append(l.writes, w)
 	}
 	r.locks[k] = l
-	delete(r.settled, k)
+	r.settled[k] = slices.DeleteFunc(r.settled[k], func(s settledWrite) bool { return s.write == w })
 }
 
-// settleLocks forgets the locks whose write the mirror shows settled: the
-// mirror holds the object the lock was admitted for (its uid) at a later
-// version than the one it was admitted over, or at all for a creation (a
-// lock whose uid or version is not known is kept).
+// lockWrite is one write a lock was admitted for: the object's uid (""
+// when not known: it never settles), and created for a creation, else over,
+// the resourceVersion of the object it was admitted over.
+type lockWrite struct {
+	uid     types.UID
+	created bool
+	over    string
+}
+
+// settledWrite is a lock's write the mirror showed settled, until the end
+// of its entry.
+type settledWrite struct {
+	write lockWrite
+	until time.Time
+}
+
+// settled reports whether the mirror, which shows the source at uid and
+// rv, shows w settled: the object w was admitted for, at a later version
+// than the one it was admitted over, or at all for a creation.
+func (w lockWrite) settled(uid types.UID, rv string) bool {
+	return w.uid != "" && uid == w.uid && (w.created || laterVersion(rv, w.over))
+}
+
+// settleLocks forgets the lock writes the mirror shows settled (the mirror
+// holds the object a write was admitted for, its uid, at a later version
+// than the one it was admitted over, or at all for a creation; a write
+// whose uid or version is not known is kept), and a lock once all of its
+// writes are: until then another of them may still land.
 // kube-apiserver stores an admitted write only over the version it was
 // admitted over, so that write has landed or lost by then, and the mirror
 // tells the source's state. An unlock admitted alone forgets nothing:
@@ -91,22 +123,30 @@ func (r *recent) settleLocks() {
 	}
 	r.mu.Lock()
 	now := r.clock.Now()
-	candidates := map[recentKey]recentObject{}
+	candidates := map[recentKey][]lockWrite{}
 	for k, l := range r.locks {
-		if l.uid != "" && !now.After(l.until) {
-			candidates[k] = l
+		if !now.After(l.until) && slices.ContainsFunc(l.writes, func(w lockWrite) bool { return w.uid != "" }) {
+			candidates[k] = slices.Clone(l.writes)
 		}
 	}
-	for k, s := range r.settled {
-		if now.After(s.until) {
+	for k, ss := range r.settled {
+		if ss = slices.DeleteFunc(ss, func(s settledWrite) bool { return now.After(s.until) }); len(ss) == 0 {
 			delete(r.settled, k)
+		} else {
+			r.settled[k] = ss
 		}
 	}
 	r.mu.Unlock()
-	var done []recentKey
-	for k, l := range candidates {
-		if uid, rv, ok := r.shown(k); ok && uid == l.uid && (l.created || laterVersion(rv, l.over)) {
-			done = append(done, k)
+	done := map[recentKey][]lockWrite{}
+	for k, writes := range candidates {
+		uid, rv, ok := r.shown(k)
+		if !ok {
+			continue
+		}
+		for _, w := range writes {
+			if w.settled(uid, rv) {
+				done[k] = append(done[k], w)
+			}
 		}
 	}
 	if len(done) == 0 {
@@ -114,12 +154,27 @@ func (r *recent) settleLocks() {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, k := range done {
-		if l, ok := r.locks[k]; ok && l.sameWrite(candidates[k]) {
+	for k, writes := range done {
+		l, ok := r.locks[k]
+		if !ok {
+			continue
+		}
+		l.writes = slices.DeleteFunc(slices.Clone(l.writes), func(w lockWrite) bool { return slices.Contains(writes, w) })
+		for _, w := range writes {
+			r.settled[k] = append(r.settled[k], settledWrite{write: w, until: l.until})
+		}
+		if len(l.writes) == 0 {
 			delete(r.locks, k)
-			r.settled[k] = l
+		} else {
+			r.locks[k] = l
 		}
 	}
+}
+
+// isSettled reports whether this replica's mirror showed the write w of k
+// settled.
+func (r *recent) isSettled(k recentKey, w lockWrite) bool {
+	return slices.ContainsFunc(r.settled[k], func(s settledWrite) bool { return s.write == w })
 }
 
 // sourceShown reads the source k as the mirror holds it: its uid and
@@ -203,18 +258,9 @@ func (r *recent) observe(k recentKey, inMirror func(name string) bool) (recentCa
 type recentObject struct {
 	obj   *unstructured.Unstructured
 	until time.Time
-	// For a lock (settleLocks): uid is the locked object's; created is set
-	// for a creation, else over is the resourceVersion of the object it was
-	// admitted over.
-	uid     types.UID
-	created bool
-	over    string
-}
-
-// sameWrite reports whether o and other were admitted for one write: the
-// same object over the same version.
-func (o recentObject) sameWrite(other recentObject) bool {
-	return o.uid == other.uid && o.created == other.created && o.over == other.over
+	// writes are, for a lock, the writes it was admitted for that the
+	// mirror has not shown settled (settleLocks), obj the last one's.
+	writes []lockWrite
 }
 
 // adopt records that the copy k became obj, an object of its namespace's

@@ -10,6 +10,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/implicit-dev/implicit-apiserver/pkg/admission/whatif"
 )
@@ -66,13 +67,22 @@ type Entry struct {
 	Old       *whatif.NamespaceMeta  `json:"old,omitempty"`
 	Older     []whatif.NamespaceMeta `json:"older,omitempty"`
 	Object    map[string]any         `json:"object,omitempty"`
-	// Created is set for a lock admitted creating its source, else Over
-	// is the resourceVersion of the object it was admitted over.
-	Created   bool      `json:"created,omitempty"`
-	Over      string    `json:"over,omitempty"`
-	Candidate string    `json:"candidate,omitempty"`
-	Locked    bool      `json:"locked,omitempty"`
-	Until     time.Time `json:"until"`
+	// Writes are, for a lock, the writes it was admitted for that the
+	// recording replica's mirror has not shown settled (none: not known,
+	// the lock lasts until Until).
+	Writes    []LockWrite `json:"writes,omitempty"`
+	Candidate string      `json:"candidate,omitempty"`
+	Locked    bool        `json:"locked,omitempty"`
+	Until     time.Time   `json:"until"`
+}
+
+// LockWrite is one write a lock was admitted for: the uid of its object,
+// and Created for a creation, else Over, the resourceVersion of the object
+// it was admitted over.
+type LockWrite struct {
+	UID     types.UID `json:"uid,omitempty"`
+	Created bool      `json:"created,omitempty"`
+	Over    string    `json:"over,omitempty"`
 }
 
 func (e Entry) key() [4]string { return [4]string{e.Kind, e.Resource, e.Namespace, e.Name} }

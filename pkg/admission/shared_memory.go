@@ -2,6 +2,7 @@ package admission
 
 import (
 	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -31,7 +32,11 @@ func (g *Guards) memory() Record {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, l := range r.locks {
-		out.Entries = append(out.Entries, Entry{Kind: entryLock, Resource: k.resource, Namespace: k.namespace, Name: k.name, Object: objectOf(l.obj), Created: l.created, Over: l.over, Until: l.until})
+		e := Entry{Kind: entryLock, Resource: k.resource, Namespace: k.namespace, Name: k.name, Object: objectOf(l.obj), Until: l.until}
+		for _, w := range l.writes {
+			e.Writes = append(e.Writes, LockWrite{UID: w.uid, Created: w.created, Over: w.over})
+		}
+		out.Entries = append(out.Entries, e)
 	}
 	for k, a := range r.adopted {
 		out.Entries = append(out.Entries, Entry{Kind: entryAdopted, Resource: k.resource, Namespace: k.namespace, Name: k.name, Object: objectOf(a.obj), Until: a.until})
@@ -82,16 +87,30 @@ func (g *Guards) takeIn(rec Record) {
 		k := recentKey{e.Resource, e.Namespace, e.Name}
 		switch e.Kind {
 		case entryLock:
-			l := recentObject{obj: unstructuredOf(e.Object), created: e.Created, over: e.Over, until: e.Until}
-			if l.obj != nil {
-				l.uid = l.obj.GetUID()
+			// Every write of either memory counts until this replica's
+			// mirror shows it settled; the later entry's object and end.
+			l := recentObject{obj: unstructuredOf(e.Object), until: e.Until}
+			for _, w := range e.Writes {
+				if w := (lockWrite{uid: w.UID, created: w.Created, over: w.Over}); !r.isSettled(k, w) {
+					l.writes = append(l.writes, w)
+				}
 			}
-			if settled, ok := r.settled[k]; ok && settled.sameWrite(l) {
-				continue // this replica's mirror showed that write settled
+			switch {
+			case len(e.Writes) == 0:
+				l.writes = []lockWrite{{}} // not known: kept until its end
+			case len(l.writes) == 0:
+				continue // this replica's mirror showed them all settled
 			}
-			if cur, ok := r.locks[k]; !ok || e.Until.After(cur.until) {
+			cur, ok := r.locks[k]
+			if !ok || now.After(cur.until) {
 				r.locks[k] = l
+				continue
 			}
+			if !e.Until.After(cur.until) {
+				l.obj, l.until = cur.obj, cur.until
+			}
+			l.writes = unionWrites(cur.writes, l.writes)
+			r.locks[k] = l
 		case entryAdopted:
 			if cur, ok := r.adopted[k]; !ok || e.Until.After(cur.until) {
 				r.adopted[k] = recentObject{obj: unstructuredOf(e.Object), until: e.Until}
@@ -131,4 +150,15 @@ func unstructuredOf(o map[string]any) *unstructured.Unstructured {
 		return nil
 	}
 	return (&unstructured.Unstructured{Object: o}).DeepCopy()
+}
+
+// unionWrites is the writes of a and of b, each once.
+func unionWrites(a, b []lockWrite) []lockWrite {
+	out := slices.Clone(a)
+	for _, w := range b {
+		if !slices.Contains(out, w) {
+			out = append(out, w)
+		}
+	}
+	return out
 }
