@@ -128,6 +128,17 @@ func (g *Guards) Candidates(ctx context.Context, req *admissionv1.AdmissionReque
 				s, s.gr, newC.For, o.Name, s.namespace, o.Name)
 		}
 	}
+	// A candidate admitted a moment ago counts before the mirror shows it
+	// (as for the lock guard's openCandidate): two created back to back
+	// must not each pass because the mirror shows neither. Remembered until
+	// the mirror shows it land and go, or for at most assumeFor.
+	inMirror := func(name string) bool {
+		return slices.ContainsFunc(others, func(o whatif.CandidateSource) bool { return o.Name == name && o.For == newC.For })
+	}
+	if c, found := g.recent.observe(recentKey{s.resource, s.namespace, newC.For}, inMirror); found && c.name != s.name {
+		return deny("%s: %s %q already has the candidate %q in namespace %q, admitted a moment ago: a stable source has at most one candidate; edit %q (or delete it first)",
+			s, s.gr, newC.For, c.name, s.namespace, c.name)
+	}
 	if d := g.candidateImmutable(s, newC); !d.allowed {
 		return d
 	}
