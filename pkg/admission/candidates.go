@@ -44,6 +44,23 @@ var immutableFields = map[schema.GroupResource][][]string{
 	{Group: rbacv1.GroupName, Resource: "rolebindings"}: {{"roleRef"}},
 }
 
+// ImmutableFieldChanged returns the first field immutable on gr's objects
+// (immutableFields) that before and after hold differently, dotted: an
+// UPDATE that kube-apiserver refuses before any guard is asked (pkg/offline
+// predicts it so). ok is false when none differs.
+func ImmutableFieldChanged(gr schema.GroupResource, before, after map[string]any) (field string, ok bool, err error) {
+	for _, path := range immutableFields[gr] {
+		same, err := sameField(before, after, path)
+		if err != nil {
+			return "", false, err
+		}
+		if !same {
+			return strings.Join(path, "."), true, nil
+		}
+	}
+	return "", false, nil
+}
+
 // candidateOf parses the candidate annotations of u: nil when u is nil or
 // is no candidate.
 func candidateOf(u *unstructured.Unstructured) (*merge.Candidate, error) {
