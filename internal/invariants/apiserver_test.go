@@ -727,6 +727,10 @@ func (h *harness) admit(r request, order *rand.Rand, attempt int) (runtime.Objec
 	}
 	allowed := allAllowed(got)
 	h.checkMemory(ws, sentTo, req, allowed)
+	if allowed && h.current.vetoed {
+		h.logf("  another webhook (an admission policy): REFUSED")
+		allowed = false
+	}
 	for _, v := range append(lost, got...) {
 		// The guards that remember what they admitted: the parents and
 		// namespace-deletions guards (assumptions), the locks,

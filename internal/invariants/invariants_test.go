@@ -34,7 +34,9 @@ import (
 // IMPLICIT_INVARIANTS_SEQUENCES sequences (default 40, 10 with -short;
 // make fuzz sets more), counted rather than timed so that a slow machine
 // explores as much as a fast one, from seed IMPLICIT_INVARIANTS_SEED
-// (default 1). A broken invariant is shrunk (at most 400 replays) to a
+// (default 1). With IMPLICIT_INVARIANTS_VETO=P, each request is also
+// refused by another webhook with probability P (op.vetoed; 0 by default,
+// which keeps every seed's sequence). A broken invariant is shrunk (at most 400 replays) to a
 // short sequence and printed with every webhook's verdict. The items still
 // open on main would be listed in openItems: their violations are logged,
 // not failed, unless IMPLICIT_INVARIANTS_STRICT=1; any other violation
@@ -60,6 +62,14 @@ func TestInvariants(t *testing.T) {
 		seed = s
 	}
 	strict := os.Getenv("IMPLICIT_INVARIANTS_STRICT") == "1"
+	var vetoRate float64
+	if v := os.Getenv("IMPLICIT_INVARIANTS_VETO"); v != "" {
+		r, err := strconv.ParseFloat(v, 64)
+		if err != nil || r < 0 || r > 1 {
+			t.Fatalf("IMPLICIT_INVARIANTS_VETO=%q: want a probability", v)
+		}
+		vetoRate = r
+	}
 
 	s := newShared(t)
 	found := map[string]*finding{}
@@ -73,7 +83,7 @@ func TestInvariants(t *testing.T) {
 		var played []op
 		seen := map[string]bool{}
 		for range opsPerSequence {
-			o := h.gen(rng)
+			o := veto(h.gen(rng), vetoRate)
 			played = append(played, o)
 			ops++
 			if h.run(o) {

@@ -44,6 +44,10 @@ type op struct {
 	// item is the object of resource in namespace name an opNSContent
 	// deletes.
 	item string
+	// vetoed: another validating webhook (an admission policy of the
+	// cluster's) refuses the request, whatever the guards answer; the
+	// guards that admitted it may remember a write that never lands.
+	vetoed bool
 }
 
 // lags are how many ops later each replica's mirror sees a write.
@@ -176,10 +180,23 @@ func (o op) String() string {
 	if o.to > 0 {
 		fmt.Fprintf(&b, " (to replica %d)", o.to-1)
 	}
+	if o.vetoed {
+		b.WriteString(" (refused by another webhook)")
+	}
 	if o.lag > 0 || o.lag2 > 0 {
 		fmt.Fprintf(&b, " [mirrors %d and %d ops behind]", o.lag, o.lag2)
 	}
 	return b.String()
+}
+
+// veto marks o vetoed with probability rate, drawn from o's own order so
+// that the generator's draws, and so every seed's sequence, stay as they
+// are without vetoes (IMPLICIT_INVARIANTS_VETO).
+func veto(o op, rate float64) op {
+	if rate > 0 && o.actor != namespaceController && o.kind != opNSFinish {
+		o.vetoed = rand.New(rand.NewPCG(o.order, 0x7e70)).Float64() < rate
+	}
+	return o
 }
 
 // Pools the generator draws from.

@@ -158,6 +158,37 @@ func TestReplicaScenarios(t *testing.T) {
 			{actor: "org2", kind: opNSUpdate, name: "c", ns: nsEdit{parent: set, parentN: "b"}, lag: 1, lag2: 1, order: 8015801773179613553},
 		},
 		want: []bool{true, true, false, false},
+	}, {
+		// f (holding its own locked rb) moves below e, then its deletion
+		// is admitted by the deletions guard and refused by another
+		// webhook, both within the informers' lag: f stays, below e.
+		// Moving e below p (whose locked rb displaces f's) takes f/rb
+		// from f's view: ops may not unlock it. Judged with f assumed
+		// gone, and with the mirror (f not below e yet), it was admitted
+		// (pkg/admission TestRefusedDeletionHidesAMovedChild).
+		name: "move above a child whose deletion another webhook refused",
+		ops: []op{
+			{actor: "alice", kind: opNSCreate, name: "f"},
+			{actor: "org", kind: opCreate, resource: rolebindings, namespace: "f", name: "rb", src: srcEdit{content: 1, lock: set}},
+			stayBehind(op{actor: "alice", kind: opNSUpdate, name: "f", ns: nsEdit{parent: set, parentN: "e"}}, 1),
+			stayBehind(op{actor: "alice", kind: opNSDelete, name: "f", vetoed: true}, 1),
+			stayBehind(op{actor: "ops", kind: opNSUpdate, name: "e", ns: nsEdit{parent: set, parentN: "p"}}, 1),
+		},
+		want: []bool{true, true, true, false, false},
+	}, {
+		// org stages a locked candidate np-next of allow in e; alice (no
+		// unlock) a second one, np-v2, a moment later on the same
+		// replica, its mirror showing neither. Both would land, and
+		// with two neither applies: np-next's locked item would leave
+		// its canaries' views (pkg/admission TestSecondCandidateBackToBack).
+		name: "second candidate for one stable source a moment after the first",
+		ops: []op{
+			stayBehind(op{actor: "org", kind: opCreate, resource: netpols, namespace: "e", name: "np-next",
+				src: srcEdit{content: 1, lock: set, candidate: set, candFor: "allow", selector: "implicit.dev/stage=canary"}}, 1),
+			stayBehind(op{actor: "alice", kind: opCreate, resource: netpols, namespace: "e", name: "np-v2",
+				src: srcEdit{content: 0, candidate: set, candFor: "allow", selector: "!implicit.dev/stage"}}, 1),
+		},
+		want: []bool{true, false},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := mustHarness(t, s)

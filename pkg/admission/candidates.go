@@ -44,6 +44,23 @@ var immutableFields = map[schema.GroupResource][][]string{
 	{Group: rbacv1.GroupName, Resource: "rolebindings"}: {{"roleRef"}},
 }
 
+// ImmutableFieldChanged returns the first field immutable on gr's objects
+// (immutableFields) that before and after hold differently, dotted: an
+// UPDATE that kube-apiserver refuses before any guard is asked (pkg/offline
+// predicts it so). ok is false when none differs.
+func ImmutableFieldChanged(gr schema.GroupResource, before, after map[string]any) (field string, ok bool, err error) {
+	for _, path := range immutableFields[gr] {
+		same, err := sameField(before, after, path)
+		if err != nil {
+			return "", false, err
+		}
+		if !same {
+			return strings.Join(path, "."), true, nil
+		}
+	}
+	return "", false, nil
+}
+
 // candidateOf parses the candidate annotations of u: nil when u is nil or
 // is no candidate.
 func candidateOf(u *unstructured.Unstructured) (*merge.Candidate, error) {
@@ -127,6 +144,17 @@ func (g *Guards) Candidates(ctx context.Context, req *admissionv1.AdmissionReque
 			return deny("%s: %s %q already has the candidate %q in namespace %q: a stable source has at most one candidate; edit %q (or delete it first)",
 				s, s.gr, newC.For, o.Name, s.namespace, o.Name)
 		}
+	}
+	// A candidate admitted a moment ago counts before the mirror shows it
+	// (as for the lock guard's openCandidate): two created back to back
+	// must not each pass because the mirror shows neither. Remembered until
+	// the mirror shows it land and go, or for at most assumeFor.
+	inMirror := func(name string) bool {
+		return slices.ContainsFunc(others, func(o whatif.CandidateSource) bool { return o.Name == name && o.For == newC.For })
+	}
+	if c, found := g.recent.observe(recentKey{s.resource, s.namespace, newC.For}, inMirror); found && c.name != s.name {
+		return deny("%s: %s %q already has the candidate %q in namespace %q, admitted a moment ago: a stable source has at most one candidate; edit %q (or delete it first)",
+			s, s.gr, newC.For, c.name, s.namespace, c.name)
 	}
 	if d := g.candidateImmutable(s, newC); !d.allowed {
 		return d

@@ -1,6 +1,7 @@
 package admission_test
 
 import (
+	"strings"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -185,4 +186,42 @@ func TestStages(t *testing.T) {
 			runGuard(t, webhookconfig.PathStages, tc)
 		})
 	}
+}
+
+// TestSecondCandidateBackToBack: two candidates for one stable source,
+// created back to back before the mirror shows the first, are one too many
+// (DESIGN.md: at most one per stable source). Both admitted, neither
+// applies (merge.StageLevels), so the second takes the first out of its
+// canaries' views, a locked first one too (a candidate is locked when
+// either it or its stable source is): who may not unlock it could take
+// its item from the views by creating a second. The guard remembers the
+// candidates it admitted a moment ago, as the lock guard does
+// (openCandidate). The same candidate sent again is no second one.
+func TestSecondCandidateBackToBack(t *testing.T) {
+	t.Parallel()
+	const canary = v1alpha1.LabelStage + "=canary"
+	m := hierarchyMux(t, []*corev1.Namespace{ns(global, ""), ns("org", "")}, roleBinding("org", "viewers"))
+	g := admission.NewGuards(admission.Config{
+		Mirror: admission.MirrorOf(whatif.New(m)), Authorizer: &fakeAuthorizer{},
+		Served: served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient(global, "org"),
+	})
+	first := roleBinding("org", "viewers.next", candidateFor("viewers", canary), isLocked)
+	if resp, _ := review(t, g, webhookconfig.PathCandidates, request(admissionv1.Create, rolebindings, "org", "viewers.next", nil, first)); resp == nil || !resp.Allowed {
+		t.Fatalf("the first candidate was refused: %+v", resp)
+	}
+	if resp, _ := review(t, g, webhookconfig.PathCandidates, request(admissionv1.Update, rolebindings, "org", "viewers.next", first, first)); resp == nil || !resp.Allowed {
+		t.Fatalf("the first candidate, sent again, was refused: %+v", resp)
+	}
+	second := roleBinding("org", "viewers.v2", candidateFor("viewers", "!"+v1alpha1.LabelStage))
+	resp, _ := review(t, g, webhookconfig.PathCandidates, request(admissionv1.Create, rolebindings, "org", "viewers.v2", nil, second))
+	if resp == nil {
+		t.Fatal("no answer")
+	}
+	if resp.Allowed {
+		t.Fatal("a second candidate for org/viewers was admitted a moment after the first (the mirror showing neither)")
+	}
+	if !strings.Contains(resp.Result.Message, `"viewers.next"`) {
+		t.Errorf("the refusal does not name the first candidate: %s", resp.Result.Message)
+	}
+	t.Logf("refused: %s", resp.Result.Message)
 }

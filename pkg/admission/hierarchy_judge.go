@@ -59,12 +59,17 @@ type hierarchyChange struct {
 	dryRun bool
 }
 
-// currentAssumptions are the parent guard's assumptions that still stand
-// (assumptions.currentLocked), read under its lock.
-func (g *Guards) currentAssumptions() whatif.Assumed {
+// assumedWays are the parent guard's assumptions that still stand
+// (currentLocked), and the same with the namespaces assumed gone taken back
+// (undeletedLocked): a deletion admitted here may be refused by another
+// webhook, and a namespace moved a moment before it then stays where it was
+// moved, to lose what a change above it takes, or to hold what a lock
+// above it would stand over. Judged the third way too, such a change is
+// judged on it. Read under the parent guard's lock.
+func (g *Guards) assumedWays() (assumed, undeleted whatif.Assumed) {
 	g.hierarchy.mu.Lock()
 	defer g.hierarchy.mu.Unlock()
-	return g.hierarchy.currentLocked()
+	return g.hierarchy.currentLocked(), g.hierarchy.undeletedLocked()
 }
 
 // judgeHierarchy judges c under the parent guard's lock, against the mirror
@@ -72,15 +77,21 @@ func (g *Guards) currentAssumptions() whatif.Assumed {
 func (g *Guards) judgeHierarchy(c hierarchyChange) judgement {
 	g.hierarchy.mu.Lock()
 	defer g.hierarchy.mu.Unlock()
-	return g.judgeHierarchyLocked(c, g.hierarchy.currentLocked())
+	return g.judgeHierarchyLocked(c, g.hierarchy.currentLocked(), g.hierarchy.undeletedLocked())
 }
 
 // judgeHierarchyLocked is judgeHierarchy with hierarchy.mu held and the
-// current assumptions given. Each guard of a namespace's place, by what it
-// protects, judges both ways: the parent (parentHolds), the locked items in
-// the views (lockedLoss: each needs unlock), and the real objects under
-// locked names (standIns). A namespace being created loses nothing.
-func (g *Guards) judgeHierarchyLocked(c hierarchyChange, assumed whatif.Assumed) judgement {
+// current assumptions given (assumed; undeleted: the same with the
+// namespaces assumed gone taken back, assumptions.undeletedLocked). Each
+// guard of a namespace's place, by what it protects, judges both ways: the
+// parent (parentHolds), the locked items in the views (lockedLoss: each
+// needs unlock), and the real objects under locked names (standIns). The
+// last two also judge a third way, with undeleted: a deletion admitted here
+// may be refused by another webhook, and a child moved below the namespace
+// a moment before it (assumed, not yet in the mirror) then stays there to
+// lose what the change takes, as NamespaceDeletions judges its losses. A
+// namespace being created loses nothing.
+func (g *Guards) judgeHierarchyLocked(c hierarchyChange, assumed, undeleted whatif.Assumed) judgement {
 	ways := g.bothWays(c, assumed)
 	for _, a := range ways {
 		if d := g.parentHolds(c, a); !d.allowed {
@@ -90,8 +101,13 @@ func (g *Guards) judgeHierarchyLocked(c hierarchyChange, assumed whatif.Assumed)
 	if c.now == nil {
 		return judgement{d: allow()}
 	}
+	undeleted = maps.Clone(undeleted)
+	if undeleted == nil {
+		undeleted = whatif.Assumed{}
+	}
+	undeleted[c.name] = *c.now
 	var lost []whatif.LockedItem
-	for _, a := range ways {
+	for _, a := range append(ways[:], undeleted) {
 		l, err := g.lockedLoss(c, a)
 		if err != nil {
 			return judgement{d: unavailable(fmt.Errorf("computing the locked items namespace %s would lose: %w", c.name, err))}
@@ -184,7 +200,7 @@ func (g *Guards) lockedLoss(c hierarchyChange, assumed whatif.Assumed) ([]whatif
 func (g *Guards) admit(c hierarchyChange, prev judgement) bool {
 	g.hierarchy.mu.Lock()
 	defer g.hierarchy.mu.Unlock()
-	j := g.judgeHierarchyLocked(c, g.hierarchy.currentLocked())
+	j := g.judgeHierarchyLocked(c, g.hierarchy.currentLocked(), g.hierarchy.undeletedLocked())
 	if !j.d.allowed || len(unionLocked(prev.lost, j.lost)) != len(prev.lost) {
 		return false
 	}

@@ -150,10 +150,12 @@ func (g *Guards) lockOverObjects(s source) decision {
 		name = c.For
 	}
 	// Both ways: the mirror, then with the namespaces moved a moment ago
-	// (one moved below s's namespace brings its objects along).
+	// (one moved below s's namespace brings its objects along), also with
+	// the deletions admitted a moment ago taken back (assumedWays).
 	adopters := g.recent.adopters(s.resource, name)
+	assumed, undeleted := g.assumedWays()
 	var holders []string
-	for _, a := range []whatif.Assumed{nil, g.currentAssumptions()} {
+	for _, a := range []whatif.Assumed{nil, assumed, undeleted} {
 		h, err := g.mirror.Locks.ObjectsUnderLock(s.resource, s.namespace, name, s.obj, a, adopters)
 		if err != nil {
 			return unavailable(fmt.Errorf("reading which namespaces hold objects named %s: %w", name, err))
@@ -203,11 +205,14 @@ func (g *Guards) lockOverLocks(ctx context.Context, req *admissionv1.AdmissionRe
 		return allow()
 	}
 	// Both ways: the mirror alone, then with what the guards admitted a
-	// moment ago (a namespace moved below s's, a lock set below it).
+	// moment ago (a namespace moved below s's, a lock set below it), also
+	// with the deletions admitted a moment ago taken back (assumedWays).
+	assumed, undeleted := g.assumedWays()
+	pending := g.recent.pending()
 	ways := []struct {
 		assumed whatif.Assumed
 		pending whatif.Pending
-	}{{nil, whatif.Pending{}}, {g.currentAssumptions(), g.recent.pending()}}
+	}{{nil, whatif.Pending{}}, {assumed, pending}, {undeleted, pending}}
 	var lost []whatif.LockedItem
 	for _, w := range ways {
 		p := w.pending

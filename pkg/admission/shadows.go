@@ -81,10 +81,10 @@ func (g *Guards) lockedInherited(s source) (merge.Result, bool, error) {
 	if err != nil || found && inh.Locked() {
 		return inh, found, err
 	}
-	g.hierarchy.mu.Lock()
-	assumed := g.hierarchy.currentLocked()
-	g.hierarchy.mu.Unlock()
-	// Both ways: an assumption may only add a lock found, never hide one.
+	assumed, undeleted := g.assumedWays()
+	// Both ways: an assumption may only add a lock found, never hide one
+	// (a deletion admitted a moment ago may be refused by another webhook:
+	// judged with it taken back too, assumedWays).
 	// The mirror alone knows nothing of a namespace created a moment ago:
 	// there the creation the parents guard admitted is all there is.
 	unknown := whatif.Assumed{}
@@ -93,7 +93,7 @@ func (g *Guards) lockedInherited(s source) (merge.Result, bool, error) {
 			unknown[s.namespace] = a
 		}
 	}
-	for _, a := range []whatif.Assumed{unknown, assumed} {
+	for _, a := range []whatif.Assumed{unknown, assumed, undeleted} {
 		var pending whatif.Pending
 		if a != nil {
 			pending = g.recent.pending()

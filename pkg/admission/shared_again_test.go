@@ -2,6 +2,7 @@ package admission_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -363,4 +364,79 @@ func TestRefusedDeletionHidesAMove(t *testing.T) {
 		t.Fatal("deleting tp was admitted: tc, moved under it, loses org/org-sec, locked, without unlock")
 	}
 	t.Logf("refused: %s", resp.Result.Message)
+}
+
+// TestRefusedDeletionHidesAMovedChild: a tenant without unlock on tc/x
+// moves tc (which holds its own locked RoleBinding x) under another root
+// namespace (nothing lost), then deletes tc, which has no children (nothing
+// lost); that DELETE is refused by another webhook, so tc stays, under its
+// new parent once the move lands. A change after it that takes something
+// from tc, moved there, must be judged so: judged with tc assumed gone and
+// with the mirror (tc not yet moved), it is judged on nothing. So the
+// guards also judge with the deletions taken back, as NamespaceDeletions
+// judges its own losses (caeef58). Each case fails without the deletion
+// (the control), and must fail with it.
+func TestRefusedDeletionHidesAMovedChild(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// to is where tc moves; then, what the tenant sends at path.
+		to   string
+		path string
+		then *admissionv1.AdmissionRequest
+		want string
+	}{{
+		// The parents guard: tp's move under p2, whose locked x
+		// displaces tc's own locked x in tc's view.
+		name: "a move above it", to: "tp", path: webhookconfig.PathParents,
+		then: request(admissionv1.Update, nsGR, "", "tp", ns("tp", ""), ns("tp", "p2", parentUID(nsUID("p2")))),
+		want: "tc/x",
+	}, {
+		// The locks guard: locking tp/x displaces tc's own locked x
+		// (it becomes an overlay of tp/x).
+		name: "a lock above it", to: "tp", path: webhookconfig.PathLocks,
+		then: request(admissionv1.Update, rolebindings, "tp", "x", roleBinding("tp", "x"), roleBinding("tp", "x", isLocked)),
+		want: "tc/x",
+	}, {
+		// The shadows guard: tc's own y under p3's locked y.
+		name: "a shadow in it", to: "p3", path: webhookconfig.PathShadows,
+		then: request(admissionv1.Create, rolebindings, "tc", "y", nil, roleBinding("tc", "y")),
+		want: "p3/y",
+	}} {
+		for _, deleteTC := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, tc deleted=%t", tc.name, deleteTC), func(t *testing.T) {
+				t.Parallel()
+				m := hierarchyMux(t, []*corev1.Namespace{ns(global, ""), ns("p2", ""), ns("p3", ""), ns("tc", ""), ns("tp", "")},
+					roleBinding("p2", "x", isLocked), roleBinding("p3", "y", isLocked), roleBinding("tc", "x", isLocked), roleBinding("tp", "x"))
+				g := admission.NewGuards(admission.Config{
+					Mirror: admission.MirrorOf(whatif.New(m)),
+					Authorizer: &fakeAuthorizer{answers: allowAll(updateNamespace("tp"), updateNamespace("p2"), updateNamespace("p3"),
+						unlock(rolebindings, "tp", "x"), unlockAll(rolebindings, "tp"))},
+					Served: served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient(global, "p2", "p3", "tc", "tp"),
+				})
+				moved := ns("tc", tc.to, parentUID(nsUID(tc.to)))
+				move := request(admissionv1.Update, nsGR, "", "tc", ns("tc", ""), moved)
+				if resp, _ := review(t, g, webhookconfig.PathParents, move); resp == nil || !resp.Allowed {
+					t.Fatalf("the move of tc, alone, was refused: %+v", resp)
+				}
+				if deleteTC {
+					delTC := request(admissionv1.Delete, nsGR, "", "tc", moved, nil)
+					if resp, _ := review(t, g, webhookconfig.PathNamespaceDeletions, delTC); resp == nil || !resp.Allowed {
+						t.Fatalf("deleting tc (no children) was refused: %+v", resp)
+					}
+				}
+				resp, _ := review(t, g, tc.path, tc.then)
+				if resp == nil {
+					t.Fatal("no answer")
+				}
+				if resp.Allowed {
+					t.Fatalf("%s was admitted: tc, moved under %s, loses what the lock %s protects", tc.name, tc.to, tc.want)
+				}
+				if !strings.Contains(resp.Result.Message, tc.want) {
+					t.Errorf("the refusal does not name %s: %s", tc.want, resp.Result.Message)
+				}
+				t.Logf("refused: %s", resp.Result.Message)
+			})
+		}
+	}
 }

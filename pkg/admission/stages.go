@@ -82,10 +82,20 @@ func (g *Guards) stagedStandIns(req *admissionv1.AdmissionRequest, old, obj *uns
 	g.hierarchy.mu.Lock()
 	defer g.hierarchy.mu.Unlock()
 	assumed := g.hierarchy.currentLocked()
+	// The namespace itself is, both ways, as the request found it (as the
+	// parents guard's bothWays has it): the mirror may not show a namespace
+	// created a moment ago, and the mirror alone would judge it as nothing,
+	// while the assumptions' way may hide what it inherits (a move above it
+	// admitted here and refused by another webhook).
+	var mirror whatif.Assumed
 	if old != nil {
-		assumed[name] = whatif.NamespaceMeta{Labels: old.GetLabels(), Annotations: old.GetAnnotations()}
+		found := whatif.NamespaceMeta{Labels: old.GetLabels(), Annotations: old.GetAnnotations()}
+		assumed[name] = found
+		if _, known := g.mirror.Namespaces.NamespaceMeta(name); !known {
+			mirror = whatif.Assumed{name: found}
+		}
 	}
-	for _, a := range []whatif.Assumed{nil, assumed} {
+	for _, a := range []whatif.Assumed{mirror, assumed} {
 		if d := g.standIns(name, next, a); !d.allowed {
 			return d
 		}

@@ -1,6 +1,7 @@
 package admission_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -366,5 +367,56 @@ func TestPromoteLockedStagedCreation(t *testing.T) {
 	resp, _ := review(t, g, webhookconfig.PathLocks, request(admissionv1.Create, rolebindings, "org", "rb", nil, roleBinding("org", "rb", isLocked)))
 	if resp == nil || !resp.Allowed {
 		t.Fatalf("promoting a locked staged creation answered %+v, want allowed", resp)
+	}
+}
+
+// TestStageOverAnUnknownNamespace: with NetworkPolicies materialized, org
+// holds a locked candidate deny.next for deny (canary namespaces); fresh,
+// under p under org, holds its own NetworkPolicy deny, and this replica's
+// mirror shows that object but not fresh yet (its namespace informer
+// lags). Moving p out of org is admitted by the parents guard and refused
+// by another webhook, so p stays under org. Then an org release manager
+// (verb stage) stages fresh as a canary: the locked candidate would stand
+// in over fresh's own deny, what the CNI enforces there (the third
+// invariant). Judged with the assumptions (p moved out) fresh inherits
+// nothing from org; judged with the mirror alone, fresh was nothing at
+// all. The mirror alone must know fresh as the request found it, as the
+// parents guard's bothWays does. Without the refused move (the control)
+// the assumptions' way finds it.
+func TestStageOverAnUnknownNamespace(t *testing.T) {
+	t.Parallel()
+	const canary = v1alpha1.LabelStage + "=canary"
+	for _, refusedMove := range []bool{false, true} {
+		t.Run(fmt.Sprintf("refused move=%t", refusedMove), func(t *testing.T) {
+			t.Parallel()
+			m := materializedMux([]*corev1.Namespace{ns(global, ""), ns("org", ""), ns("p", "org", recorded)},
+				networkPolicy("org", "deny"), networkPolicy("org", "deny.next", candidateFor("deny", canary), isLocked), networkPolicy("fresh", "deny"))
+			g := admission.NewGuards(admission.Config{
+				Mirror: admission.MirrorOf(whatif.New(m)),
+				Authorizer: &fakeAuthorizer{answers: allowAll(
+					authorizationv1.ResourceAttributes{Verb: "stage", Resource: "namespaces", Namespace: "fresh", Name: "fresh"})},
+				Served: []schema.GroupResource{npGR}, GlobalNamespaces: []string{global}, Materialized: []string{"networkpolicies"},
+				Namespaces: namespaceClient(global, "org", "p", "fresh"),
+			})
+			if refusedMove {
+				move := request(admissionv1.Update, nsGR, "", "p", ns("p", "org", recorded), ns("p", ""))
+				if resp, _ := review(t, g, webhookconfig.PathParents, move); resp == nil || !resp.Allowed {
+					t.Fatalf("moving p out of org was refused: %+v", resp)
+				}
+			}
+			staged := ns("fresh", "p", recorded)
+			staged.Labels[v1alpha1.LabelStage] = "canary"
+			resp, _ := review(t, g, webhookconfig.PathStages, request(admissionv1.Update, nsGR, "", "fresh", ns("fresh", "p", recorded), staged))
+			if resp == nil {
+				t.Fatal("no answer")
+			}
+			if resp.Allowed {
+				t.Fatal("staging fresh as a canary was admitted: org's locked deny.next stands in over fresh's own deny")
+			}
+			if !strings.Contains(resp.Result.Message, "org/deny") {
+				t.Errorf("the refusal does not name org/deny: %s", resp.Result.Message)
+			}
+			t.Logf("refused: %s", resp.Result.Message)
+		})
 	}
 }

@@ -70,12 +70,18 @@ type Edit struct {
 // Verdict is what the guards answer an edit.
 type Verdict struct {
 	Allowed bool `json:"allowed"`
-	// Guard is the path of the guard that refused, e.g. /admission/locks.
+	// Guard is the path of the guard that refused, e.g. /admission/locks,
+	// or KubeAPIServer for kube-apiserver's own validation (an immutable
+	// field changed).
 	Guard string `json:"guard,omitempty"`
 	// Reason is its message.
 	Reason   string   `json:"reason,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
 }
+
+// KubeAPIServer is a Verdict's Guard when kube-apiserver's own validation
+// refuses the edit before any guard is asked.
+const KubeAPIServer = "kube-apiserver"
 
 // mutating and validating are the guards an edit passes through, in
 // kube-apiserver's order: mutating webhooks first.
@@ -167,6 +173,19 @@ func (w *World) Judge(ctx context.Context, e Edit) (Verdict, error) {
 			return Verdict{}, err
 		}
 		req.Object = runtime.RawExtension{Raw: raw}
+	}
+	if op == Update {
+		// kube-apiserver's own validation, before any webhook: a field
+		// immutable on the kind (a RoleBinding's roleRef) can't change.
+		gr := schema.GroupResource{Group: req.Resource.Group, Resource: req.Resource.Resource}
+		field, changed, err := admission.ImmutableFieldChanged(gr, old.Object, obj.Object)
+		if err != nil {
+			return Verdict{}, fmt.Errorf("%s: comparing immutable fields: %w", key, err)
+		}
+		if changed {
+			return Verdict{Allowed: false, Guard: KubeAPIServer, Reason: fmt.Sprintf("%s %s/%s: %s is immutable: kube-apiserver refuses to change it (field is immutable) before any guard is asked; delete the object and create it again",
+				key.Kind, key.Namespace, key.Name, field)}, nil
+		}
 	}
 	guards := admission.NewGuards(admission.Config{
 		Mirror: admission.MirrorOf(whatif.New(w.mux)), Authorizer: w.permissions(), Served: w.served(),

@@ -121,6 +121,20 @@ func TestJudge(t *testing.T) {
 			refused:   "unlock",
 		},
 		{
+			// kube-apiserver refuses it before any guard is asked
+			// (TestOfflineMatchesServer, seed 1795965712222487298: a
+			// binding deleted and made again in the files is an UPDATE).
+			name: "a RoleBinding's roleRef changed",
+			object: `{apiVersion: rbac.authorization.k8s.io/v1, kind: RoleBinding, metadata: {name: org-viewers, namespace: org},
+				roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: edit}, subjects: []}`,
+			refused: "roleRef is immutable",
+		},
+		{
+			name: "a RoleBinding's subjects changed",
+			object: `{apiVersion: rbac.authorization.k8s.io/v1, kind: RoleBinding, metadata: {name: org-viewers, namespace: org},
+				roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}, subjects: []}`,
+		},
+		{
 			name:      "adopting a parent without update on it",
 			object:    `{apiVersion: v1, kind: Namespace, metadata: {name: team-c, labels: {implicit.dev/parent: org}}}`,
 			requester: offline.Requester{User: "mallory"},

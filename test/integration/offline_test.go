@@ -453,7 +453,8 @@ func describeContent(m map[string]string) string {
 // editFiles makes three random edits of state's files: the objects as
 // the files would state them after a pull request. A RoleBinding changed
 // keeps its roleRef (immutable: kube-apiserver refuses that before any
-// guard is asked).
+// guard is asked); one deleted and made again among the three edits may
+// not, and offline refuses that UPDATE as kube-apiserver does.
 func editFiles(r *rand.Rand, w offlinegen.World, state []offline.Object) []offline.Object {
 	files := map[offline.Key]*unstructured.Unstructured{}
 	for _, o := range state {
