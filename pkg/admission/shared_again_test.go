@@ -440,3 +440,48 @@ func TestRefusedDeletionHidesAMovedChild(t *testing.T) {
 		}
 	}
 }
+
+// TestCycleThroughARefusedDeletion: tc is moved under tp, then deleted (no
+// children: nothing lost), a DELETE another webhook refuses, so tc stays
+// under tp. Setting tp's parent to tc (opted out: inherit "false", so
+// nothing is lost) was judged with tc assumed gone (the walk up from tc
+// ends there) and with the mirror alone (tc not yet under tp): admitted,
+// and the labels formed the cycle tc -> tp -> tc, which the parents guard
+// refuses for everyone (opting tp back in later is not judged for cycles:
+// a cycle never exists in the labels it admitted). The new parent's place
+// is also judged with the deletions taken back. Without the deletion (the
+// control) the assumptions' way finds the cycle.
+func TestCycleThroughARefusedDeletion(t *testing.T) {
+	t.Parallel()
+	for _, deleteTC := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tc deleted=%t", deleteTC), func(t *testing.T) {
+			t.Parallel()
+			m := hierarchyMux(t, []*corev1.Namespace{ns(global, ""), ns("tc", ""), ns("tp", "")})
+			g := admission.NewGuards(admission.Config{
+				Mirror:     admission.MirrorOf(whatif.New(m)),
+				Authorizer: &fakeAuthorizer{answers: allowAll(updateNamespace("tp"), updateNamespace("tc"))},
+				Served:     served, GlobalNamespaces: []string{global}, Namespaces: namespaceClient(global, "tc", "tp"),
+			})
+			moved := ns("tc", "tp", parentUID(nsUID("tp")))
+			if resp, _ := review(t, g, webhookconfig.PathParents, request(admissionv1.Update, nsGR, "", "tc", ns("tc", ""), moved)); resp == nil || !resp.Allowed {
+				t.Fatalf("the move of tc was refused: %+v", resp)
+			}
+			if deleteTC {
+				if resp, _ := review(t, g, webhookconfig.PathNamespaceDeletions, request(admissionv1.Delete, nsGR, "", "tc", moved, nil)); resp == nil || !resp.Allowed {
+					t.Fatalf("deleting tc was refused: %+v", resp)
+				}
+			}
+			resp, _ := review(t, g, webhookconfig.PathParents, request(admissionv1.Update, nsGR, "", "tp", ns("tp", ""), ns("tp", "tc", parentUID(nsUID("tc")), noInherit)))
+			if resp == nil {
+				t.Fatal("no answer")
+			}
+			if resp.Allowed {
+				t.Fatal("tp under tc admitted: tc -> tp -> tc")
+			}
+			if !strings.Contains(resp.Result.Message, "cycle") {
+				t.Errorf("not a cycle refusal: %s", resp.Result.Message)
+			}
+			t.Logf("refused: %s", resp.Result.Message)
+		})
+	}
+}
