@@ -732,13 +732,13 @@ func (h *harness) admit(r request, order *rand.Rand, attempt int) (runtime.Objec
 		allowed = false
 	}
 	for _, v := range append(lost, got...) {
-		// The guards that remember what they admitted: the parents and
-		// namespace-deletions guards (assumptions), the locks,
+		// The guards that remember what they admitted: the parents,
+		// stages and namespace-deletions guards (assumptions), the locks,
 		// candidates, shadows and materialized guards (locks,
 		// candidates and objects of a locked name admitted a moment ago).
 		remembers := false
 		switch v.webhook {
-		case webhookconfig.WebhookParents, webhookconfig.WebhookNamespaceDeletions, webhookconfig.WebhookLocks,
+		case webhookconfig.WebhookParents, webhookconfig.WebhookStages, webhookconfig.WebhookNamespaceDeletions, webhookconfig.WebhookLocks,
 			webhookconfig.WebhookCandidates, webhookconfig.WebhookShadows, webhookconfig.WebhookMaterialized:
 			remembers = true
 		}

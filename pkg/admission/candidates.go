@@ -153,8 +153,8 @@ func (g *Guards) Candidates(ctx context.Context, req *admissionv1.AdmissionReque
 		return slices.ContainsFunc(others, func(o whatif.CandidateSource) bool { return o.Name == name && o.For == newC.For })
 	}
 	if c, found := g.recent.observe(recentKey{s.resource, s.namespace, newC.For}, inMirror); found && c.name != s.name {
-		return deny("%s: %s %q already has the candidate %q in namespace %q, admitted a moment ago: a stable source has at most one candidate; edit %q (or delete it first)",
-			s, s.gr, newC.For, c.name, s.namespace, c.name)
+		return deny("%s: %s %q already has the candidate %q in namespace %q, admitted a moment ago: a stable source has at most one candidate; edit %q (or delete it first). If %q does not exist (another webhook refused its write, or it was deleted a moment ago), try again in %s",
+			s, s.gr, newC.For, c.name, s.namespace, c.name, c.name, assumeFor)
 	}
 	if d := g.candidateImmutable(s, newC); !d.allowed {
 		return d

@@ -223,5 +223,10 @@ func TestSecondCandidateBackToBack(t *testing.T) {
 	if !strings.Contains(resp.Result.Message, `"viewers.next"`) {
 		t.Errorf("the refusal does not name the first candidate: %s", resp.Result.Message)
 	}
+	// The first may never have been stored (another webhook refused it),
+	// or be gone already: editing or deleting it is then no way out.
+	if !strings.Contains(resp.Result.Message, "try again in 30s") {
+		t.Errorf("the refusal does not say when to try again if the first does not exist: %s", resp.Result.Message)
+	}
 	t.Logf("refused: %s", resp.Result.Message)
 }

@@ -89,12 +89,21 @@ func (g *Guards) judgeHierarchy(c hierarchyChange) judgement {
 // last two also judge a third way, with undeleted: a deletion admitted here
 // may be refused by another webhook, and a child moved below the namespace
 // a moment before it (assumed, not yet in the mirror) then stays there to
-// lose what the change takes, as NamespaceDeletions judges its losses. A
+// lose what the change takes, as NamespaceDeletions judges its losses; a
+// new parent's place (parentPlace: no cycle) is judged that way too. A
 // namespace being created loses nothing.
 func (g *Guards) judgeHierarchyLocked(c hierarchyChange, assumed, undeleted whatif.Assumed) judgement {
 	ways := g.bothWays(c, assumed)
 	for _, a := range ways {
 		if d := g.parentHolds(c, a); !d.allowed {
+			return judgement{d: d}
+		}
+	}
+	// A cycle through a namespace assumed gone is a cycle still if another
+	// webhook refused that deletion (with a child moved below the new
+	// parent a moment before it, neither of the other ways sees it).
+	if c.newParent {
+		if d := g.parentPlace(c.name, c.parent, undeleted); !d.allowed {
 			return judgement{d: d}
 		}
 	}

@@ -72,8 +72,9 @@ func (g *Guards) Stages(ctx context.Context, req *admissionv1.AdmissionRequest) 
 // materialized kind stand in, in the namespace's view, under a name the
 // namespace holds an object of: that object, not the locked item, would be
 // what engines enforce there (DESIGN.md's third invariant). Nobody may: the
-// object must go first. Judged against the mirror alone and with what the
-// guards remember applied, as the parents guard judges; an allowed change
+// object must go first. Judged against the mirror alone, with what the
+// guards remember applied, and with the deletions admitted a moment ago
+// taken back, as the parents guard judges; an allowed change
 // is remembered, so that a candidate or lock decided a moment later, on
 // this replica or another, is judged with this stage.
 func (g *Guards) stagedStandIns(req *admissionv1.AdmissionRequest, old, obj *unstructured.Unstructured) decision {
@@ -81,8 +82,11 @@ func (g *Guards) stagedStandIns(req *admissionv1.AdmissionRequest, old, obj *uns
 	next := whatif.NamespaceMeta{Labels: obj.GetLabels(), Annotations: obj.GetAnnotations()}
 	g.hierarchy.mu.Lock()
 	defer g.hierarchy.mu.Unlock()
-	assumed := g.hierarchy.currentLocked()
-	// The namespace itself is, both ways, as the request found it (as the
+	// The third way, with the deletions admitted a moment ago taken back
+	// (assumedWays): one refused by another webhook leaves an ancestor the
+	// assumptions take for gone, and the namespace inheriting through it.
+	assumed, undeleted := g.hierarchy.currentLocked(), g.hierarchy.undeletedLocked()
+	// The namespace itself is, every way, as the request found it (as the
 	// parents guard's bothWays has it): the mirror may not show a namespace
 	// created a moment ago, and the mirror alone would judge it as nothing,
 	// while the assumptions' way may hide what it inherits (a move above it
@@ -90,12 +94,12 @@ func (g *Guards) stagedStandIns(req *admissionv1.AdmissionRequest, old, obj *uns
 	var mirror whatif.Assumed
 	if old != nil {
 		found := whatif.NamespaceMeta{Labels: old.GetLabels(), Annotations: old.GetAnnotations()}
-		assumed[name] = found
+		assumed[name], undeleted[name] = found, found
 		if _, known := g.mirror.Namespaces.NamespaceMeta(name); !known {
 			mirror = whatif.Assumed{name: found}
 		}
 	}
-	for _, a := range []whatif.Assumed{mirror, assumed} {
+	for _, a := range []whatif.Assumed{mirror, assumed, undeleted} {
 		if d := g.standIns(name, next, a); !d.allowed {
 			return d
 		}

@@ -420,3 +420,63 @@ func TestStageOverAnUnknownNamespace(t *testing.T) {
 		})
 	}
 }
+
+// TestStageUnderARefusedDeletion: with NetworkPolicies materialized, org
+// holds a locked candidate deny.next for deny (canary namespaces); p and
+// tc are root namespaces, and tc holds its own NetworkPolicy deny. p is
+// moved under org, then tc under p: nothing lost, and tc is no canary, so
+// nothing stands in. Then p, whose only child is tc, is deleted (tc
+// inherits nothing locked through it: nothing lost), a DELETE another
+// webhook refuses, so p stays under org and tc under p. An org release
+// manager then stages tc as a canary: org's locked deny.next would stand
+// in over tc's own deny, what the CNI enforces there (the third
+// invariant). Judged with the assumptions p is gone (tc reaches nothing
+// through it); with the mirror alone p is not under org yet. The stages
+// guard must judge the third way too, with the deletions admitted a
+// moment ago taken back (assumedWays), as the parents guard's stand-ins
+// are. Without the deletion (the control) the assumptions' way finds it.
+func TestStageUnderARefusedDeletion(t *testing.T) {
+	t.Parallel()
+	for _, deleteP := range []bool{false, true} {
+		t.Run(fmt.Sprintf("p deleted=%t", deleteP), func(t *testing.T) {
+			t.Parallel()
+			m := materializedMux([]*corev1.Namespace{ns(global, ""), ns("org", ""), ns("p", ""), ns("tc", "")},
+				networkPolicy("org", "deny"), networkPolicy("org", "deny.next", candidateFor("deny", v1alpha1.LabelStage+"=canary"), isLocked),
+				networkPolicy("tc", "deny"))
+			g := admission.NewGuards(admission.Config{
+				Mirror: admission.MirrorOf(whatif.New(m)),
+				Authorizer: &fakeAuthorizer{answers: allowAll(updateNamespace("org"), updateNamespace("p"),
+					authorizationv1.ResourceAttributes{Verb: "stage", Resource: "namespaces", Namespace: "tc", Name: "tc"})},
+				Served: []schema.GroupResource{npGR}, GlobalNamespaces: []string{global}, Materialized: []string{"networkpolicies"},
+				Namespaces: namespaceClient(global, "org", "p", "tc"),
+			})
+			underOrg := ns("p", "org", parentUID(nsUID("org")))
+			if resp, _ := review(t, g, webhookconfig.PathParents, request(admissionv1.Update, nsGR, "", "p", ns("p", ""), underOrg)); resp == nil || !resp.Allowed {
+				t.Fatalf("moving p under org was refused: %+v", resp)
+			}
+			moved := ns("tc", "p", parentUID(nsUID("p")))
+			if resp, _ := review(t, g, webhookconfig.PathParents, request(admissionv1.Update, nsGR, "", "tc", ns("tc", ""), moved)); resp == nil || !resp.Allowed {
+				t.Fatalf("moving tc under p was refused: %+v", resp)
+			}
+			if deleteP {
+				del := request(admissionv1.Delete, nsGR, "", "p", underOrg, nil)
+				if resp, _ := review(t, g, webhookconfig.PathNamespaceDeletions, del); resp == nil || !resp.Allowed {
+					t.Fatalf("deleting p was refused: %+v", resp)
+				}
+			}
+			staged := ns("tc", "p", parentUID(nsUID("p")))
+			staged.Labels[v1alpha1.LabelStage] = "canary"
+			resp, _ := review(t, g, webhookconfig.PathStages, request(admissionv1.Update, nsGR, "", "tc", moved, staged))
+			if resp == nil {
+				t.Fatal("no answer")
+			}
+			if resp.Allowed {
+				t.Fatal("staging tc as a canary was admitted: org's locked deny.next stands in over tc's own deny")
+			}
+			if !strings.Contains(resp.Result.Message, "org/deny") {
+				t.Errorf("the refusal does not name org/deny: %s", resp.Result.Message)
+			}
+			t.Logf("refused: %s", resp.Result.Message)
+		})
+	}
+}
