@@ -144,6 +144,12 @@ func (a *assumptions) undeletedLocked() whatif.Assumed {
 	return out
 }
 
+// waysLocked returns currentLocked and undeletedLocked, the assumptions
+// a change is judged with besides the mirror alone. Called with mu held.
+func (a *assumptions) waysLocked() (assumed, undeleted whatif.Assumed) {
+	return a.currentLocked(), a.undeletedLocked()
+}
+
 // superseded reports whether the mirror shows namespace name at another
 // version than the one the assumed change replaced.
 func (a *assumptions) superseded(name string, as assumption) bool {

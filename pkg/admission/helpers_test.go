@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -490,3 +491,19 @@ func review(t testing.TB, g *admission.Guards, path string, req *admissionv1.Adm
 }
 
 var errBoom = errors.New("boom")
+
+// mustRefuse fails t unless resp refuses (admitted says what an admission
+// lets through) with a message naming naming, and logs the refusal.
+func mustRefuse(t *testing.T, resp *admissionv1.AdmissionResponse, naming, admitted string) {
+	t.Helper()
+	if resp == nil {
+		t.Fatal("no answer")
+	}
+	if resp.Allowed {
+		t.Fatal(admitted)
+	}
+	if !strings.Contains(resp.Result.Message, naming) {
+		t.Errorf("the refusal does not name %s: %s", naming, resp.Result.Message)
+	}
+	t.Logf("refused: %s", resp.Result.Message)
+}

@@ -69,7 +69,7 @@ type hierarchyChange struct {
 func (g *Guards) assumedWays() (assumed, undeleted whatif.Assumed) {
 	g.hierarchy.mu.Lock()
 	defer g.hierarchy.mu.Unlock()
-	return g.hierarchy.currentLocked(), g.hierarchy.undeletedLocked()
+	return g.hierarchy.waysLocked()
 }
 
 // judgeHierarchy judges c under the parent guard's lock, against the mirror
@@ -77,12 +77,12 @@ func (g *Guards) assumedWays() (assumed, undeleted whatif.Assumed) {
 func (g *Guards) judgeHierarchy(c hierarchyChange) judgement {
 	g.hierarchy.mu.Lock()
 	defer g.hierarchy.mu.Unlock()
-	return g.judgeHierarchyLocked(c, g.hierarchy.currentLocked(), g.hierarchy.undeletedLocked())
+	return g.judgeHierarchyLocked(c)
 }
 
-// judgeHierarchyLocked is judgeHierarchy with hierarchy.mu held and the
-// current assumptions given (assumed; undeleted: the same with the
-// namespaces assumed gone taken back, assumptions.undeletedLocked). Each
+// judgeHierarchyLocked is judgeHierarchy with hierarchy.mu held, judged
+// with the current assumptions (assumed; undeleted: the same with the
+// namespaces assumed gone taken back, assumptions.waysLocked). Each
 // guard of a namespace's place, by what it protects, judges both ways: the
 // parent (parentHolds), the locked items in the views (lockedLoss: each
 // needs unlock), and the real objects under locked names (standIns). The
@@ -92,7 +92,8 @@ func (g *Guards) judgeHierarchy(c hierarchyChange) judgement {
 // lose what the change takes, as NamespaceDeletions judges its losses; a
 // new parent's place (parentPlace: no cycle) is judged that way too. A
 // namespace being created loses nothing.
-func (g *Guards) judgeHierarchyLocked(c hierarchyChange, assumed, undeleted whatif.Assumed) judgement {
+func (g *Guards) judgeHierarchyLocked(c hierarchyChange) judgement {
+	assumed, undeleted := g.hierarchy.waysLocked()
 	ways := g.bothWays(c, assumed)
 	for _, a := range ways {
 		if d := g.parentHolds(c, a); !d.allowed {
@@ -209,7 +210,7 @@ func (g *Guards) lockedLoss(c hierarchyChange, assumed whatif.Assumed) ([]whatif
 func (g *Guards) admit(c hierarchyChange, prev judgement) bool {
 	g.hierarchy.mu.Lock()
 	defer g.hierarchy.mu.Unlock()
-	j := g.judgeHierarchyLocked(c, g.hierarchy.currentLocked(), g.hierarchy.undeletedLocked())
+	j := g.judgeHierarchyLocked(c)
 	if !j.d.allowed || len(unionLocked(prev.lost, j.lost)) != len(prev.lost) {
 		return false
 	}

@@ -49,7 +49,7 @@ func (g *Guards) NamespaceDeletions(ctx context.Context, req *admissionv1.Admiss
 		return d
 	}
 	g.hierarchy.mu.Lock()
-	assumed, undeleted := g.hierarchy.currentLocked(), g.hierarchy.undeletedLocked()
+	assumed, undeleted := g.hierarchy.waysLocked()
 	g.hierarchy.mu.Unlock()
 	// The namespace itself is judged as the request found it, whatever an
 	// assumption says, as the parent guard judges a namespace it changes

@@ -69,43 +69,33 @@ func newRecent(clk clock.PassiveClock) *recent {
 func (r *recent) lock(k recentKey, obj, old *unstructured.Unstructured) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	w := lockWrite{uid: obj.GetUID(), created: old == nil}
+	w := LockWrite{UID: obj.GetUID(), Created: old == nil}
 	if old != nil {
-		w.over = old.GetResourceVersion()
+		w.Over = old.GetResourceVersion()
 	}
 	cur, ok := r.locks[k]
 	l := recentObject{obj: obj, until: laterThan(cur.until, ok, r.clock.Now().Add(r.ttl))}
 	if ok && !r.clock.Now().After(cur.until) {
-		l.writes = slices.Clone(cur.writes)
+		l.writes = cur.writes
 	}
-	if !slices.Contains(l.writes, w) {
-		l.writes = append(l.writes, w)
-	}
+	l.writes = unionWrites(l.writes, []LockWrite{w})
 	r.locks[k] = l
 	r.settled[k] = slices.DeleteFunc(r.settled[k], func(s settledWrite) bool { return s.write == w })
-}
-
-// lockWrite is one write a lock was admitted for: the object's uid (""
-// when not known: it never settles), and created for a creation, else over,
-// the resourceVersion of the object it was admitted over.
-type lockWrite struct {
-	uid     types.UID
-	created bool
-	over    string
 }
 
 // settledWrite is a lock's write the mirror showed settled, until the end
 // of its entry.
 type settledWrite struct {
-	write lockWrite
+	write LockWrite
 	until time.Time
 }
 
 // settled reports whether the mirror, which shows the source at uid and
 // rv, shows w settled: the object w was admitted for, at a later version
-// than the one it was admitted over, or at all for a creation.
-func (w lockWrite) settled(uid types.UID, rv string) bool {
-	return w.uid != "" && uid == w.uid && (w.created || laterVersion(rv, w.over))
+// than the one it was admitted over, or at all for a creation (a write
+// whose uid is not known never settles).
+func (w LockWrite) settled(uid types.UID, rv string) bool {
+	return w.UID != "" && uid == w.UID && (w.Created || laterVersion(rv, w.Over))
 }
 
 // settleLocks forgets the lock writes the mirror shows settled (the mirror
@@ -123,10 +113,10 @@ func (r *recent) settleLocks() {
 	}
 	r.mu.Lock()
 	now := r.clock.Now()
-	candidates := map[recentKey][]lockWrite{}
+	unsettled := map[recentKey][]LockWrite{}
 	for k, l := range r.locks {
-		if !now.After(l.until) && slices.ContainsFunc(l.writes, func(w lockWrite) bool { return w.uid != "" }) {
-			candidates[k] = slices.Clone(l.writes)
+		if !now.After(l.until) && slices.ContainsFunc(l.writes, func(w LockWrite) bool { return w.UID != "" }) {
+			unsettled[k] = slices.Clone(l.writes)
 		}
 	}
 	for k, ss := range r.settled {
@@ -137,8 +127,8 @@ func (r *recent) settleLocks() {
 		}
 	}
 	r.mu.Unlock()
-	done := map[recentKey][]lockWrite{}
-	for k, writes := range candidates {
+	done := map[recentKey][]LockWrite{}
+	for k, writes := range unsettled {
 		uid, rv, ok := r.shown(k)
 		if !ok {
 			continue
@@ -159,7 +149,7 @@ func (r *recent) settleLocks() {
 		if !ok {
 			continue
 		}
-		l.writes = slices.DeleteFunc(slices.Clone(l.writes), func(w lockWrite) bool { return slices.Contains(writes, w) })
+		l.writes = slices.DeleteFunc(slices.Clone(l.writes), func(w LockWrite) bool { return slices.Contains(writes, w) })
 		for _, w := range writes {
 			r.settled[k] = append(r.settled[k], settledWrite{write: w, until: l.until})
 		}
@@ -173,7 +163,7 @@ func (r *recent) settleLocks() {
 
 // isSettled reports whether this replica's mirror showed the write w of k
 // settled.
-func (r *recent) isSettled(k recentKey, w lockWrite) bool {
+func (r *recent) isSettled(k recentKey, w LockWrite) bool {
 	return slices.ContainsFunc(r.settled[k], func(s settledWrite) bool { return s.write == w })
 }
 
@@ -260,7 +250,7 @@ type recentObject struct {
 	until time.Time
 	// writes are, for a lock, the writes it was admitted for that the
 	// mirror has not shown settled (settleLocks), obj the last one's.
-	writes []lockWrite
+	writes []LockWrite
 }
 
 // adopt records that the copy k became obj, an object of its namespace's

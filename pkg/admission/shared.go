@@ -76,9 +76,10 @@ type Entry struct {
 	Until     time.Time   `json:"until"`
 }
 
-// LockWrite is one write a lock was admitted for: the uid of its object,
-// and Created for a creation, else Over, the resourceVersion of the object
-// it was admitted over.
+// LockWrite is one write a lock was admitted for: the uid of its object
+// ("" when not known: it never settles), and Created for a creation, else
+// Over, the resourceVersion of the object it was admitted over. The
+// replica's memory keeps them as the record does.
 type LockWrite struct {
 	UID     types.UID `json:"uid,omitempty"`
 	Created bool      `json:"created,omitempty"`

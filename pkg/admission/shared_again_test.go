@@ -204,16 +204,7 @@ func TestLockDecidedAgainOverALockBelow(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			resp := tc.decide(t)
-			if resp == nil {
-				t.Fatal("no answer")
-			}
-			if resp.Allowed {
-				t.Fatal("alice's lock of org/rb was admitted after bob's: tc/rb, locked, leaves tc's view without unlock on it")
-			}
-			if !strings.Contains(resp.Result.Message, "tc/rb") {
-				t.Errorf("the refusal does not name tc/rb: %s", resp.Result.Message)
-			}
-			t.Logf("refused: %s", resp.Result.Message)
+			mustRefuse(t, resp, "tc/rb", "alice's lock of org/rb was admitted after bob's: tc/rb, locked, leaves tc's view without unlock on it")
 		})
 	}
 }
@@ -320,16 +311,7 @@ func lockAfterAMove(t *testing.T, cfg func(tc2 *corev1.Namespace) admission.Conf
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			resp := tc.decide(t)
-			if resp == nil {
-				t.Fatal("no answer")
-			}
-			if resp.Allowed {
-				t.Fatalf("the lock of %s/%s was admitted after the move: %s", lock.Namespace, lock.Name, why)
-			}
-			if !strings.Contains(resp.Result.Message, want) {
-				t.Errorf("the refusal does not name %s: %s", want, resp.Result.Message)
-			}
-			t.Logf("refused: %s", resp.Result.Message)
+			mustRefuse(t, resp, want, fmt.Sprintf("the lock of %s/%s was admitted after the move: %s", lock.Namespace, lock.Name, why))
 		})
 	}
 }
@@ -427,16 +409,7 @@ func TestRefusedDeletionHidesAMovedChild(t *testing.T) {
 					}
 				}
 				resp, _ := review(t, g, tc.path, tc.then)
-				if resp == nil {
-					t.Fatal("no answer")
-				}
-				if resp.Allowed {
-					t.Fatalf("%s was admitted: tc, moved under %s, loses what the lock %s protects", tc.name, tc.to, tc.want)
-				}
-				if !strings.Contains(resp.Result.Message, tc.want) {
-					t.Errorf("the refusal does not name %s: %s", tc.want, resp.Result.Message)
-				}
-				t.Logf("refused: %s", resp.Result.Message)
+				mustRefuse(t, resp, tc.want, fmt.Sprintf("%s was admitted: tc, moved under %s, loses what the lock %s protects", tc.name, tc.to, tc.want))
 			})
 		}
 	}
@@ -473,16 +446,7 @@ func TestCycleThroughARefusedDeletion(t *testing.T) {
 				}
 			}
 			resp, _ := review(t, g, webhookconfig.PathParents, request(admissionv1.Update, nsGR, "", "tp", ns("tp", ""), ns("tp", "tc", parentUID(nsUID("tc")), noInherit)))
-			if resp == nil {
-				t.Fatal("no answer")
-			}
-			if resp.Allowed {
-				t.Fatal("tp under tc admitted: tc -> tp -> tc")
-			}
-			if !strings.Contains(resp.Result.Message, "cycle") {
-				t.Errorf("not a cycle refusal: %s", resp.Result.Message)
-			}
-			t.Logf("refused: %s", resp.Result.Message)
+			mustRefuse(t, resp, "cycle", "tp under tc admitted: tc -> tp -> tc")
 		})
 	}
 }

@@ -32,11 +32,7 @@ func (g *Guards) memory() Record {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, l := range r.locks {
-		e := Entry{Kind: entryLock, Resource: k.resource, Namespace: k.namespace, Name: k.name, Object: objectOf(l.obj), Until: l.until}
-		for _, w := range l.writes {
-			e.Writes = append(e.Writes, LockWrite{UID: w.uid, Created: w.created, Over: w.over})
-		}
-		out.Entries = append(out.Entries, e)
+		out.Entries = append(out.Entries, Entry{Kind: entryLock, Resource: k.resource, Namespace: k.namespace, Name: k.name, Object: objectOf(l.obj), Writes: slices.Clone(l.writes), Until: l.until})
 	}
 	for k, a := range r.adopted {
 		out.Entries = append(out.Entries, Entry{Kind: entryAdopted, Resource: k.resource, Namespace: k.namespace, Name: k.name, Object: objectOf(a.obj), Until: a.until})
@@ -91,13 +87,13 @@ func (g *Guards) takeIn(rec Record) {
 			// mirror shows it settled; the later entry's object and end.
 			l := recentObject{obj: unstructuredOf(e.Object), until: e.Until}
 			for _, w := range e.Writes {
-				if w := (lockWrite{uid: w.UID, created: w.Created, over: w.Over}); !r.isSettled(k, w) {
+				if !r.isSettled(k, w) {
 					l.writes = append(l.writes, w)
 				}
 			}
 			switch {
 			case len(e.Writes) == 0:
-				l.writes = []lockWrite{{}} // not known: kept until its end
+				l.writes = []LockWrite{{}} // not known: kept until its end
 			case len(l.writes) == 0:
 				continue // this replica's mirror showed them all settled
 			}
@@ -153,7 +149,7 @@ func unstructuredOf(o map[string]any) *unstructured.Unstructured {
 }
 
 // unionWrites is the writes of a and of b, each once.
-func unionWrites(a, b []lockWrite) []lockWrite {
+func unionWrites(a, b []LockWrite) []LockWrite {
 	out := slices.Clone(a)
 	for _, w := range b {
 		if !slices.Contains(out, w) {

@@ -85,7 +85,7 @@ func (g *Guards) stagedStandIns(req *admissionv1.AdmissionRequest, old, obj *uns
 	// The third way, with the deletions admitted a moment ago taken back
 	// (assumedWays): one refused by another webhook leaves an ancestor the
 	// assumptions take for gone, and the namespace inheriting through it.
-	assumed, undeleted := g.hierarchy.currentLocked(), g.hierarchy.undeletedLocked()
+	assumed, undeleted := g.hierarchy.waysLocked()
 	// The namespace itself is, every way, as the request found it (as the
 	// parents guard's bothWays has it): the mirror may not show a namespace
 	// created a moment ago, and the mirror alone would judge it as nothing,

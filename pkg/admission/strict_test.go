@@ -407,16 +407,7 @@ func TestStageOverAnUnknownNamespace(t *testing.T) {
 			staged := ns("fresh", "p", recorded)
 			staged.Labels[v1alpha1.LabelStage] = "canary"
 			resp, _ := review(t, g, webhookconfig.PathStages, request(admissionv1.Update, nsGR, "", "fresh", ns("fresh", "p", recorded), staged))
-			if resp == nil {
-				t.Fatal("no answer")
-			}
-			if resp.Allowed {
-				t.Fatal("staging fresh as a canary was admitted: org's locked deny.next stands in over fresh's own deny")
-			}
-			if !strings.Contains(resp.Result.Message, "org/deny") {
-				t.Errorf("the refusal does not name org/deny: %s", resp.Result.Message)
-			}
-			t.Logf("refused: %s", resp.Result.Message)
+			mustRefuse(t, resp, "org/deny", "staging fresh as a canary was admitted: org's locked deny.next stands in over fresh's own deny")
 		})
 	}
 }
@@ -467,16 +458,7 @@ func TestStageUnderARefusedDeletion(t *testing.T) {
 			staged := ns("tc", "p", parentUID(nsUID("p")))
 			staged.Labels[v1alpha1.LabelStage] = "canary"
 			resp, _ := review(t, g, webhookconfig.PathStages, request(admissionv1.Update, nsGR, "", "tc", moved, staged))
-			if resp == nil {
-				t.Fatal("no answer")
-			}
-			if resp.Allowed {
-				t.Fatal("staging tc as a canary was admitted: org's locked deny.next stands in over tc's own deny")
-			}
-			if !strings.Contains(resp.Result.Message, "org/deny") {
-				t.Errorf("the refusal does not name org/deny: %s", resp.Result.Message)
-			}
-			t.Logf("refused: %s", resp.Result.Message)
+			mustRefuse(t, resp, "org/deny", "staging tc as a canary was admitted: org's locked deny.next stands in over tc's own deny")
 		})
 	}
 }
